@@ -1,0 +1,23 @@
+/* Small helpers every rung binary uses: allocation that aborts on exhaustion (a control
+ * plane that cannot allocate a few bytes cannot do anything useful), clocks, strings. */
+#ifndef RUNG_UTIL_H
+#define RUNG_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* malloc/calloc/realloc/strdup that abort with a message instead of returning NULL. */
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+/* printf into a new heap string; the caller frees it. */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Monotonic and wall clocks in milliseconds. */
+int64_t util_mono_ms(void);
+int64_t util_wall_ms(void);
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif
