@@ -1,0 +1,19 @@
+/* The recovery policy: pure code, no I/O. Given what the server knows about a job and the attempt
+ * that just ended (CTX in docs/DESIGN.md), it classifies the ending and decides what happens next
+ * (DECISION). Ladders are tables of rungs, classes are ordered rules; both read like the guide. */
+#ifndef RUNG_POLICY_H
+#define RUNG_POLICY_H
+
+#include <jansson.h>
+
+/* Decides what follows the attempt in ctx->attempt. Returns a new reference to a DECISION object
+ * (docs/DESIGN.md); the caller owns it. On a malformed ctx returns NULL and sets *err to a heap
+ * string naming the problem (the caller frees it). Never touches ctx. */
+json_t *policy_decide(const json_t *ctx, char **err);
+
+/* What rung makes of one attempt's FACTS, for `rungctl classify` and tests: a new object
+ * {"class", "rule", "evidence", "phase", "step", "signatures", "oom"}. config may be NULL (the
+ * conservative-config test of env faults then cannot hold). Same rules as policy_decide. */
+json_t *policy_classify(const json_t *facts, const json_t *config);
+
+#endif
