@@ -21,12 +21,20 @@ typedef void (*db_notify_cb)(const char *channel, const char *payload, void *arg
 
 /* Opens `size` connections to `conninfo` in the background. Returns NULL only on bad arguments. */
 struct db *db_new(struct event_base *base, const char *conninfo, int size);
-/* Closes every connection; pending callbacks are called with res NULL first. Accepts NULL. */
+/* Closes every connection; pending callbacks (in flight and queued) are called with res NULL and
+ * err "database closed" before it returns. Accepts NULL. Must not be called from inside a db_cb
+ * or db_notify_cb of the same pool. */
 void db_free(struct db *db);
+
+/* How long a statement may wait in the queue for a connection before it gets res NULL, err
+ * "database unavailable" (default 2000 ms). Applies to statements queued after the call. */
+void db_set_queue_timeout_ms(struct db *db, int ms);
 
 /* Runs one statement with text parameters (NULL = SQL NULL). `sql` is a statement from
  * build/sql.h (an embedded sql_* string); it is prepared once per connection, keyed by the
- * pointer, so pass the same pointer each time. Queued when every connection is busy. */
+ * pointer, so pass the same pointer each time (it must outlive the pool). The parameters are
+ * copied. Queued (FIFO) when every connection is busy or down; one statement per connection
+ * at a time. A failed Prepare reaches cb as that PGRES_FATAL_ERROR result. */
 void db_exec(struct db *db, const char *sql, int nparams, const char *const *params, db_cb cb, void *arg);
 
 /* True while at least one connection is up. */
