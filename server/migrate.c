@@ -1,0 +1,168 @@
+/* Applies the embedded migrations (see migrate.h): blocking libpq, one transaction per migration,
+ * a session advisory lock around the whole run, and the schema_migrations bookkeeping table.
+ * Owns nothing after it returns; knows nothing about what the migrations contain. */
+#include "migrate.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <libpq-fe.h>
+
+#include "log.h"
+#include "util.h"
+
+#define MIGRATE_RETRY_MS 200
+
+static const char migrate_sql_lock[] = "SELECT pg_advisory_lock($1::bigint)";
+static const char migrate_sql_unlock[] = "SELECT pg_advisory_unlock($1::bigint)";
+static const char migrate_sql_table[] =
+	"CREATE TABLE IF NOT EXISTS schema_migrations ("
+	" name text PRIMARY KEY,"
+	" applied_at timestamptz NOT NULL DEFAULT now())";
+static const char migrate_sql_applied[] = "SELECT 1 FROM schema_migrations WHERE name = $1";
+static const char migrate_sql_record[] = "INSERT INTO schema_migrations (name) VALUES ($1)";
+
+/* Postgres NOTICEs ("already exists, skipping") are debug noise here. */
+static void migrate_notice(void *arg, const char *msg)
+{
+	(void)arg;
+	log_debug("migrate notice", "text=\"%.*s\"", (int)strcspn(msg, "\n\""), msg);
+}
+
+/* First line of a Postgres message with double quotes softened, for key="value" logs. */
+static const char *migrate_errline(char *buf, size_t n, const char *msg)
+{
+	size_t i = 0;
+
+	for (; msg && *msg && *msg != '\n' && i + 1 < n; msg++)
+		buf[i++] = *msg == '"' ? '\'' : *msg;
+	buf[i] = '\0';
+	return buf;
+}
+
+/* Runs one parameterised statement; true when it succeeded. On failure logs `what` + error. */
+static bool migrate_exec(PGconn *pg, const char *sql, int nparams, const char *const *params,
+	const char *what, const char *name, bool *found)
+{
+	PGresult *res = PQexecParams(pg, sql, nparams, NULL, params, NULL, NULL, 0);
+	ExecStatusType st = PQresultStatus(res);
+	bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+	char err[256];
+
+	if (!ok)
+		log_error("migrate failed", "step=%s migration=\"%s\" error=\"%s\"", what, name ? name : "",
+			migrate_errline(err, sizeof err, PQresultErrorMessage(res)));
+	else if (found)
+		*found = PQntuples(res) > 0;
+	PQclear(res);
+	return ok;
+}
+
+static PGconn *migrate_connect(const char *conninfo, int wait_ms)
+{
+	int64_t deadline = util_mono_ms() + (wait_ms > 0 ? wait_ms : 0);
+	struct timespec ts = { 0, MIGRATE_RETRY_MS * 1000000L };
+	char err[256];
+	bool logged = false;
+	PGconn *pg;
+
+	for (;;) {
+		pg = PQconnectdb(conninfo);
+		if (pg && PQstatus(pg) == CONNECTION_OK)
+			return pg;
+		migrate_errline(err, sizeof err, pg ? PQerrorMessage(pg) : "out of memory");
+		PQfinish(pg);
+		if (util_mono_ms() >= deadline) {
+			log_error("migrate: cannot connect to the database", "wait_ms=%d error=\"%s\"", wait_ms, err);
+			return NULL;
+		}
+		if (!logged)
+			log_info("migrate: waiting for the database", "wait_ms=%d error=\"%s\"", wait_ms, err);
+		logged = true;
+		nanosleep(&ts, NULL); /* a retry interval, not synchronisation */
+	}
+}
+
+/* Applies one migration in its own transaction; rolls it back on failure. */
+static int migrate_one(PGconn *pg, const struct sql_migration *m)
+{
+	const char *params[1] = { m->name };
+	PGresult *res = NULL;
+	char err[256];
+	int rc = -1;
+
+	if (!migrate_exec(pg, "BEGIN", 0, NULL, "begin", m->name, NULL))
+		goto out;
+	/* PQexec: a migration file may hold many statements (simple query protocol). */
+	res = PQexec(pg, m->text);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK &&
+		PQresultStatus(res) != PGRES_EMPTY_QUERY) {
+		log_error("migration failed", "migration=\"%s\" error=\"%s\"", m->name,
+			migrate_errline(err, sizeof err, PQresultErrorMessage(res)));
+		goto rollback;
+	}
+	if (PQtransactionStatus(pg) != PQTRANS_INTRANS) {
+		log_error("migration failed", "migration=\"%s\" error=\"%s\"", m->name,
+			"the migration must not end the transaction itself (no COMMIT/ROLLBACK in migrations)");
+		goto rollback;
+	}
+	if (!migrate_exec(pg, migrate_sql_record, 1, params, "record", m->name, NULL))
+		goto rollback;
+	if (!migrate_exec(pg, "COMMIT", 0, NULL, "commit", m->name, NULL))
+		goto out;
+	log_info("migration applied", "migration=\"%s\"", m->name);
+	rc = 0;
+	goto out;
+rollback:
+	PQclear(PQexec(pg, "ROLLBACK"));
+out:
+	PQclear(res);
+	return rc;
+}
+
+int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n)
+{
+	const char *key[1] = { MIGRATE_LOCK_KEY };
+	PGconn *pg = NULL;
+	bool locked = false, found = false;
+	size_t i, applied = 0;
+	int rc = -1;
+
+	if (!conninfo || (n && !list))
+		goto out;
+	pg = migrate_connect(conninfo, wait_ms);
+	if (!pg)
+		goto out;
+	PQsetNoticeProcessor(pg, migrate_notice, NULL);
+	if (!migrate_exec(pg, migrate_sql_lock, 1, key, "lock", NULL, NULL))
+		goto out;
+	locked = true;
+	if (!migrate_exec(pg, migrate_sql_table, 0, NULL, "create_table", NULL, NULL))
+		goto out;
+	for (i = 0; i < n; i++) {
+		const char *params[1] = { list[i].name };
+
+		if (!migrate_exec(pg, migrate_sql_applied, 1, params, "check", list[i].name, &found))
+			goto out;
+		if (found)
+			continue;
+		if (migrate_one(pg, &list[i]) < 0)
+			goto out;
+		applied++;
+	}
+	log_info("schema up to date", "migrations=%zu applied_now=%zu", n, applied);
+	rc = 0;
+out:
+	if (locked)
+		migrate_exec(pg, migrate_sql_unlock, 1, key, "unlock", NULL, NULL);
+	PQfinish(pg);
+	return rc;
+}
+
+int migrate_run(const char *conninfo, int wait_ms)
+{
+	return migrate_apply(conninfo, wait_ms, sql_migrations, sql_migrations_count);
+}
