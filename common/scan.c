@@ -1,0 +1,629 @@
+/* The trainer-log scanner (see scan.h): a line splitter with a capped line buffer, a matcher for
+ * AI Toolkit's phase markers, tqdm bars and failure signatures, the OOM message numbers, and a
+ * ring of the last lines. It owns no I/O; the worker feeds it and adds exit code, GPU readings
+ * and timing to the facts it builds. */
+#include "scan.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util.h"
+
+enum scan_sig {
+	SIG_CUDA_OOM, SIG_SKIPPED_BATCH_OOM, SIG_OOM_3_IN_ROW, SIG_ZERO_BYTES_FREE,
+	SIG_CUBLAS_ALLOC_FAILED, SIG_CUBLAS_NOT_INITIALIZED, SIG_HOST_KILLED, SIG_MEMORY_ERROR,
+	SIG_NAN_LOSS, SIG_FILE_NOT_FOUND, SIG_NCCL_TIMEOUT, SIG_CONFIG_ERROR, SIG_ERROR_RUNNING_JOB,
+	SIG_JOB_STOPPED, SIG_RESUMING, SIG_COUNT
+};
+
+static const char *const sig_names[SIG_COUNT] = {
+	"cuda_oom", "skipped_batch_oom", "oom_3_in_row", "zero_bytes_free",
+	"cublas_alloc_failed", "cublas_not_initialized", "host_killed", "memory_error",
+	"nan_loss", "file_not_found", "nccl_timeout", "config_error", "error_running_job",
+	"job_stopped", "resuming",
+};
+
+static const char *const phase_names[] = {
+	"start", "load", "baseline_sample", "train", "sample", "save", "done",
+};
+
+#define SCAN_MAX_PROCS 64
+#define SCAN_NAME_CAP 256
+
+struct scan_proc {
+	long long pid;
+	double used_mib;
+};
+
+struct scan {
+	char line[SCAN_LINE_CAP + 1]; /* the line being assembled, NUL-terminated when scanned */
+	size_t len;                   /* bytes in line */
+	enum scan_phase phase;        /* last phase seen */
+	int oom_phase;                /* phase of the first GPU-OOM signature, -1 when none */
+	long long first_step, last_step, total_steps; /* -1 while unknown */
+	bool train_started;           /* a training bar was seen */
+	bool loading_seen;            /* a model/dataset loading marker was seen */
+	char job_name[SCAN_NAME_CAP]; /* from "# Running job: NAME", "" while unknown */
+	int sigs[SIG_COUNT];
+	double tried_mib, total_mib, free_mib, alloc_mib; /* OOM numbers, NAN while unknown */
+	struct scan_proc procs[SCAN_MAX_PROCS];
+	size_t nprocs;
+	char *error;                  /* last error message (heap), NULL when none */
+	char *tail[SCAN_TAIL_LINES];  /* ring of sanitised lines (heap) */
+	size_t tail_start, tail_count;
+	bool tail_last_bar;           /* the newest tail line is a progress bar ... */
+	char tail_last_desc[SCAN_NAME_CAP]; /* ... with this description */
+};
+
+struct scan *scan_new(void)
+{
+	struct scan *s = xcalloc(1, sizeof *s);
+	s->phase = SCAN_START;
+	s->oom_phase = -1;
+	s->first_step = s->last_step = s->total_steps = -1;
+	s->tried_mib = s->total_mib = s->free_mib = s->alloc_mib = NAN;
+	return s;
+}
+
+void scan_free(struct scan *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < SCAN_TAIL_LINES; i++)
+		free(s->tail[i]);
+	free(s->error);
+	free(s);
+}
+
+enum scan_phase scan_phase(const struct scan *s) { return s->phase; }
+long long scan_step(const struct scan *s) { return s->last_step; }
+long long scan_total_steps(const struct scan *s) { return s->total_steps; }
+
+const char *scan_phase_name(enum scan_phase p)
+{
+	if ((unsigned)p >= ARRAY_LEN(phase_names))
+		return "start";
+	return phase_names[p];
+}
+
+int scan_signature(const struct scan *s, const char *name)
+{
+	for (int i = 0; i < SIG_COUNT; i++)
+		if (!strcmp(sig_names[i], name))
+			return s->sigs[i];
+	return 0;
+}
+
+/* Copies at most MAX bytes of SRC into a new string that is valid UTF-8: every byte that does
+ * not start a well-formed sequence (or a NUL) becomes '?'. */
+static char *utf8_sanitize(const char *src, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	char *out;
+	size_t i = 0, o = 0;
+
+	if (len > max)
+		len = max;
+	out = xmalloc(len + 1);
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t need = 0;
+		unsigned int cp = 0, min = 0;
+		if (c >= 0x01 && c < 0x80) {
+			out[o++] = (char)c;
+			i++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF)
+			need = 1, cp = c & 0x1F, min = 0x80;
+		else if (c >= 0xE0 && c <= 0xEF)
+			need = 2, cp = c & 0x0F, min = 0x800;
+		else if (c >= 0xF0 && c <= 0xF4)
+			need = 3, cp = c & 0x07, min = 0x10000;
+		if (need && i + need < len) {
+			size_t k;
+			for (k = 1; k <= need; k++) {
+				if ((p[i + k] & 0xC0) != 0x80)
+					break;
+				cp = (cp << 6) | (p[i + k] & 0x3F);
+			}
+			if (k == need + 1 && cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF)) {
+				memcpy(out + o, p + i, need + 1);
+				o += need + 1;
+				i += need + 1;
+				continue;
+			}
+		}
+		out[o++] = '?';
+		i++;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+/* Skips spaces and ANSI escape sequences (tqdm moves the cursor with them). */
+static const char *skip_space_esc(const char *p)
+{
+	for (;;) {
+		if (*p == ' ' || *p == '\t') {
+			p++;
+		} else if (*p == 0x1b) {
+			p++;
+			if (*p == '[') {
+				p++;
+				while (*p && !isalpha((unsigned char)*p))
+					p++;
+				if (*p)
+					p++;
+			}
+		} else {
+			return p;
+		}
+	}
+}
+
+static bool parse_ll(const char **pp, long long *out)
+{
+	const char *p = *pp;
+	long long v = 0;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	while (isdigit((unsigned char)*p)) {
+		if (v > 100000000000LL)
+			return false;
+		v = v * 10 + (*p++ - '0');
+	}
+	*pp = p;
+	*out = v;
+	return true;
+}
+
+/* Recognises a tqdm bar "DESC:  12%|####| 245/2000 [...]": fills desc (trimmed), n and total. */
+static bool parse_bar(const char *l, char *desc, size_t cap, long long *n, long long *total)
+{
+	const char *pct = strstr(l, "%|"), *q, *d_end, *start, *r;
+	size_t dl;
+
+	if (!pct)
+		return false;
+	q = pct;
+	while (q > l && isdigit((unsigned char)q[-1]))
+		q--;
+	if (q == pct)
+		return false;
+	d_end = q;
+	while (d_end > l && d_end[-1] == ' ')
+		d_end--;
+	if (d_end > l && d_end[-1] == ':')
+		d_end--;
+	start = skip_space_esc(l);
+	if (start > d_end)
+		start = d_end;
+	while (d_end > start && d_end[-1] == ' ')
+		d_end--;
+	dl = (size_t)(d_end - start);
+	if (dl >= cap)
+		dl = cap - 1;
+	memcpy(desc, start, dl);
+	desc[dl] = '\0';
+	r = strchr(pct + 2, '|');
+	if (!r)
+		return false;
+	r++;
+	while (*r == ' ')
+		r++;
+	if (!parse_ll(&r, n) || *r != '/')
+		return false;
+	r++;
+	if (!parse_ll(&r, total))
+		return false;
+	return *r == '\0' || *r == ' ' || *r == '[';
+}
+
+/* Parses "NUM UNIT" at P into MiB; false when P does not hold a size. */
+static bool parse_size(const char *p, double *mib)
+{
+	static const struct { const char *unit; double mult; } units[] = {
+		{ "bytes", 1.0 / 1048576 }, { "KiB", 1.0 / 1024 }, { "MiB", 1 }, { "GiB", 1024 },
+		{ "TiB", 1048576 }, { "KB", 1.0 / 1024 }, { "MB", 1 }, { "GB", 1024 }, { "B", 1.0 / 1048576 },
+	};
+	char *end;
+	double v;
+
+	while (*p == ' ')
+		p++;
+	if (!isdigit((unsigned char)*p))
+		return false;
+	v = strtod(p, &end);
+	if (end == p)
+		return false;
+	p = end;
+	while (*p == ' ')
+		p++;
+	for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+		size_t ul = strlen(units[i].unit);
+		if (!strncmp(p, units[i].unit, ul) && !isalpha((unsigned char)p[ul])) {
+			*mib = v * units[i].mult;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Parses the size that ends just before position K in L ("23.99 GiB total capacity"). */
+static bool parse_size_before(const char *l, const char *k, double *mib)
+{
+	const char *p = k;
+	while (p > l && p[-1] == ' ')
+		p--;
+	while (p > l && isalpha((unsigned char)p[-1]))
+		p--;
+	while (p > l && p[-1] == ' ')
+		p--;
+	while (p > l && (isdigit((unsigned char)p[-1]) || p[-1] == '.'))
+		p--;
+	return parse_size(p, mib);
+}
+
+static void note_proc(struct scan *s, long long pid, double mib)
+{
+	for (size_t i = 0; i < s->nprocs; i++) {
+		if (s->procs[i].pid == pid) {
+			s->procs[i].used_mib = mib;
+			return;
+		}
+	}
+	if (s->nprocs < SCAN_MAX_PROCS)
+		s->procs[s->nprocs++] = (struct scan_proc){ pid, mib };
+}
+
+/* The numbers PyTorch puts in an OOM message, old and new wordings. */
+static void scan_oom_numbers(struct scan *s, const char *l)
+{
+	const char *k;
+	double v;
+
+	if ((k = strstr(l, "Tried to allocate ")) && parse_size(k + 18, &v))
+		s->tried_mib = v;
+	if ((k = strstr(l, "total capacity of ")) && parse_size(k + 18, &v))
+		s->total_mib = v;
+	else if ((k = strstr(l, " total capacity")) && parse_size_before(l, k, &v))
+		s->total_mib = v;
+	if ((k = strstr(l, "of which ")) && parse_size(k + 9, &v))
+		s->free_mib = v;
+	else if ((k = strstr(l, " free;")) && parse_size_before(l, k, &v))
+		s->free_mib = v;
+	if ((k = strstr(l, "Of the allocated memory ")) && parse_size(k + 24, &v))
+		s->alloc_mib = v;
+	else if ((k = strstr(l, " already allocated")) && parse_size_before(l, k, &v))
+		s->alloc_mib = v;
+	for (k = l; (k = strstr(k, "Process ")); ) {
+		const char *p = k + 8;
+		long long pid;
+		k += 8;
+		if (!parse_ll(&p, &pid) || strncmp(p, " has ", 5))
+			continue;
+		p += 5;
+		if (parse_size(p, &v) && strstr(p, " memory in use"))
+			note_proc(s, pid, v);
+	}
+}
+
+/* "0 bytes is free" / "0 bytes free", not "10 bytes free". */
+static bool has_zero_bytes_free(const char *l)
+{
+	static const char *const pats[] = { "0 bytes is free", "0 bytes free" };
+	for (size_t i = 0; i < ARRAY_LEN(pats); i++) {
+		for (const char *k = l; (k = strstr(k, pats[i])); k++)
+			if (k == l || (!isdigit((unsigned char)k[-1]) && k[-1] != '.'))
+				return true;
+	}
+	return false;
+}
+
+/* "MemoryError" as a word (not "OutOfMemoryError"). */
+static bool has_memory_error(const char *l)
+{
+	for (const char *k = l; (k = strstr(k, "MemoryError")); k++) {
+		char before = k == l ? ' ' : k[-1], after = k[11];
+		if (!isalnum((unsigned char)before) && before != '_' &&
+		    (after == '\0' || after == ':' || after == ' ' || after == '('))
+			return true;
+	}
+	return false;
+}
+
+/* The shell's "Killed" line (or "1234 Killed  python ..."). */
+static bool has_killed(const char *l, const char *trimmed)
+{
+	const char *k;
+	if (!strncmp(trimmed, "Killed", 6) && (trimmed[6] == '\0' || trimmed[6] == ' '))
+		return true;
+	for (k = l; (k = strstr(k, " Killed")); k++)
+		if (k > l && isdigit((unsigned char)k[-1]) && (k[7] == '\0' || k[7] == ' '))
+			return true;
+	return false;
+}
+
+/* A Python exception line "NAME: message" or "NAME" where NAME ends in Error/Exception;
+ * copies the name into NAME. */
+static bool is_exception_line(const char *t, char *name, size_t cap)
+{
+	const char *p = t;
+	size_t n;
+	if (!isalpha((unsigned char)*p) && *p != '_')
+		return false;
+	while (isalnum((unsigned char)*p) || *p == '_' || *p == '.')
+		p++;
+	if (*p != ':' && *p != '\0')
+		return false;
+	n = (size_t)(p - t);
+	if (n < 5 || n >= cap)
+		return false;
+	memcpy(name, t, n);
+	name[n] = '\0';
+	return (n >= 5 && !strcmp(name + n - 5, "Error")) ||
+	       (n >= 9 && !strcmp(name + n - 9, "Exception"));
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static bool is_config_exception(const char *name)
+{
+	static const char *const names[] = {
+		"ValueError", "KeyError", "TypeError", "AttributeError", "ScannerError",
+		"ParserError", "ConstructorError", "JSONDecodeError", "ValidationError",
+	};
+	for (size_t i = 0; i < ARRAY_LEN(names); i++)
+		if (ends_with(name, names[i]))
+			return true;
+	return false;
+}
+
+static void set_error(struct scan *s, const char *msg)
+{
+	free(s->error);
+	s->error = utf8_sanitize(msg, strlen(msg), SCAN_TAIL_BYTES);
+}
+
+static void tail_add(struct scan *s, const char *l, size_t len, bool bar, const char *desc)
+{
+	char *copy = utf8_sanitize(l, len, SCAN_TAIL_BYTES);
+	if (s->tail_count && bar && s->tail_last_bar && !strcmp(desc, s->tail_last_desc)) {
+		size_t last = (s->tail_start + s->tail_count - 1) % SCAN_TAIL_LINES;
+		free(s->tail[last]);
+		s->tail[last] = copy;
+		return;
+	}
+	if (s->tail_count == SCAN_TAIL_LINES) {
+		free(s->tail[s->tail_start]);
+		s->tail[s->tail_start] = copy;
+		s->tail_start = (s->tail_start + 1) % SCAN_TAIL_LINES;
+	} else {
+		s->tail[(s->tail_start + s->tail_count) % SCAN_TAIL_LINES] = copy;
+		s->tail_count++;
+	}
+	s->tail_last_bar = bar;
+	snprintf(s->tail_last_desc, sizeof s->tail_last_desc, "%s", bar ? desc : "");
+}
+
+static bool is_train_desc(const struct scan *s, const char *desc, const char *line)
+{
+	static const char *const not_train[] = {
+		"Generating", "Caching", "Loading", "Quantizing", "Fetching", "Downloading", "Saving",
+		"Making", "Processing", "Encoding", "Sampling", "Computing", "Map", "Resolving",
+	};
+	if (!desc[0])
+		return false;
+	if (s->job_name[0] && !strcmp(desc, s->job_name))
+		return true;
+	for (size_t i = 0; i < ARRAY_LEN(not_train); i++)
+		if (!strncasecmp(desc, not_train[i], strlen(not_train[i])))
+			return false;
+	return !s->job_name[0] || strstr(line, "loss:") != NULL;
+}
+
+static void note_gpu_oom(struct scan *s)
+{
+	if (s->oom_phase < 0)
+		s->oom_phase = (int)s->phase;
+}
+
+static void set_phase(struct scan *s, enum scan_phase p)
+{
+	if (s->phase != SCAN_DONE)
+		s->phase = p;
+}
+
+static void scan_line(struct scan *s, char *l, size_t len)
+{
+	char desc[SCAN_NAME_CAP], exc[128];
+	long long n, total;
+	const char *t, *k;
+	bool bar;
+
+	l[len] = '\0';
+	t = skip_space_esc(l);
+	if (!*t)
+		return;
+	bar = parse_bar(l, desc, sizeof desc, &n, &total);
+	tail_add(s, l, len, bar, bar ? desc : "");
+
+	if (bar) {
+		if (!strncasecmp(desc, "Generating", 10)) {
+			set_phase(s, s->train_started ? SCAN_SAMPLE : SCAN_BASELINE_SAMPLE);
+		} else if (is_train_desc(s, desc, l)) {
+			if (s->first_step < 0)
+				s->first_step = n;
+			s->last_step = n;
+			s->total_steps = total;
+			s->train_started = true;
+			set_phase(s, SCAN_TRAIN);
+		}
+	} else if (strstr(l, "Generating baseline samples")) {
+		set_phase(s, SCAN_BASELINE_SAMPLE);
+	} else if (strstr(l, "Generating Samples") || strstr(l, "Generating Images")) {
+		set_phase(s, s->train_started ? SCAN_SAMPLE : SCAN_BASELINE_SAMPLE);
+	} else if (strstr(l, "Saving at step")) {
+		set_phase(s, SCAN_SAVE);
+	} else if ((k = strstr(l, " completed job"))) {
+		const char *p = k;
+		while (p > l && isdigit((unsigned char)p[-1]))
+			p--;
+		if (p < k && strtoll(p, NULL, 10) > 0)
+			set_phase(s, SCAN_DONE);
+	} else if (s->phase == SCAN_START || s->phase == SCAN_LOAD) {
+		if ((k = strstr(l, "# Running job:"))) {
+			size_t nl;
+			k = skip_space_esc(k + 14);
+			nl = strlen(k);
+			while (nl && (k[nl - 1] == ' ' || k[nl - 1] == '#'))
+				nl--;
+			if (nl >= sizeof s->job_name)
+				nl = sizeof s->job_name - 1;
+			memcpy(s->job_name, k, nl);
+			s->job_name[nl] = '\0';
+			set_phase(s, SCAN_LOAD);
+		} else if (!strncmp(t, "Running ", 8) && isdigit((unsigned char)t[8]) && strstr(t, " job")) {
+			set_phase(s, SCAN_LOAD);
+		} else if (strcasestr(l, "Loading transformer") || strstr(l, "Quantizing") ||
+			   strcasestr(l, "Loading text encoder") || strcasestr(l, "Loading VAE") ||
+			   strcasestr(l, "Loading model") || strcasestr(l, "Loading checkpoint") ||
+			   strstr(l, "Model Loaded") || strstr(l, "Caching latents") ||
+			   strstr(l, "Caching text embeddings") || strstr(l, "Bucket sizes")) {
+			s->loading_seen = true;
+			set_phase(s, SCAN_LOAD);
+		}
+	}
+
+	/* Signatures: each counted at most once per line. */
+	if (strstr(l, "OOM during training step, skipping batch")) {
+		s->sigs[SIG_SKIPPED_BATCH_OOM]++;
+		if (s->phase != SCAN_TRAIN && s->phase != SCAN_DONE) {
+			s->train_started = true;
+			s->phase = SCAN_TRAIN;
+		}
+		note_gpu_oom(s);
+	}
+	if ((k = strstr(l, "OOM during training step ")) && strstr(k, "times in a row")) {
+		s->sigs[SIG_OOM_3_IN_ROW]++;
+		note_gpu_oom(s);
+	}
+	if (strstr(l, "CUDA out of memory") || strstr(l, "OutOfMemoryError") ||
+	    strstr(l, "CUDA error: out of memory") || strstr(l, "Allocation on device")) {
+		s->sigs[SIG_CUDA_OOM]++;
+		note_gpu_oom(s);
+	}
+	if (has_zero_bytes_free(l)) {
+		s->sigs[SIG_ZERO_BYTES_FREE]++;
+		note_gpu_oom(s);
+	}
+	if (strstr(l, "CUBLAS_STATUS_ALLOC_FAILED")) {
+		s->sigs[SIG_CUBLAS_ALLOC_FAILED]++;
+		note_gpu_oom(s);
+	}
+	if (strstr(l, "CUBLAS_STATUS_NOT_INITIALIZED"))
+		s->sigs[SIG_CUBLAS_NOT_INITIALIZED]++;
+	if (has_killed(l, t))
+		s->sigs[SIG_HOST_KILLED]++;
+	if (has_memory_error(l))
+		s->sigs[SIG_MEMORY_ERROR]++;
+	if (strcasestr(l, "loss: nan") || strcasestr(l, "loss is nan") || strcasestr(l, "nan loss") ||
+	    strcasestr(l, "loss=nan") || strcasestr(l, "nan detected"))
+		s->sigs[SIG_NAN_LOSS]++;
+	if (strstr(l, "FileNotFoundError") || strstr(l, "No such file"))
+		s->sigs[SIG_FILE_NOT_FOUND]++;
+	if (strcasestr(l, "nccl") && (strcasestr(l, "timeout") || strcasestr(l, "timed out")))
+		s->sigs[SIG_NCCL_TIMEOUT]++;
+	if (strstr(l, "Job stopped"))
+		s->sigs[SIG_JOB_STOPPED]++;
+	if (strstr(l, "#### IMPORTANT RESUMING FROM"))
+		s->sigs[SIG_RESUMING]++;
+	if ((k = strstr(l, "Error running job:"))) {
+		s->sigs[SIG_ERROR_RUNNING_JOB]++;
+		set_error(s, skip_space_esc(k + 18));
+	} else if (is_exception_line(t, exc, sizeof exc)) {
+		set_error(s, t);
+		if (is_config_exception(exc) && !s->loading_seen && !s->train_started)
+			s->sigs[SIG_CONFIG_ERROR]++;
+	}
+	if (strstr(l, "allocate") || strstr(l, "capacity") || strstr(l, "free") || strstr(l, "Process "))
+		scan_oom_numbers(s, l);
+}
+
+void scan_feed(struct scan *s, const char *data, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		char c = data[i];
+		if (c == '\n' || c == '\r') {
+			scan_line(s, s->line, s->len);
+			s->len = 0;
+		} else if (s->len < SCAN_LINE_CAP) {
+			s->line[s->len++] = c ? c : '?';
+		}
+	}
+}
+
+void scan_finish(struct scan *s)
+{
+	if (s->len)
+		scan_line(s, s->line, s->len);
+	s->len = 0;
+}
+
+static json_t *mib_or_null(double v)
+{
+	return isnan(v) ? json_null() : json_integer((json_int_t)llround(v));
+}
+
+static json_t *ll_or_null(long long v)
+{
+	return v < 0 ? json_null() : json_integer(v);
+}
+
+json_t *scan_facts(const struct scan *s)
+{
+	json_t *f = json_object(), *sigs = json_object(), *tail = json_array(), *oom;
+
+	json_object_set_new(f, "phase", json_string(scan_phase_name(s->phase)));
+	json_object_set_new(f, "oom_phase", s->oom_phase < 0 ? json_null() :
+			    json_string(scan_phase_name((enum scan_phase)s->oom_phase)));
+	json_object_set_new(f, "first_step", ll_or_null(s->first_step));
+	json_object_set_new(f, "last_step", ll_or_null(s->last_step));
+	json_object_set_new(f, "steps_done", json_integer(s->first_step < 0 ? 0 :
+			    s->last_step - s->first_step));
+	json_object_set_new(f, "total_steps", ll_or_null(s->total_steps));
+	for (int i = 0; i < SIG_COUNT; i++)
+		if (s->sigs[i])
+			json_object_set_new(sigs, sig_names[i], json_integer(s->sigs[i]));
+	json_object_set_new(f, "signatures", sigs);
+	if (s->oom_phase >= 0 || !isnan(s->tried_mib) || !isnan(s->total_mib) || s->nprocs) {
+		json_t *procs = json_array();
+		oom = json_object();
+		json_object_set_new(oom, "tried_to_allocate_mib", mib_or_null(s->tried_mib));
+		json_object_set_new(oom, "total_capacity_mib", mib_or_null(s->total_mib));
+		json_object_set_new(oom, "free_mib", mib_or_null(s->free_mib));
+		json_object_set_new(oom, "allocated_by_pytorch_mib", mib_or_null(s->alloc_mib));
+		for (size_t i = 0; i < s->nprocs; i++)
+			json_array_append_new(procs, json_pack("{s:I, s:I}", "pid", (json_int_t)s->procs[i].pid,
+							       "used_mib", (json_int_t)llround(s->procs[i].used_mib)));
+		json_object_set_new(oom, "processes", procs);
+	} else {
+		oom = json_null();
+	}
+	json_object_set_new(f, "oom", oom);
+	json_object_set_new(f, "error", s->error ? json_string(s->error) : json_null());
+	for (size_t i = 0; i < s->tail_count; i++)
+		json_array_append_new(tail, json_string(s->tail[(s->tail_start + i) % SCAN_TAIL_LINES]));
+	json_object_set_new(f, "log_tail", tail);
+	return f;
+}

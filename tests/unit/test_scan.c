@@ -1,0 +1,289 @@
+/* Unit tests for common/scan: realistic AI Toolkit log excerpts, one table row each, checked for
+ * phase, OOM phase, steps, signatures, OOM numbers and error; every row is also fed one byte at a
+ * time and must give the same facts. Edge cases: huge lines, binary bytes, \r redraws, no EOL. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scan.h"
+#include "tap.h"
+#include "util.h"
+
+#define LOAD_LINES \
+	"Running 1 job\n" \
+	"#############################################\n" \
+	"# Running job: my_lora\n" \
+	"#############################################\n" \
+	"Loading Flux model\n" \
+	"Loading transformer\n" \
+	"Quantizing transformer\n" \
+	"Loading VAE\n" \
+	"Loading text encoder\n" \
+	"Model Loaded\n" \
+	"Caching latents to disk\n" \
+	"Caching latents to disk: 100%|##########| 20/20 [00:04<00:00,  4.61it/s]\n" \
+	"Bucket sizes for /data/x:\n" \
+	"1024x1024: 20 files\n"
+
+#define NEW_OOM(alloc) \
+	"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate " alloc ". GPU 0 has a total " \
+	"capacity of 23.99 GiB of which 0 bytes is free. Process 1234 has 5.68 GiB memory in use. " \
+	"Including non-PyTorch memory, this process has 17.9 GiB memory in use. Of the allocated memory " \
+	"21.3 GiB is allocated by PyTorch, and 1.2 GiB is reserved by PyTorch but unallocated.\n"
+
+#define TRACE "Traceback (most recent call last):\n  File \"run.py\", line 90, in <module>\n"
+
+#define BAR(n) "my_lora:  " #n "%|#         | " #n "/2000 [00:10<10:00,  2.92it/s, lr: 1.0e-04 loss: 3.456e-01]"
+
+struct sig_want {
+	const char *name;
+	int count;
+};
+
+struct scan_case {
+	const char *name;
+	const char *log;
+	const char *phase;
+	const char *oom_phase;       /* NULL: null */
+	long long first_step, last_step, total_steps;   /* -1: null */
+	struct sig_want sigs[6];     /* listed ones must match; all others must be 0 */
+	long long tried, total, free_mib, alloc;        /* -2: oom is null; -1: field null */
+	const char *error;           /* NULL: null */
+	int nprocs;
+};
+
+static const struct scan_case cases[] = {
+	{ "oom while loading (new wording)",
+	  LOAD_LINES TRACE NEW_OOM("1.50 GiB") "Error running job: CUDA out of memory. Tried to allocate 1.50 GiB.\n",
+	  "load", "load", -1, -1, -1, { { "cuda_oom", 2 }, { "zero_bytes_free", 1 }, { "error_running_job", 1 } },
+	  1536, 24566, 0, 21811, "CUDA out of memory. Tried to allocate 1.50 GiB.", 1 },
+	{ "oom during baseline sample (old wording)",
+	  LOAD_LINES "Generating baseline samples before training\n"
+	  "Generating Images:   0%|          | 0/2 [00:00<?, ?it/s]\n"
+	  "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.99 GiB total capacity; "
+	  "22.10 GiB already allocated; 512.00 KiB free; 22.50 GiB reserved in total by PyTorch)\n",
+	  "baseline_sample", "baseline_sample", -1, -1, -1, { { "cuda_oom", 1 } },
+	  20, 24566, 1, 22630, "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.99 GiB "
+	  "total capacity; 22.10 GiB already allocated; 512.00 KiB free; 22.50 GiB reserved in total by PyTorch)", 0 },
+	{ "oom in early training: skipped batches then abort",
+	  LOAD_LINES "Skipping first sample due to config setting\n"
+	  BAR(0) "\r" BAR(1) "\r" BAR(2) "\n"
+	  "# OOM during training step, skipping batch 1/3 #\n"
+	  "# OOM during training step, skipping batch 2/3 #\n"
+	  "# OOM during training step, skipping batch 3/3 #\n"
+	  "OOM during training step 3 times in a row, aborting training\n"
+	  "Error running job: OOM during training step 3 times in a row, aborting training\n",
+	  "train", "train", 0, 2, 2000, { { "skipped_batch_oom", 3 }, { "oom_3_in_row", 2 }, { "error_running_job", 1 } },
+	  -1, -1, -1, -1, "OOM during training step 3 times in a row, aborting training", 0 },
+	{ "oom while sampling after training started",
+	  LOAD_LINES BAR(0) "\r" BAR(5) "\n"
+	  "Generating Images:  50%|#####     | 1/2 [00:03<00:03,  3.10s/it]\n"
+	  TRACE NEW_OOM("2.00 GiB"),
+	  "sample", "sample", 0, 5, 2000, { { "cuda_oom", 1 }, { "zero_bytes_free", 1 } },
+	  2048, 24566, 0, 21811, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+	  "total capacity of 23.99 GiB of which 0 bytes is free. Process 1234 has 5.68 GiB memory in use. Including "
+	  "non-PyTorch memory, this process has 17.9 GiB memory in use. Of the allocated memory 21.3 GiB is "
+	  "allocated by PyTorch, and 1.2 GiB is reserved by PyTorch but unallocated.", 1 },
+	{ "oom while saving",
+	  LOAD_LINES BAR(250) "\nSaving at step 250\nRuntimeError: CUDA error: out of memory\n",
+	  "save", "save", 250, 250, 2000, { { "cuda_oom", 1 } },
+	  -1, -1, -1, -1, "RuntimeError: CUDA error: out of memory", 0 },
+	{ "cublas alloc failure at load, other processes",
+	  LOAD_LINES "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"
+	  "Process 77 has 3.00 GiB memory in use. Process 88 has 1024.00 MiB memory in use.\n",
+	  "load", "load", -1, -1, -1, { { "cublas_alloc_failed", 1 } },
+	  -1, -1, -1, -1, "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`", 2 },
+	{ "cublas not initialized, old 0 bytes free",
+	  LOAD_LINES "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED\n"
+	  "(GPU 0; 23.99 GiB total capacity; 23.00 GiB already allocated; 0 bytes free; 23.5 GiB reserved)\n",
+	  "load", "load", -1, -1, -1, { { "cublas_not_initialized", 1 }, { "zero_bytes_free", 1 } },
+	  -1, 24566, 0, 23552, "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_INITIALIZED", 0 },
+	{ "host oom killer",
+	  LOAD_LINES BAR(3) "\nKilled\n",
+	  "train", NULL, 3, 3, 2000, { { "host_killed", 1 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "python MemoryError is not a GPU oom",
+	  LOAD_LINES "MemoryError\n", "load", NULL, -1, -1, -1, { { "memory_error", 1 } }, -2, 0, 0, 0, "MemoryError", 0 },
+	{ "nan loss",
+	  LOAD_LINES "my_lora:   1%|          | 12/2000 [00:10<10:00, lr: 1.0e-04 loss: nan]\n"
+	  "ValueError: NaN loss detected\n",
+	  "train", NULL, 12, 12, 2000, { { "nan_loss", 2 } }, -2, 0, 0, 0, "ValueError: NaN loss detected", 0 },
+	{ "missing dataset",
+	  LOAD_LINES "FileNotFoundError: [Errno 2] No such file or directory: '/data/x'\n",
+	  "load", NULL, -1, -1, -1, { { "file_not_found", 1 } }, -2, 0, 0, 0,
+	  "FileNotFoundError: [Errno 2] No such file or directory: '/data/x'", 0 },
+	{ "nccl timeout",
+	  LOAD_LINES BAR(40) "\n[E ProcessGroupNCCL.cpp:475] Watchdog caught collective operation timeout\n",
+	  "train", NULL, 40, 40, 2000, { { "nccl_timeout", 1 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "config error before loading",
+	  "Running 1 job\nError running job: Cannot set both gradient_accumulation and gradient_accumulation_steps\n"
+	  TRACE "ValueError: Cannot set both gradient_accumulation and gradient_accumulation_steps\n",
+	  "load", NULL, -1, -1, -1, { { "config_error", 1 }, { "error_running_job", 1 } }, -2, 0, 0, 0,
+	  "ValueError: Cannot set both gradient_accumulation and gradient_accumulation_steps", 0 },
+	{ "successful run",
+	  LOAD_LINES "Generating baseline samples before training\n"
+	  "Generating Images: 100%|##########| 2/2 [00:06<00:00,  3.10s/it]\n"
+	  BAR(0) "\r" BAR(1) "\r" BAR(2000) "\n"
+	  "Generating Images: 100%|##########| 2/2 [00:06<00:00,  3.10s/it]\n"
+	  "Saved to /out/my_lora.safetensors\n========================================\nResult:\n"
+	  " - 1 completed jobs\n========================================\n",
+	  "done", NULL, 0, 2000, 2000, { { "", 0 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "resumed run",
+	  "Running 1 job\n# Running job: my_lora\nLoading transformer\n"
+	  "#### IMPORTANT RESUMING FROM /out/my_lora/my_lora_000000500.safetensors ####\n"
+	  "my_lora:  25%|##        | 500/2000 [00:00<?, ?it/s]\r"
+	  "my_lora:  26%|##        | 520/2000 [00:30<10:00,  2.92it/s, lr: 1.0e-04 loss: 3.4e-01]",
+	  "train", NULL, 500, 520, 2000, { { "resuming", 1 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "ctrl-c",
+	  LOAD_LINES BAR(7) "\nJob stopped\n",
+	  "train", NULL, 7, 7, 2000, { { "job_stopped", 1 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "nothing recognisable",
+	  "hello\nworld", "start", NULL, -1, -1, -1, { { "", 0 } }, -2, 0, 0, 0, NULL, 0 },
+};
+
+static json_t *facts_of(const char *log, size_t len, int bytewise)
+{
+	struct scan *s = scan_new();
+	json_t *f;
+	if (bytewise) {
+		for (size_t i = 0; i < len; i++)
+			scan_feed(s, log + i, 1);
+	} else {
+		scan_feed(s, log, len);
+	}
+	scan_finish(s);
+	f = scan_facts(s);
+	scan_free(s);
+	return f;
+}
+
+static long long int_or_minus1(json_t *v)
+{
+	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+static void check_case(const struct scan_case *c)
+{
+	json_t *f = facts_of(c->log, strlen(c->log), 0), *g = facts_of(c->log, strlen(c->log), 1);
+	json_t *sigs = json_object_get(f, "signatures"), *oom = json_object_get(f, "oom");
+	char name[256];
+	int listed = 0;
+
+	snprintf(name, sizeof name, "%s: phase", c->name);
+	TAP_STR_EQ(json_string_value(json_object_get(f, "phase")), c->phase, name);
+	snprintf(name, sizeof name, "%s: oom_phase", c->name);
+	TAP_STR_EQ(json_string_value(json_object_get(f, "oom_phase")), c->oom_phase, name);
+	snprintf(name, sizeof name, "%s: first/last/total steps", c->name);
+	TAP_OK(int_or_minus1(json_object_get(f, "first_step")) == c->first_step &&
+	       int_or_minus1(json_object_get(f, "last_step")) == c->last_step &&
+	       int_or_minus1(json_object_get(f, "total_steps")) == c->total_steps, name);
+	for (size_t i = 0; i < ARRAY_LEN(c->sigs) && c->sigs[i].name && c->sigs[i].name[0]; i++) {
+		snprintf(name, sizeof name, "%s: signature %s", c->name, c->sigs[i].name);
+		TAP_INT_EQ(json_integer_value(json_object_get(sigs, c->sigs[i].name)), c->sigs[i].count, name);
+		listed++;
+	}
+	snprintf(name, sizeof name, "%s: no other signatures", c->name);
+	TAP_INT_EQ(json_object_size(sigs), listed, name);
+	snprintf(name, sizeof name, "%s: oom numbers", c->name);
+	if (c->tried == -2) {
+		TAP_OK(json_is_null(oom), name);
+	} else {
+		TAP_OK(json_is_object(oom) &&
+		       int_or_minus1(json_object_get(oom, "tried_to_allocate_mib")) == c->tried &&
+		       int_or_minus1(json_object_get(oom, "total_capacity_mib")) == c->total &&
+		       int_or_minus1(json_object_get(oom, "free_mib")) == c->free_mib &&
+		       int_or_minus1(json_object_get(oom, "allocated_by_pytorch_mib")) == c->alloc &&
+		       (int)json_array_size(json_object_get(oom, "processes")) == c->nprocs, name);
+	}
+	snprintf(name, sizeof name, "%s: error", c->name);
+	TAP_STR_EQ(json_string_value(json_object_get(f, "error")), c->error, name);
+	snprintf(name, sizeof name, "%s: byte-at-a-time gives the same facts", c->name);
+	TAP_OK(json_equal(f, g), name);
+	json_decref(f);
+	json_decref(g);
+}
+
+static void test_oom_processes(void)
+{
+	const char *log = NEW_OOM("1.50 GiB") "Process 99 has 512.00 MiB memory in use.\n";
+	json_t *f = facts_of(log, strlen(log), 0);
+	json_t *procs = json_object_get(json_object_get(f, "oom"), "processes");
+	TAP_INT_EQ(json_array_size(procs), 2, "oom: both named processes recorded, not 'this process'");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_array_get(procs, 0), "pid")), 1234, "oom: first pid");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_array_get(procs, 0), "used_mib")), 5816, "oom: 5.68 GiB in MiB");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_array_get(procs, 1), "used_mib")), 512, "oom: 512 MiB");
+	json_decref(f);
+}
+
+static void test_huge_line(void)
+{
+	size_t n = 5 * 1024 * 1024;
+	char *big = xmalloc(n + 64);
+	json_t *f, *tail;
+	memset(big, 'x', n);
+	strcpy(big + n, "\nCUDA out of memory\n");
+	f = facts_of(big, strlen(big), 0);
+	tail = json_object_get(f, "log_tail");
+	TAP_INT_EQ(json_array_size(tail), 2, "huge line: kept as one tail line");
+	TAP_INT_EQ(strlen(json_string_value(json_array_get(tail, 0))), SCAN_TAIL_BYTES, "huge line: truncated to 1000 bytes");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_object_get(f, "signatures"), "cuda_oom")), 1,
+		   "huge line: the next line still scanned");
+	json_decref(f);
+	free(big);
+}
+
+static void test_binary_and_utf8(void)
+{
+	static const char log[] = "\x00\xff\xfe garbage \xc3\x28 \xe2\x96\x88 ok\nCUDA out of memory";
+	json_t *f = facts_of(log, sizeof log - 1, 0);
+	json_t *tail = json_object_get(f, "log_tail");
+	char *dump;
+	TAP_INT_EQ(json_array_size(tail), 2, "binary: two lines, last without newline");
+	TAP_STR_EQ(json_string_value(json_array_get(tail, 0)), "??? garbage ?( \xe2\x96\x88 ok",
+		   "binary: bad bytes become ?, good UTF-8 kept");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_object_get(f, "signatures"), "cuda_oom")), 1,
+		   "binary: line without newline at EOF scanned at finish");
+	dump = json_dumps(f, 0);
+	TAP_OK(dump != NULL, "binary: facts serialise");
+	free(dump);
+	json_decref(f);
+}
+
+static void test_tail_cap_and_bars(void)
+{
+	struct scan *s = scan_new();
+	json_t *f, *tail;
+	char line[64];
+	for (int i = 0; i < 500; i++) {
+		snprintf(line, sizeof line, "line %d\n", i);
+		scan_feed(s, line, strlen(line));
+	}
+	for (int i = 0; i < 300; i++) {
+		snprintf(line, sizeof line, "job:  1%%|  | %d/300 [00:01<00:10]\r", i);
+		scan_feed(s, line, strlen(line));
+	}
+	TAP_INT_EQ(scan_step(s), 299, "bars: step follows \\r redraws");
+	TAP_INT_EQ(scan_total_steps(s), 300, "bars: total steps");
+	TAP_STR_EQ(scan_phase_name(scan_phase(s)), "train", "bars: phase train");
+	f = scan_facts(s);
+	tail = json_object_get(f, "log_tail");
+	TAP_INT_EQ(json_array_size(tail), SCAN_TAIL_LINES, "tail: capped at 200 lines");
+	TAP_STR_EQ(json_string_value(json_array_get(tail, 198)), "line 499", "tail: last plain line kept");
+	TAP_STR_EQ(json_string_value(json_array_get(tail, 199)), "job:  1%|  | 299/300 [00:01<00:10]",
+		   "tail: redraws of one bar collapse to the newest");
+	json_decref(f);
+	scan_free(s);
+}
+
+int main(void)
+{
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+		check_case(&cases[i]);
+	test_oom_processes();
+	test_huge_line();
+	test_binary_and_utf8();
+	test_tail_cap_and_bars();
+	scan_free(NULL);
+	TAP_OK(1, "scan_free(NULL) is a no-op");
+	return TAP_DONE();
+}

@@ -1,0 +1,42 @@
+/* GPU discovery and readings through nvidia-smi (a real one or bin/sim/nvidia-smi): runs it with
+ * a timeout, parses its CSV robustly, and builds the GPUSTATE objects of docs/DESIGN.md.
+ * Owns nothing long-lived; every call runs nvidia-smi afresh. */
+#ifndef RUNG_WORKER_GPU_H
+#define RUNG_WORKER_GPU_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+struct gpu_info {
+	int index;
+	char uuid[96];
+	char name[128];
+	long long total_mib, used_mib, free_mib;   /* -1 when nvidia-smi said [N/A] */
+};
+
+struct gpu_proc {
+	char uuid[96];
+	long long pid;
+	long long used_mib;                        /* -1 when [N/A] */
+};
+
+/* Parses `--query-gpu=index,uuid,name,memory.total,memory.used,memory.free --format=csv,noheader,nounits`
+ * output. *out is a new array (caller frees) of *n entries. Returns 0, or -1 with *err (heap) set
+ * when a line is malformed. Empty text gives 0 GPUs. */
+int gpu_parse_list(const char *text, struct gpu_info **out, size_t *n, char **err);
+/* Parses `--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits` output
+ * (empty, or "No running processes found", means none). Same contract as gpu_parse_list. */
+int gpu_parse_procs(const char *text, struct gpu_proc **out, size_t *n, char **err);
+
+/* Runs SMI with the GPU query and parses it. Returns 0, or -1 with *err (heap) set when nvidia-smi
+ * cannot run, fails, times out (10 s) or prints something unparsable. */
+int gpu_list(const char *smi, struct gpu_info **out, size_t *n, char **err);
+/* Runs SMI with the compute-apps query. Same contract. */
+int gpu_procs(const char *smi, struct gpu_proc **out, size_t *n, char **err);
+
+/* GPUSTATE of the GPU with UUID: {"uuid", "memory_total_mib", "memory_used_mib", "processes":
+ * [{"pid", "used_mib"}]}, a new reference; NULL (logged) when nvidia-smi fails or the GPU is
+ * missing. */
+json_t *gpu_state(const char *smi, const char *uuid);
+
+#endif

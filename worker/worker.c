@@ -1,0 +1,613 @@
+/* The worker core (see worker.h). Threads: the caller of worker_run (start-up, then joins) and
+ * one slot thread per GPU, each with its own libcurl handle. Shared state (worker id, stop flag,
+ * drain deadline) lives in struct worker under `mu` or in atomics. A slot's state machine:
+ * LEASING -> RUNNING (runner + heartbeats) -> FINISHING (spool, send until acknowledged). */
+#include "worker.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "gpu.h"
+#include "log.h"
+#include "runner.h"
+#include "scan.h"
+#include "spool.h"
+#include "util.h"
+
+#define WORKER_LOG_CAP ((size_t)64 * 1024 * 1024)
+#define WORKER_BACKOFF_MIN_MS 200
+#define WORKER_BACKOFF_MAX_MS 5000
+#define WORKER_STOP_FINISH_TRIES 3
+
+struct worker;
+
+struct slot {
+	struct worker *w;
+	struct gpu_info gpu;
+	pthread_t thread;
+};
+
+struct worker {
+	struct worker_opts o;
+	char *work_dir, *spool_dir, *attempts_dir, *host;
+	struct slot *slots;
+	size_t nslots;
+	atomic_int stopping;
+	atomic_llong drain_deadline;  /* monotonic ms after which running attempts are stopped */
+	pthread_mutex_t mu;           /* guards id, heartbeat_ms; pairs with cond */
+	pthread_cond_t cond;          /* broadcast on stop: wakes backoff sleeps */
+	pthread_mutex_t reg_mu;       /* one registration at a time */
+	char *id;                     /* worker id as a string, NULL before registration */
+	long heartbeat_ms;
+};
+
+enum slot_state { SLOT_LEASING, SLOT_RUNNING, SLOT_FINISHING };
+
+/* Sleeps MS unless the worker stops (then returns at once). */
+static void worker_sleep(struct worker *w, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->mu);
+	while (!atomic_load(&w->stopping))
+		if (pthread_cond_timedwait(&w->cond, &w->mu, &ts) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&w->mu);
+}
+
+static long next_backoff(long b)
+{
+	return b < WORKER_BACKOFF_MIN_MS ? WORKER_BACKOFF_MIN_MS : b * 2 > WORKER_BACKOFF_MAX_MS ? WORKER_BACKOFF_MAX_MS : b * 2;
+}
+
+/* An id from JSON (integer or string) as a heap string; NULL when neither. */
+static char *id_string(const json_t *v)
+{
+	if (json_is_integer(v))
+		return xasprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	if (json_is_string(v) && json_string_length(v))
+		return spool_safe_id(json_string_value(v));
+	return NULL;
+}
+
+static const char *answer_message(const json_t *ans)
+{
+	const char *m = json_string_value(json_object_get(ans, "message"));
+	return m ? m : "";
+}
+
+static char *worker_current_id(struct worker *w)
+{
+	char *id;
+	pthread_mutex_lock(&w->mu);
+	id = w->id ? xstrdup(w->id) : NULL;
+	pthread_mutex_unlock(&w->mu);
+	return id;
+}
+
+/* Registers until rungd answers or the worker stops. STALE (may be NULL): skip when another slot
+ * already replaced that id. Returns 0 when registered. */
+static int worker_register(struct worker *w, struct client *c, const char *stale)
+{
+	json_t *gpus = json_array(), *body, *ans = NULL;
+	long backoff = 0;
+	int rc = -1;
+
+	pthread_mutex_lock(&w->reg_mu);
+	if (stale) {
+		char *cur = worker_current_id(w);
+		bool replaced = cur && strcmp(cur, stale);
+		free(cur);
+		if (replaced) {
+			rc = 0;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < w->nslots; i++)
+		json_array_append_new(gpus, json_pack("{s:s, s:i, s:s, s:I}", "uuid", w->slots[i].gpu.uuid,
+						      "index", w->slots[i].gpu.index, "name", w->slots[i].gpu.name,
+						      "memory_total_mib", (json_int_t)w->slots[i].gpu.total_mib));
+	body = json_pack("{s:s, s:s, s:O}", "name", w->o.name, "host", w->host, "gpus", gpus);
+	while (!atomic_load(&w->stopping)) {
+		char *err = NULL, *id;
+		int st = client_post(c, "/v1/workers", body, 10000, &w->stopping, &ans, &err);
+		if ((st == 200 || st == 201) && (id = id_string(json_object_get(ans, "id")))) {
+			json_int_t hb = json_integer_value(json_object_get(ans, "heartbeat_ms"));
+			pthread_mutex_lock(&w->mu);
+			free(w->id);
+			w->id = id;
+			if (hb > 0)
+				w->heartbeat_ms = (long)hb;
+			pthread_mutex_unlock(&w->mu);
+			log_info("registered", "worker=%s name=%s gpus=%zu heartbeat_ms=%ld", id, w->o.name,
+				 w->nslots, w->heartbeat_ms);
+			json_decref(ans);
+			rc = 0;
+			break;
+		}
+		if (!atomic_load(&w->stopping))
+			log_warn("registration failed, retrying", "server=%s status=%d error=\"%s\"", w->o.server,
+				 st, err ? err : answer_message(ans));
+		free(err);
+		json_decref(ans);
+		ans = NULL;
+		backoff = next_backoff(backoff);
+		worker_sleep(w, backoff);
+	}
+	json_decref(body);
+out:
+	json_decref(gpus);
+	pthread_mutex_unlock(&w->reg_mu);
+	return rc;
+}
+
+/* Posts a spooled finish DOC until rungd acknowledges it (2xx), rejects it (409: superseded; other
+ * 4xx: logged), or the worker is stopping and a few tries failed; removes the spool file unless it
+ * must be kept. Returns 0 when the file is gone. */
+static int worker_send_finish(struct worker *w, struct client *c, const char *id, const json_t *doc)
+{
+	char *path = xasprintf("/v1/attempts/%s/finish", id);
+	json_t *body = json_pack("{s:O, s:O}", "token", json_object_get(doc, "token"), "facts",
+				 json_object_get(doc, "facts"));
+	long backoff = 0;
+	int tries = 0, rc = -1;
+
+	for (;;) {
+		json_t *ans = NULL;
+		char *err = NULL;
+		int st = client_post(c, path, body, 30000, NULL, &ans, &err);
+		if (st >= 200 && st < 300) {
+			const json_t *d = json_object_get(ans, "decision");
+			log_info("finish acknowledged", "attempt=%s job_state=%s class=%s action=%s", id,
+				 json_string_value(json_object_get(ans, "job_state")) ?: "?",
+				 json_string_value(json_object_get(d, "class")) ?: "?",
+				 json_string_value(json_object_get(d, "action")) ?: "?");
+		} else if (st == 409) {
+			log_warn("finish superseded, dropped", "attempt=%s message=\"%s\"", id, answer_message(ans));
+		} else if (st >= 400 && st < 500) {
+			log_error("finish rejected, dropped", "attempt=%s status=%d message=\"%s\"", id, st,
+				  answer_message(ans));
+		}
+		json_decref(ans);
+		if (st >= 200 && st < 500) {
+			free(err);
+			spool_remove(w->spool_dir, id);
+			rc = 0;
+			break;
+		}
+		log_warn("finish not delivered, retrying", "attempt=%s status=%d error=\"%s\"", id, st, err ? err : "");
+		free(err);
+		if (atomic_load(&w->stopping) && ++tries >= WORKER_STOP_FINISH_TRIES) {
+			log_warn("finish left in the spool for the next start", "attempt=%s", id);
+			break;
+		}
+		backoff = next_backoff(backoff);
+		if (atomic_load(&w->stopping))
+			usleep((useconds_t)backoff * 1000);
+		else
+			worker_sleep(w, backoff);
+	}
+	json_decref(body);
+	free(path);
+	return rc;
+}
+
+static void worker_resend_spool(struct worker *w, struct client *c)
+{
+	char **ids = spool_list(w->spool_dir);
+	for (size_t i = 0; ids[i]; i++) {
+		json_t *doc = spool_get(w->spool_dir, ids[i]);
+		if (!doc)
+			continue;
+		log_info("resending spooled finish", "attempt=%s", ids[i]);
+		worker_send_finish(w, c, ids[i], doc);
+		json_decref(doc);
+	}
+	spool_list_free(ids);
+}
+
+/* The template split on spaces, placeholders substituted; a NULL-terminated heap array. */
+static char **build_argv(const char *tmpl, const char *const *keys, const char *const *vals, size_t nk)
+{
+	char *copy = xstrdup(tmpl), *save = NULL, *tok;
+	char **argv = xcalloc(strlen(tmpl) / 2 + 2, sizeof *argv);
+	size_t n = 0;
+
+	for (tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		char *arg = xstrdup(tok);
+		for (size_t k = 0; k < nk; k++) {
+			char *at;
+			size_t kl = strlen(keys[k]);
+			while ((at = strstr(arg, keys[k]))) {
+				char *next = xasprintf("%.*s%s%s", (int)(at - arg), arg, vals[k], at + kl);
+				free(arg);
+				arg = next;
+			}
+		}
+		argv[n++] = arg;
+	}
+	argv[n] = NULL;
+	free(copy);
+	return argv;
+}
+
+static void free_argv(char **argv)
+{
+	for (size_t i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+static json_t *gpu_used_json(const json_t *state)
+{
+	json_t *v = json_object_get(state, "memory_used_mib");
+	return v ? json_incref(v) : json_null();
+}
+
+/* One heartbeat. Returns the HTTP status (or -1); *cancel set from the answer. */
+static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, const char *token,
+			  const struct scan *sc, long timeout_ms, bool *cancel)
+{
+	struct worker *w = s->w;
+	json_t *state = gpu_state(w->o.smi, s->gpu.uuid), *ans = NULL;
+	json_t *body = json_pack("{s:s, s:s}", "token", token, "phase", scan_phase_name(scan_phase(sc)));
+	char *path = xasprintf("/v1/attempts/%s/heartbeat", aid), *err = NULL;
+	int st;
+
+	if (scan_step(sc) >= 0)
+		json_object_set_new(body, "step", json_integer(scan_step(sc)));
+	if (scan_total_steps(sc) >= 0)
+		json_object_set_new(body, "total_steps", json_integer(scan_total_steps(sc)));
+	if (state)
+		json_object_set_new(body, "memory_used_mib", gpu_used_json(state));
+	st = client_post(c, path, body, timeout_ms, NULL, &ans, &err);
+	if (st == 200 && json_is_true(json_object_get(ans, "cancel")))
+		*cancel = true;
+	if (st < 0 || st >= 500)
+		log_warn("heartbeat failed", "attempt=%s gpu=%s status=%d error=\"%s\"", aid, s->gpu.uuid, st,
+			 err ? err : "");
+	free(err);
+	free(path);
+	json_decref(ans);
+	json_decref(body);
+	json_decref(state);
+	return st;
+}
+
+/* Runs one leased attempt to its end and delivers its finish. */
+static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, json_t *gpu_before)
+{
+	struct worker *w = s->w;
+	char *aid = id_string(json_object_get(lease, "attempt_id"));
+	char *jid = id_string(json_object_get(lease, "job_id"));
+	const char *token = json_string_value(json_object_get(lease, "token"));
+	const json_t *config = json_object_get(lease, "config");
+	long hb_ms = (long)json_integer_value(json_object_get(lease, "heartbeat_ms"));
+	char *dir = NULL, *cfg_path = NULL, *log_path = NULL, *err = NULL, idx[16], **argv = NULL;
+	struct scan *sc = scan_new();
+	struct runner *r = NULL;
+	json_t *facts = NULL, *doc = NULL;
+	int64_t started = util_mono_ms(), next_hb, kill_at = 0;
+	bool cancelled = false, drain_sent = false, dropped = false;
+	enum slot_state state = SLOT_RUNNING;
+
+	if (!aid || !jid || !token || !json_is_object(config)) {
+		log_error("malformed lease, ignored", "gpu=%s", s->gpu.uuid);
+		goto out;
+	}
+	if (hb_ms <= 0) {
+		pthread_mutex_lock(&w->mu);
+		hb_ms = w->heartbeat_ms;
+		pthread_mutex_unlock(&w->mu);
+	}
+	snprintf(idx, sizeof idx, "%d", s->gpu.index);
+	dir = xasprintf("%s/%s", w->attempts_dir, aid);
+	cfg_path = xasprintf("%s/config.json", dir);
+	log_path = xasprintf("%s/trainer.log", dir);
+	log_info("lease granted", "attempt=%s job=%s gpu=%s index=%s", aid, jid, s->gpu.uuid, idx);
+	if (spool_mkdir_p(dir, &err) < 0 || json_dump_file(config, cfg_path, JSON_INDENT(2)) < 0) {
+		if (!err)
+			err = xasprintf("cannot write %s", cfg_path);
+	} else {
+		const char *keys[] = { "{config}", "{attempt}", "{job}", "{gpu_index}", "{gpu_uuid}" };
+		const char *vals[] = { cfg_path, aid, jid, idx, s->gpu.uuid };
+		struct runner_spec spec = { 0 };
+		argv = build_argv(w->o.trainer_cmd, keys, vals, ARRAY_LEN(keys));
+		spec.argv = argv;
+		spec.cwd = w->o.trainer_dir;
+		spec.cuda_visible = idx;
+		spec.log_path = log_path;
+		spec.log_cap = WORKER_LOG_CAP;
+		r = runner_start(&spec, sc);
+		log_info("trainer started", "attempt=%s job=%s gpu=%s pid=%d", aid, jid, s->gpu.uuid,
+			 (int)runner_pid(r));
+	}
+	next_hb = util_mono_ms() + hb_ms;
+	while (r && runner_poll(r, 100) == RUNNER_RUNNING) {
+		int64_t now = util_mono_ms();
+		if (now >= next_hb) {
+			bool cancel = false;
+			int st = slot_heartbeat(s, c, aid, token, sc, hb_ms < 5000 ? (hb_ms > 1000 ? hb_ms : 1000) : 5000,
+						&cancel);
+			if (st == 409) {
+				log_warn("lease gone, trainer stopped, attempt dropped", "attempt=%s job=%s gpu=%s",
+					 aid, jid, s->gpu.uuid);
+				runner_kill(r, SIGKILL);
+				dropped = true;
+				break;
+			}
+			if (cancel && !cancelled) {
+				log_info("cancel requested, interrupting trainer", "attempt=%s job=%s gpu=%s", aid, jid,
+					 s->gpu.uuid);
+				cancelled = true;
+				runner_kill(r, SIGINT);
+				kill_at = util_mono_ms() + w->o.cancel_grace_ms;
+			}
+			now = util_mono_ms();
+			next_hb = now + hb_ms;
+		}
+		if (atomic_load(&w->stopping) && !drain_sent && now >= atomic_load(&w->drain_deadline)) {
+			log_info("drain timeout, interrupting trainer", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
+			drain_sent = true;
+			runner_kill(r, SIGINT);
+			if (!kill_at)
+				kill_at = now + w->o.cancel_grace_ms;
+		}
+		if (kill_at && now >= kill_at) {
+			log_warn("trainer ignored SIGINT, killing", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
+			runner_kill(r, SIGKILL);
+			kill_at = now + 1000;
+		}
+	}
+	if (dropped)
+		goto out;
+	state = SLOT_FINISHING;
+	scan_finish(sc);
+	facts = scan_facts(sc);
+	if (r && runner_signal(r)) {
+		json_object_set_new(facts, "exit_code", json_null());
+		json_object_set_new(facts, "signal", json_integer(runner_signal(r)));
+	} else {
+		json_object_set_new(facts, "exit_code", r ? json_integer(runner_exit_code(r)) : json_null());
+		json_object_set_new(facts, "signal", json_null());
+	}
+	if (!r || runner_error(r))
+		json_object_set_new(facts, "error", json_string(r ? runner_error(r) : err));
+	json_object_set_new(facts, "cancelled", json_boolean(cancelled));
+	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
+	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());
+	json_object_set_new(facts, "duration_ms", json_integer(util_mono_ms() - started));
+	log_info("trainer ended", "attempt=%s job=%s gpu=%s exit_code=%d signal=%d phase=%s cancelled=%d", aid, jid,
+		 s->gpu.uuid, r ? runner_exit_code(r) : -1, r ? runner_signal(r) : 0,
+		 scan_phase_name(scan_phase(sc)), cancelled);
+	doc = json_pack("{s:O, s:s, s:o}", "attempt_id", json_object_get(lease, "attempt_id"), "token", token,
+			"facts", facts);
+	facts = NULL;
+	free(err);
+	err = NULL;
+	if (spool_put(w->spool_dir, aid, doc, &err) < 0)
+		log_error("cannot spool finish, sending anyway", "attempt=%s error=\"%s\"", aid, err);
+	worker_send_finish(w, c, aid, doc);
+out:
+	(void)state;
+	runner_free(r);
+	scan_free(sc);
+	json_decref(facts);
+	json_decref(doc);
+	free_argv(argv);
+	free(err);
+	free(log_path);
+	free(cfg_path);
+	free(dir);
+	free(jid);
+	free(aid);
+}
+
+static void *slot_main(void *arg)
+{
+	struct slot *s = arg;
+	struct worker *w = s->w;
+	struct client *c = client_new(w->o.server);
+	long backoff = 0;
+	enum slot_state state = SLOT_LEASING;
+
+	while (!atomic_load(&w->stopping)) {
+		json_t *gstate = gpu_state(w->o.smi, s->gpu.uuid), *body, *ans = NULL;
+		char *id = worker_current_id(w), *path = xasprintf("/v1/workers/%s/lease", id), *err = NULL;
+		int64_t t0 = util_mono_ms();
+		int st;
+
+		body = json_pack("{s:s, s:I}", "gpu_uuid", s->gpu.uuid, "wait_ms", (json_int_t)w->o.lease_wait_ms);
+		if (gstate)
+			json_object_set(body, "gpu_state", gstate);
+		st = client_post(c, path, body, w->o.lease_wait_ms + 15000, &w->stopping, &ans, &err);
+		if (st == 200 && json_is_object(ans)) {
+			backoff = 0;
+			state = SLOT_RUNNING;
+			slot_attempt(s, c, ans, gstate);
+			state = SLOT_LEASING;
+		} else if (st == 204) {
+			backoff = 0;
+			if (util_mono_ms() - t0 < 50)
+				worker_sleep(w, 50); /* a server that does not park must not make us spin */
+		} else if (st == 404) {
+			log_warn("server lost this worker, registering again", "worker=%s gpu=%s", id, s->gpu.uuid);
+			worker_register(w, c, id);
+		} else if (!atomic_load(&w->stopping)) {
+			log_warn("lease failed, retrying", "worker=%s gpu=%s status=%d error=\"%s\"", id, s->gpu.uuid, st,
+				 err ? err : answer_message(ans));
+			backoff = next_backoff(backoff);
+			worker_sleep(w, backoff);
+		}
+		free(err);
+		json_decref(ans);
+		json_decref(body);
+		json_decref(gstate);
+		free(path);
+		free(id);
+	}
+	(void)state;
+	log_info("slot stopped", "gpu=%s", s->gpu.uuid);
+	client_free(c);
+	return NULL;
+}
+
+/* Keeps the GPUs named in LIST ("0,2"); all when LIST is NULL or empty. */
+static int select_gpus(struct worker *w, struct gpu_info *gpus, size_t n, const char *list, char **err)
+{
+	char *copy, *save = NULL, *tok;
+	int rc = -1;
+
+	w->slots = xcalloc(n ? n : 1, sizeof *w->slots);
+	if (!list || !*list) {
+		for (size_t i = 0; i < n; i++)
+			w->slots[w->nslots++].gpu = gpus[i];
+		return 0;
+	}
+	copy = xstrdup(list);
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *end;
+		long want = strtol(tok, &end, 10);
+		size_t i;
+		bool dup = false;
+		if (end == tok || *end) {
+			*err = xasprintf("--gpus: '%s' is not a GPU index", tok);
+			goto out;
+		}
+		for (i = 0; i < n && gpus[i].index != want; i++)
+			;
+		if (i == n) {
+			*err = xasprintf("--gpus: nvidia-smi shows no GPU %ld", want);
+			goto out;
+		}
+		for (size_t k = 0; k < w->nslots; k++)
+			dup = dup || w->slots[k].gpu.index == want;
+		if (!dup && w->nslots < n)
+			w->slots[w->nslots++].gpu = gpus[i];
+	}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
+}
+
+struct worker *worker_new(const struct worker_opts *opts, char **err)
+{
+	struct worker *w = xcalloc(1, sizeof *w);
+	struct gpu_info *gpus = NULL;
+	size_t n = 0;
+	char host[256] = "", *gerr = NULL, *abs = NULL;
+	pthread_condattr_t ca;
+
+	w->o = *opts;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_mutex_init(&w->reg_mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	w->heartbeat_ms = 5000;
+	gethostname(host, sizeof host - 1);
+	w->host = xstrdup(host[0] ? host : "localhost");
+	if (spool_mkdir_p(opts->work_dir, err) < 0)
+		goto fail;
+	abs = realpath(opts->work_dir, NULL);
+	if (!abs) {
+		*err = xasprintf("work dir %s: %s", opts->work_dir, strerror(errno));
+		goto fail;
+	}
+	w->work_dir = xstrdup(abs);
+	free(abs);
+	w->spool_dir = xasprintf("%s/spool", w->work_dir);
+	w->attempts_dir = xasprintf("%s/attempts", w->work_dir);
+	if (spool_mkdir_p(w->spool_dir, err) < 0 || spool_mkdir_p(w->attempts_dir, err) < 0)
+		goto fail;
+	if (gpu_list(opts->smi, &gpus, &n, &gerr) < 0) {
+		*err = xasprintf("GPU discovery failed: %s", gerr);
+		goto fail;
+	}
+	if (select_gpus(w, gpus, n, opts->gpus, err) < 0)
+		goto fail;
+	if (!w->nslots) {
+		*err = xasprintf("GPU discovery failed: %s lists no GPU", opts->smi);
+		goto fail;
+	}
+	free(gpus);
+	return w;
+fail:
+	free(gerr);
+	free(gpus);
+	worker_free(w);
+	return NULL;
+}
+
+int worker_run(struct worker *w)
+{
+	struct client *c = client_new(w->o.server);
+	size_t started = 0;
+	int rc = 0;
+
+	worker_resend_spool(w, c);
+	if (worker_register(w, c, NULL) < 0)
+		goto out;
+	for (size_t i = 0; i < w->nslots; i++) {
+		w->slots[i].w = w;
+		if (pthread_create(&w->slots[i].thread, NULL, slot_main, &w->slots[i])) {
+			log_error("cannot start slot thread", "gpu=%s", w->slots[i].gpu.uuid);
+			worker_stop(w, 1);
+			rc = -1;
+			break;
+		}
+		log_info("slot started", "gpu=%s index=%d", w->slots[i].gpu.uuid, w->slots[i].gpu.index);
+		started++;
+	}
+	for (size_t i = 0; i < started; i++)
+		pthread_join(w->slots[i].thread, NULL);
+	worker_resend_spool(w, c);
+out:
+	client_free(c);
+	return rc;
+}
+
+void worker_stop(struct worker *w, int immediate)
+{
+	int64_t deadline = util_mono_ms() + (immediate ? 0 : w->o.drain_timeout_ms);
+	if (immediate || !atomic_load(&w->stopping))
+		atomic_store(&w->drain_deadline, deadline); /* before the flag: slots read both */
+	atomic_store(&w->stopping, 1);
+	pthread_mutex_lock(&w->mu);
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void worker_free(struct worker *w)
+{
+	if (!w)
+		return;
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->reg_mu);
+	pthread_mutex_destroy(&w->mu);
+	free(w->id);
+	free(w->slots);
+	free(w->host);
+	free(w->attempts_dir);
+	free(w->spool_dir);
+	free(w->work_dir);
+	free(w);
+}

@@ -1,0 +1,36 @@
+/* rung-worker's core: GPU discovery, registration with rungd, one slot thread per GPU that
+ * long-polls for a lease, runs the attempt (runner), heartbeats, and delivers the finish through
+ * the spool; draining on stop. main.c owns flags and signals; this owns everything after. */
+#ifndef RUNG_WORKER_WORKER_H
+#define RUNG_WORKER_WORKER_H
+
+struct worker_opts {
+	const char *server;       /* rungd base URL */
+	const char *name;         /* worker name (re-registering with it keeps the id) */
+	const char *smi;          /* nvidia-smi path */
+	const char *trainer_cmd;  /* argv template, split on spaces: {config} {attempt} {job} {gpu_index} {gpu_uuid} */
+	const char *trainer_dir;  /* cwd of the trainer */
+	const char *work_dir;     /* attempts/ and spool/ live here */
+	const char *gpus;         /* "0,2": the subset of GPU indexes to use; NULL: all */
+	long lease_wait_ms, cancel_grace_ms, drain_timeout_ms;
+};
+
+struct worker;
+
+/* Checks the options, creates the work directories and discovers the GPUs with nvidia-smi.
+ * Returns a worker (free with worker_free), or NULL with *err (heap) saying why. */
+struct worker *worker_new(const struct worker_opts *opts, char **err);
+
+/* Resends spooled finishes, registers (retrying while rungd is unreachable), runs one slot per
+ * GPU and returns 0 once worker_stop was called and every slot has drained; -1 on a fatal error. */
+int worker_run(struct worker *w);
+
+/* Asks the worker to stop: no new leases at once; running attempts get the drain timeout (none
+ * when IMMEDIATE), then SIGINT, then SIGKILL after the cancel grace. Thread-safe; not for use
+ * inside a signal handler. */
+void worker_stop(struct worker *w, int immediate);
+
+/* NULL is a no-op. Only after worker_run returned (or was never called). */
+void worker_free(struct worker *w);
+
+#endif
