@@ -1,0 +1,659 @@
+/* The recovery policy (docs/DESIGN.md, CTX → DECISION): classify the attempt that ended
+ * (server/classify.c), then act on its class: walk the job's ladder (server/ladder.c), re-run on a
+ * clean GPU, re-queue on a bigger GPU, scale back up after a success, or end the job, within the
+ * budgets. Pure code; owns the shape of job.recovery_state. */
+#include "policy.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atconfig.h"
+#include "classify.h"
+#include "jpath.h"
+#include "ladder.h"
+#include "util.h"
+
+/* What the policy reads from CTX (all borrowed). */
+struct pctx {
+	const json_t *job, *attempts, *attempt, *facts, *gpu, *fleet;
+	const json_t *target;  /* job.target_config */
+	const json_t *ran;     /* the config the attempt ran */
+	const json_t *rstate;  /* job.recovery_state as stored */
+	bool video;
+	bool scaling;          /* recovery_state.mode == "scale_up": a good result exists */
+	bool succeeded_before; /* this exact config succeeded before */
+	bool scale_up;
+	long long max_attempts, max_env_retries, max_gpu_seconds, validate_steps, early_steps, quarantine_after;
+};
+
+/* The decision being built (owned references). */
+struct dec {
+	json_t *cls;        /* classify_run's object */
+	const char *action, *rung, *job_state;
+	json_t *changes, *next_config, *rstate, *escalation, *result;
+	json_t *exclude_gpus, *exclude_workers;
+	long long min_gpu_mib;
+	const char *gpu_mark;
+	const char *gpu_uuid;  /* borrowed from ctx */
+	const json_t *good;    /* the last config that succeeded (borrowed), NULL before the first success */
+	char *reason, *next_action;
+};
+
+static long long knob(const json_t *rec, const char *key, long long dflt)
+{
+	return jpath_int(rec, key, dflt);
+}
+
+static void set_reason(struct dec *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_reason(struct dec *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	free(d->reason);
+	va_start(ap, fmt);
+	if (vasprintf(&d->reason, fmt, ap) < 0)
+		d->reason = xstrdup("(no reason)");
+	va_end(ap);
+}
+
+static void set_next_action(struct dec *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_next_action(struct dec *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	free(d->next_action);
+	va_start(ap, fmt);
+	if (vasprintf(&d->next_action, fmt, ap) < 0)
+		d->next_action = xstrdup("");
+	va_end(ap);
+}
+
+static void escalate(struct dec *d, const char *trigger, const char *summary, const char *recommendation)
+{
+	json_decref(d->escalation);
+	d->escalation = json_pack("{s:s, s:s, s:s}", "trigger", trigger, "summary", summary, "recommendation",
+				  recommendation);
+}
+
+static const char *cls_name(const struct dec *d)
+{
+	return jpath_str(d->cls, "class", "?");
+}
+
+static const char *short_path(const char *p)
+{
+	static const char pre[] = "config.process[0].";
+
+	return strncmp(p, pre, sizeof(pre) - 1) ? p : p + sizeof(pre) - 1;
+}
+
+/* "train.batch_size 4->1, train.gradient_accumulation 1->4" (heap). */
+static char *changes_text(const json_t *changes)
+{
+	char *s = xstrdup(""), *n, *o, *w;
+	size_t i;
+	json_t *c;
+
+	json_array_foreach(changes, i, c) {
+		o = json_object_get(c, "old") ? json_dumps(json_object_get(c, "old"), JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		w = json_object_get(c, "new") ? json_dumps(json_object_get(c, "new"), JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		n = xasprintf("%s%s%s %s->%s", s, i ? ", " : "", short_path(jpath_str(c, "path", "?")), o ? o : "(unset)",
+			      w ? w : "(unset)");
+		free(o);
+		free(w);
+		free(s);
+		s = n;
+	}
+	return s;
+}
+
+static const char *config_name(const json_t *file)
+{
+	return jpath_str(file, "config.name", "job");
+}
+
+static const json_t *attempt_config(const json_t *a)
+{
+	const json_t *c = json_object_get(a, "config");
+
+	return json_is_object(c) ? c : NULL;
+}
+
+static bool attempt_succeeded(const json_t *a)
+{
+	return !strcmp(jpath_str(a, "outcome", ""), "succeeded") || !strcmp(jpath_str(a, "class", ""), "success");
+}
+
+static long long count_class(const struct pctx *p, const char *cls)
+{
+	size_t i;
+	json_t *a;
+	long long n = 0;
+
+	json_array_foreach(p->attempts, i, a)
+		if (!strcmp(jpath_str(a, "class", ""), cls))
+			n++;
+	return n;
+}
+
+/* The config of the last attempt that succeeded (recovery_state.last_good_attempt, else the latest
+ * succeeded attempt, else recovery_state.last_good_config), or NULL. */
+static const json_t *last_good(const struct pctx *p)
+{
+	long long want = jpath_int(p->rstate, "last_good_attempt", -1);
+	const json_t *found = NULL;
+	size_t i;
+	json_t *a;
+
+	json_array_foreach(p->attempts, i, a) {
+		if (want >= 0 && jpath_int(a, "number", -2) == want && attempt_config(a))
+			return attempt_config(a);
+		if (attempt_succeeded(a) && attempt_config(a))
+			found = attempt_config(a);
+	}
+	if (found)
+		return found;
+	found = json_object_get(p->rstate, "last_good_config");
+	return json_is_object(found) ? found : NULL;
+}
+
+static long long gpu_memory(const struct pctx *p)
+{
+	long long m = jpath_int(p->attempt, "gpu_memory_mib", 0);
+
+	return m > 0 ? m : jpath_int(p->gpu, "memory_total_mib", 0);
+}
+
+/* Exclusions carried from earlier attempts: GPUs with env faults, workers with host OOMs, and the
+ * memory floor of earlier requeue_bigger decisions. */
+static void carry_constraints(const struct pctx *p, struct dec *d)
+{
+	size_t i;
+	json_t *a;
+
+	json_array_foreach(p->attempts, i, a) {
+		const char *c = jpath_str(a, "class", "");
+		if (!strcmp(c, "env_fault") && json_is_string(json_object_get(a, "gpu_uuid")))
+			json_array_append(d->exclude_gpus, json_object_get(a, "gpu_uuid"));
+		if (!strcmp(c, "host_oom") && json_object_get(a, "worker_id"))
+			json_array_append(d->exclude_workers, json_object_get(a, "worker_id"));
+		if (!strcmp(jpath_str(a, "action", ""), "requeue_bigger") &&
+		    jpath_int(a, "gpu_memory_mib", 0) + 1 > d->min_gpu_mib)
+			d->min_gpu_mib = jpath_int(a, "gpu_memory_mib", 0) + 1;
+	}
+}
+
+static void add_unique(json_t *arr, json_t *v)
+{
+	size_t i;
+	json_t *x;
+
+	if (!v || json_is_null(v))
+		return;
+	json_array_foreach(arr, i, x)
+		if (json_equal(x, v))
+			return;
+	json_array_append(arr, v);
+}
+
+static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good)
+{
+	return json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved", ladder_summary(good), "target",
+			 ladder_summary(p->target), "ceilings", json_object_get(d->rstate, "ceilings"),
+			 "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
+			 config_name(good));
+}
+
+static void end_job(struct dec *d, const char *action, const char *state)
+{
+	d->action = action;
+	d->job_state = state;
+	d->rung = NULL;
+	json_array_clear(d->changes);
+	json_decref(d->next_config);
+	d->next_config = NULL;
+}
+
+/* The job ends succeeded with the last good result (guide 7: the job is done when every setting is
+ * at target or ceiling, or when scaling up must stop). */
+static void succeed_with(const struct pctx *p, struct dec *d, const json_t *good, const char *why)
+{
+	end_job(d, "succeed", "succeeded");
+	json_decref(d->result);
+	d->result = result_of(p, d, good);
+	json_object_set_new(d->rstate, "mode", json_string("done"));
+	set_reason(d, "%s: job succeeded with %s (%s)", cls_name(d), config_name(good), why);
+	set_next_action(d, "none: the job is finished; result lists achieved vs target settings");
+}
+
+/* Budgets (max_attempts, max_gpu_seconds): NULL when another attempt may run, else a static why. */
+static const char *budget_spent(const struct pctx *p)
+{
+	long long used = (long long)json_array_size(p->attempts) + 1, ms = 0;
+	size_t i;
+	json_t *a;
+
+	if (used >= p->max_attempts)
+		return "recovery.max_attempts reached";
+	json_array_foreach(p->attempts, i, a)
+		ms += jpath_int(a, "duration_ms", jpath_int(json_object_get(a, "facts"), "duration_ms", 0));
+	ms += jpath_int(p->attempt, "duration_ms", jpath_int(p->facts, "duration_ms", 0));
+	if (p->max_gpu_seconds > 0 && ms >= p->max_gpu_seconds * 1000)
+		return "recovery.max_gpu_seconds reached";
+	return NULL;
+}
+
+/* Budget exhausted: a job with a good result keeps it; otherwise it fails and support hears of it. */
+static void out_of_budget(const struct pctx *p, struct dec *d, const char *why)
+{
+	char *sum;
+
+	if (d->good) {
+		succeed_with(p, d, d->good, why);
+		return;
+	}
+	end_job(d, "fail", "failed");
+	sum = xasprintf("job %s: %s after %zu attempt(s); last failure %s", config_name(p->target), why,
+			json_array_size(p->attempts) + 1, cls_name(d));
+	escalate(d, "budget_exhausted", sum, "review the attempts and the config; raise the budget or fix the cause");
+	set_reason(d, "%s: %s, job failed", cls_name(d), why);
+	set_next_action(d, "support: see the escalation report");
+	free(sum);
+}
+
+/* Queues next_config (already in d) with action unless a budget is spent. */
+static void requeue(const struct pctx *p, struct dec *d, const char *action)
+{
+	const char *why = budget_spent(p);
+
+	if (why) {
+		out_of_budget(p, d, why);
+		return;
+	}
+	d->action = action;
+	d->job_state = "queued";
+}
+
+/* Guide 7: the next heavier setting from base (the last good config); ends the job when none is left. */
+static void scale_next(const struct pctx *p, struct dec *d, const json_t *base, const char *prefix)
+{
+	json_t *next = json_deep_copy(base), *changes = json_array(), *ceil = json_object_get(d->rstate, "ceilings");
+	const struct ladder_setting *s = ladder_scale_up(p->video, next, p->target, ceil, !p->scale_up, changes);
+	long long k;
+	char *name, *txt;
+
+	if (!s) {
+		json_decref(next);
+		json_decref(changes);
+		succeed_with(p, d, base, "every setting at target or ceiling");
+		return;
+	}
+	/* A finished run would be resumed under its old name: each scale-up attempt gets its own. */
+	k = jpath_int(d->rstate, "scale_ups", 0) + 1;
+	name = xasprintf("%s_s%lld", config_name(p->target), k);
+	ladder_set(next, changes, "config.name", json_string(name));
+	json_object_set_new(d->rstate, "scale_ups", json_integer(k));
+	json_object_set_new(d->rstate, "mode", json_string("scale_up"));
+	json_object_set_new(d->rstate, "pending",
+			    json_pack("{s:s, s:O?}", "setting", s->name, "value",
+				      json_object_get(json_array_get(changes, 0), "new")));
+	json_decref(d->changes);
+	d->changes = changes;
+	json_decref(d->next_config);
+	d->next_config = next;
+	d->rung = s->name;
+	txt = changes_text(changes);
+	set_reason(d, "%s%sscale up %s (%s): %s", prefix ? prefix : "", prefix ? "; " : "", s->name, s->guide, txt);
+	set_next_action(d, "run %s; on success scale up the next setting, on OOM revert %s and record its ceiling",
+			name, s->name);
+	free(txt);
+	free(name);
+	requeue(p, d, "scale_up");
+}
+
+static void on_success(const struct pctx *p, struct dec *d)
+{
+	const char *pending = jpath_str(d->rstate, "pending.setting", NULL);
+
+	if (pending) {
+		json_array_append_new(json_object_get(d->rstate, "scale_up_done"), json_string(pending));
+		json_object_del(d->rstate, "pending");
+	}
+	json_object_set_new(d->rstate, "last_good_attempt", json_integer(jpath_int(p->attempt, "number", 0)));
+	d->good = p->ran;
+	scale_next(p, d, p->ran, "success");
+}
+
+static void on_not_oom(const struct pctx *p, struct dec *d)
+{
+	const char *err = jpath_str(p->facts, "error", NULL);
+	if (d->good) {
+		succeed_with(p, d, d->good, "scale-up stopped: the attempt failed for a reason other than GPU memory");
+		return;
+	}
+	end_job(d, "fail", "failed");
+	set_reason(d, "not_oom: %s; not a GPU-memory failure, the same config is not re-run",
+		   err ? err : "the trainer failed without an OOM signature");
+	set_next_action(d, "fix the cause named in the log and submit again");
+}
+
+/* Guide 1: host memory is not VRAM: one re-run elsewhere, then escalate. */
+static void on_host_oom(const struct pctx *p, struct dec *d)
+{
+	char *sum;
+
+	if (count_class(p, "host_oom") >= 1) {
+		sum = xasprintf("job %s was killed for host memory twice (attempts on different workers)",
+				config_name(p->target));
+		escalate(d, "host_oom_repeated", sum,
+			 "give the workers more host RAM or swap, or lower host-side caching (cache_latents_to_disk)");
+		free(sum);
+		if (d->good) {
+			succeed_with(p, d, d->good, "scale-up stopped: host out of memory twice");
+			return;
+		}
+		end_job(d, "fail", "failed");
+		set_reason(d, "host_oom: killed for host memory again; job failed and escalated");
+		set_next_action(d, "support: see the escalation report");
+		return;
+	}
+	add_unique(d->exclude_workers, json_object_get(p->attempt, "worker_id"));
+	json_decref(d->next_config);
+	d->next_config = json_deep_copy(p->ran);
+	set_reason(d, "host_oom: killed for host memory; re-run once, unchanged, on another worker");
+	set_next_action(d, "re-run on another worker; a second host OOM escalates host_oom_repeated");
+	requeue(p, d, "retry_clean");
+}
+
+/* Guide 5: the GPU or worker, not the config: re-run on a clean one, mark the GPU, escalate a regression. */
+static void on_env_fault(const struct pctx *p, struct dec *d)
+{
+	long long in_window = jpath_int(p->gpu, "env_faults_in_window", 0);
+	bool quarantine = in_window + 1 >= p->quarantine_after;
+	bool host_wide = jpath_int(p->facts, "signatures.cublas_not_initialized", 0) > 0;
+	bool regression = p->succeeded_before && classify_steps_in_attempt(p->facts) == 0;
+	const char *uuid = jpath_str(p->attempt, "gpu_uuid", jpath_str(p->gpu, "uuid", NULL));
+	char *sum;
+
+	d->gpu_mark = quarantine ? "quarantine" : "suspect";
+	d->gpu_uuid = uuid;
+	if (quarantine) {
+		sum = xasprintf("GPU %s had %lld environment fault(s) in the window: quarantined", uuid ? uuid : "?",
+				in_window + 1);
+		escalate(d, "gpu_quarantined", sum, "inspect the GPU and its host (nvidia-smi, dmesg/Xid), then release it");
+		free(sum);
+	}
+	if (regression) {
+		sum = xasprintf("job %s: a conservative config that succeeded before now fails at once on GPU %s%s",
+				config_name(p->target), uuid ? uuid : "?", quarantine ? " (GPU quarantined)" : "");
+		escalate(d, "env_fault_regression", sum,
+			 "check the worker and GPU (stale processes, driver, Xid errors); the config is not the cause");
+		free(sum);
+	}
+	if (uuid)
+		add_unique(d->exclude_gpus, json_object_get(p->attempt, "gpu_uuid") ? json_object_get(p->attempt, "gpu_uuid")
+										   : json_object_get(p->gpu, "uuid"));
+	if (host_wide)
+		add_unique(d->exclude_workers, json_object_get(p->attempt, "worker_id"));
+	if (count_class(p, "env_fault") + 1 > p->max_env_retries) {
+		out_of_budget(p, d, "recovery.max_env_retries reached");
+		return;
+	}
+	json_decref(d->next_config);
+	d->next_config = json_deep_copy(p->ran);
+	set_reason(d, "env_fault (%s): same config re-run on a clean GPU%s; GPU marked %s",
+		   jpath_str(d->cls, "rule", "?"), host_wide ? " on another worker" : "", d->gpu_mark);
+	set_next_action(d, "re-run unchanged away from GPU %s; up to %lld environment re-run(s)", uuid ? uuid : "?",
+			p->max_env_retries);
+	requeue(p, d, "retry_clean");
+}
+
+/* Every rung exhausted: a bigger GPU class if the fleet has one, else support (guide 6). */
+static void on_exhausted(const struct pctx *p, struct dec *d)
+{
+	long long mem = gpu_memory(p), fleet = jpath_int(p->fleet, "max_gpu_memory_mib", 0);
+	char *sum;
+
+	if (fleet > mem && mem > 0) {
+		if (mem + 1 > d->min_gpu_mib)
+			d->min_gpu_mib = mem + 1;
+		json_decref(d->next_config);
+		d->next_config = json_deep_copy(p->target);
+		ladder_diff(p->ran, p->target, d->changes);
+		json_object_set_new(d->rstate, "mode", json_string("recover"));
+		json_object_set_new(d->rstate, "ladder_position", json_integer(-1));
+		json_object_set_new(d->rstate, "ceilings", json_object());
+		set_reason(d, "%s: every rung of the ladder is spent on a %lld MiB GPU; re-queue the target config for a "
+			      "GPU with at least %lld MiB", cls_name(d), mem, d->min_gpu_mib);
+		set_next_action(d, "run the target config on a bigger GPU; the ladder starts again there if needed");
+		requeue(p, d, "requeue_bigger");
+		return;
+	}
+	end_job(d, "fail", "failed");
+	sum = xasprintf("job %s: still out of memory (%s) with every rung of the ladder applied on a %lld MiB GPU; "
+			"cannot fit this GPU class", config_name(p->target), cls_name(d), mem);
+	escalate(d, "ladder_exhausted", sum,
+		 "train on a GPU with more memory, or reduce the dataset resolution/frames below the ladder floors");
+	free(sum);
+	set_reason(d, "%s: ladder exhausted, cannot fit this GPU class; job failed", cls_name(d));
+	set_next_action(d, "support: see the escalation report");
+}
+
+/* Guide 2 + 6: the plan of the failure class, one rung per attempt; the name is kept so AI Toolkit
+ * resumes from its checkpoint. */
+static void on_oom_recover(const struct pctx *p, struct dec *d)
+{
+	json_t *next = json_deep_copy(p->ran), *probe, *pch;
+	const struct ladder_rung *r = ladder_step(cls_name(d), p->video, next, d->changes), *after;
+	char *txt;
+
+	if (!r) {
+		json_decref(next);
+		on_exhausted(p, d);
+		return;
+	}
+	if (p->validate_steps > 0)
+		ladder_cap_steps(next, p->validate_steps, d->changes);
+	json_decref(d->next_config);
+	d->next_config = next;
+	d->rung = r->name;
+	json_object_set_new(d->rstate, "mode", json_string("recover"));
+	json_object_set_new(d->rstate, "ladder_position", json_integer(ladder_position(r, p->video)));
+	probe = json_deep_copy(next);
+	pch = json_array();
+	after = ladder_step(cls_name(d), p->video, probe, pch);
+	txt = changes_text(d->changes);
+	set_reason(d, "%s: rung %s (%s): %s", cls_name(d), r->name, r->guide, txt);
+	if (after)
+		set_next_action(d, "retry with %s; if it OOMs the same way again: rung %s", r->name, after->name);
+	else
+		set_next_action(d, "retry with %s; it is the last rung for this failure: then a bigger GPU or support",
+				r->name);
+	free(txt);
+	json_decref(probe);
+	json_decref(pch);
+	requeue(p, d, "retry");
+}
+
+/* Guide 7: an OOM on a scale-up attempt reverts that one change and records its ceiling. */
+static void on_oom_scaling(const struct pctx *p, struct dec *d, const json_t *good)
+{
+	const char *setting = jpath_str(d->rstate, "pending.setting", NULL);
+	char *prefix;
+
+	if (setting) {
+		json_t *v = jpath_get(d->rstate, "pending.value");
+		json_object_set(json_object_get(d->rstate, "ceilings"), setting, v ? v : json_true());
+	}
+	prefix = xasprintf("%s on scale-up: reverted %s (ceiling recorded)", cls_name(d), setting ? setting : "?");
+	json_object_del(d->rstate, "pending");
+	scale_next(p, d, good, prefix);
+	free(prefix);
+}
+
+static int read_ctx(const json_t *ctx, struct pctx *p, char **err)
+{
+	const json_t *rec;
+	size_t i;
+	json_t *a;
+
+	memset(p, 0, sizeof(*p));
+	p->job = json_object_get(ctx, "job");
+	p->attempt = json_object_get(ctx, "attempt");
+	p->facts = json_object_get(p->attempt, "facts");
+	p->attempts = json_object_get(ctx, "attempts");
+	p->gpu = json_object_get(ctx, "gpu");
+	p->fleet = json_object_get(ctx, "fleet");
+	p->target = json_object_get(p->job, "target_config");
+	p->ran = attempt_config(p->attempt) ? attempt_config(p->attempt) : json_object_get(p->job, "current_config");
+	p->rstate = json_object_get(p->job, "recovery_state");
+	if (!json_is_object(ctx) || !json_is_object(p->job)) {
+		*err = xstrdup("ctx.job must be an object");
+		return -1;
+	}
+	if (!json_is_object(p->target)) {
+		*err = xstrdup("ctx.job.target_config must be an object");
+		return -1;
+	}
+	if (!json_is_object(p->attempt) || !json_is_object(p->facts)) {
+		*err = xstrdup("ctx.attempt.facts must be an object");
+		return -1;
+	}
+	if (!json_is_object(p->ran)) {
+		*err = xstrdup("ctx.attempt.config (or ctx.job.current_config) must be an object");
+		return -1;
+	}
+	if (p->attempts && !json_is_array(p->attempts)) {
+		*err = xstrdup("ctx.attempts must be an array");
+		return -1;
+	}
+	p->video = !strcmp(jpath_str(p->job, "kind", atconfig_kind(p->target)), "video");
+	rec = json_object_get(p->job, "recovery");
+	p->scale_up = jpath_bool(rec, "scale_up", 1);
+	p->max_attempts = knob(rec, "max_attempts", 10);
+	p->max_env_retries = knob(rec, "max_env_retries", 3);
+	p->max_gpu_seconds = knob(rec, "max_gpu_seconds", 0);
+	p->validate_steps = knob(rec, "validate_steps", 0);
+	p->early_steps = knob(rec, "early_steps", 10);
+	p->quarantine_after = knob(rec, "quarantine_after", 2);
+	p->scaling = !strcmp(jpath_str(p->rstate, "mode", "recover"), "scale_up");
+	p->succeeded_before = jpath_bool(ctx, "config_succeeded_before", 0);
+	json_array_foreach(p->attempts, i, a)
+		if (attempt_succeeded(a) && attempt_config(a) && json_equal(attempt_config(a), p->ran))
+			p->succeeded_before = true;
+	return 0;
+}
+
+static json_t *new_rstate(const json_t *old)
+{
+	json_t *s = json_is_object(old) ? json_deep_copy(old) : json_object();
+
+	if (!json_is_string(json_object_get(s, "mode")))
+		json_object_set_new(s, "mode", json_string("recover"));
+	if (!json_is_integer(json_object_get(s, "ladder_position")))
+		json_object_set_new(s, "ladder_position", json_integer(-1));
+	if (!json_is_object(json_object_get(s, "ceilings")))
+		json_object_set_new(s, "ceilings", json_object());
+	if (!json_is_array(json_object_get(s, "scale_up_done")))
+		json_object_set_new(s, "scale_up_done", json_array());
+	return s;
+}
+
+static json_t *build(struct dec *d)
+{
+	json_t *out;
+
+	json_object_set_new(d->rstate, "next_action", json_string(d->next_action ? d->next_action : ""));
+	out = json_pack("{s:O, s:O, s:O, s:s, s:s?, s:O, s:O?, s:s, s:s++, s:{s:O, s:O, s:o}, s:o, s:O?, s:O}",
+			"class", json_object_get(d->cls, "class"), "rule", json_object_get(d->cls, "rule"), "evidence",
+			json_object_get(d->cls, "evidence"), "action", d->action, "rung", d->rung, "changes", d->changes,
+			"next_config", d->next_config, "job_state", d->job_state, "reason", d->reason ? d->reason : "",
+			"; next_action: ", d->next_action ? d->next_action : "-", "constraints", "exclude_gpus",
+			d->exclude_gpus, "exclude_workers", d->exclude_workers, "min_gpu_memory_mib",
+			d->min_gpu_mib > 0 ? json_integer(d->min_gpu_mib) : json_null(), "gpu",
+			d->gpu_mark ? json_pack("{s:s?, s:s}", "uuid", d->gpu_uuid, "mark", d->gpu_mark) : json_null(),
+			"escalation", d->escalation, "recovery_state", d->rstate);
+	if (out && d->result)
+		json_object_set(out, "result", d->result);
+	return out;
+}
+
+json_t *policy_decide(const json_t *ctx, char **err)
+{
+	struct pctx p;
+	struct dec d;
+	struct classify_in in;
+	const char *c;
+	json_t *out = NULL;
+
+	*err = NULL;
+	memset(&d, 0, sizeof(d));
+	if (read_ctx(ctx, &p, err) < 0)
+		return NULL;
+	in.facts = p.facts;
+	in.config = p.ran;
+	in.early_steps = p.early_steps;
+	in.succeeded_before = p.succeeded_before;
+	d.cls = classify_run(&in);
+	d.changes = json_array();
+	d.rstate = new_rstate(p.rstate);
+	d.exclude_gpus = json_array();
+	d.exclude_workers = json_array();
+	d.action = "fail";
+	d.job_state = "failed";
+	d.good = p.scaling ? last_good(&p) : NULL;
+	carry_constraints(&p, &d);
+	c = cls_name(&d);
+
+	if (!strcmp(c, "cancelled")) {
+		end_job(&d, "fail", "cancelled");
+		set_reason(&d, "cancelled on request");
+		set_next_action(&d, "none");
+	} else if (!strcmp(c, "success")) {
+		on_success(&p, &d);
+	} else if (!strcmp(c, "not_oom")) {
+		on_not_oom(&p, &d);
+	} else if (!strcmp(c, "host_oom")) {
+		on_host_oom(&p, &d);
+	} else if (!strcmp(c, "env_fault")) {
+		on_env_fault(&p, &d);
+	} else if (d.good) {
+		on_oom_scaling(&p, &d, d.good);
+	} else {
+		on_oom_recover(&p, &d);
+	}
+	out = build(&d);
+	if (!out)
+		*err = xstrdup("cannot build the decision");
+	json_decref(d.cls);
+	json_decref(d.changes);
+	json_decref(d.next_config);
+	json_decref(d.rstate);
+	json_decref(d.escalation);
+	json_decref(d.result);
+	json_decref(d.exclude_gpus);
+	json_decref(d.exclude_workers);
+	free(d.reason);
+	free(d.next_action);
+	return out;
+}
+
+json_t *policy_classify(const json_t *facts, const json_t *config)
+{
+	struct classify_in in = { facts, config, 10, false };
+	json_t *out = classify_run(&in), *f = json_is_object(facts) ? (json_t *)facts : NULL;
+	json_t *phase = json_object_get(f, "oom_phase");
+
+	if (!json_is_string(phase))
+		phase = json_object_get(f, "phase");
+	json_object_set(out, "phase", phase ? phase : json_null());
+	json_object_set(out, "step", json_object_get(f, "last_step") ? json_object_get(f, "last_step") : json_null());
+	json_object_set_new(out, "signatures", json_object_get(f, "signatures") ?
+				json_deep_copy(json_object_get(f, "signatures")) : json_object());
+	json_object_set(out, "oom", json_object_get(f, "oom") ? json_object_get(f, "oom") : json_null());
+	json_object_del(out, "guide");
+	return out;
+}

@@ -1,0 +1,336 @@
+/* Unit tests of policy_decide (server/policy.c): the action for each failure class, the plans per
+ * phase, exhausted ladders, environment faults, host OOM, budgets, scale-up with ceilings and name
+ * suffixes, validate_steps. Each case names the guide section (or issue rule) it implements. */
+#include "tap.h"
+#include "policy_fixtures.h"
+
+#define S(j, path) jpath_str((j), (path), NULL)
+#define I(j, path) jpath_int((j), (path), -999)
+
+static json_t *flux, *wan;
+
+static json_t *run(json_t *ctx)
+{
+	json_t *d = fx_decide(ctx);
+
+	json_decref(ctx);
+	return d;
+}
+
+static void train_early(void)
+{
+	json_t *d = run(fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 24564));
+
+	TAP_STR_EQ(S(d, "class"), "oom_train_early", "guide 2B: class");
+	TAP_STR_EQ(S(d, "action"), "retry", "guide 6: retry with the next rung");
+	TAP_STR_EQ(S(d, "rung"), "gradient_checkpointing", "guide 6.1 image: checkpointing first");
+	TAP_STR_EQ(S(d, "job_state"), "queued", "guide 6: job queued again");
+	TAP_OK(fx_change(json_object_get(d, "changes"), P0 ".train.gradient_checkpointing") != NULL,
+	       "DESIGN: change recorded with the path from the file root");
+	TAP_STR_EQ(S(d, "next_config.config.name"), "my_first_flux_lora_v1", "issue: OOM retries keep the name (resume)");
+	TAP_OK(strstr(S(d, "reason"), "next_action: ") != NULL, "issue: reason carries next_action");
+	TAP_OK(strstr(S(d, "reason"), "batch_size") != NULL, "issue: next_action names the next rung (batch_size)");
+	TAP_STR_EQ(S(d, "recovery_state.mode"), "recover", "recovery_state.mode recover");
+	TAP_INT_EQ(I(d, "recovery_state.ladder_position"), 0, "recovery_state.ladder_position");
+	TAP_OK(json_is_null(json_object_get(d, "escalation")), "no escalation on a plain retry");
+	TAP_OK(json_is_null(json_object_get(d, "gpu")), "no GPU mark on a config OOM");
+	TAP_OK(json_is_null(jpath_get(d, "constraints.min_gpu_memory_mib")), "constraints present, no memory floor");
+	json_decref(d);
+}
+
+static void video_sample(void)
+{
+	/* "what happens to a video job that OOMs while sampling?" guide 2C: the sampling rung first */
+	json_t *d = run(fx_ctx(wan, wan, fx_oom("sample", 1, 250), 1, 24564));
+
+	TAP_STR_EQ(S(d, "class"), "oom_sample", "guide 2C: class");
+	TAP_STR_EQ(S(d, "rung"), "cheaper_sampling", "guide 2C: video OOM while sampling -> cheaper sampling");
+	TAP_INT_EQ(I(d, "next_config." P0 ".sample.num_frames"), 41, "guide 3D: fewer sample frames");
+	TAP_INT_EQ(I(d, "next_config." P0 ".datasets[0].num_frames"), 81, "guide 2C: training frames untouched");
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.batch_size"), 2, "guide 2C: batch untouched by a sampling OOM");
+	json_decref(d);
+}
+
+static void load_and_intermittent(void)
+{
+	json_t *d = run(fx_ctx(flux, flux, fx_oom("load", -1, -1), 1, 24564));
+
+	TAP_STR_EQ(S(d, "rung"), "low_vram", "guide 2A: oom_load -> low_vram first, not batch");
+	json_decref(d);
+	d = run(fx_ctx(flux, flux, fx_oom("train", 1, 400), 1, 24564));
+	TAP_STR_EQ(S(d, "class"), "oom_train_intermittent", "guide 2D: class");
+	TAP_STR_EQ(S(d, "rung"), "drop_bucket", "guide 2D: intermittent image -> drop the largest bucket first");
+	json_decref(d);
+}
+
+static json_t *exhausted_config(void)
+{
+	json_t *c = json_deep_copy(flux);
+
+	jpath_set(c, P0 ".model.low_vram", json_true());
+	jpath_set(c, P0 ".model.quantize_te", json_true());
+	jpath_set(c, P0 ".model.layer_offloading", json_true());
+	return c;
+}
+
+static void exhausted(void)
+{
+	json_t *c = exhausted_config(), *d;
+
+	d = run(fx_ctx(flux, c, fx_oom("load", -1, -1), 4, 81920));
+	TAP_STR_EQ(S(d, "action"), "requeue_bigger", "guide 6 exhausted: a bigger GPU class exists -> requeue_bigger");
+	TAP_INT_EQ(I(d, "constraints.min_gpu_memory_mib"), 24565, "requeue_bigger: min_gpu_memory_mib above this GPU");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux), "requeue_bigger: the target config runs there");
+	TAP_STR_EQ(S(d, "job_state"), "queued", "requeue_bigger: queued");
+	json_decref(d);
+	d = run(fx_ctx(flux, c, fx_oom("load", -1, -1), 4, 24564));
+	TAP_STR_EQ(S(d, "action"), "fail", "guide 6 exhausted on the largest GPU class -> fail");
+	TAP_STR_EQ(S(d, "escalation.trigger"), "ladder_exhausted", "escalate ladder_exhausted");
+	TAP_OK(strstr(S(d, "escalation.summary"), "cannot fit this GPU class") != NULL, "summary: cannot fit this GPU class");
+	TAP_OK(json_is_null(json_object_get(d, "next_config")), "ended job: next_config null");
+	json_decref(d);
+	json_decref(c);
+}
+
+static json_t *env_facts(void)
+{
+	json_t *f = fx_oom("train", 1, 3);
+
+	jpath_set(f, "gpu_before.processes", fx_json("[{\"pid\": 999, \"used_mib\": 6000}]"));
+	return f;
+}
+
+static void env_fault(void)
+{
+	json_t *ctx, *d, *cons = json_deep_copy(flux);
+
+	d = run(fx_ctx(flux, flux, env_facts(), 1, 24564));
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "guide 5: env fault -> re-run on a clean GPU");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux), "guide 5: same config, unchanged");
+	TAP_STR_EQ(S(d, "constraints.exclude_gpus[0]"), "GPU-1", "guide 5: exclude this GPU");
+	TAP_INT_EQ(json_array_size(jpath_get(d, "constraints.exclude_workers")), 0, "guide 5: GPU-level evidence keeps the worker");
+	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "guide 5: GPU marked suspect");
+	TAP_STR_EQ(S(d, "gpu.uuid"), "GPU-1", "guide 5: the marked GPU");
+	TAP_OK(json_is_null(json_object_get(d, "escalation")), "first env fault: no escalation");
+	json_decref(d);
+
+	ctx = fx_ctx(flux, flux, env_facts(), 1, 24564);
+	jpath_set(ctx, "gpu.env_faults_in_window", json_integer(1));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "gpu.mark"), "quarantine", "guide 5: quarantine_after (2) faults in the window -> quarantine");
+	TAP_STR_EQ(S(d, "escalation.trigger"), "gpu_quarantined", "escalate gpu_quarantined");
+	json_decref(d);
+
+	/* CUBLAS init failure is host-wide: exclude the worker too */
+	jpath_set(cons, P0 ".train.batch_size", json_integer(1));
+	jpath_set(cons, P0 ".train.gradient_checkpointing", json_true());
+	jpath_set(cons, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
+	{
+		json_t *f = fx_load("facts_zero_free_load.json");
+		jpath_set(f, "signatures.cublas_not_initialized", json_integer(1));
+		d = run(fx_ctx(flux, cons, f, 2, 24564));
+	}
+	TAP_STR_EQ(S(d, "class"), "env_fault", "guide 5: 0 bytes free, conservative, at load");
+	TAP_INT_EQ(I(d, "constraints.exclude_workers[0]"), 3, "guide 5: CUBLAS init failure -> exclude the worker");
+	json_decref(d);
+
+	/* regression: this conservative config succeeded before and now fails at once */
+	ctx = fx_ctx(flux, cons, fx_load("facts_zero_free_load.json"), 3, 24564);
+	fx_add_attempt(ctx, 1, cons, "succeeded", "success", "scale_up", "GPU-2", 4);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "escalation.trigger"), "env_fault_regression", "guide 5.3: worked before, fails at once -> escalate");
+	TAP_STR_EQ(S(d, "job_state"), "queued", "guide 5: the job still re-runs while budgets last");
+	json_decref(d);
+	ctx = fx_ctx(flux, cons, fx_load("facts_zero_free_load.json"), 1, 24564);
+	jpath_set(ctx, "config_succeeded_before", json_true());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "escalation.trigger"), "env_fault_regression", "guide 5.3: ctx.config_succeeded_before counts too");
+	json_decref(d);
+
+	/* cap env re-runs */
+	ctx = fx_ctx(flux, flux, env_facts(), 4, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-7", 3);
+	fx_add_attempt(ctx, 2, flux, "failed", "env_fault", "retry_clean", "GPU-8", 3);
+	fx_add_attempt(ctx, 3, flux, "failed", "env_fault", "retry_clean", "GPU-9", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "fail", "guide 5.1 (stop repeating): max_env_retries reached -> fail");
+	TAP_STR_EQ(S(d, "escalation.trigger"), "budget_exhausted", "max_env_retries -> budget_exhausted");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, env_facts(), 3, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-7", 3);
+	fx_add_attempt(ctx, 2, flux, "failed", "env_fault", "retry_clean", "GPU-8", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "near miss: 3rd env re-run still allowed");
+	TAP_INT_EQ(json_array_size(jpath_get(d, "constraints.exclude_gpus")), 3, "exclusions carried from earlier env faults");
+	json_decref(d);
+	json_decref(cons);
+}
+
+static void host_and_not_oom(void)
+{
+	json_t *ctx, *d;
+
+	d = run(fx_ctx(flux, flux, fx_json("{\"exit_code\": 137, \"phase\": \"load\", \"signatures\": {\"host_killed\": 1}}"), 1,
+		       24564));
+	TAP_STR_EQ(S(d, "class"), "host_oom", "guide 1: host OOM");
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "issue: one re-run on another worker");
+	TAP_INT_EQ(I(d, "constraints.exclude_workers[0]"), 3, "issue: exclude this worker");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux), "guide 1: never walk the VRAM ladder for host memory");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_json("{\"exit_code\": 137, \"phase\": \"load\", \"signatures\": {\"host_killed\": 1}}"), 2, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "host_oom", "retry_clean", "GPU-2", 4);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "fail", "issue: second host OOM -> fail");
+	TAP_STR_EQ(S(d, "escalation.trigger"), "host_oom_repeated", "issue: escalate host_oom_repeated");
+	json_decref(d);
+
+	d = run(fx_ctx(flux, flux, fx_json("{\"exit_code\": 1, \"phase\": \"load\", \"signatures\": {\"config_error\": 1},"
+					   " \"error\": \"unknown arch\"}"), 1, 24564));
+	TAP_STR_EQ(S(d, "action"), "fail", "guide 1: not_oom fails, never re-run unchanged");
+	TAP_OK(strstr(S(d, "reason"), "unknown arch") != NULL, "not_oom: the reason names the error");
+	TAP_OK(json_is_null(json_object_get(d, "next_config")), "not_oom: no next config");
+	json_decref(d);
+
+	d = run(fx_ctx(flux, flux, fx_json("{\"exit_code\": null, \"signal\": 15, \"cancelled\": true, \"phase\": \"train\"}"), 1,
+		       24564));
+	TAP_STR_EQ(S(d, "class"), "cancelled", "cancelled class");
+	TAP_STR_EQ(S(d, "job_state"), "cancelled", "cancelled job state");
+	json_decref(d);
+}
+
+static void budgets(void)
+{
+	json_t *ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 10, 24564), *d;
+	int i;
+
+	for (i = 1; i <= 9; i++)
+		fx_add_attempt(ctx, i, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "fail", "issue: max_attempts (10) counting all attempts");
+	TAP_STR_EQ(S(d, "escalation.trigger"), "budget_exhausted", "budget_exhausted escalation");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 9, 24564);
+	for (i = 1; i <= 8; i++)
+		fx_add_attempt(ctx, i, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry", "near miss: attempt 9 of 10 may still retry");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 2, 24564);
+	jpath_set(ctx, "job.recovery.max_gpu_seconds", json_integer(100));
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "escalation.trigger"), "budget_exhausted", "issue: max_gpu_seconds (sum of duration_ms)");
+	json_decref(d);
+}
+
+static void scale_up_flow(void)
+{
+	json_t *reduced = json_deep_copy(flux), *ctx, *d, *s1;
+
+	/* attempt 2 ran the reduced config (bucket dropped) and succeeded */
+	jpath_set(reduced, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
+	d = run(fx_ctx(flux, flux, fx_success(2000), 1, 24564));
+	TAP_STR_EQ(S(d, "action"), "succeed", "guide 7: target config succeeded -> done");
+	TAP_STR_EQ(S(d, "job_state"), "succeeded", "job succeeded");
+	TAP_OK(json_is_object(jpath_get(d, "result.achieved")) && json_is_object(jpath_get(d, "result.target")),
+	       "result reports achieved vs target");
+	json_decref(d);
+
+	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "scale_up", "guide 7: after a success below target, scale up");
+	TAP_STR_EQ(S(d, "rung"), "bucket", "guide 7.3: one larger bucket");
+	TAP_STR_EQ(S(d, "next_config.config.name"), "my_first_flux_lora_v1_s1", "issue: scale-up attempts get a new name suffix");
+	TAP_STR_EQ(S(d, "recovery_state.mode"), "scale_up", "recovery_state.mode scale_up");
+	TAP_INT_EQ(I(d, "recovery_state.last_good_attempt"), 2, "recovery_state.last_good_attempt");
+	TAP_OK(jpath_get(d, "next_config." P0 ".model.quantize") != NULL, "guide 7.1: memory settings stay");
+	s1 = json_deep_copy(json_object_get(d, "next_config"));
+
+	/* attempt 3 (the scale-up) OOMs: revert, ceiling, go on; nothing else is below target -> done */
+	ctx = fx_ctx(flux, s1, fx_oom("train", 1, 200), 3, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 2, reduced, "succeeded", "success", "scale_up", "GPU-1", 3);
+	json_object_set(json_object_get(ctx, "job"), "recovery_state", json_object_get(d, "recovery_state"));
+	json_decref(d);
+	d = run(ctx);
+	TAP_OK(fx_eq(jpath_get(d, "recovery_state.ceilings.bucket"), "[512, 768, 1024]"),
+	       "guide 7: an OOM on a scale-up attempt records the ceiling");
+	TAP_STR_EQ(S(d, "action"), "succeed", "guide 7: every setting at target or ceiling -> succeeded");
+	TAP_STR_EQ(S(d, "result.config_name"), "my_first_flux_lora_v1", "result points at the last good run");
+	json_decref(d);
+	json_decref(s1);
+
+	/* with batch also below target, the revert goes on with the next setting from the last good config */
+	jpath_set(reduced, P0 ".train.batch_size", json_integer(1));
+	jpath_set(reduced, P0 ".train.gradient_accumulation", json_integer(4));
+	jpath_del(reduced, P0 ".train.gradient_accumulation_steps");
+	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	d = run(ctx);
+	s1 = json_deep_copy(json_object_get(d, "next_config"));
+	ctx = fx_ctx(flux, s1, fx_oom("train", 1, 3), 3, 24564);
+	fx_add_attempt(ctx, 2, reduced, "succeeded", "success", "scale_up", "GPU-1", 3);
+	json_object_set(json_object_get(ctx, "job"), "recovery_state", json_object_get(d, "recovery_state"));
+	json_decref(d);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "scale_up", "guide 7: after the revert scale-up goes on");
+	TAP_STR_EQ(S(d, "rung"), "batch_size", "guide 7: next setting (buckets at their ceiling)");
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.batch_size"), 2, "guide 7.5: batch 1 -> 2 from the last good config");
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.gradient_accumulation"), 2, "guide 3B: 2 x 2 keeps the target's 4 x 1");
+	TAP_OK(fx_eq(jpath_get(d, "next_config." P0 ".datasets[0].resolution"), "[512, 768]"),
+	       "guide 7: the OOM'd bucket is reverted (last good config)");
+	TAP_STR_EQ(S(d, "next_config.config.name"), "my_first_flux_lora_v1_s2", "issue: each scale-up attempt a new suffix");
+	json_decref(d);
+	json_decref(s1);
+	json_decref(reduced);
+}
+
+static void validate_steps(void)
+{
+	json_t *ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 24564), *d, *capped;
+
+	jpath_set(ctx, "job.recovery.validate_steps", json_integer(200));
+	jpath_set(ctx, "job.recovery.scale_up", json_false());
+	d = run(ctx);
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.steps"), 200, "issue validate_steps: recovery attempts cap train.steps");
+	capped = json_deep_copy(json_object_get(d, "next_config"));
+	json_decref(d);
+	ctx = fx_ctx(flux, capped, fx_success(200), 2, 24564);
+	jpath_set(ctx, "job.recovery.validate_steps", json_integer(200));
+	jpath_set(ctx, "job.recovery.scale_up", json_false());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "rung"), "steps", "issue validate_steps: the first scale-up step restores steps");
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.steps"), 2000, "steps back to the target");
+	TAP_INT_EQ(json_array_size(json_object_get(d, "changes")), 2, "scale_up=false: only steps (and the name) change");
+	json_decref(d);
+	json_decref(capped);
+}
+
+static void malformed(void)
+{
+	char *err = NULL;
+	json_t *bad = fx_json("{\"job\": {}}");
+
+	TAP_OK(policy_decide(bad, &err) == NULL && err != NULL, "malformed ctx -> NULL with an error");
+	free(err);
+	json_decref(bad);
+}
+
+int main(void)
+{
+	flux = fx_load("flux_image.json");
+	wan = fx_load("wan22_video.json");
+	train_early();
+	video_sample();
+	load_and_intermittent();
+	exhausted();
+	env_fault();
+	host_and_not_oom();
+	budgets();
+	scale_up_flow();
+	validate_steps();
+	malformed();
+	json_decref(flux);
+	json_decref(wan);
+	return TAP_DONE();
+}

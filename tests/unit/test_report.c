@@ -1,0 +1,55 @@
+/* Unit tests of report_build (server/report.c): job, target vs last diff, attempts table, evidence,
+ * GPU snapshots, last 40 log lines in fences, recommendation, Markdown escaping. */
+#include "tap.h"
+#include "policy_fixtures.h"
+#include "../../server/report.h"
+
+int main(void)
+{
+	json_t *flux = fx_load("flux_image.json"), *last = json_deep_copy(flux), *facts = fx_load("facts_zero_free_load.json");
+	json_t *ctx, *d, *r, *lines = json_array();
+	const char *md;
+	int i;
+
+	jpath_set(last, P0 ".train.batch_size", json_integer(1));
+	jpath_set(last, P0 ".model.low_vram", json_true());
+	jpath_set(last, P0 ".model.layer_offloading", json_true());
+	jpath_set(last, P0 ".model.quantize_te", json_true());
+	for (i = 0; i < 60; i++)
+		json_array_append_new(lines, json_sprintf("line %d", i));
+	json_array_append_new(lines, json_string("weird | pipe ``` fence"));
+	json_object_set_new(facts, "log_tail", lines);
+	ctx = fx_ctx(flux, last, facts, 2, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_early", "retry", "GPU-|x", 3);
+	d = fx_decide(ctx);
+	r = report_build(ctx, d);
+	md = json_string_value(json_object_get(r, "markdown"));
+	TAP_OK(md != NULL, "report: markdown string");
+	TAP_STR_EQ(jpath_str(d, "escalation.trigger", NULL), "ladder_exhausted", "report fixture escalates ladder_exhausted");
+	TAP_OK(strstr(md, "# rung escalation: ladder_exhausted") != NULL, "report: title names the trigger");
+	TAP_OK(strstr(md, "my_first_flux_lora_v1") != NULL, "report: the job");
+	TAP_OK(strstr(md, "| config.process[0].train.batch_size | 4 | 1 |") != NULL, "report: target vs last diff row");
+	TAP_OK(strstr(md, "| # | worker | GPU | phase | step | class | action | rung |") != NULL, "report: attempts table header");
+	TAP_OK(strstr(md, "GPU-\\|x") != NULL, "report: table cells escape pipes");
+	TAP_OK(strstr(md, "| 2 | 3 | GPU-1 | load |") != NULL, "report: the last attempt's row");
+	TAP_OK(strstr(md, "## Evidence") != NULL, "report: evidence section");
+	TAP_OK(strstr(md, "signature zero_bytes_free") != NULL, "report: evidence lines");
+	TAP_OK(strstr(md, "after: 23800 / 24564 MiB used; processes: pid 4242 23800 MiB") != NULL, "report: gpu_after snapshot");
+	TAP_OK(strstr(md, "line 21\n") != NULL && strstr(md, "line 20\n") == NULL, "report: only the last 40 log lines");
+	TAP_OK(strstr(md, "````text\n") != NULL, "report: fence longer than any backtick run in the log");
+	TAP_OK(strstr(md, "**Recommended next step**") != NULL, "report: recommended next step");
+	TAP_INT_EQ(json_array_size(jpath_get(r, "json.attempts")), 2, "report json: attempts");
+	TAP_INT_EQ(json_array_size(jpath_get(r, "json.logs[1].lines")), 40, "report json: 40 log lines of the failed attempt");
+	TAP_OK(json_array_size(jpath_get(r, "json.config_diff")) >= 4, "report json: config diff");
+	TAP_OK(jpath_get(r, "json.gpu_snapshots[1].gpu_after") != NULL, "report json: gpu snapshots");
+	TAP_STR_EQ(jpath_str(r, "json.escalation.trigger", NULL), "ladder_exhausted", "report json: escalation");
+	json_decref(r);
+	r = report_build(NULL, NULL);
+	TAP_OK(json_is_string(json_object_get(r, "markdown")), "report_build never returns NULL, even on empty input");
+	json_decref(r);
+	json_decref(d);
+	json_decref(ctx);
+	json_decref(last);
+	json_decref(flux);
+	return TAP_DONE();
+}
