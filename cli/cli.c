@@ -1,0 +1,177 @@
+/* rungctl's shared plumbing (see cli.h): the command table, global help, option handling, and the
+ * single place where an HTTP answer becomes an exit code and an error message. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+const struct cli_cmd cli_cmds[] = {
+	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
+		"[--validate-steps N] [--idempotency-key K]",
+		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
+		"the job id (--json: the job).", cmd_submit },
+	{ "jobs", "jobs [--state S] [--limit N]", "Lists jobs, newest first.", cmd_jobs },
+	{ "show", "show JOB", "Shows a job: summary, target vs current config (changed paths), recovery state.",
+		cmd_show },
+	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
+	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
+	{ "cancel", "cancel JOB", "Cancels a job (a running one stops at its next heartbeat).", cmd_cancel },
+	{ "watch", "watch JOB", "Follows a job until it ends: progress, each attempt's ending and config change,\n"
+		"the verdict. Exits 0 when the job succeeded, 1 otherwise.", cmd_watch },
+	{ "escalations", "escalations [--state open|acknowledged|resolved]", "Lists escalations.", cmd_escalations },
+	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
+	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },
+	{ "resolve", "resolve ESC --note TEXT", "Resolves an escalation.", cmd_resolve },
+	{ "workers", "workers", "Lists workers.", cmd_workers },
+	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
+	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
+	{ "classify", "classify [--config FILE] [--exit-code N] [--signal N] < LOGFILE",
+		"Prints as JSON what rung makes of a trainer log read from stdin: the facts the worker would\n"
+		"report and the failure class the policy gives them, without a server. --config: the job's AI\n"
+		"Toolkit config; --exit-code/--signal: how the trainer ended (default: 0 when the log shows a\n"
+		"completed or stopped job, else 1).",
+		cmd_classify },
+	{ NULL, NULL, NULL, NULL },
+};
+
+const struct cli_cmd *cli_find(int argc, char **argv, int *words)
+{
+	for (const struct cli_cmd *k = cli_cmds; k->name; k++) {
+		const char *sp = strchr(k->name, ' ');
+		if (!sp && argc >= 1 && !strcmp(argv[0], k->name)) {
+			*words = 1;
+			return k;
+		}
+		if (sp && argc >= 2 && !strncmp(argv[0], k->name, (size_t)(sp - k->name))
+			&& strlen(argv[0]) == (size_t)(sp - k->name) && !strcmp(argv[1], sp + 1)) {
+			*words = 2;
+			return k;
+		}
+	}
+	return NULL;
+}
+
+const struct cli_cmd *cli_cmd_named(const char *name)
+{
+	for (const struct cli_cmd *k = cli_cmds; k->name; k++)
+		if (!strcmp(k->name, name))
+			return k;
+	abort();
+}
+
+void cli_usage(FILE *f)
+{
+	fprintf(f, "usage: rungctl [--url URL] [--token TOKEN] COMMAND [ARGS] [--json] [--help]\n\n"
+		"Talks to rungd, the service that keeps AI Toolkit LoRA training jobs alive through CUDA\n"
+		"out-of-memory failures.\n\ncommands:\n");
+	for (const struct cli_cmd *k = cli_cmds; k->name; k++)
+		fprintf(f, "  %s\n", k->usage);
+	fprintf(f, "\noptions (every command):\n"
+		"  --url URL      server (default: $RUNG_URL, else " CLI_DEFAULT_URL ")\n"
+		"  --token TOKEN  bearer token (default: $RUNG_TOKEN)\n"
+		"  --json         print the server's JSON (read commands)\n"
+		"  --help         help for a command: rungctl COMMAND --help\n\n"
+		"exit codes:\n"
+		"  0  ok (watch: the job succeeded)\n"
+		"  1  the server said no, or the job failed (watch)\n"
+		"  2  usage error (bad arguments, unreadable or malformed config file)\n"
+		"  3  cannot reach the server\n"
+		"  4  not found (no such job, escalation or GPU)\n");
+}
+
+void cli_init(struct cli *c)
+{
+	*c = (struct cli){ .url = getenv("RUNG_URL"), .token = getenv("RUNG_TOKEN"), .out = stdout, .err = stderr };
+	if (!c->url || !*c->url)
+		c->url = CLI_DEFAULT_URL;
+}
+
+void cli_release(struct cli *c)
+{
+	httpc_free(c->http);
+	c->http = NULL;
+}
+
+int cli_args(struct cli *c, const struct cli_cmd *cmd, const struct args_opt *opts, size_t n_opts,
+	int argc, char **argv, char **operands, size_t n_min, size_t n_max)
+{
+	char *err = NULL;
+	size_t n = 0;
+	if (args_parse(opts, n_opts, argc, argv, operands, n_max, &n, &err) < 0) {
+		fprintf(c->err, "rungctl %s: %s\nusage: rungctl %s\n", cmd->name, err, cmd->usage);
+		free(err);
+		return CLI_USAGE;
+	}
+	if (c->help) {
+		fprintf(c->out, "usage: rungctl %s\n\n%s\n\nAlso: --url URL, --token TOKEN, --json, --help "
+			"(see rungctl --help for exit codes).\n", cmd->usage, cmd->help);
+		return -1;
+	}
+	if (n < n_min) {
+		fprintf(c->err, "rungctl %s: missing argument\nusage: rungctl %s\n", cmd->name, cmd->usage);
+		return CLI_USAGE;
+	}
+	return 0;
+}
+
+int cli_exit_for_status(long status)
+{
+	if (status >= 200 && status < 300)
+		return CLI_OK;
+	return status == 404 ? CLI_NOTFOUND : CLI_REFUSED;
+}
+
+int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, const char *idem_key,
+	json_t **answer)
+{
+	json_t *a = NULL;
+	char *err = NULL;
+	long status = 0;
+	int rc;
+
+	if (answer)
+		*answer = NULL;
+	if (!c->http)
+		c->http = httpc_new(c->url, c->token);
+	if (httpc_call(c->http, method, path, body, idem_key, &status, &a, &err) < 0) {
+		if (!c->unreachable_said)
+			fprintf(c->err, "rungctl: cannot reach the server: %s\n", err);
+		c->unreachable_said = 1;
+		free(err);
+		return CLI_UNREACHABLE;
+	}
+	c->unreachable_said = 0;
+	rc = cli_exit_for_status(status);
+	if (rc != CLI_OK) {
+		const char *code = json_string_value(json_object_get(a, "error"));
+		const char *msg = json_string_value(json_object_get(a, "message"));
+		const char *field = json_string_value(json_object_get(a, "field"));
+		fprintf(c->err, "rungctl: %ld %s: %s", status, code ? code : "error", msg ? msg : "(no message)");
+		if (field)
+			fprintf(c->err, " (field: %s)", field);
+		fputc('\n', c->err);
+		json_decref(a);
+		return rc;
+	}
+	if (answer)
+		*answer = a;
+	else
+		json_decref(a);
+	return CLI_OK;
+}
+
+void cli_print_json(struct cli *c, const json_t *v)
+{
+	json_dumpf(v ? v : json_null(), c->out, JSON_INDENT(2) | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
+	fputc('\n', c->out);
+}
+
+json_t *cli_list(const json_t *answer, const char *key)
+{
+	if (json_is_array(answer))
+		return (json_t *)answer;
+	json_t *l = json_object_get(answer, key);
+	return json_is_array(l) ? l : NULL;
+}

@@ -1,0 +1,215 @@
+/* rungctl's fleet and support commands: escalations, report, ack, resolve, workers, gpus,
+ * gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "table.h"
+#include "util.h"
+
+/* Prints the objects of list as a table with these headers; a key may be "a|b" (a, else b) or
+ * "#k" (the length of the array under k). */
+static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
+	size_t n)
+{
+	struct table *t = table_new(n, head);
+	size_t i;
+	json_t *o;
+	json_array_foreach(list, i, o) {
+		char *cells[16];
+		for (size_t k = 0; k < n; k++) {
+			char *alts = xstrdup(keys[k]), *save = NULL;
+			const json_t *v = NULL;
+			int count = alts[0] == '#';
+			for (char *p = strtok_r(alts + count, "|", &save); p && !v; p = strtok_r(NULL, "|", &save))
+				v = json_object_get(o, p);
+			cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
+			free(alts);
+		}
+		table_add(t, (const char *const *)cells);
+		for (size_t k = 0; k < n; k++)
+			free(cells[k]);
+	}
+	char *s = table_render(t);
+	fputs(s, c->out);
+	free(s);
+	table_free(t);
+}
+
+/* A read command: parse no options of its own, GET path, print JSON or a table of list_key. */
+static int list_cmd(struct cli *c, const char *name, int argc, char **argv, const char *path,
+	const char *list_key, const char *const *head, const char *const *keys, size_t n)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named(name), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, ans);
+		else
+			print_table(c, cli_list(ans, list_key), head, keys, n);
+	}
+	json_decref(ans);
+	return rc;
+}
+
+static const char *const esc_head[] = { "ID", "STATE", "TRIGGER", "JOB", "SUMMARY", "CREATED" };
+static const char *const esc_keys[] = { "id", "state", "trigger", "job_id", "summary", "created_at" };
+
+int cmd_escalations(struct cli *c, int argc, char **argv)
+{
+	const char *state = NULL;
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "state", .type = ARGS_STRING, .str = &state },
+	};
+	int rc = cli_args(c, cli_cmd_named("escalations"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *st = state ? httpc_escape(state) : NULL;
+	char *path = xasprintf("/v1/escalations%s%s", st ? "?state=" : "", st ? st : "");
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, ans);
+		else
+			print_table(c, cli_list(ans, "escalations"), esc_head, esc_keys, ARRAY_LEN(esc_head));
+	}
+	json_decref(ans);
+	free(path);
+	free(st);
+	return rc;
+}
+
+int cmd_report(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("report"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *e = httpc_escape(ops[0]);
+	char *path = xasprintf("/v1/escalations/%s", e);
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		const char *md = json_string_value(json_object_get(ans, "report_markdown"));
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else if (md) {
+			fputs(md, c->out);
+			if (*md && md[strlen(md) - 1] != '\n')
+				fputc('\n', c->out);
+		} else {
+			fprintf(c->err, "rungctl report: escalation %s has no report_markdown\n", ops[0]);
+			rc = CLI_REFUSED;
+		}
+	}
+	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}
+
+/* ack and resolve: POST /v1/escalations/ID/VERB {"note"}. */
+static int note_cmd(struct cli *c, const char *verb, int argc, char **argv)
+{
+	const char *note = NULL;
+	char *ops[1];
+	json_t *ans = NULL, *body = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "note", .type = ARGS_STRING, .str = &note },
+	};
+	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!note) {
+		fprintf(c->err, "rungctl %s: --note TEXT is required\nusage: rungctl %s\n", verb,
+			cli_cmd_named(verb)->usage);
+		return CLI_USAGE;
+	}
+	char *e = httpc_escape(ops[0]);
+	char *path = xasprintf("/v1/escalations/%s/%s", e, verb);
+	body = json_pack("{s:s}", "note", note);
+	if (!body) {
+		fprintf(c->err, "rungctl %s: --note must be UTF-8 text\n", verb);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *st = table_cell(json_object_get(ans, "state"));
+			fprintf(c->out, "escalation %s: %s\n", ops[0], st);
+			free(st);
+		}
+	}
+out:
+	json_decref(body);
+	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}
+
+int cmd_ack(struct cli *c, int argc, char **argv)
+{
+	return note_cmd(c, "ack", argc, argv);
+}
+
+int cmd_resolve(struct cli *c, int argc, char **argv)
+{
+	return note_cmd(c, "resolve", argc, argv);
+}
+
+int cmd_workers(struct cli *c, int argc, char **argv)
+{
+	static const char *const head[] = { "ID", "NAME", "HOST", "STATE", "GPUS", "RUNNING", "LAST SEEN" };
+	static const char *const keys[] = { "id", "name", "host", "state", "#gpus", "running_attempts",
+		"last_seen_at" };
+	return list_cmd(c, "workers", argc, argv, "/v1/workers", "workers", head, keys, ARRAY_LEN(head));
+}
+
+int cmd_gpus(struct cli *c, int argc, char **argv)
+{
+	static const char *const head[] = { "UUID", "WORKER", "INDEX", "NAME", "MEMORY MIB", "STATE", "ENV FAULTS",
+		"REASON" };
+	static const char *const keys[] = { "uuid", "worker_id", "index", "name", "memory_total_mib", "state",
+		"env_faults", "reason" };
+	return list_cmd(c, "gpus", argc, argv, "/v1/gpus", "gpus", head, keys, ARRAY_LEN(head));
+}
+
+int cmd_gpu_release(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("gpu release"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *e = httpc_escape(ops[0]);
+	char *path = xasprintf("/v1/gpus/%s/release", e);
+	rc = cli_call(c, "POST", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *st = table_cell(json_object_get(ans, "state"));
+			fprintf(c->out, "gpu %s: %s\n", ops[0], st);
+			free(st);
+		}
+	}
+	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}

@@ -1,0 +1,545 @@
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, watch. Each parses its
+ * options, makes its calls through cli_call and prints a table, lines or the server's JSON. */
+#include "cmd_jobs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "jsondiff.h"
+#include "table.h"
+#include "util.h"
+#include "yamljson.h"
+
+#define WATCH_UNREACHABLE_MS 30000  /* watch gives up (exit 3) after this long without an answer */
+
+json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
+{
+	json_t *body = json_object(), *rec = json_object();
+	json_object_set(body, "config", (json_t *)config);
+	if (o->name)
+		json_object_set_new(body, "name", json_string(o->name));
+	if (o->has_priority)
+		json_object_set_new(body, "priority", json_integer(o->priority));
+	if (o->no_scale_up)
+		json_object_set_new(rec, "scale_up", json_false());
+	if (o->max_attempts > 0)
+		json_object_set_new(rec, "max_attempts", json_integer(o->max_attempts));
+	if (o->validate_steps > 0)
+		json_object_set_new(rec, "validate_steps", json_integer(o->validate_steps));
+	if (json_object_size(rec) > 0)
+		json_object_set(body, "recovery", rec);
+	json_decref(rec);
+	return body;
+}
+
+int cmd_submit(struct cli *c, int argc, char **argv)
+{
+	struct cmd_submit_opts o = { .name = NULL };
+	const char *idem = NULL;
+	char *ops[1], *err = NULL;
+	json_t *config = NULL, *body = NULL, *job = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "name", .type = ARGS_STRING, .str = &o.name },
+		{ .name = "priority", .type = ARGS_INT, .num = &o.priority, .min = -1000000, .max = 1000000,
+			.seen = &o.has_priority },
+		{ .name = "no-scale-up", .type = ARGS_FLAG, .flag = &o.no_scale_up },
+		{ .name = "max-attempts", .type = ARGS_INT, .num = &o.max_attempts, .min = 1, .max = 1000 },
+		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
+		{ .name = "idempotency-key", .type = ARGS_STRING, .str = &idem },
+	};
+	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	config = yamljson_load_file(ops[0], &err);
+	if (!config) {
+		fprintf(c->err, "rungctl submit: %s\n", err);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	if (!json_is_object(config)) {
+		fprintf(c->err, "rungctl submit: %s: expected an AI Toolkit config (a mapping with job, config, meta)\n",
+			ops[0]);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	body = cmd_submit_body(config, &o);
+	rc = cli_call(c, "POST", "/v1/jobs", body, idem, &job);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->json) {
+		cli_print_json(c, job);
+	} else {
+		char *id = table_cell(json_object_get(job, "id"));
+		fprintf(c->out, "%s\n", id);
+		free(id);
+	}
+out:
+	free(err);
+	json_decref(job);
+	json_decref(body);
+	json_decref(config);
+	return rc;
+}
+
+/* Adds a row built from the named keys of obj (each key may be "a|b" meaning a, else b). */
+static void add_row_from(struct table *t, const json_t *obj, const char *const *keys, size_t n)
+{
+	char *cells[16];
+	for (size_t i = 0; i < n; i++) {
+		char *alts = xstrdup(keys[i]), *save = NULL;
+		const json_t *v = NULL;
+		for (char *k = strtok_r(alts, "|", &save); k && !v; k = strtok_r(NULL, "|", &save))
+			v = json_object_get(obj, k);
+		cells[i] = table_cell(v);
+		free(alts);
+	}
+	table_add(t, (const char *const *)cells);
+	for (size_t i = 0; i < n; i++)
+		free(cells[i]);
+}
+
+char *cmd_jobs_table(const json_t *jobs)
+{
+	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "ATTEMPTS", "UPDATED" };
+	static const char *const keys[] = { "id", "state", "kind", "name", "attempts", "updated_at" };
+	struct table *t = table_new(ARRAY_LEN(head), head);
+	size_t i;
+	json_t *j;
+	json_array_foreach(jobs, i, j)
+		add_row_from(t, j, keys, ARRAY_LEN(keys));
+	char *s = table_render(t);
+	table_free(t);
+	return s;
+}
+
+const json_t *cmd_attempt_field(const json_t *attempt, const char *key, const char *facts_key)
+{
+	const json_t *v = json_object_get(attempt, key);
+	if (v && !json_is_null(v))
+		return v;
+	return json_object_get(json_object_get(attempt, "facts"), facts_key);
+}
+
+/* "245/2000", "245", or NULL when the attempt reported no step. Heap string. */
+static char *step_text(const json_t *a)
+{
+	const json_t *s = cmd_attempt_field(a, "step", "last_step");
+	const json_t *t = cmd_attempt_field(a, "total_steps", "total_steps");
+	if (!json_is_integer(s))
+		return NULL;
+	if (json_is_integer(t))
+		return xasprintf("%lld/%lld", (long long)json_integer_value(s), (long long)json_integer_value(t));
+	return xasprintf("%lld", (long long)json_integer_value(s));
+}
+
+char *cmd_attempts_table(const json_t *attempts)
+{
+	static const char *const head[] = { "#", "STATE", "OUTCOME", "CLASS", "RUNG", "PHASE", "STEP", "WORKER",
+		"GPU" };
+	struct table *t = table_new(ARRAY_LEN(head), head);
+	size_t i;
+	json_t *a;
+	json_array_foreach(attempts, i, a) {
+		char *cells[ARRAY_LEN(head)] = {
+			table_cell(json_object_get(a, "number")), table_cell(json_object_get(a, "state")),
+			table_cell(json_object_get(a, "outcome")), table_cell(json_object_get(a, "class")),
+			table_cell(json_object_get(a, "rung")), table_cell(cmd_attempt_field(a, "phase", "phase")),
+			step_text(a),
+			table_cell(json_object_get(a, "worker_name") ? json_object_get(a, "worker_name")
+				: json_object_get(a, "worker_id")),
+			table_cell(json_object_get(a, "gpu_uuid") ? json_object_get(a, "gpu_uuid")
+				: json_object_get(a, "gpu")),
+		};
+		table_add(t, (const char *const *)cells);
+		for (size_t k = 0; k < ARRAY_LEN(cells); k++)
+			free(cells[k]);
+	}
+	char *s = table_render(t);
+	table_free(t);
+	return s;
+}
+
+static void print_owned(struct cli *c, char *s)
+{
+	fputs(s, c->out);
+	free(s);
+}
+
+int cmd_jobs(struct cli *c, int argc, char **argv)
+{
+	const char *state = NULL;
+	long long limit = 0;
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "state", .type = ARGS_STRING, .str = &state },
+		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
+	};
+	int rc = cli_args(c, cli_cmd_named("jobs"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *st = state ? httpc_escape(state) : NULL;
+	char *path = xasprintf("/v1/jobs%s%s%s", st ? "?state=" : "", st ? st : "", limit ? (st ? "&" : "?") : "");
+	if (limit) {
+		char *p2 = xasprintf("%slimit=%lld", path, limit);
+		free(path);
+		path = p2;
+	}
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, ans);
+		else
+			print_owned(c, cmd_jobs_table(cli_list(ans, "jobs")));
+	}
+	json_decref(ans);
+	free(path);
+	free(st);
+	return rc;
+}
+
+/* GET /v1/jobs/ID[suffix] with the id escaped. */
+static int get_job_part(struct cli *c, const char *id, const char *suffix, json_t **ans)
+{
+	char *e = httpc_escape(id);
+	char *path = xasprintf("/v1/jobs/%s%s", e, suffix);
+	int rc = cli_call(c, "GET", path, NULL, NULL, ans);
+	free(path);
+	free(e);
+	return rc;
+}
+
+static void print_kv(struct cli *c, const char *label, const json_t *v)
+{
+	char *s = table_cell(v);
+	fprintf(c->out, "%-17s %s\n", label, s);
+	free(s);
+}
+
+int cmd_show(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *job = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("show"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = get_job_part(c, ops[0], "", &job);
+	if (rc != CLI_OK)
+		return rc;
+	if (c->json) {
+		cli_print_json(c, job);
+		goto out;
+	}
+	static const char *const keys[] = { "id", "name", "state", "kind", "priority", "owner", "attempts",
+		"cancel_requested", "created_at", "updated_at", "finished_at", "result", "next_action" };
+	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
+		print_kv(c, keys[i], json_object_get(job, keys[i]));
+	json_t *d = jsondiff_paths(json_object_get(job, "target_config"), json_object_get(job, "current_config"));
+	if (json_array_size(d) == 0) {
+		fprintf(c->out, "config            current = target (no changes)\n");
+	} else {
+		fprintf(c->out, "config changes    (target -> current)\n");
+		char *txt = jsondiff_format(d);
+		for (char *save = NULL, *l = strtok_r(txt, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+			fprintf(c->out, "  %s\n", l);
+		free(txt);
+	}
+	json_decref(d);
+	fprintf(c->out, "recovery_state    ");
+	cli_print_json(c, json_object_get(job, "recovery_state"));
+out:
+	json_decref(job);
+	return rc;
+}
+
+int cmd_attempts(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("attempts"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = get_job_part(c, ops[0], "/attempts", &ans);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, ans);
+		else
+			print_owned(c, cmd_attempts_table(cli_list(ans, "attempts")));
+	}
+	json_decref(ans);
+	return rc;
+}
+
+static const json_t *first_of(const json_t *o, const char *a, const char *b)
+{
+	const json_t *v = json_object_get(o, a);
+	return v ? v : json_object_get(o, b);
+}
+
+int cmd_events(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL, *e;
+	size_t i;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("events"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = get_job_part(c, ops[0], "/events", &ans);
+	if (rc != CLI_OK)
+		goto out;
+	if (c->json) {
+		cli_print_json(c, ans);
+		goto out;
+	}
+	json_array_foreach(cli_list(ans, "events"), i, e) {
+		char *at = table_cell(first_of(e, "at", "created_at"));
+		char *kind = table_cell(first_of(e, "kind", "type"));
+		const json_t *att = json_object_get(e, "attempt_id");
+		const json_t *from = json_object_get(e, "from_state"), *to = json_object_get(e, "to_state");
+		const json_t *why = first_of(e, "reason", "message");
+		const json_t *data = json_object_get(e, "data");
+		fprintf(c->out, "%s  %s", at, kind);
+		if (att && !json_is_null(att))
+			fprintf(c->out, "  attempt=%lld", (long long)json_integer_value(att));
+		if (json_is_string(from) || json_is_string(to))
+			fprintf(c->out, "  %s -> %s", json_is_string(from) ? json_string_value(from) : "-",
+				json_is_string(to) ? json_string_value(to) : "-");
+		if (json_is_string(why))
+			fprintf(c->out, "  %s", json_string_value(why));
+		if (data && !json_is_null(data) && !(json_is_object(data) && json_object_size(data) == 0)) {
+			char *d = table_cell(data);
+			fprintf(c->out, "  %s", d);
+			free(d);
+		}
+		fputc('\n', c->out);
+		free(at);
+		free(kind);
+	}
+out:
+	json_decref(ans);
+	return rc;
+}
+
+int cmd_cancel(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *job = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("cancel"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *e = httpc_escape(ops[0]);
+	char *path = xasprintf("/v1/jobs/%s/cancel", e);
+	rc = cli_call(c, "POST", path, NULL, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, job);
+		} else {
+			const char *st = json_string_value(json_object_get(job, "state"));
+			int pending = json_is_true(json_object_get(job, "cancel_requested"));
+			fprintf(c->out, "job %s: %s\n", ops[0], st && !strcmp(st, "cancelled") ? "cancelled"
+				: pending ? "cancel requested (the worker stops it at its next heartbeat)" : st ? st : "?");
+		}
+	}
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
+/* ---- watch ---- */
+
+struct watch_attempt {
+	long long number;
+	char *state;            /* last state printed */
+	long long step0;        /* first step seen, for the speed */
+	int64_t t0_ms;
+};
+
+struct watch {
+	struct cli *c;
+	const char *id;
+	int tty;
+	int quiet;              /* --json: only the final job is printed */
+	int progress_shown;     /* a \r progress line is on screen */
+	struct watch_attempt *att;
+	size_t natt;
+	char *job_state;        /* job state last printed */
+};
+
+static void watch_clear(struct watch *w)
+{
+	if (w->progress_shown)
+		fputs("\r\033[K", w->c->out);
+	w->progress_shown = 0;
+}
+
+static struct watch_attempt *watch_slot(struct watch *w, long long number)
+{
+	for (size_t i = 0; i < w->natt; i++)
+		if (w->att[i].number == number)
+			return &w->att[i];
+	w->att = xrealloc(w->att, (w->natt + 1) * sizeof(*w->att));
+	w->att[w->natt] = (struct watch_attempt){ .number = number, .step0 = -1 };
+	return &w->att[w->natt++];
+}
+
+/* One line for an attempt whose state changed: start, or ending with outcome/class/rung. */
+static void watch_attempt_line(struct watch *w, const json_t *a, long long number, const char *state)
+{
+	watch_clear(w);
+	if (!strcmp(state, "running")) {
+		char *wk = table_cell(first_of(a, "worker_name", "worker_id"));
+		char *gpu = table_cell(first_of(a, "gpu_uuid", "gpu"));
+		fprintf(w->c->out, "attempt %lld running on worker %s gpu %s\n", number, wk, gpu);
+		free(wk);
+		free(gpu);
+		return;
+	}
+	char *outcome = table_cell(json_object_get(a, "outcome"));
+	char *cls = table_cell(json_object_get(a, "class"));
+	char *rung = table_cell(json_object_get(a, "rung"));
+	char *act = table_cell(json_object_get(a, "action"));
+	fprintf(w->c->out, "attempt %lld %s: outcome %s, class %s, action %s, rung %s\n", number, state, outcome,
+		cls, act, rung);
+	/* the decision's config changes for the next attempt, in DECISION.changes form */
+	char *txt = jsondiff_format(json_object_get(a, "changes"));
+	for (char *save = NULL, *l = strtok_r(txt, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		fprintf(w->c->out, "  config change: %s\n", l);
+	free(txt);
+	free(outcome);
+	free(cls);
+	free(rung);
+	free(act);
+}
+
+static void watch_progress(struct watch *w, const json_t *a, long long number)
+{
+	struct watch_attempt *s = watch_slot(w, number);
+	const json_t *step = cmd_attempt_field(a, "step", "last_step");
+	char *phase = table_cell(cmd_attempt_field(a, "phase", "phase"));
+	char *st = step_text(a);
+	char speed[64] = "";
+	int64_t now = util_mono_ms();
+	if (json_is_integer(step)) {
+		long long v = json_integer_value(step);
+		if (s->step0 < 0 || v < s->step0) {
+			s->step0 = v;
+			s->t0_ms = now;
+		} else if (v > s->step0 && now > s->t0_ms) {
+			snprintf(speed, sizeof(speed), ", %.2f steps/s", (double)(v - s->step0) * 1000.0 / (double)(now - s->t0_ms));
+		}
+	}
+	fprintf(w->c->out, "\r\033[Kattempt %lld: phase %s, step %s%s", number, phase, st ? st : "-", speed);
+	fflush(w->c->out);
+	w->progress_shown = 1;
+	free(phase);
+	free(st);
+}
+
+/* Prints what changed since the last poll; returns 1 when the job has ended. */
+static int watch_step(struct watch *w, const json_t *job, const json_t *attempts)
+{
+	size_t i;
+	json_t *a;
+	const char *js = json_string_value(json_object_get(job, "state"));
+	int terminal = js && (!strcmp(js, "succeeded") || !strcmp(js, "failed") || !strcmp(js, "cancelled"));
+	if (w->quiet)
+		return terminal;
+	json_array_foreach(attempts, i, a) {
+		long long number = json_integer_value(json_object_get(a, "number"));
+		const char *state = json_string_value(json_object_get(a, "state"));
+		struct watch_attempt *s = watch_slot(w, number);
+		if (!state)
+			continue;
+		if (!s->state || strcmp(s->state, state)) {
+			watch_attempt_line(w, a, number, state);
+			free(s->state);
+			s->state = xstrdup(state);
+		}
+		if (!strcmp(state, "running") && w->tty)
+			watch_progress(w, a, number);
+	}
+	if (js && !terminal && (!w->job_state || strcmp(w->job_state, js))) {
+		watch_clear(w);
+		fprintf(w->c->out, "job %s %s\n", w->id, js);
+		free(w->job_state);
+		w->job_state = xstrdup(js);
+	}
+	return terminal;
+}
+
+static void watch_verdict(struct watch *w, const json_t *job)
+{
+	const char *st = json_string_value(json_object_get(job, "state"));
+	const json_t *res = json_object_get(job, "result");
+	const json_t *why = json_is_object(res) ? first_of(res, "reason", "message") : res;
+	char *n = table_cell(json_object_get(job, "attempts"));
+	watch_clear(w);
+	fprintf(w->c->out, "job %s %s after %s attempt(s)", w->id, st, n);
+	if (why && !json_is_null(why)) {
+		char *r = table_cell(why);
+		fprintf(w->c->out, ": %s", r);
+		free(r);
+	}
+	fputc('\n', w->c->out);
+	free(n);
+}
+
+int cmd_watch(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	long long interval = 500;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "interval-ms", .type = ARGS_INT, .num = &interval, .min = 50, .max = 60000 },
+	};
+	int rc = cli_args(c, cli_cmd_named("watch"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	struct watch w = { .c = c, .id = ops[0], .tty = isatty(fileno(c->out)), .quiet = c->json };
+	int64_t last_ok = util_mono_ms();
+	for (;;) {
+		json_t *job = NULL, *att = NULL;
+		rc = get_job_part(c, w.id, "", &job);
+		if (rc == CLI_OK)
+			rc = get_job_part(c, w.id, "/attempts", &att);
+		if (rc == CLI_OK) {
+			last_ok = util_mono_ms();
+			int done = watch_step(&w, job, cli_list(att, "attempts"));
+			if (done) {
+				if (c->json)
+					cli_print_json(c, job);
+				else
+					watch_verdict(&w, job);
+				const char *st = json_string_value(json_object_get(job, "state"));
+				rc = st && !strcmp(st, "succeeded") ? CLI_OK : CLI_REFUSED;
+			}
+			json_decref(job);
+			json_decref(att);
+			if (done)
+				break;
+		} else {
+			json_decref(job);
+			json_decref(att);
+			if (rc != CLI_UNREACHABLE || util_mono_ms() - last_ok > WATCH_UNREACHABLE_MS)
+				break;
+		}
+		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };
+		nanosleep(&ts, NULL); /* the polling cadence, not a synchronisation */
+	}
+	watch_clear(&w);
+	for (size_t i = 0; i < w.natt; i++)
+		free(w.att[i].state);
+	free(w.att);
+	free(w.job_state);
+	return rc;
+}

@@ -1,0 +1,29 @@
+/* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, watch; declared in
+ * cli.h) and the pure pieces they are made of, exported for unit tests. */
+#ifndef RUNG_CMD_JOBS_H
+#define RUNG_CMD_JOBS_H
+
+#include <jansson.h>
+
+struct cmd_submit_opts {
+	const char *name;               /* --name or NULL */
+	int has_priority;
+	long long priority;             /* --priority */
+	int no_scale_up;                /* --no-scale-up */
+	long long max_attempts;         /* --max-attempts, 0 when not given */
+	long long validate_steps;       /* --validate-steps, 0 when not given */
+};
+
+/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "recovery"?: {...}} ("recovery"
+ * only when an option sets a key of it). config is borrowed (incref'd into the body). New reference. */
+json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
+
+/* One attempt's value under key, falling back to its facts (heartbeats fill phase/step on the attempt,
+ * the finish report fills facts.phase/last_step). Borrowed, may be NULL. */
+const json_t *cmd_attempt_field(const json_t *attempt, const char *key, const char *facts_key);
+
+/* Tables as `rungctl jobs` and `rungctl attempts` print them; heap strings the caller frees. */
+char *cmd_jobs_table(const json_t *jobs);
+char *cmd_attempts_table(const json_t *attempts);
+
+#endif

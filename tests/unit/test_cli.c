@@ -1,0 +1,252 @@
+/* Unit tests for rungctl's pure parts: option parsing (cli/args), command lookup and exit codes
+ * (cli/cli), table rendering (cli/table, the jobs and attempts tables), the config diff
+ * (cli/jsondiff) and the submit body (cli/cmd_jobs). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cli/args.h"
+#include "../../cli/cli.h"
+#include "../../cli/cmd_classify.h"
+#include "../../cli/cmd_jobs.h"
+#include "../../cli/jsondiff.h"
+#include "../../cli/table.h"
+#include "tap.h"
+
+static void test_args(void)
+{
+	const char *name = NULL, *url = NULL;
+	long long prio = 0;
+	int flag = 0, seen = 0;
+	const struct args_opt opts[] = {
+		{ .name = "name", .type = ARGS_STRING, .str = &name },
+		{ .name = "url", .type = ARGS_STRING, .str = &url },
+		{ .name = "priority", .type = ARGS_INT, .num = &prio, .min = -5, .max = 500, .seen = &seen },
+		{ .name = "no-scale-up", .type = ARGS_FLAG, .flag = &flag },
+		{ .name = "help", .type = ARGS_FLAG, .flag = &flag },
+	};
+	char *ops[2], *err = NULL;
+	size_t n = 0;
+	char *v1[] = { "cfg.yaml", "--priority", "7", "--name=my job", "--no-scale-up", "--url", "http://x" };
+	int rc = args_parse(opts, 5, 7, v1, ops, 2, &n, &err);
+	TAP_INT_EQ(rc, 0, "args: options after the operand parse");
+	TAP_INT_EQ(n, 1, "args: one operand");
+	TAP_STR_EQ(ops[0], "cfg.yaml", "args: operand kept");
+	TAP_INT_EQ(prio, 7, "args: --priority 7");
+	TAP_INT_EQ(seen, 1, "args: seen flag set");
+	TAP_STR_EQ(name, "my job", "args: --name=VALUE");
+	TAP_STR_EQ(url, "http://x", "args: --url VALUE");
+	TAP_INT_EQ(flag, 1, "args: flag");
+
+	char *v2[] = { "--priority", "x1" };
+	rc = args_parse(opts, 5, 2, v2, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "wants an integer"), "args: non-integer refused");
+	free(err);
+	char *v3[] = { "--priority", "501" };
+	rc = args_parse(opts, 5, 2, v3, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "between -5 and 500"), "args: out of range refused");
+	free(err);
+	char *v4[] = { "--bogus" };
+	rc = args_parse(opts, 5, 1, v4, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "unknown option '--bogus'"), "args: unknown option");
+	free(err);
+	char *v5[] = { "--name" };
+	rc = args_parse(opts, 5, 1, v5, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "needs a value"), "args: missing value");
+	free(err);
+	char *v6[] = { "a", "b", "c" };
+	rc = args_parse(opts, 5, 3, v6, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "unexpected argument 'c'"), "args: too many operands");
+	free(err);
+	char *v7[] = { "--", "--name" };
+	rc = args_parse(opts, 5, 2, v7, ops, 2, &n, &err);
+	TAP_OK(rc == 0 && n == 1 && !strcmp(ops[0], "--name"), "args: -- ends options");
+	char *v8[] = { "--no-scale-up=1" };
+	rc = args_parse(opts, 5, 1, v8, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "takes no value"), "args: flag with a value refused");
+	free(err);
+	flag = 0;
+	char *v9[] = { "-h" };
+	rc = args_parse(opts, 5, 1, v9, ops, 2, &n, &err);
+	TAP_OK(rc == 0 && flag == 1, "args: -h is --help");
+	char *v10[] = { "-x" };
+	rc = args_parse(opts, 5, 1, v10, ops, 2, &n, &err);
+	TAP_OK(rc < 0, "args: short options other than -h refused");
+	free(err);
+}
+
+static void test_commands(void)
+{
+	int words = 0;
+	char *a1[] = { "gpu", "release", "GPU-1" };
+	const struct cli_cmd *k = cli_find(3, a1, &words);
+	TAP_OK(k && !strcmp(k->name, "gpu release") && words == 2, "cli: two-word command");
+	char *a2[] = { "gpus" };
+	k = cli_find(1, a2, &words);
+	TAP_OK(k && !strcmp(k->name, "gpus") && words == 1, "cli: gpus is not gpu release");
+	char *a3[] = { "gpu" };
+	TAP_OK(cli_find(1, a3, &words) == NULL, "cli: 'gpu' alone is unknown");
+	TAP_INT_EQ(cli_exit_for_status(201), CLI_OK, "exit: 201 is 0");
+	TAP_INT_EQ(cli_exit_for_status(404), CLI_NOTFOUND, "exit: 404 is 4");
+	TAP_INT_EQ(cli_exit_for_status(409), CLI_REFUSED, "exit: 409 is 1");
+	TAP_INT_EQ(cli_exit_for_status(500), CLI_REFUSED, "exit: 500 is 1");
+	json_t *l = json_pack("{s:[i,i]}", "jobs", 1, 2);
+	TAP_INT_EQ(json_array_size(cli_list(l, "jobs")), 2, "cli_list finds the named list");
+	TAP_OK(cli_list(l, "gpus") == NULL, "cli_list: missing key is NULL");
+	json_decref(l);
+}
+
+static void test_table(void)
+{
+	const char *head[] = { "ID", "NAME", "X" };
+	struct table *t = table_new(3, head);
+	const char *r1[] = { "1", "flux", NULL };
+	const char *r2[] = { "123", "ünï", "y" };
+	table_add(t, r1);
+	table_add(t, r2);
+	TAP_INT_EQ(table_rows(t), 2, "table: two rows");
+	char *s = table_render(t);
+	TAP_STR_EQ(s, "ID   NAME  X\n1    flux  -\n123  ünï   y\n", "table: padded by characters, NULL is -");
+	free(s);
+	table_free(t);
+	table_free(NULL);
+
+	char longcell[100];
+	memset(longcell, 'a', 99);
+	longcell[99] = '\0';
+	const char *h1[] = { "A" };
+	const char *r3[] = { longcell };
+	t = table_new(1, h1);
+	table_add(t, r3);
+	s = table_render(t);
+	TAP_OK(strlen(s) == 2 + TABLE_MAX_CELL + 1 && strstr(s, "...\n"), "table: long cells cut with ...");
+	free(s);
+	table_free(t);
+
+	json_t *v = json_pack("{s:i, s:f, s:b, s:n, s:[i]}", "i", 42, "f", 0.5, "b", 1, "n", "a", 1);
+	const char *keys[] = { "i", "f", "b", "n", "a", "missing" };
+	const char *want[] = { "42", "0.5", "true", "-", "[1]", "-" };
+	for (size_t i = 0; i < 6; i++) {
+		char *c = table_cell(json_object_get(v, keys[i]));
+		TAP_STR_EQ(c, want[i], "table_cell");
+		free(c);
+	}
+	json_decref(v);
+}
+
+static void test_job_tables(void)
+{
+	json_error_t je;
+	json_t *jobs = json_loads("[{\"id\": 12, \"state\": \"running\", \"kind\": \"video\", \"name\": \"wan\","
+		" \"attempts\": 2, \"updated_at\": \"2025-01-01T00:00:00Z\"}, {\"id\": 9, \"state\": \"queued\"}]",
+		0, &je);
+	char *s = cmd_jobs_table(jobs);
+	TAP_STR_EQ(s, "ID  STATE    KIND   NAME  ATTEMPTS  UPDATED\n"
+		"12  running  video  wan   2         2025-01-01T00:00:00Z\n"
+		"9   queued   -      -     -         -\n", "jobs table");
+	free(s);
+	json_decref(jobs);
+
+	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
+		" \"class\": \"oom_train_early\", \"rung\": \"batch_size_1\", \"worker_id\": 3, \"gpu_uuid\": \"GPU-a\","
+		" \"facts\": {\"phase\": \"train\", \"last_step\": 4, \"total_steps\": 2000}},"
+		" {\"number\": 2, \"state\": \"running\", \"phase\": \"load\", \"step\": null, \"worker_id\": 3}]", 0, &je);
+	s = cmd_attempts_table(att);
+	TAP_STR_EQ(s, "#  STATE    OUTCOME  CLASS            RUNG          PHASE  STEP    WORKER  GPU\n"
+		"1  ended    failed   oom_train_early  batch_size_1  train  4/2000  3       GPU-a\n"
+		"2  running  -        -                -             load   -       3       -\n",
+		"attempts table: phase/step from facts when the attempt has none");
+	free(s);
+	json_decref(att);
+}
+
+static void test_diff(void)
+{
+	json_error_t je;
+	json_t *a = json_loads("{\"config\": {\"process\": [{\"train\": {\"batch_size\": 4, \"lr\": 0.0001},"
+		" \"datasets\": [{\"resolution\": [512, 768, 1024]}]}]}}", 0, &je);
+	json_t *b = json_loads("{\"config\": {\"process\": [{\"train\": {\"batch_size\": 1, \"lr\": 0.0001,"
+		" \"gradient_checkpointing\": true}, \"datasets\": [{\"resolution\": [512, 768]}]}]}}", 0, &je);
+	json_t *d = jsondiff_paths(a, b);
+	char *s = jsondiff_format(d);
+	TAP_STR_EQ(s, "config.process[0].train.batch_size: 4 -> 1\n"
+		"config.process[0].train.gradient_checkpointing: null -> true\n"
+		"config.process[0].datasets[0].resolution[2]: 1024 -> null\n",
+		"diff: changed, removed and added paths in DECISION.changes form");
+	free(s);
+	json_decref(d);
+	d = jsondiff_paths(a, a);
+	TAP_INT_EQ(json_array_size(d), 0, "diff: equal documents have no changes");
+	json_decref(d);
+	json_t *i1 = json_pack("{s:i}", "x", 1), *r1 = json_pack("{s:f}", "x", 1.0);
+	d = jsondiff_paths(i1, r1);
+	TAP_INT_EQ(json_array_size(d), 0, "diff: 1 equals 1.0");
+	json_decref(d);
+	json_decref(i1);
+	json_decref(r1);
+	json_decref(a);
+	json_decref(b);
+}
+
+static void test_submit_body(void)
+{
+	json_t *cfg = json_pack("{s:s}", "job", "extension");
+	struct cmd_submit_opts o = { .name = NULL };
+	json_t *b = cmd_submit_body(cfg, &o);
+	char *s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"}}", "submit body: just the config");
+	free(s);
+	json_decref(b);
+	o = (struct cmd_submit_opts){ .name = "n", .has_priority = 1, .priority = 0, .no_scale_up = 1,
+		.max_attempts = 3, .validate_steps = 20 };
+	b = cmd_submit_body(cfg, &o);
+	s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"name\":\"n\",\"priority\":0,"
+		"\"recovery\":{\"max_attempts\":3,\"scale_up\":false,\"validate_steps\":20}}",
+		"submit body: name, priority 0, recovery options");
+	free(s);
+	json_decref(b);
+	json_decref(cfg);
+}
+
+static json_t *facts_of(const char *log, int exit_code, int sig)
+{
+	char *err = NULL;
+	FILE *f = fmemopen((void *)log, strlen(log), "r");
+	json_t *facts = cmd_classify_facts(f, exit_code, sig, &err);
+	fclose(f);
+	free(err);
+	return facts;
+}
+
+static void test_classify_facts(void)
+{
+	const char *oom = "Running 1 job\n# Running job: x\nx:   1%|  | 12/2000 [00:10<30:00, lr: 1.0e-04]\n"
+		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+		"Error running job: CUDA out of memory\n";
+	json_t *f = facts_of(oom, -1, 0);
+	TAP_OK(f != NULL, "classify facts: built");
+	TAP_INT_EQ(json_integer_value(json_object_get(f, "exit_code")), 1, "classify facts: a failed log guesses exit 1");
+	TAP_OK(json_is_null(json_object_get(f, "signal")), "classify facts: no signal");
+	TAP_INT_EQ(json_integer_value(json_object_get(f, "total_steps")), 2000, "classify facts: scanner fields kept");
+	TAP_OK(json_object_get(json_object_get(f, "signatures"), "cuda_oom") != NULL, "classify facts: oom signature");
+	json_decref(f);
+	f = facts_of(oom, 0, 9);
+	TAP_OK(json_is_null(json_object_get(f, "exit_code")) && json_integer_value(json_object_get(f, "signal")) == 9,
+		"classify facts: --signal wins over the exit code");
+	json_decref(f);
+	f = facts_of("Running 1 job\nJob stopped\n", -1, 0);
+	TAP_INT_EQ(json_integer_value(json_object_get(f, "exit_code")), 0, "classify facts: Job stopped guesses exit 0");
+	json_decref(f);
+}
+
+int main(void)
+{
+	test_classify_facts();
+	test_args();
+	test_commands();
+	test_table();
+	test_job_tables();
+	test_diff();
+	test_submit_body();
+	return TAP_DONE();
+}
