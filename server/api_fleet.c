@@ -1,0 +1,181 @@
+/* Fleet and support handlers: escalations (list, get with the report, ack, resolve), GPUs (list,
+ * operator release), workers (list) and /healthz. One statement each. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_fleet.h"
+#include "app.h"
+#include "db.h"
+#include "http.h"
+#include "lease.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+#define NOTE_MAX_LEN 4096
+
+/* Replies the statement's JSON value, or 404 "no such THING" when it is NULL / missing. */
+static void reply_doc(struct hreq *h, PGresult *res, const char *err, const char *thing)
+{
+	const char *value;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such %s: %s", thing, h->param[0] ? h->param[0] : "");
+		return;
+	}
+	hreq_reply_text(h, 200, value);
+}
+
+static void on_escalation(PGresult *res, const char *err, void *arg)
+{
+	reply_doc(arg, res, err, "escalation");
+}
+
+static void on_list(PGresult *res, const char *err, void *arg)
+{
+	reply_doc(arg, res, err, "list");
+}
+
+void api_fleet_escalations(struct hreq *h)
+{
+	char *state = hreq_query(h, "state");
+
+	if (state && !*state) {
+		free(state);
+		state = NULL;
+	}
+	if (state && strcmp(state, "open") && strcmp(state, "acknowledged") && strcmp(state, "resolved")) {
+		hreq_error(h, 400, "invalid_request", "state", "state must be open, acknowledged or resolved");
+		goto out;
+	}
+	{
+		const char *params[1] = { state };
+		db_exec(h->app->db, sql_escalation_list, 1, params, on_list, h);
+	}
+out:
+	free(state);
+}
+
+void api_fleet_escalation_get(struct hreq *h)
+{
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such escalation: %s", h->param[0]);
+		return;
+	}
+	const char *params[1] = { h->param[0] };
+	db_exec(h->app->db, sql_escalation_get, 1, params, on_escalation, h);
+}
+
+static void on_escalation_set(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+	json_t *doc;
+	const char *status;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such escalation: %s", h->param[0]);
+		return;
+	}
+	doc = json_loads(value, 0, NULL);
+	status = json_string_value(json_object_get(doc, "status"));
+	if (status && strcmp(status, "conflict") == 0) {
+		json_decref(doc);
+		hreq_error(h, 409, "invalid_transition", NULL, "escalation %s is already resolved", h->param[0]);
+		return;
+	}
+	log_info("escalation updated", "escalation=%s state=%s", h->param[0],
+		 json_string_value(json_object_get(json_object_get(doc, "escalation"), "state")) ?: "?");
+	hreq_reply(h, 200, json_incref(json_object_get(doc, "escalation")));
+	json_decref(doc);
+}
+
+static void escalation_set(struct hreq *h, const char *state)
+{
+	json_t *body = NULL, *note;
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such escalation: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	note = json_object_get(body, "note");
+	if (note && !json_is_null(note) && (!json_is_string(note) || json_string_length(note) > NOTE_MAX_LEN)) {
+		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes",
+			   NOTE_MAX_LEN);
+		goto out;
+	}
+	{
+		const char *params[3] = { h->param[0], state, json_is_string(note) ? json_string_value(note) : NULL };
+		db_exec(h->app->db, sql_escalation_set, 3, params, on_escalation_set, h);
+	}
+out:
+	json_decref(body);
+}
+
+void api_fleet_escalation_ack(struct hreq *h)
+{
+	escalation_set(h, "acknowledged");
+}
+
+void api_fleet_escalation_resolve(struct hreq *h)
+{
+	escalation_set(h, "resolved");
+}
+
+void api_fleet_gpus(struct hreq *h)
+{
+	db_exec(h->app->db, sql_gpu_list, 0, NULL, on_list, h);
+}
+
+void api_fleet_workers(struct hreq *h)
+{
+	db_exec(h->app->db, sql_worker_list, 0, NULL, on_list, h);
+}
+
+static void on_gpu_released(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+		log_info("gpu released", "gpu=%s", h->param[0]);
+		lease_wake(h->app->lease);
+	}
+	reply_doc(h, res, err, "GPU");
+}
+
+void api_fleet_gpu_release(struct hreq *h)
+{
+	json_t *body = NULL;
+
+	if (hreq_body(h, &body) < 0)
+		return;
+	json_decref(body);
+	const char *params[1] = { h->param[0] };
+	db_exec(h->app->db, sql_gpu_release, 1, params, on_gpu_released, h);
+}
+
+static void on_health(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	bool up = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (!up)
+		log_warn("health check failed", "error=\"%s\"", res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : err);
+	hreq_reply(h, up ? 200 : 503, json_pack("{s:b, s:s}", "ok", up, "database", up ? "up" : "down"));
+}
+
+void api_fleet_healthz(struct hreq *h)
+{
+	if (!db_up(h->app->db)) {
+		hreq_reply(h, 503, json_pack("{s:b, s:s}", "ok", 0, "database", "down"));
+		return;
+	}
+	db_exec(h->app->db, sql_healthz, 0, NULL, on_health, h);
+}

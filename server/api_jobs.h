@@ -1,0 +1,24 @@
+/* Handlers of /v1/jobs: submit (validation, recovery defaults, Idempotency-Key), get, list
+ * (keyset pagination), attempts, events, cancel. Each is one SQL statement. */
+#ifndef RUNG_API_JOBS_H
+#define RUNG_API_JOBS_H
+
+#include <jansson.h>
+
+struct hreq;
+
+/* Each handler answers h exactly once (possibly later, from a database callback). */
+void api_jobs_submit(struct hreq *h);
+void api_jobs_get(struct hreq *h);
+void api_jobs_list(struct hreq *h);
+void api_jobs_attempts(struct hreq *h);
+void api_jobs_events(struct hreq *h);
+void api_jobs_cancel(struct hreq *h);
+
+/* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
+ * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and
+ * *message heap strings (caller frees) describing the first problem. Pure; for tests. */
+int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
+			  char **field, char **message);
+
+#endif

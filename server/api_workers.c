@@ -1,0 +1,160 @@
+/* /v1/workers handlers: register (one statement upserting the worker by name and its GPUs by
+ * uuid) and lease (body validation here, the long-poll itself in lease.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_workers.h"
+#include "app.h"
+#include "db.h"
+#include "http.h"
+#include "lease.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+#define LEASE_WAIT_MAX_MS 60000
+#define TEXT_MAX_LEN 256
+
+static void on_registered(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+	json_t *doc;
+	long long id;
+	bool created;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	doc = value ? json_loads(value, 0, NULL) : NULL;
+	if (!doc) {
+		hreq_error(h, 500, "internal", NULL, "register returned nothing");
+		return;
+	}
+	id = json_integer_value(json_object_get(doc, "id"));
+	created = json_is_true(json_object_get(doc, "created"));
+	json_decref(doc);
+	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld", id);
+	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i}", "id", (json_int_t)id, "lease_seconds",
+						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms));
+}
+
+/* Checks the GPU list; returns NULL when valid, else the failing field as a heap string. */
+static char *check_gpus(const json_t *gpus, char **message)
+{
+	size_t i;
+	json_t *g;
+
+	if (!json_is_array(gpus)) {
+		*message = xstrdup("gpus must be an array");
+		return xstrdup("gpus");
+	}
+	json_array_foreach(gpus, i, g) {
+		json_t *v;
+		if (!json_is_object(g)) {
+			*message = xstrdup("each GPU must be an object");
+			return xasprintf("gpus[%zu]", i);
+		}
+		v = json_object_get(g, "uuid");
+		if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > TEXT_MAX_LEN) {
+			*message = xstrdup("uuid must be a non-empty string");
+			return xasprintf("gpus[%zu].uuid", i);
+		}
+		v = json_object_get(g, "index");
+		if (v && !(json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < 1024)) {
+			*message = xstrdup("index must be an integer from 0 to 1023");
+			return xasprintf("gpus[%zu].index", i);
+		}
+		v = json_object_get(g, "name");
+		if (v && !json_is_string(v)) {
+			*message = xstrdup("name must be a string");
+			return xasprintf("gpus[%zu].name", i);
+		}
+		v = json_object_get(g, "memory_total_mib");
+		if (!(json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) < 100000000)) {
+			*message = xstrdup("memory_total_mib must be a non-negative integer");
+			return xasprintf("gpus[%zu].memory_total_mib", i);
+		}
+	}
+	return NULL;
+}
+
+void api_workers_register(struct hreq *h)
+{
+	json_t *body = NULL, *name, *host, *gpus;
+	char *field = NULL, *message = NULL, *gpus_s = NULL;
+
+	if (hreq_body(h, &body) < 0)
+		return;
+	name = json_object_get(body, "name");
+	host = json_object_get(body, "host");
+	gpus = json_object_get(body, "gpus");
+	if (!json_is_string(name) || json_string_length(name) == 0 || json_string_length(name) > TEXT_MAX_LEN) {
+		hreq_error(h, 400, "invalid_request", "name", "name must be a non-empty string");
+		goto out;
+	}
+	if (host && !json_is_null(host) && !json_is_string(host)) {
+		hreq_error(h, 400, "invalid_request", "host", "host must be a string");
+		goto out;
+	}
+	if (!gpus)
+		gpus = json_array();
+	else
+		json_incref(gpus);
+	field = check_gpus(gpus, &message);
+	if (field) {
+		json_decref(gpus);
+		hreq_error(h, 400, "invalid_request", field, "%s", message);
+		goto out;
+	}
+	gpus_s = json_dumps(gpus, JSON_COMPACT);
+	json_decref(gpus);
+	{
+		const char *params[3] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
+					  gpus_s };
+		db_exec(h->app->db, sql_worker_register, 3, params, on_registered, h);
+	}
+out:
+	free(field);
+	free(message);
+	free(gpus_s);
+	json_decref(body);
+}
+
+void api_workers_lease(struct hreq *h)
+{
+	json_t *body = NULL, *gpu, *wait, *state;
+	long long worker = http_parse_id(h->param[0]);
+	int wait_ms = 0;
+
+	if (worker < 0) {
+		hreq_error(h, 404, "unknown_worker", NULL, "no such worker: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	gpu = json_object_get(body, "gpu_uuid");
+	wait = json_object_get(body, "wait_ms");
+	state = json_object_get(body, "gpu_state");
+	if (!json_is_string(gpu) || json_string_length(gpu) == 0 || json_string_length(gpu) > TEXT_MAX_LEN) {
+		hreq_error(h, 400, "invalid_request", "gpu_uuid", "gpu_uuid must be a non-empty string");
+		goto out;
+	}
+	if (wait && !json_is_null(wait)) {
+		if (!json_is_integer(wait) || json_integer_value(wait) < 0 ||
+		    json_integer_value(wait) > LEASE_WAIT_MAX_MS) {
+			hreq_error(h, 400, "invalid_request", "wait_ms", "wait_ms must be an integer from 0 to %d",
+				   LEASE_WAIT_MAX_MS);
+			goto out;
+		}
+		wait_ms = (int)json_integer_value(wait);
+	}
+	if (state && !json_is_null(state) && !json_is_object(state)) {
+		hreq_error(h, 400, "invalid_request", "gpu_state", "gpu_state must be an object");
+		goto out;
+	}
+	lease_park(h->app->lease, h, worker, json_string_value(gpu),
+		   json_is_object(state) ? json_incref(state) : NULL, wait_ms);
+out:
+	json_decref(body);
+}

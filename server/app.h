@@ -1,0 +1,38 @@
+/* The rungd server context: the event loop, HTTP server, database pool, timing knobs and the
+ * modules hanging off them. One per process, owned by main.c; every handler borrows it. */
+#ifndef RUNG_APP_H
+#define RUNG_APP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct event_base;
+struct evhttp;
+struct evhttp_bound_socket;
+struct event;
+struct db;
+struct lease_mgr;
+struct reaper;
+
+struct app {
+	struct event_base *base;
+	struct evhttp *http;
+	struct evhttp_bound_socket *listener;
+	struct db *db;
+	struct lease_mgr *lease;       /* parked long-polls */
+	struct reaper *reaper;
+	int lease_seconds;             /* --lease-seconds */
+	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
+	int reap_interval_ms;          /* --reap-interval-ms */
+	int poll_fallback_ms;          /* --poll-fallback-ms */
+	int inflight;                  /* requests not yet answered */
+	int unflushed;                 /* replies handed to evhttp but not yet written out */
+	bool stopping;                 /* SIGTERM/SIGINT seen: no new work */
+	bool flush_wait;               /* stopping: waiting (bounded) for unflushed replies */
+	struct event *stop_check;      /* fires to finish shutdown once inflight reaches 0 */
+	/* Called by http.c after each reply and each reply written out (may be NULL): when stopping
+	 * and nothing is in flight or unwritten, main.c finishes shutdown on the next loop pass. */
+	void (*request_done)(struct app *app);
+};
+
+#endif

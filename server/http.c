@@ -1,0 +1,422 @@
+/* evhttp plumbing for rungd: routes requests to the api_* handlers, wraps each request in a
+ * struct hreq that is answered exactly once (also after the client went away: evhttp keeps a
+ * request it has not seen answered, and our reply then only frees it), and renders JSON
+ * replies and errors. Handlers and their SQL live in api_*.c. */
+#include <errno.h>
+#include <sys/socket.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "api_attempts.h"
+#include "api_fleet.h"
+#include "api_jobs.h"
+#include "api_workers.h"
+#include "app.h"
+#include "http.h"
+#include "log.h"
+#include "util.h"
+
+/* evhttp refuses bodies past this with its own (HTML) 413; between HTTP_MAX_BODY and this we
+ * answer a JSON 413 ourselves. */
+#define HTTP_HARD_MAX_BODY (16 * 1024 * 1024)
+
+struct route {
+	const char *method;
+	const char *pattern; /* segments; "{}" matches any one segment */
+	void (*handler)(struct hreq *h);
+};
+
+static const struct route routes[] = {
+	{ "POST", "/v1/jobs", api_jobs_submit },
+	{ "GET", "/v1/jobs", api_jobs_list },
+	{ "GET", "/v1/jobs/{}", api_jobs_get },
+	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts },
+	{ "GET", "/v1/jobs/{}/events", api_jobs_events },
+	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel },
+	{ "POST", "/v1/workers", api_workers_register },
+	{ "GET", "/v1/workers", api_fleet_workers },
+	{ "POST", "/v1/workers/{}/lease", api_workers_lease },
+	{ "POST", "/v1/attempts/{}/heartbeat", api_attempts_heartbeat },
+	{ "POST", "/v1/attempts/{}/finish", api_attempts_finish },
+	{ "GET", "/v1/escalations", api_fleet_escalations },
+	{ "GET", "/v1/escalations/{}", api_fleet_escalation_get },
+	{ "POST", "/v1/escalations/{}/ack", api_fleet_escalation_ack },
+	{ "POST", "/v1/escalations/{}/resolve", api_fleet_escalation_resolve },
+	{ "GET", "/v1/gpus", api_fleet_gpus },
+	{ "POST", "/v1/gpus/{}/release", api_fleet_gpu_release },
+	{ "GET", "/healthz", api_fleet_healthz },
+};
+
+static const char *method_name(enum evhttp_cmd_type cmd)
+{
+	switch (cmd) {
+	case EVHTTP_REQ_GET: return "GET";
+	case EVHTTP_REQ_POST: return "POST";
+	case EVHTTP_REQ_HEAD: return "HEAD";
+	case EVHTTP_REQ_PUT: return "PUT";
+	case EVHTTP_REQ_DELETE: return "DELETE";
+	case EVHTTP_REQ_OPTIONS: return "OPTIONS";
+	case EVHTTP_REQ_TRACE: return "TRACE";
+	case EVHTTP_REQ_CONNECT: return "CONNECT";
+	case EVHTTP_REQ_PATCH: return "PATCH";
+	default: return "OTHER";
+	}
+}
+
+/* Matches `path` against `pattern`; on success copies the {} segments into params. */
+static bool route_match(const char *pattern, const char *path, char **params)
+{
+	int n = 0;
+	const char *p = pattern, *s = path;
+
+	while (*p && *s) {
+		if (p[0] == '{' && p[1] == '}') {
+			const char *end = strchr(s, '/');
+			size_t len = end ? (size_t)(end - s) : strlen(s);
+			if (len == 0 || n >= HTTP_MAX_PARAMS)
+				goto fail;
+			params[n] = xmalloc(len + 1);
+			memcpy(params[n], s, len);
+			params[n][len] = '\0';
+			n++;
+			p += 2;
+			s += len;
+			continue;
+		}
+		if (*p != *s)
+			goto fail;
+		p++;
+		s++;
+	}
+	if (*p == '\0' && (*s == '\0' || (s[0] == '/' && s[1] == '\0')))
+		return true;
+fail:
+	for (int i = 0; i < n; i++) {
+		free(params[i]);
+		params[i] = NULL;
+	}
+	return false;
+}
+
+static void hreq_free(struct hreq *h)
+{
+	for (int i = 0; i < HTTP_MAX_PARAMS; i++)
+		free(h->param[i]);
+	free(h->path);
+	free(h->query);
+	free(h);
+}
+
+static void hreq_gone(struct hreq *h)
+{
+	if (h->gone)
+		return;
+	h->gone = true;
+	log_info("client gone", "method=%s path=%s", h->method, h->path);
+	if (h->on_gone)
+		h->on_gone(h, h->on_gone_arg);
+}
+
+/* evhttp (2.1) stops reading a connection while its request is unanswered, so it does not see
+ * the client leave; this one-shot watch peeks at the socket: EOF or an error means gone. */
+static void hreq_on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct hreq *h = arg;
+	char c;
+	ssize_t n;
+
+	(void)what;
+	n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+		hreq_gone(h);
+		return;
+	}
+	if (n < 0)
+		event_add(h->watch, NULL);
+	/* n > 0: a pipelined request is waiting; stop watching rather than spin */
+}
+
+/* The connection is being freed. When evhttp disassociated the request first (EOF or timeout
+ * before our reply) it lives on until our reply; when the request is still attached (evhttp_free)
+ * it dies with the connection, so forget it. */
+static void hreq_on_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct hreq *h = arg;
+
+	(void)evcon;
+	if (h->req && evhttp_request_get_connection(h->req) != NULL)
+		h->req = NULL;
+	hreq_gone(h);
+}
+
+/* The reply was written out completely (not called when the write failed). */
+static void hreq_on_written(struct evhttp_request *req, void *arg)
+{
+	struct app *app = arg;
+
+	(void)req;
+	app->unflushed--;
+	if (app->request_done)
+		app->request_done(app);
+}
+
+static void hreq_send(struct hreq *h, int code, const char *text, size_t len)
+{
+	struct app *app = h->app;
+
+	if (h->watch) {
+		event_free(h->watch);
+		h->watch = NULL;
+	}
+	if (h->req) {
+		struct evhttp_connection *evcon = evhttp_request_get_connection(h->req);
+		struct evbuffer *buf = NULL;
+		if (evcon)
+			evhttp_connection_set_closecb(evcon, NULL, NULL);
+		if (text) {
+			buf = evbuffer_new();
+			evbuffer_add(buf, text, len);
+			evbuffer_add(buf, "\n", 1);
+			evhttp_add_header(evhttp_request_get_output_headers(h->req), "Content-Type",
+					  "application/json");
+		}
+		if (evcon) {
+			app->unflushed++;
+			evhttp_request_set_on_complete_cb(h->req, hreq_on_written, app);
+		}
+		evhttp_send_reply(h->req, code, NULL, buf);
+		if (buf)
+			evbuffer_free(buf);
+	}
+	log_debug("request", "method=%s path=%s status=%d ms=%lld gone=%d", h->method, h->path, code,
+		  (long long)(util_mono_ms() - h->t0_ms), h->gone);
+	hreq_free(h);
+	app->inflight--;
+	if (app->request_done)
+		app->request_done(app);
+}
+
+void hreq_reply(struct hreq *h, int code, json_t *body)
+{
+	char *text = NULL;
+
+	if (body)
+		text = json_dumps(body, JSON_COMPACT);
+	hreq_send(h, code, text, text ? strlen(text) : 0);
+	free(text);
+	json_decref(body);
+}
+
+void hreq_reply_text(struct hreq *h, int code, const char *json_text)
+{
+	hreq_send(h, code, json_text, json_text ? strlen(json_text) : 0);
+}
+
+void hreq_error(struct hreq *h, int code, const char *error, const char *field, const char *fmt, ...)
+{
+	char *msg = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
+	va_end(ap);
+	if (code >= 500)
+		log_warn("request failed", "method=%s path=%s status=%d error=%s message=\"%s\"", h->method,
+			 h->path, code, error, msg ? msg : "");
+	else
+		log_info("request refused", "method=%s path=%s status=%d error=%s field=%s message=\"%s\"",
+			 h->method, h->path, code, error, field ? field : "-", msg ? msg : "");
+	hreq_reply(h, code, json_pack("{s:s, s:s, s:s?}", "error", error, "message", msg ? msg : error,
+				      "field", field));
+	free(msg);
+}
+
+void hreq_db_error(struct hreq *h, const char *err)
+{
+	hreq_error(h, 503, "database_unavailable", NULL, "%s",
+		   err ? err : "unknown error");
+}
+
+int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **value)
+{
+	const char *state;
+
+	*value = NULL;
+	if (!res) {
+		hreq_db_error(h, err);
+		return -1;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		if (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57", 2) == 0 ||
+			      strncmp(state, "53", 2) == 0)) {
+			hreq_db_error(h, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+			return -1;
+		}
+		log_error("statement failed", "method=%s path=%s sqlstate=%s error=\"%s\"", h->method, h->path,
+			  state ? state : "-", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+		hreq_error(h, 500, "internal", NULL, "the database refused the statement");
+		return -1;
+	}
+	if (PQntuples(res) > 0 && !PQgetisnull(res, 0, 0))
+		*value = PQgetvalue(res, 0, 0);
+	return 0;
+}
+
+int hreq_body(struct hreq *h, json_t **out)
+{
+	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
+	size_t len = in ? evbuffer_get_length(in) : 0;
+	json_error_t jerr;
+	json_t *body;
+
+	*out = NULL;
+	if (len > HTTP_MAX_BODY) {
+		hreq_error(h, 413, "body_too_large", NULL, "request body is %zu bytes, over the %d-byte limit",
+			   len, HTTP_MAX_BODY);
+		return -1;
+	}
+	if (len == 0) {
+		*out = json_object();
+		return 0;
+	}
+	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!body) {
+		hreq_error(h, 400, "invalid_json", NULL, "malformed JSON at line %d column %d: %s", jerr.line,
+			   jerr.column, jerr.text);
+		return -1;
+	}
+	if (!json_is_object(body)) {
+		json_decref(body);
+		hreq_error(h, 400, "invalid_body", NULL, "the request body must be a JSON object");
+		return -1;
+	}
+	*out = body;
+	return 0;
+}
+
+char *hreq_query(const struct hreq *h, const char *key)
+{
+	struct evkeyvalq q;
+	const char *v;
+	char *out = NULL;
+
+	if (!h->query)
+		return NULL;
+	if (evhttp_parse_query_str(h->query, &q) == 0 && (v = evhttp_find_header(&q, key)) != NULL)
+		out = xstrdup(v);
+	evhttp_clear_headers(&q);
+	return out;
+}
+
+const char *hreq_header(const struct hreq *h, const char *key)
+{
+	return h->req ? evhttp_find_header(evhttp_request_get_input_headers(h->req), key) : NULL;
+}
+
+void hreq_add_header(struct hreq *h, const char *key, const char *value)
+{
+	if (h->req)
+		evhttp_add_header(evhttp_request_get_output_headers(h->req), key, value);
+}
+
+long long http_parse_id(const char *s)
+{
+	char *end;
+	long long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v <= 0)
+		return -1;
+	return v;
+}
+
+static void http_dispatch(struct evhttp_request *req, void *arg)
+{
+	struct app *app = arg;
+	const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+	const char *raw_path = uri ? evhttp_uri_get_path(uri) : NULL;
+	const char *raw_query = uri ? evhttp_uri_get_query(uri) : NULL;
+	struct hreq *h = xcalloc(1, sizeof *h);
+	const struct route *found = NULL;
+	bool path_known = false;
+	char allow[64] = "";
+
+	h->req = req;
+	h->app = app;
+	h->t0_ms = util_mono_ms();
+	h->method = method_name(evhttp_request_get_command(req));
+	h->path = evhttp_uridecode(raw_path && *raw_path ? raw_path : "/", 0, NULL);
+	if (!h->path)
+		h->path = xstrdup("/");
+	h->query = raw_query ? xstrdup(raw_query) : NULL;
+	app->inflight++;
+	{
+		struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+		struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+		evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+		if (evcon)
+			evhttp_connection_set_closecb(evcon, hreq_on_close, h);
+		if (fd >= 0) {
+			h->watch = event_new(app->base, fd, EV_READ, hreq_on_readable, h);
+			event_add(h->watch, NULL);
+		}
+	}
+
+	if (app->stopping) {
+		hreq_error(h, 503, "shutting_down", NULL, "the server is shutting down");
+		return;
+	}
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+		char *params[HTTP_MAX_PARAMS] = { NULL };
+		if (!route_match(routes[i].pattern, h->path, params))
+			continue;
+		path_known = true;
+		if (strcmp(routes[i].method, h->method) == 0) {
+			found = &routes[i];
+			memcpy(h->param, params, sizeof params);
+			break;
+		}
+		if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof allow) {
+			if (allow[0])
+				strcat(allow, ", ");
+			strcat(allow, routes[i].method);
+		}
+		for (int k = 0; k < HTTP_MAX_PARAMS; k++)
+			free(params[k]);
+	}
+	if (found) {
+		found->handler(h);
+		return;
+	}
+	if (path_known) {
+		hreq_add_header(h, "Allow", allow);
+		hreq_error(h, 405, "method_not_allowed", NULL, "%s is not allowed on %s (allowed: %s)",
+			   h->method, h->path, allow);
+		return;
+	}
+	hreq_error(h, 404, "not_found", NULL, "no route for %s %s", h->method, h->path);
+}
+
+void http_setup(struct app *app)
+{
+	evhttp_set_allowed_methods(app->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
+				   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+	evhttp_set_max_body_size(app->http, HTTP_HARD_MAX_BODY);
+	evhttp_set_max_headers_size(app->http, 64 * 1024);
+	evhttp_set_timeout(app->http, 120);
+	evhttp_set_default_content_type(app->http, "application/json");
+	evhttp_set_gencb(app->http, http_dispatch, app);
+}

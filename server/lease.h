@@ -1,0 +1,30 @@
+/* Parked long-polls of POST /v1/workers/{id}/lease: each waiter tries to claim a job at once,
+ * then waits up to wait_ms, retrying when woken (a submit or re-queue here, a NOTIFY from another
+ * replica, the poll-fallback timer). Answers 204 at the deadline or on shutdown; a lease claimed
+ * for a client that has gone is released at once. */
+#ifndef RUNG_LEASE_H
+#define RUNG_LEASE_H
+
+#include <jansson.h>
+
+struct app;
+struct hreq;
+struct lease_mgr;
+
+/* A manager with its poll-fallback timer armed on app->base; lease_free(NULL) is a no-op. */
+struct lease_mgr *lease_new(struct app *app);
+/* Frees the manager; every waiter must have been answered (lease_shutdown). */
+void lease_free(struct lease_mgr *m);
+
+/* Takes over h (answers it exactly once): claims for (worker_id, gpu_uuid) now and, when nothing
+ * is eligible, again on each wake until wait_ms has passed. gpu_before is stolen (may be NULL). */
+void lease_park(struct lease_mgr *m, struct hreq *h, long long worker_id, const char *gpu_uuid,
+		json_t *gpu_before, int wait_ms);
+/* Retries every parked waiter now (new or re-queued work may be there). */
+void lease_wake(struct lease_mgr *m);
+/* Answers every parked waiter 204 now, and those mid-claim when their claim returns. */
+void lease_shutdown(struct lease_mgr *m);
+/* Number of waiters (parked or claiming): for tests and logs. */
+int lease_waiting(const struct lease_mgr *m);
+
+#endif

@@ -1,0 +1,2 @@
+-- $1 gpu uuid -> GPU or NULL
+SELECT rung_gpu_release($1);

@@ -1,0 +1,2 @@
+-- liveness of the database
+SELECT 1;

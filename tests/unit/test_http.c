@@ -1,0 +1,126 @@
+/* Unit tests of rungd's request checks: the submit envelope (unknown fields, types, ranges,
+ * RECOVERY defaults), AI Toolkit config validation at submit, and id parsing. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../../server/api_jobs.h"
+#include "../../server/http.h"
+#include "tap.h"
+
+static const char *good_config =
+	"{\"job\":\"extension\",\"config\":{\"name\":\"my_lora\",\"process\":[{\"type\":\"diffusion_trainer\","
+	"\"training_folder\":\"/tmp/out\",\"train\":{\"batch_size\":4,\"gradient_accumulation\":1,"
+	"\"gradient_checkpointing\":true,\"steps\":2000,\"lr\":1e-4,\"optimizer\":\"adamw8bit\"},"
+	"\"datasets\":[{\"folder_path\":\"/data/x\",\"resolution\":[512,768,1024]}],"
+	"\"sample\":{\"sample_every\":250,\"width\":1024,\"height\":1024,\"sample_steps\":20},"
+	"\"model\":{\"name_or_path\":\"x\",\"arch\":\"flux\",\"quantize\":true}}]},\"meta\":{\"name\":\"[name]\"}}";
+
+/* Runs the check on `{"config": CONFIG, EXTRA}`; returns the failing field (heap) or NULL. */
+static char *check(const char *extra, json_t **recovery, int *priority)
+{
+	char *text = NULL, *field = NULL, *message = NULL;
+	const char *name;
+	json_t *body, *rec = NULL;
+	int prio = 0;
+
+	if (asprintf(&text, "{\"config\":%s%s%s}", good_config, extra ? "," : "", extra ? extra : "") < 0)
+		abort();
+	body = json_loads(text, 0, NULL);
+	free(text);
+	if (!body)
+		return strdup("(test body did not parse)");
+	if (api_jobs_check_submit(body, &rec, &name, &prio, &field, &message) == 0) {
+		free(field);
+		field = NULL;
+	}
+	free(message);
+	if (recovery)
+		*recovery = rec;
+	else
+		json_decref(rec);
+	if (priority)
+		*priority = prio;
+	json_decref(body);
+	return field;
+}
+
+static void expect_field(const char *extra, const char *want, const char *name)
+{
+	char *got = check(extra, NULL, NULL);
+
+	TAP_STR_EQ(got, want, name);
+	free(got);
+}
+
+int main(void)
+{
+	json_t *rec = NULL, *body;
+	int prio = 0;
+	char *field, *message;
+	const char *name;
+
+	field = check(NULL, &rec, &prio);
+	TAP_OK(field == NULL, "a plain AI Toolkit config is accepted");
+	free(field);
+	TAP_INT_EQ(prio, 100, "priority defaults to 100");
+	TAP_OK(json_is_true(json_object_get(rec, "scale_up")), "recovery.scale_up defaults to true");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_attempts")), 10, "recovery.max_attempts defaults to 10");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_env_retries")), 3, "recovery.max_env_retries defaults to 3");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_lost")), 3, "recovery.max_lost defaults to 3");
+	TAP_OK(json_is_null(json_object_get(rec, "max_gpu_seconds")), "recovery.max_gpu_seconds defaults to null");
+	TAP_OK(json_is_null(json_object_get(rec, "validate_steps")), "recovery.validate_steps defaults to null");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "early_steps")), 10, "recovery.early_steps defaults to 10");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "quarantine_after")), 2, "recovery.quarantine_after defaults to 2");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "env_fault_window_s")), 3600,
+		   "recovery.env_fault_window_s defaults to 3600");
+	TAP_INT_EQ(json_object_size(rec), 9, "recovery has exactly the nine RECOVERY keys");
+	json_decref(rec);
+
+	field = check("\"priority\":5,\"recovery\":{\"max_lost\":0,\"max_gpu_seconds\":7200}", &rec, &prio);
+	TAP_OK(field == NULL, "given priority and recovery values are accepted");
+	free(field);
+	TAP_INT_EQ(prio, 5, "the given priority is kept");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_lost")), 0, "a given recovery value is kept");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_gpu_seconds")), 7200, "a nullable knob takes an integer");
+	TAP_INT_EQ(json_integer_value(json_object_get(rec, "max_attempts")), 10, "the others still get defaults");
+	json_decref(rec);
+
+	expect_field("\"bogus\":1", "bogus", "an unknown top-level field is named");
+	expect_field("\"name\":7", "name", "a non-string name is refused");
+	expect_field("\"priority\":\"high\"", "priority", "a non-integer priority is refused");
+	expect_field("\"priority\":1.5", "priority", "a fractional priority is refused");
+	expect_field("\"priority\":100000000", "priority", "an out-of-range priority is refused");
+	expect_field("\"recovery\":[]", "recovery", "a non-object recovery is refused");
+	expect_field("\"recovery\":{\"max_tries\":3}", "recovery.max_tries", "an unknown recovery key is named");
+	expect_field("\"recovery\":{\"max_attempts\":0}", "recovery.max_attempts", "max_attempts below 1 is refused");
+	expect_field("\"recovery\":{\"max_lost\":-1}", "recovery.max_lost", "a negative max_lost is refused");
+	expect_field("\"recovery\":{\"scale_up\":1}", "recovery.scale_up", "a non-boolean scale_up is refused");
+	expect_field("\"recovery\":{\"max_attempts\":null}", "recovery.max_attempts",
+		     "null is refused for a knob that is not nullable");
+
+	body = json_pack("{s:s}", "name", "x");
+	TAP_OK(api_jobs_check_submit(body, &rec, &name, &prio, &field, &message) == -1, "a body without config is refused");
+	TAP_STR_EQ(field, "config", "a missing config is named");
+	free(field);
+	free(message);
+	json_decref(body);
+
+	body = json_pack("{s:{s:s}}", "config", "job", "extension");
+	TAP_OK(api_jobs_check_submit(body, &rec, &name, &prio, &field, &message) == -1,
+	       "a config that is not an AI Toolkit config is refused");
+	TAP_OK(field != NULL && message != NULL, "the config's problem comes with a field and a message");
+	TAP_OK(rec == NULL, "no recovery object is returned on refusal");
+	free(field);
+	free(message);
+	json_decref(body);
+
+	TAP_INT_EQ(http_parse_id("42"), 42, "an id parses");
+	TAP_INT_EQ(http_parse_id("0"), -1, "id 0 is refused");
+	TAP_INT_EQ(http_parse_id("-3"), -1, "a negative id is refused");
+	TAP_INT_EQ(http_parse_id("12abc"), -1, "trailing garbage is refused");
+	TAP_INT_EQ(http_parse_id("99999999999999999999999"), -1, "an overflowing id is refused");
+	TAP_INT_EQ(http_parse_id(NULL), -1, "a missing id is refused");
+	return TAP_DONE();
+}
