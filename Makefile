@@ -45,7 +45,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,bin/tests/%,$(UNIT_SRC))
 IT_BINS   := $(patsubst tests/integration/%.c,bin/tests/%,$(IT_SRC))
 BENCH_BINS := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps run test unit bench clean valgrind fmt
+.PHONY: all deps run test unit bench clean valgrind fmt fuzz soak
 all: $(BINS)
 
 # Install what a fresh Debian machine lacks, once; a stamp keeps it from running again.
@@ -111,6 +111,11 @@ test: all $(UNIT_BINS) $(IT_BINS)
 
 bench: all $(BENCH_BINS)
 	@scripts/bench.sh
+
+# libFuzzer targets (clang) over the request validator, the trainer-log scanner and the ladder's config
+# rewriting; FUZZ_SECONDS per target (default 60). Crashes found are kept under tests/fuzz/corpus as regressions.
+fuzz: all
+	@scripts/fuzz.sh
 
 valgrind: $(UNIT_BINS)
 	@tests/valgrind.sh $(UNIT_BINS)
