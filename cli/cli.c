@@ -1,6 +1,7 @@
 /* rungctl's shared plumbing (see cli.h): the command table, global help, option handling, and the
  * single place where an HTTP answer becomes an exit code and an error message. */
 #include "cli.h"
+#include "cmd_token.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,12 @@ const struct cli_cmd cli_cmds[] = {
 	{ "workers", "workers", "Lists workers.", cmd_workers },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
+	{ "token create", "token create --role submitter|worker|support|admin [--name N]",
+		"Creates an API token (admin) and prints it on stdout; it is shown only this once.", cmd_token_create },
+	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, never the secrets.",
+		cmd_token_list },
+	{ "token revoke", "token revoke ID", "Revokes an API token (admin); the server refuses it at once.",
+		cmd_token_revoke },
 	{ "classify", "classify [--config FILE] [--exit-code N] [--signal N] < LOGFILE",
 		"Prints as JSON what rung makes of a trainer log read from stdin: the facts the worker would\n"
 		"report and the failure class the policy gives them, without a server. --config: the job's AI\n"

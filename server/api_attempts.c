@@ -17,6 +17,9 @@
 #include "util.h"
 
 #define TOKEN_MAX_LEN 256
+#define FINISH_TAIL_MAX 200            /* facts.log_tail lines (DESIGN.md FACTS); more: 413 */
+#define FINISH_LINE_MAX 1000           /* bytes per log_tail line; more: 400 */
+#define FINISH_FACTS_MAX (512 * 1024)  /* serialised facts; more: 413 */
 
 struct finish {
 	struct hreq *h;
@@ -74,7 +77,12 @@ static void on_applied(PGresult *res, const char *err, void *arg)
 		if (st && strncmp(st, "08", 2) != 0 && strncmp(st, "57", 2) != 0 && strncmp(st, "53", 2) != 0) {
 			char *reason = xasprintf("the decision could not be applied: %s",
 						 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
-			log_error("decision rejected", "attempt=%lld error=\"%s\"", f->attempt_id, reason);
+			log_error("decision rejected", "job=%lld attempt=%lld worker=%lld gpu=%s error=\"%s\"",
+				  (long long)json_integer_value(json_object_get(json_object_get(f->ctx, "job"), "id")),
+				  f->attempt_id,
+				  (long long)json_integer_value(json_object_get(json_object_get(f->ctx, "attempt"), "worker_id")),
+				  json_string_value(json_object_get(json_object_get(f->ctx, "attempt"), "gpu_uuid")) ?: "-",
+				  reason);
 			f->fallback = true;
 			finish_apply(f, server_decision(f->ctx, NULL, "apply_error", "failed", reason));
 			free(reason);
@@ -88,8 +96,11 @@ static void on_applied(PGresult *res, const char *err, void *arg)
 		goto out;
 	}
 	doc = json_loads(value, 0, NULL);
-	log_info("attempt finished", "job=%lld attempt=%lld job_state=%s class=%s action=%s rung=%s",
+	log_info("attempt finished", "job=%lld attempt=%lld worker=%lld gpu=%s escalation=%lld job_state=%s class=%s action=%s rung=%s",
 		 (long long)json_integer_value(json_object_get(doc, "job_id")), f->attempt_id,
+		 (long long)json_integer_value(json_object_get(json_object_get(f->ctx, "attempt"), "worker_id")),
+		 json_string_value(json_object_get(json_object_get(f->ctx, "attempt"), "gpu_uuid")) ?: "-",
+		 (long long)json_integer_value(json_object_get(doc, "escalation_id")),
 		 json_string_value(json_object_get(doc, "job_state")) ?: "?",
 		 json_string_value(json_object_get(json_object_get(doc, "decision"), "class")) ?: "-",
 		 json_string_value(json_object_get(json_object_get(doc, "decision"), "action")) ?: "-",
@@ -213,12 +224,32 @@ void api_attempts_finish(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "facts.log_tail", "facts.log_tail must be an array of strings");
 		goto out;
 	}
+	if (json_array_size(tail) > FINISH_TAIL_MAX) {
+		hreq_error(h, 413, "too_large", "facts.log_tail", "facts.log_tail has %zu lines, over the limit of %d",
+			   json_array_size(tail), FINISH_TAIL_MAX);
+		goto out;
+	}
+	for (size_t i = 0; i < json_array_size(tail); i++) {
+		json_t *line = json_array_get(tail, i);
+		if (!json_is_string(line) || json_string_length(line) > FINISH_LINE_MAX) {
+			char field[48];
+			snprintf(field, sizeof field, "facts.log_tail[%zu]", i);
+			hreq_error(h, 400, "invalid_request", field, "each log_tail line must be a string of at most %d bytes",
+				   FINISH_LINE_MAX);
+			goto out;
+		}
+	}
 	f = xcalloc(1, sizeof *f);
 	f->h = h;
 	f->attempt_id = id;
 	snprintf(f->id, sizeof f->id, "%lld", id);
 	f->token = xstrdup(json_string_value(token));
 	f->facts_s = json_dumps(facts, JSON_COMPACT);
+	if (!f->facts_s || strlen(f->facts_s) > FINISH_FACTS_MAX) {
+		finish_free(f);
+		hreq_error(h, 413, "too_large", "facts", "facts are over the limit of %d bytes", FINISH_FACTS_MAX);
+		goto out;
+	}
 	{
 		const char *params[3] = { f->id, f->token, f->facts_s };
 		db_exec(h->app->db, sql_finish_ctx, 3, params, on_ctx, f);

@@ -89,7 +89,8 @@ static void on_escalation_set(PGresult *res, const char *err, void *arg)
 		hreq_error(h, 409, "invalid_transition", NULL, "escalation %s is already resolved", h->param[0]);
 		return;
 	}
-	log_info("escalation updated", "escalation=%s state=%s", h->param[0],
+	log_info("escalation updated", "escalation=%s job=%lld state=%s", h->param[0],
+		 (long long)json_integer_value(json_object_get(json_object_get(doc, "escalation"), "job_id")),
 		 json_string_value(json_object_get(json_object_get(doc, "escalation"), "state")) ?: "?");
 	hreq_reply(h, 200, json_incref(json_object_get(doc, "escalation")));
 	json_decref(doc);

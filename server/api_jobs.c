@@ -9,6 +9,7 @@
 #include "api_jobs.h"
 #include "app.h"
 #include "atconfig.h"
+#include "auth.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
@@ -211,9 +212,12 @@ void api_jobs_submit(struct hreq *h)
 	json_t *body = NULL, *recovery = NULL, *config;
 	const char *name = NULL, *key, *cfg_name;
 	char *field = NULL, *message = NULL, *config_s = NULL, *recovery_s = NULL, *body_s = NULL;
+	char *owner_key = NULL;
 	char prio[32];
 	int priority;
 
+	if (!auth_submit_allowed(h))
+		return;
 	if (hreq_body(h, &body) < 0)
 		return;
 	if (api_jobs_check_submit(body, &recovery, &name, &priority, &field, &message) < 0) {
@@ -235,9 +239,11 @@ void api_jobs_submit(struct hreq *h)
 	recovery_s = json_dumps(recovery, JSON_COMPACT);
 	body_s = json_dumps(body, JSON_COMPACT);
 	snprintf(prio, sizeof prio, "%d", priority);
+	/* the owner is the caller's token name; Idempotency-Keys are scoped per owner */
+	owner_key = key ? xasprintf("%s/%s", h->who.name, key) : NULL;
 	{
-		const char *params[8] = { name, "anonymous", atconfig_kind(config), prio, config_s,
-					  recovery_s, key, body_s };
+		const char *params[8] = { name, h->who.name, atconfig_kind(config), prio, config_s,
+					  recovery_s, owner_key, body_s };
 		db_exec(h->app->db, sql_submit, 8, params, on_submitted, h);
 	}
 out:
@@ -246,6 +252,7 @@ out:
 	free(config_s);
 	free(recovery_s);
 	free(body_s);
+	free(owner_key);
 	json_decref(recovery);
 	json_decref(body);
 }
@@ -367,8 +374,12 @@ void api_jobs_list(struct hreq *h)
 	}
 	snprintf(limit, sizeof limit, "%lld", n);
 	{
-		const char *params[3] = { state, cursor, limit };
-		db_exec(h->app->db, sql_job_list, 3, params, on_list, h);
+		/* a submitter sees only its own jobs */
+		const char *params[4] = { state, cursor, limit, h->who.name };
+		if (h->who.role == AUTH_SUBMITTER)
+			db_exec(h->app->db, sql_job_list_owned, 4, params, on_list, h);
+		else
+			db_exec(h->app->db, sql_job_list, 3, params, on_list, h);
 	}
 out:
 	free(state);

@@ -6,6 +6,7 @@
 
 #include "api_workers.h"
 #include "app.h"
+#include "auth.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
@@ -29,6 +30,12 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	doc = value ? json_loads(value, 0, NULL) : NULL;
 	if (!doc) {
 		hreq_error(h, 500, "internal", NULL, "register returned nothing");
+		return;
+	}
+	if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "taken") == 0) {
+		json_decref(doc);
+		hreq_error(h, 409, "worker_name_taken", "name",
+			   "worker name is bound to another live worker token (revoke it, or register as admin)");
 		return;
 	}
 	id = json_integer_value(json_object_get(doc, "id"));
@@ -110,9 +117,12 @@ void api_workers_register(struct hreq *h)
 	gpus_s = json_dumps(gpus, JSON_COMPACT);
 	json_decref(gpus);
 	{
-		const char *params[3] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
-					  gpus_s };
-		db_exec(h->app->db, sql_worker_register, 3, params, on_registered, h);
+		/* the worker row is bound to the registering token (auth.h: AUTH_SCOPE_WORKER) */
+		char token_id[32];
+		snprintf(token_id, sizeof token_id, "%lld", h->who.token_id);
+		const char *params[5] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
+					  gpus_s, token_id, h->who.role == AUTH_ADMIN ? "true" : "false" };
+		db_exec(h->app->db, sql_token_register, 5, params, on_registered, h);
 	}
 out:
 	free(field);
@@ -153,6 +163,8 @@ void api_workers_lease(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "gpu_state", "gpu_state must be an object");
 		goto out;
 	}
+	if (!auth_park_enter(h, worker))
+		goto out; /* over its GPU count + 1 parked long-polls: answered 429 */
 	lease_park(h->app->lease, h, worker, json_string_value(gpu),
 		   json_is_object(state) ? json_incref(state) : NULL, wait_ms);
 out:

@@ -13,6 +13,9 @@ struct event;
 struct db;
 struct lease_mgr;
 struct reaper;
+struct auth;
+struct metrics;
+struct webhook;
 
 struct app {
 	struct event_base *base;
@@ -21,6 +24,9 @@ struct app {
 	struct db *db;
 	struct lease_mgr *lease;       /* parked long-polls */
 	struct reaper *reaper;
+	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
+	struct metrics *metrics;       /* in-process /metrics registry (HTTP latencies) */
+	struct webhook *webhook;       /* escalation webhook delivery, NULL when not configured */
 	int lease_seconds;             /* --lease-seconds */
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */

@@ -2,6 +2,7 @@
  * struct hreq that is answered exactly once (also after the client went away: evhttp keeps a
  * request it has not seen answered, and our reply then only frees it), and renders JSON
  * replies and errors. Handlers and their SQL live in api_*.c. */
+#include <ctype.h>
 #include <errno.h>
 #include <sys/socket.h>
 #include <stdarg.h>
@@ -18,11 +19,15 @@
 #include "api_attempts.h"
 #include "api_fleet.h"
 #include "api_jobs.h"
+#include "api_tokens.h"
 #include "api_workers.h"
 #include "app.h"
+#include "auth.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
+#include "web.h"
 
 /* evhttp refuses bodies past this with its own (HTML) 413; between HTTP_MAX_BODY and this we
  * answer a JSON 413 ourselves. */
@@ -32,27 +37,43 @@ struct route {
 	const char *method;
 	const char *pattern; /* segments; "{}" matches any one segment */
 	void (*handler)(struct hreq *h);
+	unsigned roles;         /* AUTH_* roles allowed, or AUTH_OPEN; 0 means any valid token */
+	enum auth_scope scope;  /* what param[0] names, for the ownership check (auth.h) */
 };
 
 static const struct route routes[] = {
-	{ "POST", "/v1/jobs", api_jobs_submit },
-	{ "GET", "/v1/jobs", api_jobs_list },
-	{ "GET", "/v1/jobs/{}", api_jobs_get },
-	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts },
-	{ "GET", "/v1/jobs/{}/events", api_jobs_events },
-	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel },
-	{ "POST", "/v1/workers", api_workers_register },
-	{ "GET", "/v1/workers", api_fleet_workers },
-	{ "POST", "/v1/workers/{}/lease", api_workers_lease },
-	{ "POST", "/v1/attempts/{}/heartbeat", api_attempts_heartbeat },
-	{ "POST", "/v1/attempts/{}/finish", api_attempts_finish },
-	{ "GET", "/v1/escalations", api_fleet_escalations },
-	{ "GET", "/v1/escalations/{}", api_fleet_escalation_get },
-	{ "POST", "/v1/escalations/{}/ack", api_fleet_escalation_ack },
-	{ "POST", "/v1/escalations/{}/resolve", api_fleet_escalation_resolve },
-	{ "GET", "/v1/gpus", api_fleet_gpus },
-	{ "POST", "/v1/gpus/{}/release", api_fleet_gpu_release },
-	{ "GET", "/healthz", api_fleet_healthz },
+	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/jobs", api_jobs_list, AUTH_READERS, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/jobs/{}", api_jobs_get, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/workers", api_fleet_workers, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/workers/{}/lease", api_workers_lease, AUTH_WORKERS, AUTH_SCOPE_WORKER },
+	{ "POST", "/v1/attempts/{}/heartbeat", api_attempts_heartbeat, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
+	{ "POST", "/v1/attempts/{}/finish", api_attempts_finish, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
+	{ "GET", "/v1/escalations", api_fleet_escalations, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/escalations/{}", api_fleet_escalation_get, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/escalations/{}/ack", api_fleet_escalation_ack, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/escalations/{}/resolve", api_fleet_escalation_resolve, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/gpus", api_fleet_gpus, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/gpus/{}/release", api_fleet_gpu_release, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/tokens", api_tokens_create, AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/tokens", api_tokens_list, AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/tokens/{}/revoke", api_tokens_revoke, AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "GET", "/healthz", api_fleet_healthz, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/metrics", metrics_handle, AUTH_STAFF, AUTH_SCOPE_NONE },
+	/* web pages: open here, web.c checks the rung_token cookie with auth_dispatch itself */
+	{ "GET", "/ui", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/jobs", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/jobs/{}", web_job, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/login", web_login_form, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/login", web_login, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/logout", web_logout, AUTH_OPEN, AUTH_SCOPE_NONE },
 };
 
 static const char *method_name(enum evhttp_cmd_type cmd)
@@ -108,6 +129,7 @@ fail:
 
 static void hreq_free(struct hreq *h)
 {
+	auth_hreq_release(h);
 	for (int i = 0; i < HTTP_MAX_PARAMS; i++)
 		free(h->param[i]);
 	free(h->path);
@@ -115,12 +137,40 @@ static void hreq_free(struct hreq *h)
 	free(h);
 }
 
+/* " job=12" (or attempt=, worker=, gpu=, escalation=, token=) for log lines, from the matched
+ * route: the segment before the first {} without its plural s, and param[0] with anything but
+ * [A-Za-z0-9._-] shown as '?'. Empty when the route has no {}. */
+static const char *hreq_ids(const struct hreq *h, char *buf, size_t n)
+{
+	const char *brace = h->route ? strstr(h->route, "/{}") : NULL, *seg;
+	size_t i = 0, sl;
+
+	buf[0] = '\0';
+	if (!brace || !h->param[0] || n < 8)
+		return buf;
+	for (seg = brace; seg > h->route && seg[-1] != '/'; seg--)
+		;
+	sl = (size_t)(brace - seg);
+	if (sl > 1 && seg[sl - 1] == 's')
+		sl--;
+	buf[i++] = ' ';
+	for (size_t k = 0; k < sl && i + 2 < n; k++)
+		buf[i++] = seg[k];
+	buf[i++] = '=';
+	for (const char *p = h->param[0]; *p && i + 1 < n; p++)
+		buf[i++] = (isalnum((unsigned char)*p) || strchr("._-", *p)) ? *p : '?';
+	buf[i] = '\0';
+	return buf;
+}
+
 static void hreq_gone(struct hreq *h)
 {
+	char ids[96];
+
 	if (h->gone)
 		return;
 	h->gone = true;
-	log_info("client gone", "method=%s path=%s", h->method, h->path);
+	log_info("client gone", "method=%s path=%s%s", h->method, h->path, hreq_ids(h, ids, sizeof ids));
 	if (h->on_gone)
 		h->on_gone(h, h->on_gone_arg);
 }
@@ -168,7 +218,7 @@ static void hreq_on_written(struct evhttp_request *req, void *arg)
 		app->request_done(app);
 }
 
-static void hreq_send(struct hreq *h, int code, const char *text, size_t len)
+static void hreq_send(struct hreq *h, int code, const char *ctype, const char *text, size_t len)
 {
 	struct app *app = h->app;
 
@@ -184,9 +234,10 @@ static void hreq_send(struct hreq *h, int code, const char *text, size_t len)
 		if (text) {
 			buf = evbuffer_new();
 			evbuffer_add(buf, text, len);
-			evbuffer_add(buf, "\n", 1);
+			if (!ctype)
+				evbuffer_add(buf, "\n", 1);
 			evhttp_add_header(evhttp_request_get_output_headers(h->req), "Content-Type",
-					  "application/json");
+					  ctype ? ctype : "application/json");
 		}
 		if (evcon) {
 			app->unflushed++;
@@ -198,6 +249,8 @@ static void hreq_send(struct hreq *h, int code, const char *text, size_t len)
 	}
 	log_debug("request", "method=%s path=%s status=%d ms=%lld gone=%d", h->method, h->path, code,
 		  (long long)(util_mono_ms() - h->t0_ms), h->gone);
+	metrics_http_observe(app->metrics, h->method, h->route ? h->route : "unmatched", code,
+			     (double)(util_mono_ms() - h->t0_ms) / 1000.0);
 	hreq_free(h);
 	app->inflight--;
 	if (app->request_done)
@@ -210,31 +263,38 @@ void hreq_reply(struct hreq *h, int code, json_t *body)
 
 	if (body)
 		text = json_dumps(body, JSON_COMPACT);
-	hreq_send(h, code, text, text ? strlen(text) : 0);
+	hreq_send(h, code, NULL, text, text ? strlen(text) : 0);
 	free(text);
 	json_decref(body);
 }
 
 void hreq_reply_text(struct hreq *h, int code, const char *json_text)
 {
-	hreq_send(h, code, json_text, json_text ? strlen(json_text) : 0);
+	hreq_send(h, code, NULL, json_text, json_text ? strlen(json_text) : 0);
+}
+
+void hreq_reply_typed(struct hreq *h, int code, const char *content_type, const char *body, size_t len)
+{
+	hreq_send(h, code, content_type, body ? body : "", body ? len : 0);
 }
 
 void hreq_error(struct hreq *h, int code, const char *error, const char *field, const char *fmt, ...)
 {
 	char *msg = NULL;
 	va_list ap;
+	char ids[96];
 
+	hreq_ids(h, ids, sizeof ids);
 	va_start(ap, fmt);
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
 	if (code >= 500)
-		log_warn("request failed", "method=%s path=%s status=%d error=%s message=\"%s\"", h->method,
-			 h->path, code, error, msg ? msg : "");
+		log_warn("request failed", "method=%s path=%s%s status=%d error=%s message=\"%s\"", h->method,
+			 h->path, ids, code, error, msg ? msg : "");
 	else
-		log_info("request refused", "method=%s path=%s status=%d error=%s field=%s message=\"%s\"",
-			 h->method, h->path, code, error, field ? field : "-", msg ? msg : "");
+		log_info("request refused", "method=%s path=%s%s status=%d error=%s field=%s message=\"%s\"",
+			 h->method, h->path, ids, code, error, field ? field : "-", msg ? msg : "");
 	hreq_reply(h, code, json_pack("{s:s, s:s, s:s?}", "error", error, "message", msg ? msg : error,
 				      "field", field));
 	free(msg);
@@ -249,6 +309,7 @@ void hreq_db_error(struct hreq *h, const char *err)
 int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **value)
 {
 	const char *state;
+	char ids[96];
 
 	*value = NULL;
 	if (!res) {
@@ -262,8 +323,8 @@ int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **v
 			hreq_db_error(h, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 			return -1;
 		}
-		log_error("statement failed", "method=%s path=%s sqlstate=%s error=\"%s\"", h->method, h->path,
-			  state ? state : "-", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+		log_error("statement failed", "method=%s path=%s%s sqlstate=%s error=\"%s\"", h->method, h->path,
+			  hreq_ids(h, ids, sizeof ids), state ? state : "-", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
 		hreq_error(h, 500, "internal", NULL, "the database refused the statement");
 		return -1;
 	}
@@ -288,6 +349,11 @@ int hreq_body(struct hreq *h, json_t **out)
 	if (len == 0) {
 		*out = json_object();
 		return 0;
+	}
+	if (auth_json_depth((const char *)evbuffer_pullup(in, -1), len, AUTH_JSON_MAX_DEPTH) > AUTH_JSON_MAX_DEPTH) {
+		hreq_error(h, 400, "json_too_deep", NULL, "JSON nesting is deeper than the limit of %d",
+			   AUTH_JSON_MAX_DEPTH);
+		return -1;
 	}
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
@@ -343,6 +409,22 @@ long long http_parse_id(const char *s)
 	return v;
 }
 
+int http_route_access(const char *method, const char *path, unsigned *roles, enum auth_scope *scope)
+{
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+		char *params[HTTP_MAX_PARAMS] = { NULL };
+		bool match = strcmp(routes[i].method, method) == 0 && route_match(routes[i].pattern, path, params);
+		for (int k = 0; k < HTTP_MAX_PARAMS; k++)
+			free(params[k]);
+		if (match) {
+			*roles = routes[i].roles;
+			*scope = routes[i].scope;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static void http_dispatch(struct evhttp_request *req, void *arg)
 {
 	struct app *app = arg;
@@ -386,6 +468,7 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 		path_known = true;
 		if (strcmp(routes[i].method, h->method) == 0) {
 			found = &routes[i];
+			h->route = found->pattern;
 			memcpy(h->param, params, sizeof params);
 			break;
 		}
@@ -398,7 +481,7 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 			free(params[k]);
 	}
 	if (found) {
-		found->handler(h);
+		auth_dispatch(h, found->roles ? found->roles : AUTH_ANY, found->scope, found->handler);
 		return;
 	}
 	if (path_known) {

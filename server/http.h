@@ -9,6 +9,8 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include "auth.h"
+
 struct app;
 struct evhttp_request;
 struct event;
@@ -28,7 +30,9 @@ struct hreq {
 	char *param[HTTP_MAX_PARAMS];  /* the {} segments of the route, owned */
 	char *query;                   /* raw query string or NULL, owned */
 	int64_t t0_ms;                 /* monotonic start, for the access log */
+	const char *route;             /* matched route pattern (static) or "unmatched": for /metrics */
 	struct event *watch;           /* EOF watch on the client socket while unanswered */
+	struct auth_who who;           /* the caller, set by the router (auth.c) before the handler */
 };
 
 /* Installs the router as evhttp's generic callback and the body-size cap. */
@@ -51,6 +55,8 @@ void hreq_add_header(struct hreq *h, const char *key, const char *value);
 void hreq_reply(struct hreq *h, int code, json_t *body);
 /* Same with a JSON text produced elsewhere (e.g. by Postgres); borrowed. */
 void hreq_reply_text(struct hreq *h, int code, const char *json_text);
+/* Replies `code` with len bytes of body (borrowed) as content_type (e.g. text/plain), then frees h. */
+void hreq_reply_typed(struct hreq *h, int code, const char *content_type, const char *body, size_t len);
 /* Replies {"error": error, "message": printf(fmt...), "field": field-or-null} and frees h. */
 void hreq_error(struct hreq *h, int code, const char *error, const char *field, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
@@ -61,6 +67,10 @@ void hreq_db_error(struct hreq *h, const char *err);
  * row (borrowed from res; NULL when there is no row or it is SQL NULL), or answers 503 (no
  * connection, connection-class errors) or 500 (any other error), frees h and returns -1. */
 int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **value);
+
+/* The access rule of the route METHOD PATH: its AUTH_* roles (0 = any valid token) and scope.
+ * Returns 0, or -1 when no route matches (for tests and docs of who may do what). */
+int http_route_access(const char *method, const char *path, unsigned *roles, enum auth_scope *scope);
 
 /* Parses a positive decimal id; returns -1 when it is not one. */
 long long http_parse_id(const char *s);

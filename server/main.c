@@ -10,43 +10,23 @@
 #include <event2/event.h>
 #include <event2/http.h>
 
+#include "api_tokens.h"
 #include "app.h"
+#include "auth.h"
+#include "config.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
 #include "log.h"
+#include "metrics.h"
 #include "migrate.h"
 #include "reaper.h"
 #include "util.h"
+#include "webhook.h"
 
 #define MIGRATE_WAIT_MS 60000
 #define STOP_GRACE_MS 10000
 #define STOP_FLUSH_MS 500
-
-struct opts {
-	const char *listen;
-	const char *database_url;
-	bool no_migrate;
-	bool migrate_only;
-	int lease_seconds, heartbeat_ms, reap_interval_ms, poll_fallback_ms, db_pool;
-};
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: rungd [migrate] [options]\n"
-		"  migrate                 apply the schema migrations and exit\n"
-		"  --listen HOST:PORT      address to serve HTTP on (RUNG_LISTEN, default 127.0.0.1:8080)\n"
-		"  --database-url URL      PostgreSQL URL (RUNG_DATABASE_URL,\n"
-		"                          default postgresql://postgres@127.0.0.1:5432/rung)\n"
-		"  --no-migrate            do not apply migrations at start-up\n"
-		"  --lease-seconds N       attempt lease length (30)\n"
-		"  --heartbeat-ms N        heartbeat interval told to workers (5000)\n"
-		"  --reap-interval-ms N    how often expired leases are reaped (1000)\n"
-		"  --poll-fallback-ms N    how often parked long-polls retry without a wake-up (2000)\n"
-		"  --db-pool N             database connections (4)\n"
-		"  --help                  this text\n");
-}
 
 static int parse_int(const char *flag, const char *s, int min, int max, int *out)
 {
@@ -58,58 +38,6 @@ static int parse_int(const char *flag, const char *s, int min, int max, int *out
 		return -1;
 	}
 	*out = (int)v;
-	return 0;
-}
-
-static int parse_opts(int argc, char **argv, struct opts *o)
-{
-	static const struct option longopts[] = {
-		{ "listen", required_argument, NULL, 'l' },
-		{ "database-url", required_argument, NULL, 'd' },
-		{ "no-migrate", no_argument, NULL, 'n' },
-		{ "lease-seconds", required_argument, NULL, 'L' },
-		{ "heartbeat-ms", required_argument, NULL, 'H' },
-		{ "reap-interval-ms", required_argument, NULL, 'R' },
-		{ "poll-fallback-ms", required_argument, NULL, 'P' },
-		{ "db-pool", required_argument, NULL, 'p' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int c;
-
-	o->listen = getenv("RUNG_LISTEN") ? getenv("RUNG_LISTEN") : "127.0.0.1:8080";
-	o->database_url = getenv("RUNG_DATABASE_URL") ? getenv("RUNG_DATABASE_URL")
-						      : "postgresql://postgres@127.0.0.1:5432/rung";
-	o->lease_seconds = 30;
-	o->heartbeat_ms = 5000;
-	o->reap_interval_ms = 1000;
-	o->poll_fallback_ms = 2000;
-	o->db_pool = 4;
-	if (argc > 1 && strcmp(argv[1], "migrate") == 0) {
-		o->migrate_only = true;
-		argv[1] = argv[0];
-		argv++;
-		argc--;
-	}
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'l': o->listen = optarg; break;
-		case 'd': o->database_url = optarg; break;
-		case 'n': o->no_migrate = true; break;
-		case 'L': if (parse_int("--lease-seconds", optarg, 1, 86400, &o->lease_seconds)) return -1; break;
-		case 'H': if (parse_int("--heartbeat-ms", optarg, 10, 3600000, &o->heartbeat_ms)) return -1; break;
-		case 'R': if (parse_int("--reap-interval-ms", optarg, 10, 3600000, &o->reap_interval_ms)) return -1; break;
-		case 'P': if (parse_int("--poll-fallback-ms", optarg, 10, 3600000, &o->poll_fallback_ms)) return -1; break;
-		case 'p': if (parse_int("--db-pool", optarg, 1, 256, &o->db_pool)) return -1; break;
-		case 'h': usage(stdout); exit(0);
-		default: usage(stderr); return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "rungd: unexpected argument \"%s\"\n", argv[optind]);
-		usage(stderr);
-		return -1;
-	}
 	return 0;
 }
 
@@ -199,20 +127,32 @@ static void on_listen_reconnect(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct opts o = { 0 };
+	struct config o = { 0 };
+	char *err = NULL;
 	struct app app = { 0 };
 	struct event *sigterm = NULL, *sigint = NULL;
 	char *host = NULL;
 	int port = 0, rc = 1;
 
 	log_init("rungd", LOG_INFO);
-	if (parse_opts(argc, argv, &o) < 0)
-		return 2;
-	if (o.migrate_only)
-		return migrate_run(o.database_url, MIGRATE_WAIT_MS) == 0 ? 0 : 1;
+	if (argc > 1 && strcmp(argv[1], "token") == 0)
+		return api_tokens_cmd(argc - 1, argv + 1); /* bootstrap: blocking, before any admin exists */
+	switch (config_load(&o, argc, argv, &err)) {
+	case CONFIG_OK: break;
+	case CONFIG_HELP: rc = 0; goto out;
+	default:
+		fprintf(stderr, "rungd: %s\n", err);
+		rc = 2;
+		goto out;
+	}
+	if (o.migrate_only) {
+		rc = migrate_run(o.database_url, MIGRATE_WAIT_MS) == 0 ? 0 : 1;
+		goto out;
+	}
 	if (split_listen(o.listen, &host, &port) < 0) {
 		fprintf(stderr, "rungd: --listen wants HOST:PORT (got \"%s\")\n", o.listen);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!o.no_migrate && migrate_run(o.database_url, MIGRATE_WAIT_MS) != 0) {
@@ -237,6 +177,13 @@ int main(int argc, char **argv)
 	if (!app.db)
 		goto out;
 	app.lease = lease_new(&app);
+	app.auth = auth_new(&app, o.submit_rate);
+	app.metrics = metrics_new();
+	if (o.escalation_webhook) {
+		struct webhook_opts wo = { o.escalation_webhook, o.webhook_poll_ms, o.webhook_backoff_ms,
+					   o.webhook_backoff_max_ms, o.webhook_timeout_ms };
+		app.webhook = webhook_new(app.base, app.db, &wo);
+	}
 	app.reaper = reaper_new(&app);
 	db_listen(app.db, "rung_jobs", on_notify, &app);
 	db_on_listen_reconnect(app.db, on_listen_reconnect, &app);
@@ -253,6 +200,7 @@ int main(int argc, char **argv)
 	log_info("stopped", "inflight=%d", app.inflight);
 out:
 	reaper_free(app.reaper);
+	webhook_free(app.webhook);
 	db_free(app.db);
 	lease_free(app.lease);
 	if (app.http)
@@ -265,6 +213,10 @@ out:
 		event_free(app.stop_check);
 	if (app.base)
 		event_base_free(app.base);
+	auth_free(app.auth); /* after evhttp_free and db_free: their replies release parked slots */
+	metrics_free(app.metrics);
 	free(host);
+	free(err);
+	config_release(&o);
 	return rc;
 }

@@ -11,6 +11,14 @@
 
 #define CLIENT_ANSWER_CAP (1024 * 1024)
 
+static char *client_auth; /* "Authorization: Bearer TOKEN" or NULL (client_set_token) */
+
+void client_set_token(const char *token)
+{
+	free(client_auth);
+	client_auth = token && *token ? xasprintf("Authorization: Bearer %s", token) : NULL;
+}
+
 struct client {
 	CURL *curl;
 	char *base;
@@ -85,6 +93,8 @@ int client_post(struct client *c, const char *path, const json_t *body, long tim
 	}
 	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
 	hdrs = curl_slist_append(hdrs, "Expect:");
+	if (client_auth)
+		hdrs = curl_slist_append(hdrs, client_auth);
 	curl_easy_reset(c->curl);
 	curl_easy_setopt(c->curl, CURLOPT_URL, url);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);

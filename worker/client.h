@@ -9,6 +9,10 @@
 
 struct client;
 
+/* The bearer token every client sends (Authorization: Bearer TOKEN; copied; NULL or "" sends
+ * none). Process-wide: call once before the first client_new, from main. */
+void client_set_token(const char *token);
+
 /* A client for BASE_URL (copied, e.g. "http://127.0.0.1:8080"). Never NULL. One thread at a time. */
 struct client *client_new(const char *base_url);
 /* NULL is a no-op. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "log.h"
 #include "util.h"
 #include "worker.h"
@@ -18,6 +19,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: rung-worker [options]\n"
 	      "  --server URL           rungd base URL (RUNG_URL, default http://127.0.0.1:8080)\n"
+	      "  --token TOKEN          bearer token of role worker (RUNG_TOKEN; removed from the\n"
+	      "                         environment so trainers do not inherit it)\n"
 	      "  --name NAME            worker name (RUNG_WORKER_NAME, default the hostname)\n"
 	      "  --nvidia-smi PATH      nvidia-smi to run (RUNG_NVIDIA_SMI, default nvidia-smi)\n"
 	      "  --trainer-cmd TEMPLATE trainer command (RUNG_TRAINER_CMD, default \"python run.py {config}\");\n"
@@ -77,6 +80,7 @@ int main(int argc, char **argv)
 		{ "trainer-dir", required_argument, NULL, 'd' }, { "work-dir", required_argument, NULL, 'w' },
 		{ "gpus", required_argument, NULL, 'g' }, { "lease-wait-ms", required_argument, NULL, 'L' },
 		{ "cancel-grace-ms", required_argument, NULL, 'C' }, { "drain-timeout-ms", required_argument, NULL, 'D' },
+		{ "token", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	char host[256] = "worker";
@@ -86,6 +90,7 @@ int main(int argc, char **argv)
 	pthread_t sigthr;
 	sigset_t set;
 	int opt, rc = 1;
+	char *token = NULL;
 
 	gethostname(host, sizeof host - 1);
 	o.server = env_or("RUNG_URL", "http://127.0.0.1:8080");
@@ -97,6 +102,8 @@ int main(int argc, char **argv)
 	o.lease_wait_ms = 25000;
 	o.cancel_grace_ms = 10000;
 	o.drain_timeout_ms = 30000;
+	token = getenv("RUNG_TOKEN") ? xstrdup(getenv("RUNG_TOKEN")) : NULL;
+	unsetenv("RUNG_TOKEN"); /* trainer children must not inherit the worker's credential */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 's': o.server = optarg; break;
@@ -109,6 +116,7 @@ int main(int argc, char **argv)
 		case 'L': if (parse_ms("--lease-wait-ms", optarg, &o.lease_wait_ms)) return 2; break;
 		case 'C': if (parse_ms("--cancel-grace-ms", optarg, &o.cancel_grace_ms)) return 2; break;
 		case 'D': if (parse_ms("--drain-timeout-ms", optarg, &o.drain_timeout_ms)) return 2; break;
+		case 'T': free(token); token = xstrdup(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -127,6 +135,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rung-worker: libcurl initialisation failed\n");
 		return 1;
 	}
+	client_set_token(token);
 	w = worker_new(&o, &err);
 	if (!w) {
 		fprintf(stderr, "rung-worker: %s\n", err);
@@ -147,6 +156,7 @@ int main(int argc, char **argv)
 	_exit(rc);
 out:
 	free(err);
+	free(token);
 	worker_free(w);
 	curl_global_cleanup();
 	return rc;

@@ -1,0 +1,104 @@
+/* rungctl token create|list|revoke (see cmd_token.h): one call each to the admin token API.
+ * create prints the secret alone on stdout (details on stderr) so scripts can capture it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "cmd_token.h"
+#include "table.h"
+#include "util.h"
+
+int cmd_token_create(struct cli *c, int argc, char **argv)
+{
+	const char *role = NULL, *name = NULL;
+	char *ops[1];
+	json_t *ans = NULL, *body = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "role", .type = ARGS_STRING, .str = &role },
+		{ .name = "name", .type = ARGS_STRING, .str = &name },
+	};
+	int rc = cli_args(c, cli_cmd_named("token create"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!role) {
+		fprintf(c->err, "rungctl token create: --role submitter|worker|support|admin is required\n");
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:s, s:s?}", "role", role, "name", name);
+	if (!body) {
+		fprintf(c->err, "rungctl token create: --role and --name must be UTF-8 text\n");
+		return CLI_USAGE;
+	}
+	rc = cli_call(c, "POST", "/v1/tokens", body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			fprintf(c->out, "%s\n", json_string_value(json_object_get(ans, "token")) ?: "");
+			fprintf(c->err, "token %lld name=%s role=%s: shown only this once\n",
+				(long long)json_integer_value(json_object_get(ans, "id")),
+				json_string_value(json_object_get(ans, "name")) ?: "?",
+				json_string_value(json_object_get(ans, "role")) ?: "?");
+		}
+	}
+	json_decref(body);
+	json_decref(ans);
+	return rc;
+}
+
+int cmd_token_list(struct cli *c, int argc, char **argv)
+{
+	static const char *const head[] = { "ID", "NAME", "ROLE", "CREATED", "REVOKED" };
+	static const char *const keys[] = { "id", "name", "role", "created_at", "revoked_at" };
+	char *ops[1];
+	json_t *ans = NULL, *t;
+	size_t i;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("token list"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	rc = cli_call(c, "GET", "/v1/tokens", NULL, NULL, &ans);
+	if (rc == CLI_OK && c->json) {
+		cli_print_json(c, ans);
+	} else if (rc == CLI_OK) {
+		struct table *tb = table_new(ARRAY_LEN(head), head);
+		json_array_foreach(cli_list(ans, "tokens"), i, t) {
+			char *cells[ARRAY_LEN(keys)];
+			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
+				cells[k] = table_cell(json_object_get(t, keys[k]));
+			table_add(tb, (const char *const *)cells);
+			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
+				free(cells[k]);
+		}
+		char *s = table_render(tb);
+		fputs(s, c->out);
+		free(s);
+		table_free(tb);
+	}
+	json_decref(ans);
+	return rc;
+}
+
+int cmd_token_revoke(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("token revoke"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	char *e = httpc_escape(ops[0]);
+	char *path = xasprintf("/v1/tokens/%s/revoke", e);
+	rc = cli_call(c, "POST", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, ans);
+		else
+			fprintf(c->out, "token %s (%s): revoked\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?");
+	}
+	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}

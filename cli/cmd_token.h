@@ -1,0 +1,13 @@
+/* rungctl's token commands (admin): token create, token list, token revoke, over /v1/tokens with
+ * the caller's RUNG_TOKEN. The new secret is printed once, on stdout, alone. */
+#ifndef RUNG_CMD_TOKEN_H
+#define RUNG_CMD_TOKEN_H
+
+struct cli;
+
+/* Each returns a cli_exit code. */
+int cmd_token_create(struct cli *c, int argc, char **argv);
+int cmd_token_list(struct cli *c, int argc, char **argv);
+int cmd_token_revoke(struct cli *c, int argc, char **argv);
+
+#endif

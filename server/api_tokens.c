@@ -1,0 +1,287 @@
+/* Token management (see api_tokens.h): the admin handlers and the blocking `rungd token`
+ * command. A token is "rung_" + 64 hex digits of getrandom; the database keeps its SHA-256 only.
+ * Revoking through the API drops the token from this replica's cache at once; other replicas
+ * (and `rungd token revoke`) take up to AUTH_CACHE_TTL_MS. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_tokens.h"
+#include "app.h"
+#include "auth.h"
+#include "db.h"
+#include "http.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+static const char *const create_keys[] = { "role", "name" };
+
+/* Checks {"role", "name"?}; returns NULL or the failing field (static) with *msg (heap). */
+static const char *check_create(const json_t *body, const char **role, const char **name, char **msg)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)body, key, v) {
+		bool known = false;
+		for (size_t i = 0; i < ARRAY_LEN(create_keys); i++)
+			known |= strcmp(create_keys[i], key) == 0;
+		if (!known) {
+			*msg = xasprintf("unknown field \"%s\" (expected role, name)", key);
+			return "body";
+		}
+	}
+	*role = json_string_value(json_object_get(body, "role"));
+	if (auth_role_parse(*role) == AUTH_NONE) {
+		*msg = xstrdup("role must be submitter, worker, support or admin");
+		return "role";
+	}
+	v = json_object_get(body, "name");
+	*name = NULL;
+	if (v && !json_is_null(v)) {
+		*name = json_string_value(v);
+		if (!auth_name_valid(*name)) {
+			*msg = xasprintf("name must be 1 to %d characters of A-Z a-z 0-9 . _ @ -", AUTH_NAME_MAX);
+			return "name";
+		}
+	}
+	return NULL;
+}
+
+struct create {
+	struct hreq *h;
+	char token[AUTH_TOKEN_LEN + 1];
+};
+
+static void on_created(PGresult *res, const char *err, void *arg)
+{
+	struct create *c = arg;
+	struct hreq *h = c->h;
+	const char *value;
+	json_t *doc = NULL, *tok;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		goto out;
+	doc = value ? json_loads(value, 0, NULL) : NULL;
+	tok = json_object_get(doc, "token");
+	if (!json_is_object(tok)) {
+		hreq_error(h, 409, "name_taken", "name", "a token with this name exists (names are never reused)");
+		goto out;
+	}
+	log_info("token created", "token=%lld name=%s role=%s by=%s",
+		 (long long)json_integer_value(json_object_get(tok, "id")),
+		 json_string_value(json_object_get(tok, "name")), json_string_value(json_object_get(tok, "role")),
+		 h->who.name);
+	json_object_set_new(tok, "token", json_string(c->token));
+	hreq_reply(h, 201, json_incref(tok));
+out:
+	json_decref(doc);
+	memset(c->token, 0, sizeof c->token);
+	free(c);
+}
+
+void api_tokens_create(struct hreq *h)
+{
+	json_t *body = NULL;
+	const char *role, *name, *field;
+	char *msg = NULL, hash[AUTH_HASH_HEX + 1];
+	struct create *c;
+
+	if (hreq_body(h, &body) < 0)
+		return;
+	field = check_create(body, &role, &name, &msg);
+	if (field) {
+		hreq_error(h, 400, "invalid_request", field, "%s", msg);
+		goto out;
+	}
+	c = xcalloc(1, sizeof *c);
+	c->h = h;
+	if (auth_token_new(c->token) < 0) {
+		free(c);
+		hreq_error(h, 500, "internal", NULL, "no randomness for a token");
+		goto out;
+	}
+	auth_hash_hex(c->token, hash);
+	{
+		const char *params[3] = { name, role, hash };
+		db_exec(h->app->db, sql_token_create, 3, params, on_created, c);
+	}
+out:
+	free(msg);
+	json_decref(body);
+}
+
+static void on_list(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	hreq_reply_text(h, 200, value ? value : "{\"tokens\":[]}");
+}
+
+void api_tokens_list(struct hreq *h)
+{
+	db_exec(h->app->db, sql_token_list, 0, NULL, on_list, h);
+}
+
+static void on_revoked(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+	json_t *doc;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
+		return;
+	}
+	doc = json_loads(value, 0, NULL);
+	auth_forget(h->app->auth, json_integer_value(json_object_get(doc, "id")));
+	log_info("token revoked", "token=%s by=%s", h->param[0], h->who.name);
+	hreq_reply(h, 200, doc);
+}
+
+void api_tokens_revoke(struct hreq *h)
+{
+	json_t *body = NULL;
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	json_decref(body);
+	const char *params[1] = { h->param[0] };
+	db_exec(h->app->db, sql_token_revoke, 1, params, on_revoked, h);
+}
+
+/* ---- rungd token create|revoke (blocking) ---- */
+
+static void cmd_usage(FILE *f)
+{
+	fputs("usage: rungd token create --role submitter|worker|support|admin [--name NAME] [--database-url URL]\n"
+	      "       rungd token revoke NAME|ID [--database-url URL]\n"
+	      "create prints the new token on stdout; it is shown only this once (the database keeps its\n"
+	      "SHA-256). A revoke takes effect on running servers within 5 seconds.\n", f);
+}
+
+/* Runs one embedded statement; returns the first value (heap; NULL when none) or sets *failed. */
+static char *cmd_value(PGconn *pg, const char *sql, int n, const char *const *params, bool *failed)
+{
+	PGresult *r = PQexecParams(pg, sql, n, NULL, params, NULL, NULL, 0);
+	char *out = NULL;
+
+	*failed = PQresultStatus(r) != PGRES_TUPLES_OK;
+	if (*failed)
+		fprintf(stderr, "rungd token: %s", PQresultErrorMessage(r));
+	else if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		out = xstrdup(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	return out;
+}
+
+int api_tokens_cmd(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "role", required_argument, NULL, 'r' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "database-url", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *url = getenv("RUNG_DATABASE_URL") ? getenv("RUNG_DATABASE_URL")
+						      : "postgresql://postgres@127.0.0.1:5432/rung";
+	const char *role = NULL, *name = NULL, *verb;
+	char token[AUTH_TOKEN_LEN + 1], hash[AUTH_HASH_HEX + 1];
+	char *value = NULL;
+	json_t *doc = NULL;
+	PGconn *pg = NULL;
+	bool failed;
+	int c, rc = 2;
+
+	if (argc < 2) {
+		cmd_usage(stderr);
+		return 2;
+	}
+	verb = argv[1];
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'r': role = optarg; break;
+		case 'n': name = optarg; break;
+		case 'd': url = optarg; break;
+		case 'h': cmd_usage(stdout); return 0;
+		default: cmd_usage(stderr); return 2;
+		}
+	}
+	if (strcmp(verb, "create") == 0) {
+		if (optind != argc || auth_role_parse(role) == AUTH_NONE || (name && !auth_name_valid(name))) {
+			fprintf(stderr, "rungd token create: needs --role submitter|worker|support|admin and an optional "
+					"--name of 1-%d characters [A-Za-z0-9._@-]\n", AUTH_NAME_MAX);
+			return 2;
+		}
+	} else if (strcmp(verb, "revoke") == 0) {
+		if (optind != argc - 1) {
+			cmd_usage(stderr);
+			return 2;
+		}
+	} else {
+		cmd_usage(stderr);
+		return 2;
+	}
+	rc = 1;
+	pg = PQconnectdb(url);
+	if (PQstatus(pg) != CONNECTION_OK) {
+		fprintf(stderr, "rungd token: cannot connect: %s", PQerrorMessage(pg));
+		goto out;
+	}
+	if (strcmp(verb, "revoke") == 0) {
+		const char *params[1] = { argv[optind] };
+		value = cmd_value(pg, sql_token_revoke, 1, params, &failed);
+		if (failed)
+			goto out;
+		if (!value) {
+			fprintf(stderr, "rungd token revoke: no such token: %s\n", argv[optind]);
+			goto out;
+		}
+		fprintf(stderr, "rungd token: revoked %s (running servers stop accepting it within %d s)\n", value,
+			AUTH_CACHE_TTL_MS / 1000);
+		rc = 0;
+		goto out;
+	}
+	if (auth_token_new(token) < 0) {
+		fprintf(stderr, "rungd token: no randomness\n");
+		goto out;
+	}
+	auth_hash_hex(token, hash);
+	{
+		const char *params[3] = { name, role, hash };
+		value = cmd_value(pg, sql_token_create, 3, params, &failed);
+	}
+	if (failed)
+		goto out;
+	doc = value ? json_loads(value, 0, NULL) : NULL;
+	if (!json_is_object(json_object_get(doc, "token"))) {
+		fprintf(stderr, "rungd token create: a token named \"%s\" exists (names are never reused)\n",
+			name ? name : "?");
+		goto out;
+	}
+	printf("%s\n", token);
+	fflush(stdout);
+	fprintf(stderr, "rungd token: created id=%lld name=%s role=%s; the token above is shown only once\n",
+		(long long)json_integer_value(json_object_get(json_object_get(doc, "token"), "id")),
+		json_string_value(json_object_get(json_object_get(doc, "token"), "name")), role);
+	rc = 0;
+out:
+	memset(token, 0, sizeof token);
+	json_decref(doc);
+	free(value);
+	PQfinish(pg);
+	return rc;
+}

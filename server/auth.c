@@ -1,0 +1,593 @@
+/* Authentication and authorisation of rungd (see auth.h): SHA-256, token shapes, the role table,
+ * the router's check (bearer token -> cached identity or one async lookup, role, ownership of the
+ * route's object), and the per-caller abuse limits (submit token bucket, parked long-polls per
+ * worker, JSON nesting depth). Tokens are created and revoked in api_tokens.c. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+
+#include "app.h"
+#include "auth.h"
+#include "db.h"
+#include "http.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+#define AUTH_OWNED_MEMO 8 /* objects remembered as owned per cached token */
+
+/* ---- SHA-256 (FIPS 180-4) ---- */
+
+static const uint32_t sha_k[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+	0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+	0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+	0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+	0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static uint32_t ror(uint32_t x, int n)
+{
+	return (x >> n) | (x << (32 - n));
+}
+
+static void sha_block(uint32_t st[8], const uint8_t *p)
+{
+	uint32_t w[64], a, b, c, d, e, f, g, h;
+
+	for (int i = 0; i < 16; i++)
+		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 |
+		       (uint32_t)p[4 * i + 3];
+	for (int i = 16; i < 64; i++) {
+		uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
+		uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
+		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	}
+	a = st[0], b = st[1], c = st[2], d = st[3], e = st[4], f = st[5], g = st[6], h = st[7];
+	for (int i = 0; i < 64; i++) {
+		uint32_t t1 = h + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + sha_k[i] + w[i];
+		uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+		h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+	}
+	st[0] += a, st[1] += b, st[2] += c, st[3] += d, st[4] += e, st[5] += f, st[6] += g, st[7] += h;
+}
+
+void auth_sha256(const void *data, size_t len, uint8_t out[32])
+{
+	uint32_t st[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+			   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+	const uint8_t *p = data;
+	uint8_t last[128] = { 0 };
+	size_t full = len / 64 * 64, rest = len - full, tail;
+	uint64_t bits = (uint64_t)len * 8;
+
+	for (size_t i = 0; i < full; i += 64)
+		sha_block(st, p + i);
+	if (rest)
+		memcpy(last, p + full, rest);
+	last[rest] = 0x80;
+	tail = rest + 1 + 8 <= 64 ? 64 : 128;
+	for (int i = 0; i < 8; i++)
+		last[tail - 1 - i] = (uint8_t)(bits >> (8 * i));
+	sha_block(st, last);
+	if (tail == 128)
+		sha_block(st, last + 64);
+	for (int i = 0; i < 8; i++) {
+		out[4 * i] = (uint8_t)(st[i] >> 24);
+		out[4 * i + 1] = (uint8_t)(st[i] >> 16);
+		out[4 * i + 2] = (uint8_t)(st[i] >> 8);
+		out[4 * i + 3] = (uint8_t)st[i];
+	}
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+void auth_hash_hex(const char *s, char out[AUTH_HASH_HEX + 1])
+{
+	uint8_t d[32];
+
+	auth_sha256(s, strlen(s), d);
+	hex(d, sizeof d, out);
+}
+
+/* ---- tokens, names, roles ---- */
+
+int auth_token_new(char out[AUTH_TOKEN_LEN + 1])
+{
+	uint8_t r[AUTH_TOKEN_BYTES];
+	size_t got = 0;
+
+	while (got < sizeof r) {
+		ssize_t n = getrandom(r + got, sizeof r - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		got += (size_t)n;
+	}
+	memcpy(out, AUTH_TOKEN_PREFIX, 5);
+	hex(r, sizeof r, out + 5);
+	return 0;
+}
+
+bool auth_token_wellformed(const char *s)
+{
+	if (!s || strlen(s) != AUTH_TOKEN_LEN || strncmp(s, AUTH_TOKEN_PREFIX, 5) != 0)
+		return false;
+	for (const char *p = s + 5; *p; p++)
+		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+			return false;
+	return true;
+}
+
+bool auth_name_valid(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > AUTH_NAME_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._@-", *s))
+			return false;
+	return true;
+}
+
+static const struct {
+	enum auth_role role;
+	const char *name;
+} role_names[] = {
+	{ AUTH_SUBMITTER, "submitter" },
+	{ AUTH_WORKER, "worker" },
+	{ AUTH_SUPPORT, "support" },
+	{ AUTH_ADMIN, "admin" },
+};
+
+const char *auth_role_name(enum auth_role r)
+{
+	for (size_t i = 0; i < ARRAY_LEN(role_names); i++)
+		if (role_names[i].role == r)
+			return role_names[i].name;
+	return "none";
+}
+
+enum auth_role auth_role_parse(const char *s)
+{
+	for (size_t i = 0; s && i < ARRAY_LEN(role_names); i++)
+		if (strcmp(role_names[i].name, s) == 0)
+			return role_names[i].role;
+	return AUTH_NONE;
+}
+
+/* ---- limits ---- */
+
+bool auth_bucket_take(struct auth_bucket *b, double rate, double burst, int64_t now_ms, int64_t *retry_ms)
+{
+	*retry_ms = 0;
+	if (!b->primed) {
+		b->primed = true;
+		b->tokens = burst;
+		b->last_ms = now_ms;
+	}
+	if (now_ms > b->last_ms) {
+		b->tokens += rate * (double)(now_ms - b->last_ms) / 1000.0;
+		if (b->tokens > burst)
+			b->tokens = burst;
+		b->last_ms = now_ms;
+	}
+	if (b->tokens >= 1.0) {
+		b->tokens -= 1.0;
+		return true;
+	}
+	*retry_ms = (int64_t)ceil((1.0 - b->tokens) * 1000.0 / rate);
+	if (*retry_ms < 1)
+		*retry_ms = 1;
+	return false;
+}
+
+int auth_json_depth(const char *buf, size_t len, int cap)
+{
+	int depth = 0, max = 0;
+	bool in_str = false;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+		if (in_str) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_str = false;
+			continue;
+		}
+		if (c == '"') {
+			in_str = true;
+		} else if (c == '[' || c == '{') {
+			if (++depth > max) {
+				max = depth;
+				if (max > cap)
+					return cap + 1;
+			}
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			depth--;
+		}
+	}
+	return max;
+}
+
+/* ---- state: verified tokens, parked long-polls ---- */
+
+struct auth_entry {
+	char hash[AUTH_HASH_HEX + 1];
+	long long token_id;
+	enum auth_role role;
+	char name[AUTH_NAME_MAX + 1];
+	int64_t verified_ms;          /* monotonic time of the last successful lookup */
+	struct auth_bucket submit;    /* kept across re-verifications */
+	struct {
+		enum auth_scope scope;
+		long long id;
+	} owned[AUTH_OWNED_MEMO];     /* objects seen to belong to this token (they never move) */
+	int owned_next;
+};
+
+struct auth_park {
+	long long worker_id;
+	int count;
+};
+
+struct auth {
+	struct app *app;
+	int submit_rate;
+	struct auth_entry **entries;
+	size_t n, cap;
+	struct auth_park *parks;
+	size_t nparks, parks_cap;
+};
+
+struct auth *auth_new(struct app *app, int submit_rate)
+{
+	struct auth *a = xcalloc(1, sizeof *a);
+
+	a->app = app;
+	a->submit_rate = submit_rate > 0 ? submit_rate : AUTH_SUBMIT_RATE_DEFAULT;
+	return a;
+}
+
+void auth_free(struct auth *a)
+{
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->n; i++)
+		free(a->entries[i]);
+	free(a->entries);
+	free(a->parks);
+	free(a);
+}
+
+static struct auth_entry *entry_find(struct auth *a, const char *hash)
+{
+	for (size_t i = 0; a && i < a->n; i++)
+		if (strcmp(a->entries[i]->hash, hash) == 0)
+			return a->entries[i];
+	return NULL;
+}
+
+static struct auth_entry *entry_by_id(struct auth *a, long long token_id)
+{
+	for (size_t i = 0; a && i < a->n; i++)
+		if (a->entries[i]->token_id == token_id)
+			return a->entries[i];
+	return NULL;
+}
+
+static void entry_remove(struct auth *a, struct auth_entry *e)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->entries[i] != e)
+			continue;
+		free(e);
+		a->entries[i] = a->entries[--a->n];
+		return;
+	}
+}
+
+void auth_forget(struct auth *a, long long token_id)
+{
+	struct auth_entry *e;
+
+	while ((e = entry_by_id(a, token_id)) != NULL)
+		entry_remove(a, e);
+}
+
+static bool entry_owns(const struct auth_entry *e, enum auth_scope scope, long long id)
+{
+	for (int i = 0; e && i < AUTH_OWNED_MEMO; i++)
+		if (e->owned[i].scope == scope && e->owned[i].id == id)
+			return true;
+	return false;
+}
+
+/* ---- the router's check ---- */
+
+struct auth_check {
+	struct hreq *h;
+	unsigned roles;
+	enum auth_scope scope;
+	void (*handler)(struct hreq *h);
+	char hash[AUTH_HASH_HEX + 1];
+	long long object_id;
+	char token_id_s[32];
+};
+
+static void unauthorized(struct hreq *h, const char *why)
+{
+	hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"rung\"");
+	hreq_error(h, 401, "unauthorized", NULL, "%s", why);
+}
+
+static const char *scope_noun(enum auth_scope s)
+{
+	switch (s) {
+	case AUTH_SCOPE_JOB: return "job";
+	case AUTH_SCOPE_WORKER: return "worker";
+	case AUTH_SCOPE_ATTEMPT: return "attempt";
+	case AUTH_SCOPE_NONE: return "object";
+	default: abort();
+	}
+}
+
+static void run_handler(struct auth_check *c)
+{
+	void (*handler)(struct hreq *h) = c->handler;
+	struct hreq *h = c->h;
+
+	free(c);
+	handler(h);
+}
+
+static void on_owned(PGresult *res, const char *err, void *arg)
+{
+	struct auth_check *c = arg;
+	struct hreq *h = c->h;
+	const char *value;
+
+	if (hreq_db_value(h, res, err, &value) < 0) {
+		free(c);
+		return;
+	}
+	if (PQntuples(res) == 0) {
+		run_handler(c); /* no such object: the handler answers as it always does */
+		return;
+	}
+	if (c->scope == AUTH_SCOPE_WORKER && PQnfields(res) > 1)
+		h->who.worker_gpus = atoi(PQgetvalue(res, 0, 1));
+	if (!value || value[0] != 't') {
+		log_info("not the caller's", "token=%lld role=%s %s=%lld", h->who.token_id,
+			 auth_role_name(h->who.role), scope_noun(c->scope), c->object_id);
+		hreq_error(h, 404, "not_found", NULL, "no such %s: %s", scope_noun(c->scope), h->param[0]);
+		free(c);
+		return;
+	}
+	if (c->scope != AUTH_SCOPE_WORKER) {
+		struct auth_entry *e = entry_find(h->app->auth, c->hash);
+		if (e) {
+			e->owned[e->owned_next].scope = c->scope;
+			e->owned[e->owned_next].id = c->object_id;
+			e->owned_next = (e->owned_next + 1) % AUTH_OWNED_MEMO;
+		}
+	}
+	run_handler(c);
+}
+
+/* Role known: checks it, then ownership of the route's object. */
+static void check_access(struct auth_check *c, const struct auth_entry *e)
+{
+	struct hreq *h = c->h;
+	const char *sql = NULL;
+	const char *params[2];
+	bool scoped;
+
+	h->who.role = e->role;
+	h->who.token_id = e->token_id;
+	snprintf(h->who.name, sizeof h->who.name, "%s", e->name);
+	if (!(c->roles & (unsigned)e->role)) {
+		hreq_error(h, 403, "forbidden", NULL, "the %s role may not %s %s", auth_role_name(e->role),
+			   h->method, h->path);
+		free(c);
+		return;
+	}
+	c->object_id = http_parse_id(h->param[0]);
+	switch (c->scope) {
+	case AUTH_SCOPE_NONE: scoped = false; break;
+	case AUTH_SCOPE_JOB: scoped = e->role == AUTH_SUBMITTER; sql = sql_token_owns_job; break;
+	case AUTH_SCOPE_ATTEMPT: scoped = e->role == AUTH_WORKER; sql = sql_token_owns_attempt; break;
+	/* also for admin: the parked long-poll limit needs the worker's GPU count */
+	case AUTH_SCOPE_WORKER: scoped = true; sql = sql_token_owns_worker; break;
+	default: abort();
+	}
+	if (!scoped || c->object_id < 0 || entry_owns(e, c->scope, c->object_id)) {
+		run_handler(c);
+		return;
+	}
+	snprintf(c->token_id_s, sizeof c->token_id_s, "%lld", e->token_id);
+	params[0] = h->param[0];
+	if (c->scope == AUTH_SCOPE_JOB)
+		params[1] = h->who.name;
+	else
+		params[1] = e->role == AUTH_ADMIN ? NULL : c->token_id_s;
+	db_exec(h->app->db, sql, 2, params, on_owned, c);
+}
+
+static void on_lookup(PGresult *res, const char *err, void *arg)
+{
+	struct auth_check *c = arg;
+	struct hreq *h = c->h;
+	struct auth *a = h->app->auth;
+	struct auth_entry *e;
+	const char *value;
+
+	if (hreq_db_value(h, res, err, &value) < 0) {
+		free(c);
+		return;
+	}
+	e = entry_find(a, c->hash);
+	if (!value || PQnfields(res) < 3 || auth_role_parse(PQgetvalue(res, 0, 2)) == AUTH_NONE) {
+		if (e)
+			entry_remove(a, e);
+		unauthorized(h, "the bearer token is unknown or revoked");
+		free(c);
+		return;
+	}
+	if (!e) {
+		if (a->n == a->cap) {
+			a->cap = a->cap ? 2 * a->cap : 16;
+			a->entries = xrealloc(a->entries, a->cap * sizeof *a->entries);
+		}
+		e = xcalloc(1, sizeof *e);
+		memcpy(e->hash, c->hash, sizeof e->hash);
+		a->entries[a->n++] = e;
+	}
+	e->token_id = strtoll(value, NULL, 10);
+	snprintf(e->name, sizeof e->name, "%s", PQgetvalue(res, 0, 1));
+	e->role = auth_role_parse(PQgetvalue(res, 0, 2));
+	e->verified_ms = util_mono_ms();
+	check_access(c, e);
+}
+
+void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h))
+{
+	struct auth *a = h->app->auth;
+	const char *hdr, *tok;
+	struct auth_check *c;
+	struct auth_entry *e;
+	const char *params[1];
+
+	memset(&h->who, 0, sizeof h->who);
+	if (roles & AUTH_OPEN) {
+		handler(h);
+		return;
+	}
+	hdr = hreq_header(h, "Authorization");
+	if (!hdr) {
+		unauthorized(h, "missing Authorization: Bearer TOKEN");
+		return;
+	}
+	if (strncasecmp(hdr, "Bearer ", 7) != 0) {
+		unauthorized(h, "the Authorization header must be Bearer TOKEN");
+		return;
+	}
+	tok = hdr + 7;
+	while (*tok == ' ')
+		tok++;
+	if (!auth_token_wellformed(tok)) {
+		unauthorized(h, "the bearer token is malformed");
+		return;
+	}
+	c = xcalloc(1, sizeof *c);
+	c->h = h;
+	c->roles = roles;
+	c->scope = scope;
+	c->handler = handler;
+	auth_hash_hex(tok, c->hash);
+	e = entry_find(a, c->hash);
+	if (e && util_mono_ms() - e->verified_ms < AUTH_CACHE_TTL_MS) {
+		check_access(c, e);
+		return;
+	}
+	params[0] = c->hash;
+	db_exec(h->app->db, sql_token_lookup, 1, params, on_lookup, c);
+}
+
+bool auth_submit_allowed(struct hreq *h)
+{
+	struct auth *a = h->app->auth;
+	struct auth_entry *e = entry_by_id(a, h->who.token_id);
+	int64_t retry_ms;
+	char after[32];
+
+	if (!e)
+		return true;
+	if (auth_bucket_take(&e->submit, a->submit_rate, 2.0 * a->submit_rate, util_mono_ms(), &retry_ms))
+		return true;
+	snprintf(after, sizeof after, "%lld", (long long)((retry_ms + 999) / 1000));
+	hreq_add_header(h, "Retry-After", after);
+	hreq_error(h, 429, "rate_limited", "submit_rate",
+		   "submit rate limit of %d/s per token (burst %d) exceeded; retry in %lld ms", a->submit_rate,
+		   2 * a->submit_rate, (long long)retry_ms);
+	return false;
+}
+
+static struct auth_park *park_find(struct auth *a, long long worker_id)
+{
+	for (size_t i = 0; i < a->nparks; i++)
+		if (a->parks[i].worker_id == worker_id)
+			return &a->parks[i];
+	return NULL;
+}
+
+int auth_parked(const struct auth *a, long long worker_id)
+{
+	struct auth_park *p = a ? park_find((struct auth *)a, worker_id) : NULL;
+
+	return p ? p->count : 0;
+}
+
+bool auth_park_enter(struct hreq *h, long long worker_id)
+{
+	struct auth *a = h->app->auth;
+	struct auth_park *p;
+	int limit = h->who.worker_gpus + 1;
+
+	if (!a)
+		return true;
+	p = park_find(a, worker_id);
+	if (p && p->count >= limit) {
+		hreq_add_header(h, "Retry-After", "1");
+		hreq_error(h, 429, "too_many_long_polls", "wait_ms",
+			   "worker %lld already has %d parked lease requests (limit: its %d GPUs + 1)", worker_id,
+			   p->count, h->who.worker_gpus);
+		return false;
+	}
+	if (!p) {
+		if (a->nparks == a->parks_cap) {
+			a->parks_cap = a->parks_cap ? 2 * a->parks_cap : 16;
+			a->parks = xrealloc(a->parks, a->parks_cap * sizeof *a->parks);
+		}
+		p = &a->parks[a->nparks++];
+		p->worker_id = worker_id;
+		p->count = 0;
+	}
+	p->count++;
+	h->who.parked_worker = worker_id;
+	return true;
+}
+
+void auth_hreq_release(struct hreq *h)
+{
+	struct auth *a = h->app ? h->app->auth : NULL;
+	struct auth_park *p;
+
+	if (!a || h->who.parked_worker <= 0)
+		return;
+	p = park_find(a, h->who.parked_worker);
+	h->who.parked_worker = 0;
+	if (p && --p->count <= 0)
+		*p = a->parks[--a->nparks];
+}

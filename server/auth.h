@@ -1,0 +1,106 @@
+/* Who may do what in rungd: bearer tokens (random, shown once, stored as SHA-256), the four roles,
+ * the router's per-route role and ownership check with a short-lived cache of verified tokens,
+ * and the abuse limits that belong to a caller (submit rate, parked long-polls, JSON depth).
+ * It owns no routes and no SQL of the handlers; api_tokens.c manages the tokens themselves. */
+#ifndef RUNG_AUTH_H
+#define RUNG_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct app;
+struct hreq;
+struct auth;
+
+#define AUTH_TOKEN_PREFIX "rung_"
+#define AUTH_TOKEN_BYTES 32                 /* random bytes in a token */
+#define AUTH_TOKEN_LEN (5 + 2 * AUTH_TOKEN_BYTES) /* "rung_" + 64 hex digits */
+#define AUTH_HASH_HEX 64                    /* hex SHA-256 */
+#define AUTH_NAME_MAX 64                    /* token names: 1..64 bytes of [A-Za-z0-9._@-] */
+#define AUTH_CACHE_TTL_MS 5000              /* a verified token is trusted this long: revocation
+					     * takes effect on every replica within it */
+#define AUTH_JSON_MAX_DEPTH 64              /* deeper request bodies are answered 400 */
+#define AUTH_SUBMIT_RATE_DEFAULT 200        /* submits per second per token (--submit-rate) */
+
+/* Roles, usable as bits in a route's allowed set. */
+enum auth_role {
+	AUTH_NONE = 0,
+	AUTH_SUBMITTER = 1 << 0, /* submits; sees and cancels only its own jobs */
+	AUTH_WORKER = 1 << 1,    /* registers, leases, heartbeats and finishes only its own attempts */
+	AUTH_SUPPORT = 1 << 2,   /* reads everything, acks/resolves escalations, releases GPUs */
+	AUTH_ADMIN = 1 << 3,     /* everything, and tokens */
+};
+#define AUTH_OPEN (1u << 4)  /* route flag: no token needed (/healthz) */
+#define AUTH_ANY (AUTH_SUBMITTER | AUTH_WORKER | AUTH_SUPPORT | AUTH_ADMIN)
+#define AUTH_READERS (AUTH_SUBMITTER | AUTH_SUPPORT | AUTH_ADMIN) /* job views */
+#define AUTH_STAFF (AUTH_SUPPORT | AUTH_ADMIN)
+#define AUTH_WORKERS (AUTH_WORKER | AUTH_ADMIN)
+
+/* What param[0] of a route names, for the ownership check (admin and support skip it). */
+enum auth_scope {
+	AUTH_SCOPE_NONE = 0,
+	AUTH_SCOPE_JOB,     /* a job: a submitter must be its owner */
+	AUTH_SCOPE_WORKER,  /* a worker: a worker token must be the one bound to it */
+	AUTH_SCOPE_ATTEMPT, /* an attempt: leased to a worker bound to the worker token */
+};
+
+/* The caller, filled in by the router before the handler runs (zeroed on open routes). */
+struct auth_who {
+	enum auth_role role;
+	long long token_id;
+	char name[AUTH_NAME_MAX + 1];
+	int worker_gpus;          /* AUTH_SCOPE_WORKER: GPUs of the worker named by the route */
+	long long parked_worker;  /* set by auth_park_enter, released when the request is answered */
+};
+
+/* A token bucket: `rate` tokens a second up to `burst`; starts full. */
+struct auth_bucket {
+	double tokens;
+	int64_t last_ms;
+	bool primed;
+};
+
+/* SHA-256 of data into out. */
+void auth_sha256(const void *data, size_t len, uint8_t out[32]);
+/* Lower-case hex SHA-256 of the string s into out (NUL-terminated). */
+void auth_hash_hex(const char *s, char out[AUTH_HASH_HEX + 1]);
+/* A new token "rung_<64 hex>" from getrandom into out. Returns 0, or -1 when no randomness. */
+int auth_token_new(char out[AUTH_TOKEN_LEN + 1]);
+/* True when s has the shape of a token (prefix, length, hex). */
+bool auth_token_wellformed(const char *s);
+/* True when s is a valid token name. */
+bool auth_name_valid(const char *s);
+/* "submitter", "worker", "support", "admin" (static), or "none". */
+const char *auth_role_name(enum auth_role r);
+/* The role named s, or AUTH_NONE. */
+enum auth_role auth_role_parse(const char *s);
+/* Takes one token from b at now_ms; on refusal returns false and sets *retry_ms to the wait. */
+bool auth_bucket_take(struct auth_bucket *b, double rate, double burst, int64_t now_ms, int64_t *retry_ms);
+/* Maximum nesting depth of arrays/objects in the JSON text (strings skipped); stops counting
+ * once past `cap` and returns cap + 1. Works on any bytes (malformed JSON is jansson's business). */
+int auth_json_depth(const char *buf, size_t len, int cap);
+
+/* The auth state of one rungd (token cache, buckets, parked counts); submit_rate per second per
+ * token, burst twice that. auth_free(NULL) is a no-op. */
+struct auth *auth_new(struct app *app, int submit_rate);
+void auth_free(struct auth *a);
+
+/* The router's entry: checks the bearer token (cache, else one async lookup), the role against
+ * `roles` (AUTH_* bits or AUTH_OPEN), and ownership of param[0] per `scope`; then calls
+ * handler(h) with h->who filled in. Refusals answer 401/403/404 JSON and free h. */
+void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h));
+/* Drops a token from this replica's cache at once (after a revoke through the API). */
+void auth_forget(struct auth *a, long long token_id);
+/* The per-token submit limit: true when the caller may submit now; else answers 429 with
+ * Retry-After, frees h and returns false. */
+bool auth_submit_allowed(struct hreq *h);
+/* Counts a parked long-poll of worker_id against its limit (GPUs + 1); on excess answers 429,
+ * frees h and returns false. The count is released when h is answered (auth_hreq_release). */
+bool auth_park_enter(struct hreq *h, long long worker_id);
+/* Called by http.c when h is freed: releases what the request holds (its parked slot). */
+void auth_hreq_release(struct hreq *h);
+/* Parked long-polls currently counted for worker_id (tests, logs). */
+int auth_parked(const struct auth *a, long long worker_id);
+
+#endif

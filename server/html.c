@@ -1,0 +1,476 @@
+/* HTML building blocks for the web pages: the text buffer, escaping, the Markdown subset of the
+ * escalation reports and the SVG memory chart. Everything user-supplied goes through html_esc;
+ * nothing here parses HTML or trusts its input. Pure code. */
+#include "html.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jpath.h"
+#include "util.h"
+
+#define MD_MAX_DEPTH 6    /* deepest list nesting rendered as such */
+#define MD_MAX_CELLS 64   /* table cells per row beyond this are dropped */
+#define CHART_W 600
+#define CHART_BAR_X 10
+#define CHART_BAR_W 580
+
+void html_addn(struct hbuf *b, const char *s, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		if (b->cap < 256)
+			b->cap = 256;
+		b->s = xrealloc(b->s, b->cap);
+	}
+	memcpy(b->s + b->len, s, n);
+	b->len += n;
+	b->s[b->len] = '\0';
+}
+
+void html_add(struct hbuf *b, const char *s)
+{
+	if (s)
+		html_addn(b, s, strlen(s));
+}
+
+void html_printf(struct hbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	char *t = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&t, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	html_addn(b, t, (size_t)n);
+	free(t);
+}
+
+static void esc_range(struct hbuf *b, const char *s, size_t n)
+{
+	size_t i, start = 0;
+	const char *rep;
+
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '&': rep = "&amp;"; break;
+		case '<': rep = "&lt;"; break;
+		case '>': rep = "&gt;"; break;
+		case '"': rep = "&quot;"; break;
+		case '\'': rep = "&#39;"; break;
+		default: rep = (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f ? "\xef\xbf\xbd" : NULL; break;
+		}
+		if (!rep)
+			continue;
+		html_addn(b, s + start, i - start);
+		html_add(b, rep);
+		start = i + 1;
+	}
+	html_addn(b, s + start, n - start);
+}
+
+void html_esc(struct hbuf *b, const char *s)
+{
+	if (s)
+		esc_range(b, s, strlen(s));
+}
+
+void html_url(struct hbuf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		char enc[3] = { '%', hex[c >> 4], hex[c & 15] };
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+		    c == '_' || c == '.' || c == '~')
+			html_addn(b, (const char *)&c, 1);
+		else
+			html_addn(b, enc, 3);
+	}
+}
+
+char *html_take(struct hbuf *b)
+{
+	char *s = b->s ? b->s : xstrdup("");
+
+	b->s = NULL;
+	b->len = b->cap = 0;
+	return s;
+}
+
+void html_release(struct hbuf *b)
+{
+	free(b->s);
+	b->s = NULL;
+	b->len = b->cap = 0;
+}
+
+/* ---- Markdown subset ---- */
+
+static bool is_punct(char c)
+{
+	return c && strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", c) != NULL;
+}
+
+/* Length of the run of c starting at s. */
+static size_t run_of(const char *s, size_t n, char c)
+{
+	size_t k = 0;
+
+	while (k < n && s[k] == c)
+		k++;
+	return k;
+}
+
+/* Inline spans of s[0..n): `code` (any backtick run, closed by the same run), **bold**, and
+ * backslash escapes; the rest escaped text. */
+static void md_inline(struct hbuf *b, const char *s, size_t n)
+{
+	size_t i = 0, start = 0;
+
+	while (i < n) {
+		if (s[i] == '\\' && i + 1 < n && is_punct(s[i + 1])) {
+			esc_range(b, s + start, i - start);
+			esc_range(b, s + i + 1, 1);
+			i += 2;
+			start = i;
+			continue;
+		}
+		if (s[i] == '`') {
+			size_t open = run_of(s + i, n - i, '`'), j;
+			for (j = i + open; j < n; j++) {
+				size_t r;
+				if (s[j] != '`')
+					continue;
+				r = run_of(s + j, n - j, '`');
+				if (r == open)
+					break;
+				j += r - 1;
+			}
+			if (j < n) {
+				esc_range(b, s + start, i - start);
+				html_add(b, "<code>");
+				esc_range(b, s + i + open, j - i - open);
+				html_add(b, "</code>");
+				i = j + open;
+				start = i;
+				continue;
+			}
+			i += open;
+			continue;
+		}
+		if (s[i] == '*' && i + 1 < n && s[i + 1] == '*') {
+			const char *end = NULL;
+			for (size_t j = i + 2; j + 1 < n; j++)
+				if (s[j] == '*' && s[j + 1] == '*' && j > i + 2) {
+					end = s + j;
+					break;
+				}
+			if (end) {
+				esc_range(b, s + start, i - start);
+				html_add(b, "<strong>");
+				md_inline(b, s + i + 2, (size_t)(end - s) - i - 2);
+				html_add(b, "</strong>");
+				i = (size_t)(end - s) + 2;
+				start = i;
+				continue;
+			}
+		}
+		i++;
+	}
+	esc_range(b, s + start, n - start);
+}
+
+/* One line of the document: [s, s+n), without the newline. */
+struct md_line {
+	const char *s;
+	size_t n;
+};
+
+static size_t md_indent(const struct md_line *l)
+{
+	size_t k = 0;
+
+	while (k < l->n && l->s[k] == ' ')
+		k++;
+	return k;
+}
+
+static bool md_blank(const struct md_line *l)
+{
+	for (size_t k = 0; k < l->n; k++)
+		if (l->s[k] != ' ' && l->s[k] != '\t' && l->s[k] != '\r')
+			return false;
+	return true;
+}
+
+/* A fence opener: 3+ backticks after up to 3 spaces; *len gets the run length. */
+static bool md_fence(const struct md_line *l, size_t *len)
+{
+	size_t ind = md_indent(l);
+
+	if (ind > 3)
+		return false;
+	*len = run_of(l->s + ind, l->n - ind, '`');
+	return *len >= 3;
+}
+
+/* Heading level 1-6 when the line is `#... text`, else 0. */
+static int md_heading(const struct md_line *l)
+{
+	size_t k = run_of(l->s, l->n, '#');
+
+	return k >= 1 && k <= 6 && (k == l->n || l->s[k] == ' ') ? (int)k : 0;
+}
+
+/* A list item `- text` (any indentation): *text gets its start. */
+static bool md_item(const struct md_line *l, size_t *text)
+{
+	size_t ind = md_indent(l);
+
+	if (ind + 1 < l->n && (l->s[ind] == '-' || l->s[ind] == '*') && l->s[ind + 1] == ' ') {
+		*text = ind + 2;
+		return true;
+	}
+	if (ind + 1 == l->n && l->s[ind] == '-') {
+		*text = ind + 1;
+		return true;
+	}
+	return false;
+}
+
+static bool md_table_row(const struct md_line *l)
+{
+	size_t ind = md_indent(l);
+
+	return ind < l->n && l->s[ind] == '|';
+}
+
+static bool md_table_sep(const struct md_line *l)
+{
+	bool dash = false;
+
+	if (!md_table_row(l))
+		return false;
+	for (size_t k = 0; k < l->n; k++) {
+		char c = l->s[k];
+		if (c == '-')
+			dash = true;
+		else if (c != '|' && c != ':' && c != ' ' && c != '\r')
+			return false;
+	}
+	return dash;
+}
+
+/* Renders one table row's cells, split on unescaped pipes, as <th> or <td>. */
+static void md_row(struct hbuf *b, const struct md_line *l, const char *tag)
+{
+	size_t k = md_indent(l) + 1, start = k, cells = 0, end = l->n;
+
+	while (end > k && (l->s[end - 1] == ' ' || l->s[end - 1] == '\r'))
+		end--;
+	html_add(b, "<tr>");
+	for (; k <= end; k++) {
+		size_t a, z;
+		if (k < end && l->s[k] == '\\' && k + 1 < end) {
+			k++;
+			continue;
+		}
+		if (k < end && l->s[k] != '|')
+			continue;
+		if (k == end && start >= end)
+			break;
+		for (a = start; a < k && l->s[a] == ' '; a++)
+			;
+		for (z = k; z > a && l->s[z - 1] == ' '; z--)
+			;
+		if (cells++ < MD_MAX_CELLS) {
+			html_printf(b, "<%s>", tag);
+			md_inline(b, l->s + a, z - a);
+			html_printf(b, "</%s>", tag);
+		}
+		start = k + 1;
+	}
+	html_add(b, "</tr>\n");
+}
+
+void html_markdown(struct hbuf *b, const char *md)
+{
+	struct md_line *lines = NULL;
+	size_t nl = 0, cap = 0, i = 0;
+	const char *p = md ? md : "";
+	int depth = 0;
+
+	for (;;) {
+		const char *nlp = strchr(p, '\n');
+		size_t n = nlp ? (size_t)(nlp - p) : strlen(p);
+		if (!nlp && n == 0)
+			break;
+		if (nl == cap) {
+			cap = cap ? cap * 2 : 64;
+			lines = xrealloc(lines, cap * sizeof *lines);
+		}
+		if (n > 0 && p[n - 1] == '\r')
+			lines[nl++] = (struct md_line){ p, n - 1 };
+		else
+			lines[nl++] = (struct md_line){ p, n };
+		if (!nlp)
+			break;
+		p = nlp + 1;
+	}
+
+	while (i < nl) {
+		struct md_line *l = &lines[i];
+		size_t fence, text;
+		int level;
+
+		if (!md_item(l, &text) || md_blank(l)) {
+			for (; depth > 0; depth--)
+				html_add(b, "</li></ul>\n");
+		}
+		if (md_blank(l)) {
+			i++;
+		} else if (md_fence(l, &fence)) {
+			html_add(b, "<pre><code>");
+			for (i++; i < nl; i++) {
+				size_t close, ind = md_indent(&lines[i]);
+				if (md_fence(&lines[i], &close) && close >= fence && ind + close == lines[i].n) {
+					i++;
+					break;
+				}
+				esc_range(b, lines[i].s, lines[i].n);
+				html_add(b, "\n");
+			}
+			html_add(b, "</code></pre>\n");
+		} else if ((level = md_heading(l)) > 0) {
+			size_t a = (size_t)level;
+			while (a < l->n && l->s[a] == ' ')
+				a++;
+			html_printf(b, "<h%d>", level);
+			md_inline(b, l->s + a, l->n - a);
+			html_printf(b, "</h%d>\n", level);
+			i++;
+		} else if (md_table_row(l) && i + 1 < nl && md_table_sep(&lines[i + 1])) {
+			html_add(b, "<table>\n<thead>");
+			md_row(b, l, "th");
+			html_add(b, "</thead>\n<tbody>\n");
+			for (i += 2; i < nl && md_table_row(&lines[i]); i++)
+				md_row(b, &lines[i], "td");
+			html_add(b, "</tbody>\n</table>\n");
+		} else if (md_item(l, &text)) {
+			int want = (int)(md_indent(l) / 2) + 1;
+			if (want > depth + 1)
+				want = depth + 1;
+			if (want > MD_MAX_DEPTH)
+				want = MD_MAX_DEPTH;
+			if (want > depth) {
+				html_add(b, "<ul>\n");
+				depth++;
+			} else {
+				for (; depth > want; depth--)
+					html_add(b, "</li></ul>\n");
+				html_add(b, "</li>\n");
+			}
+			html_add(b, "<li>");
+			md_inline(b, l->s + text, l->n - text);
+			i++;
+		} else {
+			html_add(b, "<p>");
+			for (bool first = true; i < nl && !md_blank(&lines[i]); i++, first = false) {
+				size_t f;
+				if (!first && (md_fence(&lines[i], &f) || md_heading(&lines[i]) || md_item(&lines[i], &f) ||
+					       md_table_row(&lines[i])))
+					break;
+				if (!first)
+					html_add(b, "\n");
+				md_inline(b, lines[i].s, lines[i].n);
+			}
+			html_add(b, "</p>\n");
+		}
+	}
+	for (; depth > 0; depth--)
+		html_add(b, "</li></ul>\n");
+	free(lines);
+}
+
+/* ---- SVG memory chart ---- */
+
+static long long mib_at(const json_t *root, const char *path)
+{
+	const json_t *v = jpath_get(root, path);
+
+	if (json_is_integer(v))
+		return json_integer_value(v);
+	if (json_is_real(v))
+		return (long long)json_real_value(v);
+	return -1;
+}
+
+static int x_of(long long v, long long scale)
+{
+	return CHART_BAR_X + (int)((double)v * CHART_BAR_W / (double)scale);
+}
+
+int html_mem_chart(struct hbuf *b, const json_t *attempt, long long gpu_total_mib)
+{
+	const json_t *oom = jpath_get(attempt, "facts.oom");
+	long long tried = mib_at(oom, "tried_to_allocate_mib"), alloc = mib_at(oom, "allocated_by_pytorch_mib");
+	long long cap = mib_at(oom, "total_capacity_mib"), used = mib_at(attempt, "memory_used_mib");
+	long long need, scale;
+	bool from_oom = json_is_object(oom) && tried > 0;
+	int xcap;
+
+	if (from_oom) {
+		if (cap <= 0)
+			cap = gpu_total_mib;
+		if (alloc < 0)
+			alloc = 0;
+		need = alloc + tried;
+	} else {
+		cap = gpu_total_mib;
+		need = used;
+	}
+	if (cap <= 0 || need <= 0)
+		return 0;
+	scale = (need > cap ? need : cap) * 21 / 20;
+	xcap = x_of(cap, scale);
+	html_printf(b, "<svg class=\"memchart\" role=\"img\" width=\"%d\" height=\"78\" viewBox=\"0 0 %d 78\" "
+		    "xmlns=\"http://www.w3.org/2000/svg\" aria-label=\"", CHART_W, CHART_W);
+	if (from_oom)
+		html_printf(b, "needed %lld MiB of %lld MiB", need, cap);
+	else
+		html_printf(b, "last reported %lld MiB used of %lld MiB", need, cap);
+	html_add(b, "\">");
+	html_printf(b, "<rect x=\"%d\" y=\"22\" width=\"%d\" height=\"26\" fill=\"#eef1f5\"/>", CHART_BAR_X, xcap - CHART_BAR_X);
+	if (from_oom) {
+		int xa = x_of(alloc, scale), xn = x_of(need, scale);
+		html_printf(b, "<rect class=\"alloc\" x=\"%d\" y=\"22\" width=\"%d\" height=\"26\" fill=\"#5b84c4\">"
+			    "<title>allocated by PyTorch: %lld MiB</title></rect>", CHART_BAR_X, xa - CHART_BAR_X, alloc);
+		html_printf(b, "<rect class=\"tried\" x=\"%d\" y=\"22\" width=\"%d\" height=\"26\" fill=\"%s\">"
+			    "<title>tried to allocate: %lld MiB</title></rect>", xa, xn - xa > 1 ? xn - xa : 1,
+			    need > cap ? "#d9534f" : "#e8a33d", tried);
+		html_printf(b, "<text x=\"%d\" y=\"15\" font-size=\"12\" fill=\"#333\">needed %lld MiB = %lld allocated "
+			    "+ %lld tried</text>", CHART_BAR_X, need, alloc, tried);
+	} else {
+		int xu = x_of(need, scale);
+		html_printf(b, "<rect class=\"used\" x=\"%d\" y=\"22\" width=\"%d\" height=\"26\" fill=\"%s\">"
+			    "<title>GPU memory used: %lld MiB</title></rect>", CHART_BAR_X, xu - CHART_BAR_X,
+			    need > cap ? "#d9534f" : "#5b84c4", need);
+		html_printf(b, "<text x=\"%d\" y=\"15\" font-size=\"12\" fill=\"#333\">GPU memory used (last heartbeat): "
+			    "%lld MiB</text>", CHART_BAR_X, need);
+	}
+	html_printf(b, "<line class=\"capacity\" x1=\"%d\" y1=\"18\" x2=\"%d\" y2=\"52\" stroke=\"#222\" "
+		    "stroke-width=\"2\" stroke-dasharray=\"4 2\"/>", xcap, xcap);
+	html_printf(b, "<text x=\"%d\" y=\"68\" font-size=\"12\" fill=\"#222\" text-anchor=\"%s\">capacity %lld MiB"
+		    "</text>", xcap, xcap > CHART_W / 2 ? "end" : "start", cap);
+	html_add(b, "</svg>");
+	return 1;
+}

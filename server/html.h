@@ -1,0 +1,46 @@
+/* HTML building blocks for rungd's web pages (web.c): a growable text buffer, escaping of
+ * untrusted text, the Markdown subset the escalation reports use (report.c) rendered to HTML, and
+ * the inline SVG memory chart of an attempt. Pure code: no I/O, no HTTP, no database. */
+#ifndef RUNG_HTML_H
+#define RUNG_HTML_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+/* A growable NUL-terminated string. Zero-initialise (`struct hbuf b = { 0 };`); s stays NULL until
+ * the first append. Release with html_release (or take the string with html_take). */
+struct hbuf {
+	char *s;
+	size_t len, cap;
+};
+
+/* Appends n bytes / a C string (NULL appends nothing) / printf output. Abort on exhaustion. */
+void html_addn(struct hbuf *b, const char *s, size_t n);
+void html_add(struct hbuf *b, const char *s);
+void html_printf(struct hbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s with & < > " ' escaped, safe in element text and quoted attribute values. NULL
+ * appends nothing. Bytes below 0x20 other than tab and newline become U+FFFD. */
+void html_esc(struct hbuf *b, const char *s);
+/* Appends s percent-encoded for use as one URL query value or path segment. */
+void html_url(struct hbuf *b, const char *s);
+/* Returns the buffer's string (heap, caller frees; "" when empty) and empties b. */
+char *html_take(struct hbuf *b);
+/* Frees the buffer's string; b can be reused. */
+void html_release(struct hbuf *b);
+
+/* Renders the Markdown subset of escalation reports as HTML: ATX headings (#..######), `- `
+ * lists nested by two-space indentation, pipe tables (header row, --- separator, `\|` escapes),
+ * fenced code blocks (``` or longer fences), paragraphs, and inline **bold**, `code` and
+ * backslash escapes. Everything else is text; all text is escaped, raw HTML never passes. */
+void html_markdown(struct hbuf *b, const char *md);
+
+/* Appends an inline <svg class="memchart"> of one attempt's GPU memory need against the GPU's
+ * capacity, from (first that applies):
+ *   facts.oom: allocated_by_pytorch_mib + tried_to_allocate_mib against total_capacity_mib (or
+ *              gpu_total_mib when the message did not give it);
+ *   memory_used_mib (the last heartbeat's reading of the GPU) against gpu_total_mib.
+ * attempt is a rung_attempt_json object (borrowed). Returns 1 when a chart was drawn, 0 when the
+ * facts give nothing to draw (nothing is appended). */
+int html_mem_chart(struct hbuf *b, const json_t *attempt, long long gpu_total_mib);
+
+#endif

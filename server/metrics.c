@@ -1,0 +1,341 @@
+/* Prometheus exposition for rungd (metrics.h): histogram bookkeeping, the text-format writers
+ * (HELP/TYPE, escaped labels, cumulative buckets), the in-process HTTP latency registry fed by
+ * http.c's reply path, and the GET /metrics handler that adds the database counts of
+ * sql/metrics_counts.sql. Owns the registry; the counts themselves live in PostgreSQL. */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <jansson.h>
+
+#include "app.h"
+#include "db.h"
+#include "http.h"
+#include "lease.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+static const double http_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
+/* queued -> leased, seconds; must match the text below (the statement's $1) */
+static const double wait_bounds[] = { 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400 };
+static const char wait_bounds_sql[] = "{0.1,0.5,1,5,10,30,60,300,900,3600,14400}";
+
+static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
+static const char *const gpu_states[] = { "ok", "suspect", "quarantined" };
+static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
+static const char *const status_classes[] = { "1xx", "2xx", "3xx", "4xx", "5xx", "other" };
+
+struct http_series {
+	const char *method; /* static */
+	const char *route;  /* static: the route table's pattern or "unmatched" */
+	int klass;          /* index into status_classes */
+	struct metrics_hist hist;
+};
+
+struct metrics {
+	struct http_series *http;
+	size_t nhttp, caphttp;
+};
+
+void metrics_hist_init(struct metrics_hist *hi, const double *bounds, int nbounds)
+{
+	hi->bounds = bounds;
+	hi->nbounds = nbounds;
+	hi->counts = xcalloc((size_t)nbounds + 1, sizeof *hi->counts);
+	hi->sum = 0;
+	hi->count = 0;
+}
+
+void metrics_hist_release(struct metrics_hist *hi)
+{
+	free(hi->counts);
+	hi->counts = NULL;
+}
+
+void metrics_hist_observe(struct metrics_hist *hi, double v)
+{
+	int i = 0;
+
+	while (i < hi->nbounds && v > hi->bounds[i])
+		i++;
+	hi->counts[i]++;
+	hi->sum += v;
+	hi->count++;
+}
+
+void metrics_escape_label(struct evbuffer *b, const char *value)
+{
+	for (const char *p = value ? value : ""; *p; p++) {
+		switch (*p) {
+		case '\\': evbuffer_add(b, "\\\\", 2); break;
+		case '"': evbuffer_add(b, "\\\"", 2); break;
+		case '\n': evbuffer_add(b, "\\n", 2); break;
+		default: evbuffer_add(b, p, 1); break;
+		}
+	}
+}
+
+/* Numbers: integers without a fraction, others with up to 15 significant digits. */
+static void write_number(struct evbuffer *b, double v)
+{
+	if (isnan(v))
+		evbuffer_add_printf(b, "NaN");
+	else if (isinf(v))
+		evbuffer_add_printf(b, v > 0 ? "+Inf" : "-Inf");
+	else if (v == floor(v) && fabs(v) < 1e15)
+		evbuffer_add_printf(b, "%.0f", v);
+	else
+		evbuffer_add_printf(b, "%.15g", v);
+}
+
+/* {k="v",...,extra_k="extra_v"}; nothing when there are no labels at all. */
+static void write_labels(struct evbuffer *b, const char *const *labels, const char *extra_k, const char *extra_v)
+{
+	bool any = false;
+
+	for (size_t i = 0; labels && labels[i] && labels[i + 1]; i += 2) {
+		evbuffer_add_printf(b, "%s%s=\"", any ? "," : "{", labels[i]);
+		metrics_escape_label(b, labels[i + 1]);
+		evbuffer_add(b, "\"", 1);
+		any = true;
+	}
+	if (extra_k) {
+		evbuffer_add_printf(b, "%s%s=\"", any ? "," : "{", extra_k);
+		metrics_escape_label(b, extra_v);
+		evbuffer_add(b, "\"", 1);
+		any = true;
+	}
+	if (any)
+		evbuffer_add(b, "}", 1);
+}
+
+void metrics_write_head(struct evbuffer *b, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(b, "# HELP %s ", name);
+	for (const char *p = help; *p; p++) {
+		if (*p == '\\')
+			evbuffer_add(b, "\\\\", 2);
+		else if (*p == '\n')
+			evbuffer_add(b, "\\n", 2);
+		else
+			evbuffer_add(b, p, 1);
+	}
+	evbuffer_add_printf(b, "\n# TYPE %s %s\n", name, type);
+}
+
+void metrics_write_sample(struct evbuffer *b, const char *name, const char *const *labels, double v)
+{
+	evbuffer_add_printf(b, "%s", name);
+	write_labels(b, labels, NULL, NULL);
+	evbuffer_add(b, " ", 1);
+	write_number(b, v);
+	evbuffer_add(b, "\n", 1);
+}
+
+void metrics_write_hist_cumulative(struct evbuffer *b, const char *name, const char *const *labels,
+				   const double *bounds, const uint64_t *cumulative, int nbounds, double sum,
+				   uint64_t count)
+{
+	char le[64];
+
+	for (int i = 0; i < nbounds; i++) {
+		snprintf(le, sizeof le, "%g", bounds[i]);
+		evbuffer_add_printf(b, "%s_bucket", name);
+		write_labels(b, labels, "le", le);
+		evbuffer_add_printf(b, " %llu\n", (unsigned long long)cumulative[i]);
+	}
+	evbuffer_add_printf(b, "%s_bucket", name);
+	write_labels(b, labels, "le", "+Inf");
+	evbuffer_add_printf(b, " %llu\n%s_sum", (unsigned long long)count, name);
+	write_labels(b, labels, NULL, NULL);
+	evbuffer_add(b, " ", 1);
+	write_number(b, sum);
+	evbuffer_add_printf(b, "\n%s_count", name);
+	write_labels(b, labels, NULL, NULL);
+	evbuffer_add_printf(b, " %llu\n", (unsigned long long)count);
+}
+
+void metrics_write_hist(struct evbuffer *b, const char *name, const char *const *labels,
+			const struct metrics_hist *hi)
+{
+	uint64_t *cum = xcalloc((size_t)hi->nbounds + 1, sizeof *cum);
+	uint64_t run = 0;
+
+	for (int i = 0; i < hi->nbounds; i++) {
+		run += hi->counts[i];
+		cum[i] = run;
+	}
+	metrics_write_hist_cumulative(b, name, labels, hi->bounds, cum, hi->nbounds, hi->sum, hi->count);
+	free(cum);
+}
+
+struct metrics *metrics_new(void)
+{
+	return xcalloc(1, sizeof(struct metrics));
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nhttp; i++)
+		metrics_hist_release(&m->http[i].hist);
+	free(m->http);
+	free(m);
+}
+
+void metrics_http_observe(struct metrics *m, const char *method, const char *route, int status, double seconds)
+{
+	int klass = status >= 100 && status < 600 ? status / 100 - 1 : 5;
+	struct http_series *s = NULL;
+
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->nhttp && !s; i++)
+		if (m->http[i].klass == klass && strcmp(m->http[i].method, method) == 0 &&
+		    strcmp(m->http[i].route, route) == 0)
+			s = &m->http[i];
+	if (!s) {
+		if (m->nhttp == m->caphttp) {
+			m->caphttp = m->caphttp ? m->caphttp * 2 : 16;
+			m->http = xrealloc(m->http, m->caphttp * sizeof *m->http);
+		}
+		s = &m->http[m->nhttp++];
+		s->method = method;
+		s->route = route;
+		s->klass = klass;
+		metrics_hist_init(&s->hist, http_bounds, (int)ARRAY_LEN(http_bounds));
+	}
+	metrics_hist_observe(&s->hist, seconds);
+}
+
+void metrics_write_http(const struct metrics *m, struct evbuffer *b)
+{
+	metrics_write_head(b, "rung_http_request_duration_seconds", "histogram",
+			   "HTTP request latency by route pattern, method and status class.");
+	for (size_t i = 0; m && i < m->nhttp; i++) {
+		const struct http_series *s = &m->http[i];
+		const char *labels[] = { "route", s->route, "method", s->method, "status",
+					 status_classes[s->klass], NULL };
+		metrics_write_hist(b, "rung_http_request_duration_seconds", labels, &s->hist);
+	}
+}
+
+static double jnum(const json_t *o, const char *key)
+{
+	return json_number_value(json_object_get(o, key));
+}
+
+/* One gauge per known state (0 when absent from the counts) plus any unknown state seen. */
+static void write_by_state(struct evbuffer *b, const char *name, const char *type, const char *help,
+			   const json_t *counts, const char *const *states, size_t nstates)
+{
+	const char *key;
+	json_t *v;
+
+	metrics_write_head(b, name, type, help);
+	for (size_t i = 0; i < nstates; i++) {
+		const char *labels[] = { "state", states[i], NULL };
+		metrics_write_sample(b, name, labels, jnum(counts, states[i]));
+	}
+	json_object_foreach((json_t *)counts, key, v) {
+		bool known = false;
+		for (size_t i = 0; i < nstates; i++)
+			known = known || strcmp(states[i], key) == 0;
+		if (!known) {
+			const char *labels[] = { "state", key, NULL };
+			metrics_write_sample(b, name, labels, json_number_value(v));
+		}
+	}
+}
+
+static void write_db_counts(struct evbuffer *b, const json_t *doc)
+{
+	const json_t *lw = json_object_get(doc, "lease_wait");
+	const json_t *buckets = json_object_get(lw, "buckets");
+	uint64_t cum[ARRAY_LEN(wait_bounds)] = { 0 };
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	write_by_state(b, "rung_jobs", "gauge", "Jobs by state.", json_object_get(doc, "jobs"), job_states,
+		       ARRAY_LEN(job_states));
+	metrics_write_head(b, "rung_attempts_total", "counter", "Ended attempts by outcome and failure class.");
+	json_array_foreach(json_object_get(doc, "attempts"), i, v) {
+		const char *labels[] = { "outcome", json_string_value(json_object_get(v, "outcome")), "class",
+					 json_string_value(json_object_get(v, "class")), NULL };
+		metrics_write_sample(b, "rung_attempts_total", labels, jnum(v, "n"));
+	}
+	metrics_write_head(b, "rung_attempts_running", "gauge", "Attempts running now.");
+	metrics_write_sample(b, "rung_attempts_running", NULL, jnum(doc, "running"));
+	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
+	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
+		const char *labels[] = { "rung", key, NULL };
+		metrics_write_sample(b, "rung_rungs_applied_total", labels, json_number_value(v));
+	}
+	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
+	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
+	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
+			   "How long the longest-waiting queued job has waited (0 when none).");
+	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));
+	for (i = 0; i < ARRAY_LEN(wait_bounds); i++)
+		cum[i] = (uint64_t)json_integer_value(json_array_get(buckets, i));
+	metrics_write_head(b, "rung_lease_wait_seconds", "histogram",
+			   "Time from a job being queued to an attempt leasing it.");
+	metrics_write_hist_cumulative(b, "rung_lease_wait_seconds", NULL, wait_bounds, cum,
+				      (int)ARRAY_LEN(wait_bounds), jnum(lw, "sum"),
+				      (uint64_t)json_integer_value(json_object_get(lw, "count")));
+	metrics_write_head(b, "rung_heartbeat_lag_seconds_max", "gauge",
+			   "Longest time since a running attempt's last heartbeat (or start).");
+	metrics_write_sample(b, "rung_heartbeat_lag_seconds_max", NULL, jnum(doc, "heartbeat_lag_max_s"));
+	write_by_state(b, "rung_gpus", "gauge", "GPUs by state.", json_object_get(doc, "gpus"), gpu_states,
+		       ARRAY_LEN(gpu_states));
+	write_by_state(b, "rung_escalations", "gauge", "Escalations by state (open ones need a person).",
+		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
+	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");
+	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
+}
+
+static void on_counts(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	struct app *app = h->app;
+	struct evbuffer *b = evbuffer_new();
+	json_t *doc = NULL;
+	int busy = 0, idle = 0, queued = 0;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+	if (!doc)
+		log_warn("metrics without database counts", "error=\"%s\"",
+			 err ? err : res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : "?");
+	metrics_write_head(b, "rung_database_up", "gauge", "Whether the database counts could be read.");
+	metrics_write_sample(b, "rung_database_up", NULL, doc ? 1 : 0);
+	if (doc)
+		write_db_counts(b, doc);
+	metrics_write_http(app->metrics, b);
+	db_stats(app->db, &busy, &idle, &queued);
+	metrics_write_head(b, "rung_db_connections", "gauge", "Database pool connections by state.");
+	metrics_write_sample(b, "rung_db_connections", (const char *const[]){ "state", "busy", NULL }, busy);
+	metrics_write_sample(b, "rung_db_connections", (const char *const[]){ "state", "idle", NULL }, idle);
+	metrics_write_head(b, "rung_db_queued_statements", "gauge", "Statements waiting for a connection.");
+	metrics_write_sample(b, "rung_db_queued_statements", NULL, queued);
+	metrics_write_head(b, "rung_lease_waiters", "gauge", "Parked lease long-polls.");
+	metrics_write_sample(b, "rung_lease_waiters", NULL, app->lease ? lease_waiting(app->lease) : 0);
+	hreq_reply_typed(h, 200, "text/plain; version=0.0.4; charset=utf-8",
+			 (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
+	evbuffer_free(b);
+	json_decref(doc);
+}
+
+void metrics_handle(struct hreq *h)
+{
+	const char *params[1] = { wait_bounds_sql };
+
+	db_exec(h->app->db, sql_metrics_counts, 1, params, on_counts, h);
+}

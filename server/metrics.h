@@ -1,0 +1,55 @@
+/* GET /metrics for rungd in the Prometheus text exposition format (version 0.0.4): the counts
+ * kept in the database (jobs, attempts, rungs, queue, lease waits, heartbeats, GPUs,
+ * escalations, webhook outbox; one statement), and what only the process knows (HTTP request
+ * latency by route and status class, the database pool, parked long-polls). */
+#ifndef RUNG_METRICS_H
+#define RUNG_METRICS_H
+
+#include <stdint.h>
+
+struct evbuffer;
+struct hreq;
+struct metrics;
+
+/* A histogram with fixed upper bounds (ascending, borrowed: static storage). */
+struct metrics_hist {
+	const double *bounds;
+	int nbounds;
+	uint64_t *counts; /* per bound, not cumulative; counts[nbounds] is the overflow (+Inf only) */
+	double sum;
+	uint64_t count;
+};
+
+void metrics_hist_init(struct metrics_hist *hi, const double *bounds, int nbounds);
+void metrics_hist_release(struct metrics_hist *hi);
+/* Counts v in the first bucket whose bound is >= v (Prometheus `le` semantics). */
+void metrics_hist_observe(struct metrics_hist *hi, double v);
+
+/* Exposition writers. labels: "key", "value" pairs ending with NULL (or NULL for none); values
+ * are escaped (backslash, double quote, newline). */
+void metrics_write_head(struct evbuffer *b, const char *name, const char *type, const char *help);
+void metrics_write_sample(struct evbuffer *b, const char *name, const char *const *labels, double v);
+/* name_bucket{labels,le="B"} cumulative for each bound and +Inf, then name_sum and name_count. */
+void metrics_write_hist(struct evbuffer *b, const char *name, const char *const *labels,
+			const struct metrics_hist *hi);
+/* The same from cumulative counts given per bound (as SQL computes them) plus sum and count. */
+void metrics_write_hist_cumulative(struct evbuffer *b, const char *name, const char *const *labels,
+				   const double *bounds, const uint64_t *cumulative, int nbounds, double sum,
+				   uint64_t count);
+/* A label value escaped for the exposition format, appended to b. */
+void metrics_escape_label(struct evbuffer *b, const char *value);
+
+/* The in-process registry; metrics_free(NULL) is a no-op. */
+struct metrics *metrics_new(void);
+void metrics_free(struct metrics *m);
+/* Records one answered request: method and route are static strings (the route table's
+ * pattern, "unmatched" when none matched); status is the HTTP code. m may be NULL. */
+void metrics_http_observe(struct metrics *m, const char *method, const char *route, int status, double seconds);
+/* Appends the in-process metrics (HTTP histograms) to b. */
+void metrics_write_http(const struct metrics *m, struct evbuffer *b);
+
+/* The GET /metrics handler: one statement for the database counts, then the in-process ones;
+ * answers 200 text/plain even when the database is down (rung_database_up 0). */
+void metrics_handle(struct hreq *h);
+
+#endif

@@ -1,0 +1,917 @@
+/* The /ui pages: each handler checks the caller (the rung_token cookie), runs one sql/web_*.sql
+ * statement on the loop and renders the JSON it returns as one HTML page. Read-only: nothing here
+ * changes a job, an escalation or a GPU. Every text from the database is escaped (html_esc); the
+ * pages carry no scripts and a Content-Security-Policy that forbids them. */
+#include "web.h"
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "app.h"
+#include "auth.h"
+#include "db.h"
+#include "html.h"
+#include "http.h"
+#include "jpath.h"
+#include "ladder.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+
+#define WEB_COOKIE "rung_token"
+#define WEB_COOKIE_MAX_AGE (30 * 24 * 3600)
+#define WEB_TOKEN_MAX 512
+#define WEB_FORM_MAX 8192
+#define WEB_QUEUE_LIMIT "200"
+#define WEB_LOG_LINES 40
+
+struct web_req;
+/* The page a statement's result is rendered into. */
+typedef void (*web_render)(struct hbuf *b, const struct web_req *w, const json_t *doc);
+
+/* One page request between db_exec and its callback. */
+struct web_req {
+	struct hreq *h;
+	web_render render;
+	const char *title;   /* static */
+	const char *missing; /* static: the 404 text when the statement returns no row */
+	char *filter;        /* state filter echoed by list pages, owned */
+};
+
+static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
+static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
+
+static const char page_css[] =
+	"body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}"
+	"header{background:#1d2330;color:#fff;padding:10px 24px;display:flex;gap:22px;align-items:center}"
+	"header a{color:#cfd8e6;text-decoration:none}header a:hover{color:#fff}header .brand{font-weight:700;color:#fff}"
+	"header form{margin-left:auto}header button{background:none;border:1px solid #566;color:#cfd8e6;border-radius:4px;"
+	"padding:2px 10px;cursor:pointer}"
+	"main{max-width:1180px;margin:0 auto;padding:18px 24px 60px}"
+	"h1{font-size:22px;margin:6px 0 12px}h2{font-size:17px;margin:26px 0 10px}h3{font-size:15px;margin:18px 0 8px}"
+	"table{border-collapse:collapse;width:100%;background:#fff;margin:6px 0 14px}"
+	"th,td{border:1px solid #dde1e7;padding:5px 8px;text-align:left;vertical-align:top}th{background:#eef1f5;font-weight:600}"
+	"a{color:#2456a6}code{font:12.5px ui-monospace,Menlo,Consolas,monospace;background:#eef1f5;padding:1px 4px;border-radius:3px}"
+	"pre{background:#1d2330;color:#e8ecf2;padding:10px 12px;overflow:auto;border-radius:6px;font-size:12px}"
+	"pre code{background:none;color:inherit;padding:0}"
+	".state{display:inline-block;padding:1px 9px;border-radius:10px;font-size:12px;font-weight:600;background:#e3e7ee}"
+	".s-succeeded,.s-ok,.s-resolved{background:#d6f0dc;color:#1d6b32}.s-failed,.s-quarantined,.s-open,.s-lost{background:#f8d7d7;color:#8f1d1d}"
+	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect{background:#fdefc8;color:#7a5a00}"
+	".s-cancelled{background:#e5e5e5;color:#555}"
+	".filters a{margin-right:12px}.filters a.on{font-weight:700;color:#1d2330;text-decoration:none}"
+	".facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:8px 0}.facts dt{color:#5b6472}.facts dd{margin:0}"
+	".card{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:12px 16px;margin:12px 0}"
+	".attempt h3{margin:0 0 6px;display:flex;gap:10px;align-items:center}"
+	".next{background:#fff8e1;border-left:4px solid #e0a800;padding:8px 12px;margin:10px 0}"
+	".muted{color:#6b7482}.err{color:#8f1d1d}"
+	".login{max-width:420px;margin:60px auto}.login input[type=password]{width:100%;padding:7px;box-sizing:border-box;margin:6px 0 12px}"
+	".login button{padding:6px 18px}"
+	"table.gpus code,table.gpus td:nth-child(4){white-space:nowrap}table.kv{width:auto;min-width:420px}table.kv th{width:220px}svg.memchart{display:block;margin:8px 0}";
+
+/* ---- small pure helpers ---- */
+
+static bool in_list(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (strcmp(s, list[i]) == 0)
+			return true;
+	return false;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = tolower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+char *web_cookie(const char *header, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *p = header;
+
+	while (p && *p) {
+		const char *end;
+		while (*p == ' ' || *p == ';')
+			p++;
+		end = strchr(p, ';');
+		if (!end)
+			end = p + strlen(p);
+		if ((size_t)(end - p) > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
+			const char *v = p + nl + 1;
+			size_t len = (size_t)(end - v);
+			char *out;
+			while (len > 0 && v[len - 1] == ' ')
+				len--;
+			if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
+				v++;
+				len -= 2;
+			}
+			out = xmalloc(len + 1);
+			memcpy(out, v, len);
+			out[len] = '\0';
+			return out;
+		}
+		p = end;
+	}
+	return NULL;
+}
+
+char *web_form_value(const char *body, size_t len, const char *key)
+{
+	size_t kl = strlen(key), i = 0;
+
+	while (i < len) {
+		size_t j = i, e;
+		while (j < len && body[j] != '&')
+			j++;
+		e = i;
+		while (e < j && body[e] != '=')
+			e++;
+		if (e - i == kl && memcmp(body + i, key, kl) == 0) {
+			char *out = xmalloc(j - e + 1);
+			size_t o = 0;
+			for (size_t k = e < j ? e + 1 : j; k < j; k++) {
+				if (body[k] == '+') {
+					out[o++] = ' ';
+				} else if (body[k] == '%') {
+					int hi = k + 2 < j ? hexval((unsigned char)body[k + 1]) : -1;
+					int lo = hi >= 0 ? hexval((unsigned char)body[k + 2]) : -1;
+					if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
+						free(out);
+						return NULL;
+					}
+					out[o++] = (char)(hi * 16 + lo);
+					k += 2;
+				} else {
+					out[o++] = body[k];
+				}
+			}
+			out[o] = '\0';
+			return out;
+		}
+		i = j + 1;
+	}
+	return NULL;
+}
+
+int web_safe_next(const char *next)
+{
+	if (!next || strncmp(next, "/ui", 3) != 0 || (next[3] != '\0' && next[3] != '/' && next[3] != '?'))
+		return 0;
+	for (const char *p = next; *p; p++)
+		if ((unsigned char)*p < 0x21 || *p == '\\' || *p == 0x7f || (p[0] == '/' && p[1] == '/'))
+			return 0;
+	return 1;
+}
+
+/* Token characters a cookie value may carry unquoted (RFC 6265 cookie-octet, minus ; , " \). */
+static bool token_ok(const char *t)
+{
+	size_t n = strlen(t);
+
+	if (n == 0 || n > WEB_TOKEN_MAX)
+		return false;
+	for (; *t; t++)
+		if ((unsigned char)*t <= 0x20 || (unsigned char)*t >= 0x7f || strchr("\";,\\", *t))
+			return false;
+	return true;
+}
+
+/* Display text of any JSON value: strings as they are, null as "-", the rest as compact JSON. */
+static void esc_val(struct hbuf *b, const json_t *v)
+{
+	char *t;
+
+	if (!v || json_is_null(v)) {
+		html_add(b, "<span class=\"muted\">-</span>");
+		return;
+	}
+	if (json_is_string(v)) {
+		html_esc(b, json_string_value(v));
+		return;
+	}
+	t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	html_esc(b, t);
+	free(t);
+}
+
+/* "2025-01-31T12:34:56.789+00:00" -> "2025-01-31 12:34:56". */
+static void esc_time(struct hbuf *b, const json_t *v)
+{
+	const char *s = json_string_value(v);
+	char t[20];
+
+	if (!s || strlen(s) < 19) {
+		esc_val(b, v);
+		return;
+	}
+	memcpy(t, s, 19);
+	t[10] = ' ';
+	t[19] = '\0';
+	html_esc(b, t);
+}
+
+static void state_badge(struct hbuf *b, const char *state)
+{
+	html_add(b, "<span class=\"state s-");
+	html_esc(b, state ? state : "none");
+	html_add(b, "\">");
+	html_esc(b, state ? state : "-");
+	html_add(b, "</span>");
+}
+
+static void dt(struct hbuf *b, const char *label, const json_t *v)
+{
+	html_printf(b, "<dt>%s</dt><dd>", label);
+	esc_val(b, v);
+	html_add(b, "</dd>");
+}
+
+/* ---- page frame and replies ---- */
+
+static void page_open(struct hbuf *b, const char *title)
+{
+	html_add(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+		    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
+	html_esc(b, title);
+	html_add(b, " - rung</title><style>");
+	html_add(b, page_css);
+	html_add(b, "</style></head><body><header><a class=\"brand\" href=\"/ui/\">rung</a>"
+		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>"
+		    "<form method=\"post\" action=\"/ui/logout\"><button type=\"submit\">Log out</button></form>"
+		    "</header><main>\n");
+}
+
+static void page_close(struct hbuf *b)
+{
+	html_add(b, "</main></body></html>");
+}
+
+static void reply_html(struct hreq *h, int code, struct hbuf *b)
+{
+	char *s = html_take(b);
+
+	hreq_add_header(h, "Cache-Control", "no-store");
+	hreq_add_header(h, "X-Content-Type-Options", "nosniff");
+	hreq_add_header(h, "Referrer-Policy", "same-origin");
+	hreq_add_header(h, "Content-Security-Policy",
+			"default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+			"frame-ancestors 'none'; base-uri 'none'");
+	hreq_reply_typed(h, code, "text/html; charset=utf-8", s, strlen(s));
+	free(s);
+}
+
+static void reply_message(struct hreq *h, int code, const char *title, const char *msg)
+{
+	struct hbuf b = { 0 };
+
+	page_open(&b, title);
+	html_add(&b, "<h1>");
+	html_esc(&b, title);
+	html_add(&b, "</h1><p class=\"err\">");
+	html_esc(&b, msg);
+	html_add(&b, "</p>");
+	page_close(&b);
+	reply_html(h, code, &b);
+}
+
+static void redirect(struct hreq *h, const char *location)
+{
+	hreq_add_header(h, "Location", location);
+	hreq_add_header(h, "Cache-Control", "no-store");
+	hreq_reply_text(h, 303, NULL);
+}
+
+/* ---- the caller ---- */
+
+/* The owner a page is limited to: the caller's name for a submitter (its own jobs only), NULL
+ * (everything) for support and admin. */
+static const char *owner_filter(const struct hreq *h)
+{
+	return (h->who.role & (AUTH_SUPPORT | AUTH_ADMIN)) ? NULL : h->who.name;
+}
+
+/* Runs page(h) for a caller with one of `roles`, checked by server/auth.c exactly as for the API:
+ * the rung_token cookie is handed to auth_dispatch as the bearer token. Without a usable cookie
+ * the browser is sent to the login form with the page to come back to. */
+static void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h))
+{
+	char *tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
+
+	if (tok && token_ok(tok)) {
+		if (h->req && !hreq_header(h, "Authorization")) {
+			char *bearer = xasprintf("Bearer %s", tok);
+			evhttp_add_header(evhttp_request_get_input_headers(h->req), "Authorization", bearer);
+			free(bearer);
+		}
+		auth_dispatch(h, roles, scope, page);
+	} else {
+		struct hbuf loc = { 0 };
+		char *next;
+		html_add(&loc, "/ui/login?next=");
+		html_url(&loc, h->path);
+		if (h->query) {
+			html_url(&loc, "?");
+			html_url(&loc, h->query);
+		}
+		next = html_take(&loc);
+		redirect(h, next);
+		free(next);
+	}
+	free(tok);
+}
+
+/* ---- running a page's statement ---- */
+
+static void on_page(PGresult *res, const char *err, void *arg)
+{
+	struct web_req *w = arg;
+	struct hreq *h = w->h;
+	struct hbuf b = { 0 };
+	json_t *doc = NULL;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		log_warn("web page failed", "path=%s error=\"%s\"", h->path,
+			 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : err ? err : "?");
+		reply_message(h, 503, "Database unavailable", "The database could not answer; try again shortly.");
+		goto out;
+	}
+	if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0) ||
+	    !(doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL))) {
+		reply_message(h, 404, "Not found", w->missing);
+		goto out;
+	}
+	page_open(&b, w->title);
+	w->render(&b, w, doc);
+	page_close(&b);
+	reply_html(h, 200, &b);
+out:
+	json_decref(doc);
+	free(w->filter);
+	free(w);
+}
+
+static void run_page(struct hreq *h, const char *sql, int n, const char *const *params, web_render render,
+		     const char *title, const char *missing, char *filter)
+{
+	struct web_req *w = xcalloc(1, sizeof *w);
+
+	w->h = h;
+	w->render = render;
+	w->title = title;
+	w->missing = missing;
+	w->filter = filter;
+	db_exec(h->app->db, sql, n, params, on_page, w);
+}
+
+/* ?state= when it is one of list; "" and absent read as no filter. Returns -1 after answering 400. */
+static int state_param(struct hreq *h, const char *const *list, size_t n, char **out)
+{
+	char *s = hreq_query(h, "state");
+
+	*out = NULL;
+	if (s && *s && !in_list(s, list, n)) {
+		free(s);
+		reply_message(h, 400, "Bad request", "unknown state filter");
+		return -1;
+	}
+	if (s && *s)
+		*out = s;
+	else
+		free(s);
+	return 0;
+}
+
+static void filters(struct hbuf *b, const char *base, const char *const *list, size_t n, const char *on,
+		    const json_t *counts)
+{
+	html_printf(b, "<p class=\"filters\"><a href=\"%s\"%s>all</a>", base, on ? "" : " class=\"on\"");
+	for (size_t i = 0; i < n; i++) {
+		html_printf(b, "<a href=\"%s?state=%s\"%s>%s", base, list[i],
+			    on && !strcmp(on, list[i]) ? " class=\"on\"" : "", list[i]);
+		if (counts)
+			html_printf(b, " (%lld)", (long long)json_integer_value(json_object_get(counts, list[i])));
+		html_add(b, "</a>");
+	}
+	html_add(b, "</p>\n");
+}
+
+/* ---- the queue ---- */
+
+static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *doc)
+{
+	const json_t *jobs = json_object_get(doc, "jobs"), *j;
+	const char *on = w->filter;
+	size_t i;
+
+	html_add(b, "<h1>Jobs</h1>\n");
+	filters(b, "/ui/", job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"));
+	if (json_array_size(jobs) == 0) {
+		html_add(b, "<p class=\"muted\">No jobs.</p>");
+		return;
+	}
+	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>"
+		    "<th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
+	json_array_foreach(jobs, i, j) {
+		long long id = json_integer_value(json_object_get(j, "id"));
+		html_printf(b, "<tr><td><a href=\"/ui/jobs/%lld\">%lld</a></td><td><a href=\"/ui/jobs/%lld\">", id, id, id);
+		html_esc(b, json_string_value(json_object_get(j, "name")));
+		html_add(b, "</a></td><td>");
+		state_badge(b, json_string_value(json_object_get(j, "state")));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(j, "kind"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(j, "owner"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(j, "attempts"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(j, "next_action"));
+		html_add(b, "</td><td>");
+		esc_time(b, json_object_get(j, "updated_at"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+static void queue_page(struct hreq *h)
+{
+	char *state;
+
+	if (state_param(h, job_states, ARRAY_LEN(job_states), &state) < 0)
+		return;
+	const char *params[3] = { state, owner_filter(h), WEB_QUEUE_LIMIT };
+	run_page(h, sql_web_jobs, 3, params, render_queue, "Jobs", "no jobs", state);
+}
+
+/* ---- one job ---- */
+
+/* A table of the leaves that differ between a and b (ladder_diff), or `same` when none do. */
+static void diff_table(struct hbuf *b, const json_t *a, const json_t *bb, const char *la, const char *lb,
+		       const char *same)
+{
+	json_t *d = json_array(), *c;
+	size_t i;
+
+	if (json_is_object(a) && json_is_object(bb))
+		ladder_diff(a, bb, d);
+	if (json_array_size(d) == 0) {
+		html_printf(b, "<p class=\"muted\">%s</p>\n", same);
+		json_decref(d);
+		return;
+	}
+	html_printf(b, "<table class=\"diff\"><thead><tr><th>path</th><th>%s</th><th>%s</th></tr></thead><tbody>\n", la,
+		    lb);
+	json_array_foreach(d, i, c) {
+		html_add(b, "<tr><td><code>");
+		html_esc(b, json_string_value(json_object_get(c, "path")));
+		html_add(b, "</code></td><td>");
+		esc_val(b, json_object_get(c, "old"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(c, "new"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+	json_decref(d);
+}
+
+static void changes_table(struct hbuf *b, const json_t *changes)
+{
+	json_t *c;
+	size_t i;
+
+	html_add(b, "<table class=\"changes\"><thead><tr><th>path</th><th>old</th><th>new</th></tr></thead><tbody>\n");
+	json_array_foreach(changes, i, c) {
+		html_add(b, "<tr><td><code>");
+		html_esc(b, json_string_value(json_object_get(c, "path")));
+		html_add(b, "</code></td><td>");
+		esc_val(b, json_object_get(c, "old"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(c, "new"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+static void kv_table(struct hbuf *b, const json_t *obj)
+{
+	const char *k;
+	json_t *v;
+
+	html_add(b, "<table class=\"kv\"><tbody>\n");
+	json_object_foreach((json_t *)obj, k, v) {
+		html_add(b, "<tr><th>");
+		html_esc(b, k);
+		html_add(b, "</th><td>");
+		esc_val(b, v);
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+static void render_attempt(struct hbuf *b, const json_t *a, const json_t *prev_config, const json_t *target)
+{
+	const json_t *f = json_object_get(a, "facts"), *phase = jpath_get(a, "facts.oom_phase"), *ev, *l;
+	const json_t *changes = json_object_get(a, "changes"), *lines = jpath_get(a, "facts.log_tail");
+	const char *outcome = json_string_value(json_object_get(a, "outcome"));
+	size_t i, n;
+
+	if (!json_is_string(phase))
+		phase = json_object_get(a, "phase");
+	html_printf(b, "<section class=\"card attempt\" id=\"attempt-%lld\"><h3>Attempt %lld ",
+		    (long long)json_integer_value(json_object_get(a, "number")),
+		    (long long)json_integer_value(json_object_get(a, "number")));
+	state_badge(b, outcome ? outcome : json_string_value(json_object_get(a, "state")));
+	if (json_is_string(json_object_get(a, "rung"))) {
+		html_add(b, " <span class=\"rung\">rung <code>");
+		html_esc(b, json_string_value(json_object_get(a, "rung")));
+		html_add(b, "</code></span>");
+	}
+	html_add(b, "</h3><dl class=\"facts\">");
+	dt(b, "worker", json_object_get(a, "worker_id"));
+	html_add(b, "<dt>GPU</dt><dd>");
+	esc_val(b, json_object_get(a, "gpu_uuid"));
+	if (json_is_integer(json_object_get(a, "gpu_memory_mib"))) {
+		html_add(b, " <span class=\"muted\">(");
+		html_esc(b, json_string_value(json_object_get(a, "gpu_name")));
+		html_printf(b, ", %lld MiB)</span>", (long long)json_integer_value(json_object_get(a, "gpu_memory_mib")));
+	}
+	html_add(b, "</dd>");
+	dt(b, "phase", phase);
+	html_add(b, "<dt>step</dt><dd>");
+	esc_val(b, json_object_get(a, "step"));
+	if (json_is_integer(json_object_get(a, "total_steps")))
+		html_printf(b, " / %lld", (long long)json_integer_value(json_object_get(a, "total_steps")));
+	html_add(b, "</dd>");
+	dt(b, "class", json_object_get(a, "class"));
+	dt(b, "rule", json_object_get(a, "rule"));
+	dt(b, "action", json_object_get(a, "action"));
+	dt(b, "rung", json_object_get(a, "rung"));
+	dt(b, "outcome", json_object_get(a, "outcome"));
+	html_add(b, "<dt>started</dt><dd>");
+	esc_time(b, json_object_get(a, "started_at"));
+	html_add(b, "</dd>");
+	if (json_is_object(f) && json_is_integer(json_object_get(f, "duration_ms")))
+		html_printf(b, "<dt>duration</dt><dd>%.1f s</dd>",
+			    (double)json_integer_value(json_object_get(f, "duration_ms")) / 1000.0);
+	if (json_is_string(json_object_get(f, "error"))) {
+		html_add(b, "<dt>error</dt><dd><code>");
+		html_esc(b, json_string_value(json_object_get(f, "error")));
+		html_add(b, "</code></dd>");
+	}
+	html_add(b, "</dl>\n");
+	if (json_array_size(json_object_get(a, "evidence")) > 0) {
+		html_add(b, "<ul class=\"evidence\">");
+		json_array_foreach(json_object_get(a, "evidence"), i, ev) {
+			html_add(b, "<li>");
+			esc_val(b, ev);
+			html_add(b, "</li>");
+		}
+		html_add(b, "</ul>\n");
+	}
+	html_add(b, "<div class=\"chart\">");
+	if (!html_mem_chart(b, a, json_integer_value(json_object_get(a, "gpu_memory_mib"))))
+		html_add(b, "<p class=\"muted\">No memory figures for this attempt.</p>");
+	html_add(b, "</div>\n");
+	html_add(b, "<h4>Config this attempt ran</h4>\n");
+	diff_table(b, prev_config ? prev_config : target, json_object_get(a, "config"),
+		   prev_config ? "previous attempt" : "target", "this attempt",
+		   prev_config ? "Same config as the previous attempt." : "The target config, unchanged.");
+	if (json_array_size(changes) > 0) {
+		html_add(b, "<h4>Changes decided for the next attempt</h4>\n");
+		changes_table(b, changes);
+	}
+	n = json_array_size(lines);
+	if (n > 0) {
+		html_printf(b, "<details><summary>last %zu log lines</summary><pre><code>",
+			    n > WEB_LOG_LINES ? (size_t)WEB_LOG_LINES : n);
+		for (i = n > WEB_LOG_LINES ? n - WEB_LOG_LINES : 0; i < n; i++) {
+			l = json_array_get(lines, i);
+			html_esc(b, json_string_value(l));
+			html_add(b, "\n");
+		}
+		html_add(b, "</code></pre></details>\n");
+	}
+	html_add(b, "</section>\n");
+}
+
+static void render_job(struct hbuf *b, const struct web_req *w, const json_t *doc)
+{
+	const json_t *j = json_object_get(doc, "job"), *as = json_object_get(doc, "attempts");
+	const json_t *esc = json_object_get(doc, "escalations"), *a, *e, *prev = NULL;
+	const json_t *target = json_object_get(j, "target_config"), *ceil = jpath_get(j, "recovery_state.ceilings");
+	const json_t *cons = json_object_get(j, "constraints");
+	const char *next = json_string_value(json_object_get(j, "next_action"));
+	size_t i;
+
+	(void)w;
+	html_printf(b, "<h1>Job %lld: ", (long long)json_integer_value(json_object_get(j, "id")));
+	html_esc(b, json_string_value(json_object_get(j, "name")));
+	html_add(b, " ");
+	state_badge(b, json_string_value(json_object_get(j, "state")));
+	html_add(b, "</h1>\n<dl class=\"facts job\">");
+	dt(b, "kind", json_object_get(j, "kind"));
+	dt(b, "owner", json_object_get(j, "owner"));
+	dt(b, "priority", json_object_get(j, "priority"));
+	dt(b, "attempts", json_object_get(j, "attempts"));
+	if (json_is_true(json_object_get(j, "cancel_requested")))
+		html_add(b, "<dt>cancel</dt><dd>requested</dd>");
+	html_add(b, "<dt>created</dt><dd>");
+	esc_time(b, json_object_get(j, "created_at"));
+	html_add(b, "</dd><dt>updated</dt><dd>");
+	esc_time(b, json_object_get(j, "updated_at"));
+	html_add(b, "</dd>");
+	if (!json_is_null(json_object_get(j, "finished_at"))) {
+		html_add(b, "<dt>finished</dt><dd>");
+		esc_time(b, json_object_get(j, "finished_at"));
+		html_add(b, "</dd>");
+	}
+	if (json_is_object(json_object_get(j, "result")))
+		dt(b, "result", jpath_get(j, "result.reason"));
+	html_add(b, "</dl>\n");
+	if (next) {
+		html_add(b, "<div class=\"next\"><strong>Next action:</strong> ");
+		html_esc(b, next);
+		html_add(b, "</div>\n");
+	}
+	if (json_array_size(esc) > 0) {
+		html_add(b, "<h2>Escalations</h2><ul class=\"escalations\">");
+		json_array_foreach(esc, i, e) {
+			long long id = json_integer_value(json_object_get(e, "id"));
+			html_printf(b, "<li><a href=\"/ui/escalations/%lld\">escalation %lld</a> ", id, id);
+			state_badge(b, json_string_value(json_object_get(e, "state")));
+			html_add(b, " <code>");
+			html_esc(b, json_string_value(json_object_get(e, "trigger")));
+			html_add(b, "</code> ");
+			html_esc(b, json_string_value(json_object_get(e, "summary")));
+			html_add(b, "</li>");
+		}
+		html_add(b, "</ul>\n");
+	}
+	html_add(b, "<h2>Target vs current config</h2>\n");
+	diff_table(b, target, json_object_get(j, "current_config"), "target", "current",
+		   "The current config is the target config.");
+	html_add(b, "<h2>Ceilings and budget</h2>\n");
+	if (json_object_size(ceil) > 0) {
+		html_add(b, "<h3>Ceilings found by the ladder</h3>");
+		kv_table(b, ceil);
+	}
+	if (json_object_size(cons) > 0) {
+		html_add(b, "<h3>Placement constraints</h3>");
+		kv_table(b, cons);
+	}
+	html_add(b, "<h3>Recovery settings</h3>");
+	kv_table(b, json_object_get(j, "recovery"));
+	html_printf(b, "<h2>Attempts (%zu)</h2>\n", json_array_size(as));
+	if (json_array_size(as) == 0)
+		html_add(b, "<p class=\"muted\">No attempt has started yet.</p>");
+	json_array_foreach(as, i, a) {
+		render_attempt(b, a, prev, target);
+		prev = json_object_get(a, "config");
+	}
+}
+
+static void job_page(struct hreq *h)
+{
+	if (http_parse_id(h->param[0]) < 0) {
+		reply_message(h, 404, "Not found", "no such job");
+		return;
+	}
+	const char *params[2] = { h->param[0], owner_filter(h) };
+	run_page(h, sql_web_job, 2, params, render_job, "Job", "no such job", NULL);
+}
+
+/* ---- escalations ---- */
+
+static void render_escalations(struct hbuf *b, const struct web_req *w, const json_t *doc)
+{
+	const json_t *list = json_object_get(doc, "escalations"), *e;
+	size_t i;
+
+	html_add(b, "<h1>Escalations</h1>\n");
+	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL);
+	if (json_array_size(list) == 0) {
+		html_add(b, "<p class=\"muted\">No escalations.</p>");
+		return;
+	}
+	html_add(b, "<table class=\"escalations\"><thead><tr><th>#</th><th>job</th><th>trigger</th><th>state</th>"
+		    "<th>summary</th><th>opened</th></tr></thead><tbody>\n");
+	json_array_foreach(list, i, e) {
+		long long id = json_integer_value(json_object_get(e, "id"));
+		long long job = json_integer_value(json_object_get(e, "job_id"));
+		html_printf(b, "<tr><td><a href=\"/ui/escalations/%lld\">%lld</a></td><td><a href=\"/ui/jobs/%lld\">%lld ",
+			    id, id, job, job);
+		html_esc(b, json_string_value(json_object_get(e, "job_name")));
+		html_add(b, "</a></td><td><code>");
+		html_esc(b, json_string_value(json_object_get(e, "trigger")));
+		html_add(b, "</code></td><td>");
+		state_badge(b, json_string_value(json_object_get(e, "state")));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(e, "summary"));
+		html_add(b, "</td><td>");
+		esc_time(b, json_object_get(e, "created_at"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+static void escalations_page(struct hreq *h)
+{
+	char *state;
+
+	if (state_param(h, esc_states, ARRAY_LEN(esc_states), &state) < 0)
+		return;
+	const char *params[2] = { state, owner_filter(h) };
+	run_page(h, sql_web_escalations, 2, params, render_escalations, "Escalations", "no escalations", state);
+}
+
+static void render_escalation(struct hbuf *b, const struct web_req *w, const json_t *e)
+{
+	long long job = json_integer_value(json_object_get(e, "job_id"));
+
+	(void)w;
+	html_printf(b, "<h1>Escalation %lld ", (long long)json_integer_value(json_object_get(e, "id")));
+	state_badge(b, json_string_value(json_object_get(e, "state")));
+	html_add(b, "</h1>\n<dl class=\"facts escalation\"><dt>trigger</dt><dd><code class=\"trigger\">");
+	html_esc(b, json_string_value(json_object_get(e, "trigger")));
+	html_printf(b, "</code></dd><dt>job</dt><dd><a href=\"/ui/jobs/%lld\">%lld ", job, job);
+	html_esc(b, json_string_value(json_object_get(e, "job_name")));
+	html_add(b, "</a> ");
+	state_badge(b, json_string_value(json_object_get(e, "job_state")));
+	html_add(b, "</dd>");
+	dt(b, "summary", json_object_get(e, "summary"));
+	html_add(b, "<dt>opened</dt><dd>");
+	esc_time(b, json_object_get(e, "created_at"));
+	html_add(b, "</dd>");
+	if (json_is_string(json_object_get(e, "note")))
+		dt(b, "note", json_object_get(e, "note"));
+	html_add(b, "</dl>\n<div class=\"next recommendation\"><strong>Recommendation:</strong> ");
+	esc_val(b, json_object_get(e, "recommendation"));
+	html_add(b, "</div>\n<h2>Report</h2>\n<article class=\"card report\">\n");
+	if (json_is_string(json_object_get(e, "report_markdown")))
+		html_markdown(b, json_string_value(json_object_get(e, "report_markdown")));
+	else
+		html_add(b, "<p class=\"muted\">No report.</p>");
+	html_add(b, "</article>\n");
+}
+
+static void escalation_page(struct hreq *h)
+{
+	if (http_parse_id(h->param[0]) < 0) {
+		reply_message(h, 404, "Not found", "no such escalation");
+		return;
+	}
+	const char *params[2] = { h->param[0], owner_filter(h) };
+	run_page(h, sql_web_escalation, 2, params, render_escalation, "Escalation", "no such escalation", NULL);
+}
+
+/* ---- GPUs ---- */
+
+static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *doc)
+{
+	const json_t *gpus = json_object_get(doc, "gpus"), *g;
+	size_t i;
+
+	(void)w;
+	html_add(b, "<h1>GPUs</h1>\n");
+	if (json_array_size(gpus) == 0) {
+		html_add(b, "<p class=\"muted\">No GPUs registered.</p>");
+		return;
+	}
+	html_add(b, "<table class=\"gpus\"><thead><tr><th>GPU</th><th>name</th><th>worker</th><th>memory</th>"
+		    "<th>state</th><th>env faults</th><th>reason</th><th>running job</th><th>released</th></tr></thead>"
+		    "<tbody>\n");
+	json_array_foreach(gpus, i, g) {
+		const json_t *job = json_object_get(g, "running_job");
+		html_add(b, "<tr><td><code>");
+		html_esc(b, json_string_value(json_object_get(g, "uuid")));
+		html_add(b, "</code></td><td>");
+		esc_val(b, json_object_get(g, "name"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(g, "worker_name"));
+		html_add(b, " ");
+		state_badge(b, json_string_value(json_object_get(g, "worker_state")));
+		html_printf(b, "</td><td>%lld MiB</td><td>", (long long)json_integer_value(json_object_get(g, "memory_total_mib")));
+		state_badge(b, json_string_value(json_object_get(g, "state")));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(g, "env_faults"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(g, "reason"));
+		html_add(b, "</td><td>");
+		if (json_is_integer(job))
+			html_printf(b, "<a href=\"/ui/jobs/%lld\">%lld</a>", (long long)json_integer_value(job),
+				    (long long)json_integer_value(job));
+		else
+			html_add(b, "<span class=\"muted\">-</span>");
+		html_add(b, "</td><td>");
+		esc_time(b, json_object_get(g, "released_at"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+static void gpus_page(struct hreq *h)
+{
+	run_page(h, sql_web_gpus, 0, NULL, render_gpus, "GPUs", "no GPUs", NULL);
+}
+
+void web_queue(struct hreq *h)
+{
+	web_gate(h, AUTH_READERS, AUTH_SCOPE_NONE, queue_page);
+}
+
+void web_job(struct hreq *h)
+{
+	web_gate(h, AUTH_READERS, AUTH_SCOPE_JOB, job_page);
+}
+
+void web_escalations(struct hreq *h)
+{
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalations_page);
+}
+
+void web_escalation(struct hreq *h)
+{
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalation_page);
+}
+
+void web_gpus(struct hreq *h)
+{
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, gpus_page);
+}
+
+/* ---- login ---- */
+
+static void login_page(struct hreq *h, int code, const char *next, const char *error)
+{
+	struct hbuf b = { 0 };
+
+	html_add(&b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Log in - rung</title><style>");
+	html_add(&b, page_css);
+	html_add(&b, "</style></head><body><header><span class=\"brand\">rung</span></header><main><div class=\"card login\">"
+		     "<h1>Log in</h1>");
+	if (error) {
+		html_add(&b, "<p class=\"err\">");
+		html_esc(&b, error);
+		html_add(&b, "</p>");
+	}
+	html_add(&b, "<form method=\"post\" action=\"/ui/login\"><label for=\"token\">API token</label>"
+		     "<input type=\"password\" id=\"token\" name=\"token\" autocomplete=\"current-password\" required>"
+		     "<input type=\"hidden\" name=\"next\" value=\"");
+	html_esc(&b, next && web_safe_next(next) ? next : "/ui/");
+	html_add(&b, "\"><button type=\"submit\">Log in</button></form>"
+		     "<p class=\"muted\">The token is kept in an HttpOnly cookie for this site only.</p></div>");
+	page_close(&b);
+	reply_html(h, code, &b);
+}
+
+void web_login_form(struct hreq *h)
+{
+	char *next = hreq_query(h, "next");
+
+	login_page(h, 200, next, NULL);
+	free(next);
+}
+
+void web_login(struct hreq *h)
+{
+	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
+	size_t len = in ? evbuffer_get_length(in) : 0;
+	char *token = NULL, *next = NULL, *cookie = NULL;
+
+	if (len > WEB_FORM_MAX) {
+		login_page(h, 413, NULL, "The form is too large.");
+		goto out;
+	}
+	if (len > 0) {
+		const char *body = (const char *)evbuffer_pullup(in, -1);
+		token = web_form_value(body, len, "token");
+		next = web_form_value(body, len, "next");
+	}
+	if (!token || !token_ok(token)) {
+		login_page(h, 400, next, "Enter an API token (printable characters, no spaces).");
+		goto out;
+	}
+	cookie = xasprintf(WEB_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d", token, WEB_COOKIE_MAX_AGE);
+	hreq_add_header(h, "Set-Cookie", cookie);
+	log_info("web login", "path=%s", h->path);
+	redirect(h, next && web_safe_next(next) ? next : "/ui/");
+out:
+	free(token);
+	free(next);
+	free(cookie);
+}
+
+void web_logout(struct hreq *h)
+{
+	hreq_add_header(h, "Set-Cookie", WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+	redirect(h, "/ui/login");
+}

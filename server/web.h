@@ -1,0 +1,32 @@
+/* rungd's read-only web pages for support and operators (/ui/...): the queue, a job with its
+ * attempt timeline and memory charts, escalations with their rendered reports, the GPUs, and the
+ * login form that keeps an API token in an HttpOnly cookie. Server-rendered HTML, no scripts, no
+ * external assets. Data comes from sql/web_*.sql; the HTML pieces from html.c. */
+#ifndef RUNG_WEB_H
+#define RUNG_WEB_H
+
+#include <stddef.h>
+
+struct hreq;
+
+/* Route handlers (server/http.c). Each answers exactly once with text/html (or a 303 redirect to
+ * the login form when the request carries no usable token). */
+void web_queue(struct hreq *h);          /* GET /ui, /ui/jobs   ?state= */
+void web_job(struct hreq *h);            /* GET /ui/jobs/{id} */
+void web_escalations(struct hreq *h);    /* GET /ui/escalations   ?state= */
+void web_escalation(struct hreq *h);     /* GET /ui/escalations/{id} */
+void web_gpus(struct hreq *h);           /* GET /ui/gpus */
+void web_login_form(struct hreq *h);     /* GET /ui/login   ?next= */
+void web_login(struct hreq *h);          /* POST /ui/login   form token=&next= : sets the cookie, 303 */
+void web_logout(struct hreq *h);         /* POST /ui/logout : clears the cookie, 303 to the form */
+
+/* Value of cookie `name` in a Cookie header (heap, caller frees), or NULL when absent. */
+char *web_cookie(const char *header, const char *name);
+/* Value of `key` in an application/x-www-form-urlencoded body of len bytes, decoded (+ and %XX;
+ * heap, caller frees), or NULL when absent or malformed. */
+char *web_form_value(const char *body, size_t len, const char *key);
+/* True when `next` is a safe place to send a browser after login: a local /ui path (no scheme,
+ * no //host, no backslash, no control characters). */
+int web_safe_next(const char *next);
+
+#endif

@@ -1,0 +1,10 @@
+-- job_list.sql for one owner (a submitter sees only its jobs): $1 state or NULL, $2 cursor or NULL,
+-- $3 limit, $4 owner -> {"jobs", "next_cursor"}
+WITH page AS (
+  SELECT j.id, rung_job_json(j) AS doc FROM jobs j
+  WHERE j.owner = $4 AND ($1::text IS NULL OR j.state = $1::text) AND ($2::bigint IS NULL OR j.id < $2::bigint)
+  ORDER BY j.id DESC LIMIT $3::int + 1),
+shown AS (SELECT * FROM page ORDER BY id DESC LIMIT $3::int)
+SELECT jsonb_build_object(
+  'jobs', coalesce((SELECT jsonb_agg(doc ORDER BY id DESC) FROM shown), '[]'),
+  'next_cursor', CASE WHEN (SELECT count(*) FROM page) > $3::int THEN (SELECT min(id) FROM shown)::text END);

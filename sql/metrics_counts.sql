@@ -1,0 +1,36 @@
+-- GET /metrics: every count kept in the database, in one statement, as one JSON document.
+-- $1: the lease-wait histogram's upper bounds in seconds (float8[] text, ascending); each
+-- bucket is cumulative (waits <= bound). A wait is a `leased` event's time minus the time of
+-- the latest event before it that queued the job (submitted, re-queued, lease released).
+WITH waits AS MATERIALIZED (
+  SELECT extract(epoch FROM e.at - q.at)::float8 AS w
+  FROM events e
+  CROSS JOIN LATERAL (SELECT max(p.at) AS at FROM events p
+                      WHERE p.job_id = e.job_id AND p.id < e.id AND p.to_state = 'queued') q
+  WHERE e.kind = 'leased' AND q.at IS NOT NULL)
+SELECT jsonb_build_object(
+  'jobs', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+           FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state) s),
+  'attempts', (SELECT coalesce(jsonb_agg(jsonb_build_object('outcome', outcome, 'class', class, 'n', n)
+                                         ORDER BY outcome, class), '[]')
+               FROM (SELECT coalesce(outcome, state) AS outcome, coalesce(class, 'none') AS class,
+                            count(*) AS n
+                     FROM attempts WHERE state <> 'running' GROUP BY 1, 2) s),
+  'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
+  'rungs', (SELECT coalesce(jsonb_object_agg(rung, n), '{}')
+            FROM (SELECT rung, count(*) AS n FROM attempts WHERE rung IS NOT NULL GROUP BY rung) s),
+  'queue_depth', (SELECT count(*) FROM jobs WHERE state = 'queued'),
+  'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
+                      FROM jobs WHERE state = 'queued'),
+  'lease_wait', (SELECT jsonb_build_object(
+                   'buckets', (SELECT jsonb_agg((SELECT count(*) FROM waits WHERE w <= b) ORDER BY b)
+                               FROM unnest($1::float8[]) AS b),
+                   'sum', coalesce(sum(w), 0), 'count', count(*))
+                 FROM waits),
+  'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)
+                          FROM attempts WHERE state = 'running'),
+  'gpus', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+           FROM (SELECT state, count(*) AS n FROM gpus GROUP BY state) s),
+  'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+                  FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
+  'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text

@@ -1,0 +1,2 @@
+-- $1 name or NULL, $2 role, $3 hex SHA-256 of the secret -> {"status", "token"?}
+SELECT rung_token_create($1, $2, $3);

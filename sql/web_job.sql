@@ -1,0 +1,9 @@
+-- Web job page. $1 job id, $2 owner or NULL -> {"job": JOB, "attempts": [ATTEMPT + gpu_memory_mib, gpu_name]
+-- oldest first, "escalations": [ESCALATION]}; no row when missing or not the owner's.
+SELECT jsonb_build_object('job', rung_job_json(j),
+  'attempts', coalesce((SELECT jsonb_agg(rung_attempt_json(a) || jsonb_build_object('gpu_memory_mib', g.memory_total_mib,
+      'gpu_name', g.name) ORDER BY a.number)
+    FROM attempts a LEFT JOIN gpus g ON g.uuid = a.gpu_uuid WHERE a.job_id = j.id), '[]'),
+  'escalations', coalesce((SELECT jsonb_agg(rung_escalation_json(e, false) ORDER BY e.id)
+    FROM escalations e WHERE e.job_id = j.id), '[]'))
+FROM jobs j WHERE j.id = $1::bigint AND ($2::text IS NULL OR j.owner = $2::text);

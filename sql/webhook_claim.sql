@@ -1,0 +1,13 @@
+-- The delivery loop claims up to $1 due, undelivered outbox rows for $2 seconds (longer than one
+-- POST may take); SKIP LOCKED plus the claim deadline keep two replicas off the same row.
+-- Returns id, attempts (this try's number) and the payload text.
+UPDATE webhook_outbox o
+SET claimed_until = now() + make_interval(secs => $2::int), attempts = o.attempts + 1
+FROM (SELECT id FROM webhook_outbox
+      WHERE delivered_at IS NULL AND next_attempt_at <= now()
+        AND (claimed_until IS NULL OR claimed_until < now())
+      ORDER BY next_attempt_at, id
+      LIMIT $1::int
+      FOR UPDATE SKIP LOCKED) due
+WHERE o.id = due.id
+RETURNING o.id, o.attempts, o.payload::text

@@ -1,0 +1,191 @@
+/* Unit tests of the web pages' pure parts: HTML escaping, the Markdown subset of escalation
+ * reports (report.c's own output included), the SVG memory chart from given facts, and the
+ * cookie / form / redirect helpers of the login. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "../../server/html.h"
+#include "../../server/report.h"
+#include "tap.h"
+#include "../../server/web.h"
+
+static char *esc(const char *s)
+{
+	struct hbuf b = { 0 };
+
+	html_esc(&b, s);
+	return html_take(&b);
+}
+
+static char *md(const char *s)
+{
+	struct hbuf b = { 0 };
+
+	html_markdown(&b, s);
+	return html_take(&b);
+}
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle) != NULL;
+}
+
+static void test_escape(void)
+{
+	char *s = esc("<script>alert('x')</script> & \"q\"");
+	TAP_STR_EQ(s, "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;q&quot;", "html_esc escapes < > & \" '");
+	free(s);
+	s = esc("a\x01" "b\tc");
+	TAP_STR_EQ(s, "a\xef\xbf\xbd" "b\tc", "control bytes become U+FFFD, tab kept");
+	free(s);
+	s = esc("h\xc3\xa9llo");
+	TAP_STR_EQ(s, "h\xc3\xa9llo", "UTF-8 passes unchanged");
+	free(s);
+	struct hbuf b = { 0 };
+	html_url(&b, "/ui/jobs/1?x=a b&c");
+	s = html_take(&b);
+	TAP_STR_EQ(s, "%2Fui%2Fjobs%2F1%3Fx%3Da%20b%26c", "html_url percent-encodes a query value");
+	free(s);
+}
+
+static void test_markdown(void)
+{
+	char *h = md("# Title <b>\n\n## Sub\n\nplain **bold** and `co<de>` text\n");
+	TAP_OK(has(h, "<h1>Title &lt;b&gt;</h1>"), "heading, escaped");
+	TAP_OK(has(h, "<h2>Sub</h2>"), "second-level heading");
+	TAP_OK(has(h, "<p>plain <strong>bold</strong> and <code>co&lt;de&gt;</code> text</p>"), "inline bold and code");
+	free(h);
+
+	h = md("- one\n- two\n  - nested\n- three\n\nafter\n");
+	TAP_OK(has(h, "<ul>\n<li>one</li>\n<li>two<ul>\n<li>nested</li></ul>\n</li>\n<li>three</li></ul>\n<p>after</p>"),
+	   "lists, nested by two spaces, closed before a paragraph");
+	free(h);
+
+	h = md("| a | b |\n| --- | --- |\n| x \\| y | `z` |\n| 1 | 2 |\n");
+	TAP_OK(has(h, "<thead><tr><th>a</th><th>b</th></tr>"), "table header");
+	TAP_OK(has(h, "<tr><td>x | y</td><td><code>z</code></td></tr>"), "escaped pipe stays in its cell");
+	TAP_OK(has(h, "<tr><td>1</td><td>2</td></tr>"), "second row");
+	free(h);
+
+	h = md("````text\n```\n<img src=x onerror=alert(1)>\n````\nafter\n");
+	TAP_OK(has(h, "<pre><code>```\n&lt;img src=x onerror=alert(1)&gt;\n</code></pre>"),
+	   "a longer fence keeps a shorter one inside, contents escaped");
+	TAP_OK(has(h, "<p>after</p>"), "text after the fence is a paragraph");
+	free(h);
+
+	h = md("<script>x</script>\n- <i>\n| <b> | c |\n| - | - |\n");
+	TAP_OK(!has(h, "<script>") && !has(h, "<i>") && !has(h, "<b>"), "raw HTML never passes");
+	free(h);
+
+	h = md("```\nunterminated <x>");
+	TAP_OK(has(h, "<pre><code>unterminated &lt;x&gt;\n</code></pre>"), "an unterminated fence ends with the text");
+	free(h);
+	h = md("");
+	TAP_STR_EQ(h, "", "empty document");
+	free(h);
+}
+
+/* report.c's own Markdown renders with its parts: the trigger heading, the attempts table, the
+ * log fence. */
+static void test_report_markdown(void)
+{
+	json_t *ctx = json_pack("{s:{s:i, s:s, s:{s:{s:s}}, s:{s:{s:s}}}, s:[], s:{s:i, s:s, s:{s:s, s:[s, s]}}}",
+				"job", "id", 7, "kind", "image", "target_config", "config", "name", "lora|x",
+				"current_config", "config", "name", "lora|x", "attempts", "attempt", "number", 1,
+				"gpu_uuid", "GPU-1", "facts", "phase", "load", "log_tail", "loading", "Error <fatal>");
+	json_t *dec = json_pack("{s:s, s:s, s:s, s:[s], s:s, s:{s:s, s:s, s:s}}", "class", "env_fault", "rule",
+				"cublas", "action", "retry_clean", "evidence", "CUBLAS_STATUS_ALLOC_FAILED", "job_state",
+				"queued", "escalation", "trigger", "gpu_quarantined", "summary", "GPU GPU-1 quarantined",
+				"recommendation", "inspect the GPU");
+	json_t *rep = report_build(ctx, dec);
+	char *h = md(json_string_value(json_object_get(rep, "markdown")));
+	TAP_OK(has(h, "<h1>rung escalation: gpu_quarantined</h1>"), "report heading names the trigger");
+	TAP_OK(has(h, "<li><strong>Recommended next step</strong>: inspect the GPU</li>"), "recommendation in the list");
+	TAP_OK(has(h, "<th>#</th><th>worker</th><th>GPU</th>") && has(h, "<td>GPU-1</td>"), "attempts table");
+	TAP_OK(has(h, "<pre><code>loading\nError &lt;fatal&gt;\n</code></pre>"), "log lines fenced and escaped");
+	TAP_OK(!has(h, "```"), "no fence markers left");
+	free(h);
+	json_decref(rep);
+	json_decref(ctx);
+	json_decref(dec);
+}
+
+static char *chart(const char *attempt_json, long long total, int *drawn)
+{
+	struct hbuf b = { 0 };
+	json_t *a = json_loads(attempt_json, 0, NULL);
+
+	*drawn = html_mem_chart(&b, a, total);
+	json_decref(a);
+	return html_take(&b);
+}
+
+static void test_chart(void)
+{
+	int drawn;
+	char *s = chart("{\"facts\": {\"oom\": {\"tried_to_allocate_mib\": 2000, \"allocated_by_pytorch_mib\": 23000, "
+			"\"total_capacity_mib\": 24000}}, \"memory_used_mib\": 100}", 48000, &drawn);
+	TAP_OK(drawn == 1 && has(s, "<svg class=\"memchart\""), "OOM facts draw a chart");
+	TAP_OK(has(s, "needed 25000 MiB of 24000 MiB"), "need = allocated + tried, against the message's capacity");
+	TAP_OK(has(s, "class=\"tried\"") && has(s, "#d9534f"), "the part over capacity is red");
+	TAP_OK(has(s, "capacity 24000 MiB") && has(s, "class=\"capacity\""), "capacity line and label");
+	/* scale = 25000 * 1.05 = 26250; capacity at 10 + 24000 * 580 / 26250 = 540 */
+	TAP_OK(has(s, "x1=\"540\""), "capacity line placed on the scale (x=540)");
+	free(s);
+
+	s = chart("{\"facts\": {\"oom\": {\"tried_to_allocate_mib\": 512, \"total_capacity_mib\": null}}}", 8000, &drawn);
+	TAP_OK(drawn == 1 && has(s, "needed 512 MiB of 8000 MiB"), "no capacity in the message: the GPU's total");
+	free(s);
+
+	s = chart("{\"facts\": {\"oom\": null}, \"memory_used_mib\": 21000}", 24576, &drawn);
+	TAP_OK(drawn == 1 && has(s, "last reported 21000 MiB used of 24576 MiB") && has(s, "class=\"used\""),
+	   "without OOM figures: the heartbeat's memory against the GPU");
+	free(s);
+
+	s = chart("{\"facts\": {\"oom\": null}, \"memory_used_mib\": null}", 24576, &drawn);
+	TAP_OK(drawn == 0 && strcmp(s, "") == 0, "nothing to draw: no chart, nothing appended");
+	free(s);
+	s = chart("{\"memory_used_mib\": 5000}", 0, &drawn);
+	TAP_OK(drawn == 0, "unknown capacity: no chart");
+	free(s);
+}
+
+static void test_helpers(void)
+{
+	char *v = web_cookie("a=1; rung_token=rung_abc; b=2", "rung_token");
+	TAP_STR_EQ(v, "rung_abc", "cookie found among others");
+	free(v);
+	v = web_cookie("xrung_token=no; rung_token=\"q\"", "rung_token");
+	TAP_STR_EQ(v, "q", "cookie name matched exactly, quotes removed");
+	free(v);
+	TAP_OK(web_cookie("a=1", "rung_token") == NULL && web_cookie(NULL, "rung_token") == NULL, "absent cookie");
+
+	const char *form = "next=%2Fui%2Fjobs%2F3&token=rung_a%2Bb+c";
+	v = web_form_value(form, strlen(form), "token");
+	TAP_STR_EQ(v, "rung_a+b c", "form value decoded (+ and %XX)");
+	free(v);
+	v = web_form_value(form, strlen(form), "next");
+	TAP_STR_EQ(v, "/ui/jobs/3", "second form value");
+	free(v);
+	TAP_OK(web_form_value("token=%zz", 9, "token") == NULL, "malformed escape refused");
+	TAP_OK(web_form_value("token=%00", 9, "token") == NULL, "NUL refused");
+	TAP_OK(web_form_value("token=ab%", 9, "token") == NULL, "truncated escape refused");
+
+	TAP_OK(web_safe_next("/ui/jobs/3") && web_safe_next("/ui") && web_safe_next("/ui/?state=failed"), "local pages");
+	TAP_OK(!web_safe_next("//evil.example/ui") && !web_safe_next("https://evil.example/") &&
+	   !web_safe_next("/ui//evil.example") && !web_safe_next("/uix") && !web_safe_next("/ui/\\evil") &&
+	   !web_safe_next("/v1/jobs") && !web_safe_next(NULL), "no open redirect");
+}
+
+int main(void)
+{
+	test_escape();
+	test_markdown();
+	test_report_markdown();
+	test_chart();
+	test_helpers();
+	return TAP_DONE();
+}
