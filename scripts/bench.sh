@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# `make bench`: rung against raw PostgreSQL on this machine. Starts its own throwaway Postgres
+# (fsync on, synchronous_commit on), a fresh database and rungd per scenario, runs each scenario
+# (bin/bench/rung-bench plays submitters and workers over HTTP on 127.0.0.1) and the pgbench
+# ceiling on the same Postgres, prints one table per scenario and writes bench/results/SCENARIO.json.
+# Env: BENCH_QUICK=1 (one short run each, small N), BENCH_RUNS (3), BENCH_SECONDS (10),
+#      BENCH_FLEET (10000 simulated GPUs), BENCH_FLEET_SECONDS (30), BENCH_SCENARIOS
+#      ("submit cycle fleet recovery"), BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir).
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 1
+
+QUICK=${BENCH_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+	RUNS=${BENCH_RUNS:-1}; SECS=${BENCH_SECONDS:-2}; FLEET=${BENCH_FLEET:-400}; FLEET_SECS=${BENCH_FLEET_SECONDS:-4}
+	CYCLE_W="1,16,64"
+else
+	RUNS=${BENCH_RUNS:-3}; SECS=${BENCH_SECONDS:-10}; FLEET=${BENCH_FLEET:-10000}; FLEET_SECS=${BENCH_FLEET_SECONDS:-30}
+	CYCLE_W="1,16,256"
+fi
+SCENARIOS=${BENCH_SCENARIOS:-"submit cycle fleet recovery"}
+BENCH=${BENCH_TOOL:-bin/bench/rung-bench} # BENCH_TOOL: another build of it (e.g. under ASan)
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+PGBENCH="$PGBIN/pgbench"
+for b in bin/rungd "$BENCH" "$PGBENCH"; do
+	[ -x "$b" ] || { echo "bench.sh: $b is missing (make bin/rungd bin/bench/rung-bench; apt-get install postgresql)" >&2; exit 1; }
+done
+command -v jq >/dev/null || { echo "bench.sh: jq is required" >&2; exit 1; }
+
+# Many simulated workers hold one connection each, in rung-bench and in rungd.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+if [ "$(ulimit -n)" -lt $((FLEET + 1000)) ]; then
+	echo "bench.sh: open-file limit $(ulimit -n) is below what $FLEET GPUs need; lowering BENCH_FLEET" >&2
+	FLEET=$(( $(ulimit -n) - 1000 ))
+fi
+
+TMP=$(mktemp -d /tmp/rung-bench.XXXXXX)
+PG_DIR="$TMP/pg"
+RESULTS="$ROOT/bench/results"
+RAW="$RESULTS/raw.tmp"
+mkdir -p "$RESULTS"
+: >"$RAW"
+RUNGD_PID=""
+PG_STARTED=0
+
+cleanup() {
+	trap - EXIT INT TERM
+	stop_rungd
+	[ "$PG_STARTED" = 1 ] && tests/pg.sh stop "$PG_DIR" fast
+	if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "bench.sh: kept $TMP"; else rm -rf "$TMP"; fi
+}
+stop_rungd() {
+	local i
+	[ -n "$RUNGD_PID" ] && kill -0 "$RUNGD_PID" 2>/dev/null || { RUNGD_PID=""; return 0; }
+	kill -TERM "$RUNGD_PID" 2>/dev/null
+	for i in $(seq 1 150); do kill -0 "$RUNGD_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$RUNGD_PID" 2>/dev/null
+	wait "$RUNGD_PID" 2>/dev/null
+	RUNGD_PID=""
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+	local p try
+	for try in $(seq 1 50); do
+		p=$((20000 + RANDOM % 20000))
+		port_free "$p" && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# 1. Postgres: stock settings, fsync on, synchronous_commit on (the default).
+PG_PORT=$(free_port) || { echo "bench.sh: no free port" >&2; exit 1; }
+echo "bench.sh: PostgreSQL in $PG_DIR on port $PG_PORT (fsync on, synchronous_commit on)"
+RUNG_PG_FSYNC=on tests/pg.sh start "$PG_DIR" "$PG_PORT" || { echo "bench.sh: PostgreSQL did not start" >&2; exit 1; }
+PG_STARTED=1
+export PGOPTIONS="-c client_min_messages=warning"
+PSQL() { "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres "$@"; }
+PG_VERSION=$(PSQL -At -d postgres -c 'SHOW server_version')
+SYNC=$(PSQL -At -d postgres -c 'SHOW synchronous_commit')
+FSYNC=$(PSQL -At -d postgres -c 'SHOW fsync')
+
+# Machine facts for the results files.
+REV=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD -- 2>/dev/null || REV="$REV+dirty"
+MACHINE="$TMP/machine.json"
+jq -n --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" \
+	--argjson cores "$(nproc)" \
+	--argjson mem_mb "$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)" \
+	--arg kernel "$(uname -r)" --arg os "$(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-unknown}")" \
+	--arg pg "$PG_VERSION" --arg sync "$SYNC" --arg fsync "$FSYNC" \
+	--arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --arg runs "$RUNS" --arg secs "$SECS" \
+	'{cpu: $cpu, cores: $cores, mem_mb: $mem_mb, kernel: $kernel, os: $os, postgres: $pg,
+	  synchronous_commit: $sync, fsync: $fsync, date: $date, runs: ($runs|tonumber), seconds: ($secs|tonumber)}' >"$MACHINE"
+echo "bench.sh: $(jq -r '"\(.cpu), \(.cores) cores, \(.mem_mb) MB, PostgreSQL \(.postgres)"' "$MACHINE"); rev $REV"
+
+# A fresh database per scenario, and rungd on it.
+DBN=0
+fresh_db() {
+	DBN=$((DBN + 1))
+	DB="bench$DBN"
+	PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || exit 1
+	DB_URL=$(tests/pg.sh url "$PG_PORT" "$DB")
+	# schema, then one admin token for the load generator (admin skips per-owner checks)
+	bin/rungd migrate --database-url "$DB_URL" 2>>"$TMP/rungd.log" || { echo "bench.sh: migrate failed" >&2; exit 1; }
+	RUNG_BENCH_TOKEN=$(bin/rungd token create --role admin --name "bench$DBN" --database-url "$DB_URL" 2>>"$TMP/rungd.log") ||
+		{ echo "bench.sh: token create failed" >&2; exit 1; }
+	export RUNG_BENCH_TOKEN
+}
+start_rungd() { # extra rungd flags
+	local i
+	RUNGD_PORT=$(free_port) || { echo "bench.sh: no free port" >&2; exit 1; }
+	# --submit-rate: the per-token abuse limit would otherwise cap the submit scenario at 200/s
+	RUNG_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} bin/rungd --listen "127.0.0.1:$RUNGD_PORT" --database-url "$DB_URL" \
+		--submit-rate "${BENCH_SUBMIT_RATE:-1000000}" "$@" \
+		2>>"$TMP/rungd.log" &
+	RUNGD_PID=$!
+	for i in $(seq 1 300); do
+		kill -0 "$RUNGD_PID" 2>/dev/null || { echo "bench.sh: rungd exited; its log:" >&2; tail -n 30 "$TMP/rungd.log" >&2; exit 1; }
+		curl -sf "http://127.0.0.1:$RUNGD_PORT/healthz" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "bench.sh: rungd did not become healthy" >&2
+	exit 1
+}
+
+# pgbench ROWS_LABEL SCENARIO SETTING RUN METRIC SCRIPT CLIENTS [pgbench args]: one run, one raw line.
+pgbench_run() {
+	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat
+	shift 6
+	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
+	out=$("$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "$clients" -j "$threads" \
+		-T "$SECS" -f "$script" "$@" "$DB" 2>&1)
+	tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
+	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out" | head -n 1)
+	if [ -z "$tps" ] || grep -q "client [0-9]* aborted" <<<"$out"; then
+		echo "bench.sh: pgbench failed:" >&2
+		tail -n 5 <<<"$out" >&2
+		[ -z "$tps" ] && return 1
+	fi
+	jq -nc --arg sc "$scenario" --arg set "$setting" --argjson run "$run" --arg m "$metric" \
+		--argjson tps "$tps" --argjson lat "${lat:-null}" \
+		'{scenario: $sc, system: "pgbench", setting: $set, run: $run,
+		  metrics: {($m): $tps, latency_avg_ms: $lat}}' >>"$RAW"
+}
+
+report() { # SCENARIO
+	local q=""
+	[ "$QUICK" = 1 ] && q=--quick
+	"$BENCH" report --raw "$RAW" --scenario "$1" --out "$RESULTS/$1.json" --machine "$MACHINE" --rev "$REV" $q
+}
+
+URLARG() { echo "http://127.0.0.1:$RUNGD_PORT"; }
+FAILED=0
+
+for sc in $SCENARIOS; do
+	echo "bench.sh: scenario $sc"
+	fresh_db
+	PSQL -d "$DB" -f bench/schema.sql >/dev/null || exit 1
+	case "$sc" in
+	submit)
+		PAYLOAD=$(jq -c . bench/flux_lora_3k.json)
+		for c in 1 16; do
+			for run in $(seq 1 "$RUNS"); do
+				pgbench_run submit "c=$c" "$run" tx_per_s bench/insert_3k.sql "$c" -D "payload=$PAYLOAD" || FAILED=1
+			done
+		done
+		start_rungd
+		"$BENCH" submit --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list 16,64 >>"$RAW" || FAILED=1
+		;;
+	cycle)
+		ROWS=$(awk -v s="$SECS" 'BEGIN { print int(8000 * s + 1000) }')
+		for c in 1 4 16; do
+			for run in $(seq 1 "$RUNS"); do
+				PSQL -d "$DB" -v rows="$ROWS" -f bench/fill_queue.sql >/dev/null || exit 1
+				pgbench_run cycle "c=$c" "$run" jobs_per_s bench/claim_complete.sql "$c" || FAILED=1
+			done
+		done
+		start_rungd
+		"$BENCH" cycle --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list "$CYCLE_W" >>"$RAW" || FAILED=1
+		;;
+	fleet)
+		start_rungd
+		"$BENCH" fleet --url "$(URLARG)" --runs "$RUNS" --seconds "$FLEET_SECS" --fleet "$FLEET" \
+			--rungd-pid "$RUNGD_PID" >>"$RAW" || FAILED=1
+		;;
+	recovery)
+		start_rungd
+		"$BENCH" recovery --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --workers 16 >>"$RAW" || FAILED=1
+		;;
+	*) echo "bench.sh: unknown scenario $sc" >&2; FAILED=1; continue ;;
+	esac
+	stop_rungd
+	report "$sc" || FAILED=1
+done
+
+if grep -qiE 'level=(error|fatal)' "$TMP/rungd.log" 2>/dev/null; then
+	echo "bench.sh: rungd logged errors (first 5):"
+	grep -iE 'level=(error|fatal)' "$TMP/rungd.log" | head -n 5
+fi
+echo "bench.sh: results in bench/results/ (rev $REV)"
+exit "$FAILED"
