@@ -113,7 +113,7 @@ bench: all $(BENCH_BINS)
 	@scripts/bench.sh
 
 # libFuzzer targets (clang) over the request validator, the trainer-log scanner and the ladder's config
-# rewriting; FUZZ_SECONDS per target (default 60). Crashes found are kept under tests/fuzz/corpus as regressions.
+# rewriting; FUZZ_SECONDS per target (default 60). Crashes found are kept under tests/fuzz/crashes as regressions.
 fuzz: all
 	@scripts/fuzz.sh
 

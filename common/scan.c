@@ -599,7 +599,8 @@ json_t *scan_facts(const struct scan *s)
 			    json_string(scan_phase_name((enum scan_phase)s->oom_phase)));
 	json_object_set_new(f, "first_step", ll_or_null(s->first_step));
 	json_object_set_new(f, "last_step", ll_or_null(s->last_step));
-	json_object_set_new(f, "steps_done", json_integer(s->first_step < 0 ? 0 :
+	/* A bar that went backwards (a restarted loop) must not report negative progress. */
+	json_object_set_new(f, "steps_done", json_integer(s->first_step < 0 || s->last_step < s->first_step ? 0 :
 			    s->last_step - s->first_step));
 	json_object_set_new(f, "total_steps", ll_or_null(s->total_steps));
 	for (int i = 0; i < SIG_COUNT; i++)

@@ -127,22 +127,33 @@ static bool rung_checkpointing(json_t *f, json_t *ch)
 	return ladder_set(f, ch, P0 ".train.gradient_checkpointing", json_true());
 }
 
-/* Fix B: batch size 1, gradient accumulation multiplied so batch x accumulation stays the same; the
- * legacy gradient_accumulation_steps is folded into gradient_accumulation, never both set. */
-static bool rung_batch(json_t *f, json_t *ch)
+/* The largest batch of a config: train.batch_size or a per-dataset override, whichever is larger;
+ * the quantity the batch rung multiplies accumulation by, so scale-up divides by the same one. */
+static long long max_batch(const json_t *f)
 {
-	long long eff = jpath_int(f, P0 ".train.batch_size", 1), acc, b;
-	long long ga = jpath_int(f, P0 ".train.gradient_accumulation", 1);
-	long long gas = jpath_int(f, P0 ".train.gradient_accumulation_steps", 1);
+	long long eff = jpath_int(f, P0 ".train.batch_size", 1), b;
 	size_t i;
 	json_t *d;
-	char path[128];
 
 	json_array_foreach(datasets(f), i, d) {
 		b = jpath_int(d, "batch_size", 1);
 		if (b > eff)
 			eff = b;
 	}
+	return eff;
+}
+
+/* Fix B: batch size 1, gradient accumulation multiplied so batch x accumulation stays the same; the
+ * legacy gradient_accumulation_steps is folded into gradient_accumulation, never both set. */
+static bool rung_batch(json_t *f, json_t *ch)
+{
+	long long eff = max_batch(f), acc;
+	long long ga = jpath_int(f, P0 ".train.gradient_accumulation", 1);
+	long long gas = jpath_int(f, P0 ".train.gradient_accumulation_steps", 1);
+	size_t i;
+	json_t *d;
+	char path[128];
+
 	if (eff <= 1)
 		return false;
 	acc = (ga > gas ? ga : gas) * eff;
@@ -551,41 +562,45 @@ static bool up_frames(json_t *cur, const json_t *target, json_t *ch)
 
 /* Batch doubles toward the target while accumulation is divided so batch x accumulation stays the
  * target's; at the target the accumulation keys are restored exactly as the user wrote them. */
+/* Guide 7 step 5: double the batch toward the target, dividing accumulation so batch x accumulation
+ * stays what the target asked for; the last step restores the target's own batch keys exactly. */
 static bool up_batch(json_t *cur, const json_t *target, json_t *ch)
 {
-	long long cb = jpath_int(cur, P0 ".train.batch_size", 1), tb = jpath_int(target, P0 ".train.batch_size", 1);
+	long long cb = max_batch(cur), tb = max_batch(target), nb, b;
 	long long tga = jpath_int(target, P0 ".train.gradient_accumulation", 1);
 	long long tgas = jpath_int(target, P0 ".train.gradient_accumulation_steps", 1);
-	long long product = tb * (tga > tgas ? tga : tgas), nb;
+	long long product = tb * (tga > tgas ? tga : tgas);
 	bool changed = false;
 	size_t i;
 	json_t *d;
 	char path[128];
 
+	if (cb >= tb)
+		return false;
+	nb = cb * 2 < tb ? cb * 2 : tb;
+	if (nb < tb && product % nb)
+		nb = tb;
+	if (nb == tb) {
+		changed |= restore(cur, target, ch, P0 ".train.batch_size");
+		json_array_foreach(datasets(cur), i, d) {
+			snprintf(path, sizeof(path), P0 ".datasets[%zu].batch_size", i);
+			changed |= restore(cur, target, ch, path);
+		}
+		changed |= restore(cur, target, ch, P0 ".train.gradient_accumulation");
+		changed |= restore(cur, target, ch, P0 ".train.gradient_accumulation_steps");
+		return changed;
+	}
+	b = jpath_int(target, P0 ".train.batch_size", 1);
+	changed |= set_int(cur, ch, P0 ".train.batch_size", b < nb ? b : nb);
 	json_array_foreach(datasets(cur), i, d) {
 		snprintf(path, sizeof(path), P0 ".datasets[%zu].batch_size", i);
-		if (jpath_int(cur, path, 1) < jpath_int(target, path, 1)) {
-			long long v = jpath_int(cur, path, 1) * 2;
-			if (v >= jpath_int(target, path, 1))
-				changed |= restore(cur, target, ch, path);
-			else
-				changed |= set_int(cur, ch, path, v);
-		}
+		if (!jpath_get(target, path))
+			continue;
+		b = jpath_int(target, path, 1);
+		changed |= set_int(cur, ch, path, b < nb ? b : nb);
 	}
-	if (cb < tb) {
-		nb = cb * 2 < tb ? cb * 2 : tb;
-		if (nb < tb && product % nb)
-			nb = tb;
-		if (nb == tb) {
-			changed |= restore(cur, target, ch, P0 ".train.batch_size");
-			changed |= restore(cur, target, ch, P0 ".train.gradient_accumulation");
-			changed |= restore(cur, target, ch, P0 ".train.gradient_accumulation_steps");
-		} else {
-			changed |= set_int(cur, ch, P0 ".train.batch_size", nb);
-			changed |= set_int(cur, ch, P0 ".train.gradient_accumulation", product / nb);
-			changed |= ladder_set(cur, ch, P0 ".train.gradient_accumulation_steps", NULL);
-		}
-	}
+	changed |= set_int(cur, ch, P0 ".train.gradient_accumulation", product / nb);
+	changed |= ladder_set(cur, ch, P0 ".train.gradient_accumulation_steps", NULL);
 	return changed;
 }
 
