@@ -290,6 +290,26 @@ static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, con
 	return st;
 }
 
+/* Gives each job its own output folder: a relative (or absent) process[].training_folder becomes
+ * WORK/jobs/JOB/<folder>, so retries of a job on this host resume from its checkpoints (AI Toolkit
+ * resumes a run with the same name and folder) while two jobs with the same config.name never
+ * share one. An absolute folder is the user's choice and stays as is. Returns a new reference. */
+json_t *worker_job_config(const json_t *config, const char *work_dir, const char *job_id)
+{
+	json_t *copy = json_deep_copy(config), *procs, *p;
+	size_t i;
+
+	procs = json_object_get(json_object_get(copy, "config"), "process");
+	json_array_foreach(procs, i, p) {
+		const char *tf = json_string_value(json_object_get(p, "training_folder"));
+		if (!json_is_object(p) || (tf && tf[0] == '/'))
+			continue;
+		json_object_set_new(p, "training_folder",
+				    json_sprintf("%s/jobs/%s/%s", work_dir, job_id, tf && tf[0] ? tf : "output"));
+	}
+	return copy;
+}
+
 /* Runs one leased attempt to its end and delivers its finish. */
 static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, json_t *gpu_before)
 {
@@ -302,7 +322,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	char *dir = NULL, *cfg_path = NULL, *log_path = NULL, *err = NULL, idx[16], **argv = NULL;
 	struct scan *sc = scan_new();
 	struct runner *r = NULL;
-	json_t *facts = NULL, *doc = NULL;
+	json_t *facts = NULL, *doc = NULL, *job_config = NULL;
 	int64_t started = util_mono_ms(), next_hb, kill_at = 0;
 	bool cancelled = false, drain_sent = false, dropped = false;
 	enum slot_state state = SLOT_RUNNING;
@@ -321,7 +341,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	cfg_path = xasprintf("%s/config.json", dir);
 	log_path = xasprintf("%s/trainer.log", dir);
 	log_info("lease granted", "attempt=%s job=%s gpu=%s index=%s", aid, jid, s->gpu.uuid, idx);
-	if (spool_mkdir_p(dir, &err) < 0 || json_dump_file(config, cfg_path, JSON_INDENT(2)) < 0) {
+	job_config = worker_job_config(config, w->work_dir, jid);
+	if (spool_mkdir_p(dir, &err) < 0 || json_dump_file(job_config, cfg_path, JSON_INDENT(2)) < 0) {
 		if (!err)
 			err = xasprintf("cannot write %s", cfg_path);
 	} else {
@@ -409,6 +430,7 @@ out:
 	runner_free(r);
 	scan_free(sc);
 	json_decref(facts);
+	json_decref(job_config);
 	json_decref(doc);
 	free_argv(argv);
 	free(err);

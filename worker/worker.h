@@ -4,6 +4,8 @@
 #ifndef RUNG_WORKER_WORKER_H
 #define RUNG_WORKER_WORKER_H
 
+#include <jansson.h>
+
 struct worker_opts {
 	const char *server;       /* rungd base URL */
 	const char *name;         /* worker name (re-registering with it keeps the id) */
@@ -32,5 +34,10 @@ void worker_stop(struct worker *w, int immediate);
 
 /* NULL is a no-op. Only after worker_run returned (or was never called). */
 void worker_free(struct worker *w);
+
+/* The config an attempt of job `job_id` runs: `config` with each relative or absent
+ * process[].training_folder moved under WORK_DIR/jobs/JOB_ID/ (absolute ones kept). Borrows its
+ * arguments; returns a new reference the caller owns. */
+json_t *worker_job_config(const json_t *config, const char *work_dir, const char *job_id);
 
 #endif

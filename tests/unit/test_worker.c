@@ -142,6 +142,26 @@ static json_t *finish_facts(size_t i)
 	return json_object_get(json_object_get(json_array_get(fk.finishes, i), "body"), "facts");
 }
 
+/* Each job gets its own output folder, so jobs sharing a config.name never resume each other. */
+static void test_job_config(void)
+{
+	json_t *cfg = json_pack("{s:{s:[{s:s},{s:s},{}]}}", "config", "process", "training_folder", "output",
+				"training_folder", "/mnt/shared/runs");
+	json_t *out = worker_job_config(cfg, "/var/lib/rung-worker", "42");
+	json_t *procs = json_object_get(json_object_get(out, "config"), "process");
+
+	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(procs, 0), "training_folder")),
+		   "/var/lib/rung-worker/jobs/42/output", "job config: relative training_folder moves under the job's dir");
+	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(procs, 1), "training_folder")),
+		   "/mnt/shared/runs", "job config: absolute training_folder kept");
+	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(procs, 2), "training_folder")),
+		   "/var/lib/rung-worker/jobs/42/output", "job config: absent training_folder gets AI Toolkit's default under the job's dir");
+	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(json_object_get(json_object_get(cfg, "config"),
+		   "process"), 0), "training_folder")), "output", "job config: the lease's config is not modified");
+	json_decref(out);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct event_base *base;
@@ -158,6 +178,7 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	fk.finishes = json_array();
+	test_job_config();
 	base = event_base_new();
 	http = evhttp_new(base);
 	evhttp_set_gencb(http, handle, NULL);
