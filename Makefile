@@ -117,6 +117,10 @@ bench: all $(BENCH_BINS)
 fuzz: all
 	@scripts/fuzz.sh
 
+# Faults at random (worker/rungd kills, Postgres restarts, stalls, two replicas) for SOAK_SECONDS, then a summary.
+soak: all
+	@scripts/soak.sh
+
 valgrind: $(UNIT_BINS)
 	@tests/valgrind.sh $(UNIT_BINS)
 
