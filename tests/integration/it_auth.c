@@ -1,0 +1,500 @@
+/* Integration: who may do what. Real rungd and Postgres, fake workers over HTTP. Missing, bad and
+ * revoked tokens get 401, wrong roles 403, someone else's job or attempt 404 (never the data);
+ * the token API shows a secret once and stores only its hash; and the abuse limits answer with
+ * the right status naming the limit: submit rate 429, parked long-polls 429, finish caps
+ * 413/400, page size 400, JSON depth 400. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define SUBMIT_RATE "5" /* per second per token; burst 10 */
+
+/* Runs one request as `token` (NULL: none) and restores the harness's default token. */
+static json_t *as(struct harness *h, const char *token, const char *method, const char *path, const json_t *body,
+	long *st)
+{
+	const char *saved = h->auth_token;
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	h->auth_token = token;
+	json_t *j = h_request(h, method, path, s, s ? strlen(s) : 0, NULL, st);
+	h->auth_token = saved;
+	free(s);
+	return j;
+}
+
+/* Checks the status and the JSON error shape; consumes j. */
+static bool want_error(struct harness *h, json_t *j, long st, long want, const char *error, const char *name)
+{
+	bool ok = st == want && json_is_string(json_object_get(j, "error")) &&
+		json_is_string(json_object_get(j, "message")) && json_object_get(j, "field") &&
+		(!error || !strcmp(h_str(j, "error"), error));
+	if (!h_ok(h, ok, "%s: %ld %s", name, want, error ? error : ""))
+		h_diag("got %ld: %.400s", st, h->last_body ? h->last_body : "");
+	json_decref(j);
+	return ok;
+}
+
+/* POST /v1/tokens as admin; returns the secret (heap) and the id (heap) or NULL. */
+static char *api_token(struct harness *h, const char *role, const char *name, char **id)
+{
+	long st = 0;
+	json_t *b = json_pack("{s:s, s:s}", "role", role, "name", name);
+	json_t *j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	char *tok = st == 201 && json_is_string(json_object_get(j, "token")) ? xstrdup(h_str(j, "token")) : NULL;
+	if (id)
+		*id = h_id(j, "id");
+	if (!tok)
+		h_diag("POST /v1/tokens %s: %ld %.300s", name, st, h->last_body ? h->last_body : "");
+	json_decref(b);
+	json_decref(j);
+	return tok;
+}
+
+static char *submit_as(struct harness *h, const char *token, const char *name, const char *idem, long *st)
+{
+	json_t *b = json_pack("{s:o}", "config", h_config(name, 10));
+	char *s = json_dumps(b, JSON_COMPACT);
+	char *key = idem ? xasprintf("Idempotency-Key: %s", idem) : NULL;
+	const char *hdrs[] = { key, NULL };
+	const char *saved = h->auth_token;
+	h->auth_token = token;
+	json_t *j = h_request(h, "POST", "/v1/jobs", s, strlen(s), key ? hdrs : NULL, st);
+	h->auth_token = saved;
+	char *id = *st == 201 || *st == 200 ? h_id(j, "id") : NULL;
+	json_decref(j);
+	json_decref(b);
+	free(s);
+	free(key);
+	return id;
+}
+
+static void test_unauthenticated(struct harness *h)
+{
+	long st = 0;
+	json_t *j = as(h, NULL, "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "unauthorized", "no token");
+	j = as(h, "rung_nothex", "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "unauthorized", "malformed token");
+	j = as(h, "rung_0000000000000000000000000000000000000000000000000000000000000000", "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "unauthorized", "well-formed but unknown token");
+	{
+		const char *hdrs[] = { "Authorization: Basic dXNlcjpwYXNz", NULL };
+		const char *saved = h->auth_token;
+		h->auth_token = NULL;
+		j = h_request(h, "GET", "/v1/gpus", NULL, 0, hdrs, &st);
+		h->auth_token = saved;
+		want_error(h, j, st, 401, "unauthorized", "Basic credentials");
+	}
+	j = as(h, NULL, "POST", "/v1/workers/1/lease", NULL, &st);
+	want_error(h, j, st, 401, "unauthorized", "worker route without a token");
+	j = as(h, NULL, "GET", "/healthz", NULL, &st);
+	h_ok(h, st == 200, "healthz stays open without a token");
+	json_decref(j);
+}
+
+static void test_roles(struct harness *h, const char *support)
+{
+	long st = 0;
+	json_t *j = as(h, h->submitter_token, "GET", "/v1/workers", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "submitter lists workers");
+	j = as(h, h->worker_token, "POST", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "worker submits");
+	j = as(h, h->worker_token, "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "worker lists jobs");
+	j = as(h, support, "POST", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "support submits");
+	j = as(h, support, "GET", "/v1/tokens", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "support lists tokens");
+	j = as(h, h->submitter_token, "POST", "/v1/tokens", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "submitter creates a token");
+	j = as(h, h->submitter_token, "POST", "/v1/gpus/GPU-x/release", NULL, &st);
+	want_error(h, j, st, 403, "forbidden", "submitter releases a GPU");
+	j = as(h, support, "GET", "/v1/gpus", NULL, &st);
+	h_ok(h, st == 200, "support reads GPUs");
+	json_decref(j);
+	j = as(h, support, "GET", "/v1/escalations", NULL, &st);
+	h_ok(h, st == 200, "support reads escalations");
+	json_decref(j);
+}
+
+static void test_token_api(struct harness *h)
+{
+	long st = 0;
+	char *id = NULL;
+	char *tok = api_token(h, "submitter", "api-made", &id);
+
+	h_ok(h, tok && strncmp(tok, "rung_", 5) == 0 && strlen(tok) == 69, "POST /v1/tokens shows the token once");
+	if (tok) {
+		const char *p[] = { tok };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE hash = encode(sha256(convert_to($1, 'UTF8')), 'hex')",
+				 1, p) == 1, "the database holds the token's SHA-256");
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens t WHERE position($1 in t::text) > 0", 1, p) == 0,
+		     "the database never holds the token itself");
+		json_t *j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
+		h_ok(h, st == 200, "the new token works at once");
+		json_decref(j);
+	}
+	json_t *j = as(h, h->admin_token, "GET", "/v1/tokens", NULL, &st);
+	json_t *list = json_object_get(j, "tokens"), *t;
+	size_t i;
+	bool found = false, secret = false;
+	json_array_foreach(list, i, t) {
+		found |= !strcmp(h_str(t, "name"), "api-made") && !strcmp(h_str(t, "role"), "submitter");
+		secret |= json_object_get(t, "token") != NULL || json_object_get(t, "hash") != NULL;
+	}
+	h_ok(h, st == 200 && found, "GET /v1/tokens lists the token");
+	h_ok(h, !secret, "GET /v1/tokens shows neither secrets nor hashes");
+	json_decref(j);
+
+	json_t *b = json_pack("{s:s, s:s}", "role", "submitter", "name", "api-made");
+	j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	want_error(h, j, st, 409, "name_taken", "a taken name");
+	json_decref(b);
+	b = json_pack("{s:s}", "role", "root");
+	j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	want_error(h, j, st, 400, "invalid_request", "an unknown role");
+	json_decref(b);
+
+	/* Revoked through the API: refused on the next request (this replica forgets it at once). */
+	char *path = xasprintf("/v1/tokens/%s/revoke", id ? id : "0");
+	j = as(h, h->admin_token, "POST", path, NULL, &st);
+	h_ok(h, st == 200 && json_is_true(json_object_get(j, "revoked")), "POST /v1/tokens/ID/revoke");
+	json_decref(j);
+	j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "unauthorized", "a token revoked through the API");
+	free(path);
+	free(tok);
+	free(id);
+}
+
+struct revoke_poll {
+	struct harness *h;
+	const char *token;
+};
+
+static bool refused(void *arg)
+{
+	struct revoke_poll *r = arg;
+	long st = 0;
+	json_t *j = as(r->h, r->token, "GET", "/v1/jobs", NULL, &st);
+	json_decref(j);
+	return st == 401;
+}
+
+static void test_cli_revoke(struct harness *h)
+{
+	long st = 0;
+	char *tok = h_token_create(h, "submitter", "carol");
+	json_t *j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, tok && st == 200, "a token made by `rungd token create` works");
+	json_decref(j);
+	char *bin = xasprintf("%s/bin/rungd", h->root);
+	const char *argv[] = { bin, "token", "revoke", "carol", "--database-url", h->db_url, NULL };
+	h_ok(h, h_run(h, argv) == 0, "rungd token revoke carol");
+	struct revoke_poll r = { h, tok };
+	h_ok(h, wait_until(refused, &r, 15000), "a revoked token gets 401 within the cache TTL");
+	const char *again[] = { bin, "token", "revoke", "nobody-such", "--database-url", h->db_url, NULL };
+	h_ok(h, h_run(h, again) == 1, "revoking an unknown token exits 1");
+	free(bin);
+	free(tok);
+}
+
+static void test_job_ownership(struct harness *h, const char *support)
+{
+	long st = 0;
+	char *alice = api_token(h, "submitter", "alice", NULL), *bob = api_token(h, "submitter", "bob", NULL);
+	char *job = submit_as(h, alice, "alice-job", "same-key", &st);
+	h_ok(h, job && st == 201, "alice submits");
+	if (!job || !bob)
+		goto out;
+	char *path = xasprintf("/v1/jobs/%s", job);
+	json_t *j = as(h, alice, "GET", path, NULL, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(j, "owner"), "alice"), "alice sees her job, owner alice");
+	json_decref(j);
+	j = as(h, bob, "GET", path, NULL, &st);
+	h_ok(h, st == 404 && !json_object_get(j, "config") && !json_object_get(j, "target_config"),
+	     "bob gets 404 for alice's job, no data");
+	json_decref(j);
+	char *sub = xasprintf("%s/attempts", path);
+	j = as(h, bob, "GET", sub, NULL, &st);
+	want_error(h, j, st, 404, "not_found", "bob reads alice's attempts");
+	free(sub);
+	sub = xasprintf("%s/events", path);
+	j = as(h, bob, "GET", sub, NULL, &st);
+	want_error(h, j, st, 404, "not_found", "bob reads alice's events");
+	free(sub);
+	sub = xasprintf("%s/cancel", path);
+	j = as(h, bob, "POST", sub, NULL, &st);
+	want_error(h, j, st, 404, "not_found", "bob cancels alice's job");
+	j = as(h, alice, "GET", path, NULL, &st);
+	h_ok(h, !strcmp(h_str(j, "state"), "queued") && !json_is_true(json_object_get(j, "cancel_requested")),
+	     "alice's job is untouched by bob's cancel");
+	json_decref(j);
+	j = as(h, bob, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 200 && json_array_size(json_object_get(j, "jobs")) == 0, "bob's list does not show alice's job");
+	json_decref(j);
+	j = as(h, alice, "GET", "/v1/jobs?limit=10", NULL, &st);
+	h_ok(h, st == 200 && json_array_size(json_object_get(j, "jobs")) == 1, "alice's list shows her job only");
+	json_decref(j);
+	j = as(h, support, "GET", path, NULL, &st);
+	h_ok(h, st == 200, "support reads alice's job");
+	json_decref(j);
+	/* Idempotency keys are per owner: bob's "same-key" is not alice's. */
+	char *bjob = submit_as(h, bob, "alice-job", "same-key", &st);
+	h_ok(h, bjob && st == 201 && strcmp(bjob, job) != 0, "bob's Idempotency-Key does not reach alice's job");
+	free(bjob);
+	j = as(h, alice, "POST", sub, NULL, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(j, "state"), "cancelled"), "alice cancels her own job");
+	json_decref(j);
+	free(sub);
+	free(path);
+out:
+	free(job);
+	free(alice);
+	free(bob);
+}
+
+struct park_arg {
+	const struct harness *h;
+	char *path;
+	long status;
+	char error[64]; /* the answer's "error" */
+};
+
+static void *park(void *arg)
+{
+	struct park_arg *p = arg;
+	json_t *j = h_request_once(p->h, "POST", p->path, "{\"gpu_uuid\": \"GPU-auth-1\", \"wait_ms\": 4000}",
+		&p->status, NULL);
+	snprintf(p->error, sizeof p->error, "%s", h_str(j, "error"));
+	json_decref(j);
+	return NULL;
+}
+
+struct lease_poll {
+	struct harness *h;
+	const char *token;
+	const char *path;
+	long want;
+};
+
+static bool lease_status(void *arg)
+{
+	struct lease_poll *l = arg;
+	json_t *b = json_pack("{s:s, s:i}", "gpu_uuid", "GPU-auth-1", "wait_ms", 0);
+	long st = 0;
+	json_t *j = as(l->h, l->token, "POST", l->path, b, &st);
+	json_decref(j);
+	json_decref(b);
+	return st == l->want;
+}
+
+/* Two worker tokens, one fake worker each; returns in w1/w2 the worker ids. */
+static void test_workers(struct harness *h, char *w1tok, char *w2tok)
+{
+	long st = 0;
+	const char *saved = h->auth_token;
+	h->auth_token = w1tok;
+	char *w1 = h_fake_register(h, "fw-one", "GPU-auth-1", 24576);
+	h->auth_token = w2tok;
+	char *w2 = h_fake_register(h, "fw-two", "GPU-auth-2", 24576);
+	h->auth_token = saved;
+	h_ok(h, w1 && w2, "two workers register with their own tokens");
+	if (!w1 || !w2)
+		goto out;
+	json_t *b = json_pack("{s:s, s:s, s:[]}", "name", "fw-one", "host", "x", "gpus");
+	json_t *j = as(h, w2tok, "POST", "/v1/workers", b, &st);
+	want_error(h, j, st, 409, "worker_name_taken", "a worker token re-registers another token's worker");
+	json_decref(b);
+
+	/* Parked long-polls: fw-one has 1 GPU, so 2 may park; of three at once, one is 429. */
+	char *lease1 = xasprintf("/v1/workers/%s/lease", w1);
+	struct harness view = *h; /* read-only view for the threads: h_request_once uses base_url, auth_token */
+	view.auth_token = w1tok;
+	struct park_arg pa[3] = { { &view, lease1, 0, "" }, { &view, lease1, 0, "" }, { &view, lease1, 0, "" } };
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, park, &pa[i]);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	int n204 = 0, n429 = 0;
+	for (int i = 0; i < 3; i++) {
+		n204 += pa[i].status == 204;
+		n429 += pa[i].status == 429 && !strcmp(pa[i].error, "too_many_long_polls");
+	}
+	if (!h_ok(h, n204 == 2 && n429 == 1, "three parked long-polls of a 1-GPU worker: two wait (204), one 429 too_many_long_polls"))
+		h_diag("statuses %ld %ld %ld", pa[0].status, pa[1].status, pa[2].status);
+	struct lease_poll lp = { h, w1tok, lease1, 429 };
+	lp.want = 204;
+	h_ok(h, lease_status(&lp), "their slots are released once answered");
+
+	j = as(h, w2tok, "POST", lease1, NULL, &st);
+	want_error(h, j, st, 404, "not_found", "a worker token leases for another token's worker");
+
+	/* An attempt leased to fw-one. */
+	char *job = submit_as(h, h->admin_token, "worker-owned", NULL, &st);
+	h_ok(h, job != NULL, "a job to lease");
+	h->auth_token = w1tok;
+	json_t *lease = h_fake_lease(h, w1, "GPU-auth-1", 2000, &st);
+	h->auth_token = saved;
+	h_ok(h, lease && st == 200, "fw-one leases the job");
+	if (!lease) {
+		free(job);
+		free(lease1);
+		goto out;
+	}
+	char *aid = h_id(lease, "attempt_id");
+	const char *atok = h_str(lease, "token");
+	h->auth_token = w2tok;
+	j = h_fake_heartbeat(h, aid, atok, &st);
+	want_error(h, j, st, 404, "not_found", "another worker token heartbeats the attempt (even with its token)");
+	json_t *facts = h_facts_success(10);
+	j = h_fake_finish(h, aid, atok, facts, &st);
+	want_error(h, j, st, 404, "not_found", "another worker token finishes the attempt");
+	h->auth_token = h->submitter_token;
+	j = h_fake_heartbeat(h, aid, atok, &st);
+	want_error(h, j, st, 403, "forbidden", "a submitter heartbeats");
+	h->auth_token = w1tok;
+	j = h_fake_heartbeat(h, aid, atok, &st);
+	h_ok(h, st == 200, "fw-one's token heartbeats its attempt");
+	json_decref(j);
+
+	/* Finish caps, then the real finish. */
+	json_t *big = json_deep_copy(facts), *tail = json_array();
+	for (int i = 0; i < 201; i++)
+		json_array_append_new(tail, json_string("line"));
+	json_object_set_new(big, "log_tail", tail);
+	j = h_fake_finish(h, aid, atok, big, &st);
+	if (want_error(h, j, st, 413, "too_large", "201 log_tail lines"))
+		h_ok(h, strstr(h->last_body, "facts.log_tail") != NULL, "the 413 names facts.log_tail");
+	json_decref(big);
+	big = json_deep_copy(facts);
+	char *line = xmalloc(1002);
+	memset(line, 'y', 1001);
+	line[1001] = '\0';
+	json_object_set_new(big, "log_tail", json_pack("[s]", line));
+	j = h_fake_finish(h, aid, atok, big, &st);
+	if (want_error(h, j, st, 400, "invalid_request", "a 1001-byte log_tail line"))
+		h_ok(h, strstr(h->last_body, "facts.log_tail[0]") != NULL, "the 400 names the line");
+	free(line);
+	json_decref(big);
+	big = json_deep_copy(facts);
+	char *huge = xmalloc(600 * 1024 + 1);
+	memset(huge, 'z', 600 * 1024);
+	huge[600 * 1024] = '\0';
+	json_object_set_new(big, "error", json_string(huge));
+	j = h_fake_finish(h, aid, atok, big, &st);
+	if (want_error(h, j, st, 413, "too_large", "facts over 512 KiB"))
+		h_ok(h, strstr(h->last_body, "\"field\":\"facts\"") != NULL, "the 413 names facts");
+	free(huge);
+	json_decref(big);
+	j = h_fake_finish(h, aid, atok, facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(j, "job_state"), "succeeded"), "fw-one's token finishes its attempt");
+	json_decref(j);
+	h->auth_token = saved;
+	json_decref(facts);
+	json_decref(lease);
+	free(aid);
+	free(job);
+	free(lease1);
+out:
+	free(w1);
+	free(w2);
+}
+
+static void test_limits(struct harness *h)
+{
+	long st = 0;
+	char *dave = api_token(h, "submitter", "dave", NULL);
+	int created = 0, limited = 0;
+	bool named = false;
+
+	for (int i = 0; i < 16 && dave; i++) {
+		char *id = submit_as(h, dave, "burst", NULL, &st);
+		created += st == 201;
+		if (st == 429) {
+			limited++;
+			named |= strstr(h->last_body ? h->last_body : "", "submit_rate") != NULL;
+		}
+		free(id);
+	}
+	h_ok(h, created >= 10 && created <= 12 && limited >= 4,
+	     "16 quick submits at %s/s (burst 10): about 10 pass, the rest 429", SUBMIT_RATE);
+	h_diag("created %d, limited %d", created, limited);
+	h_ok(h, named, "the 429 names submit_rate");
+	char *other = submit_as(h, h->submitter_token, "other-token", NULL, &st);
+	h_ok(h, st == 201, "another token's bucket is its own");
+	free(other);
+
+	json_t *j = as(h, h->admin_token, "GET", "/v1/jobs?limit=501", NULL, &st);
+	if (want_error(h, j, st, 400, "invalid_request", "limit=501"))
+		h_ok(h, strstr(h->last_body, "\"field\":\"limit\"") != NULL, "the 400 names limit");
+	j = as(h, h->admin_token, "GET", "/v1/jobs?limit=500", NULL, &st);
+	h_ok(h, st == 200, "limit=500 is allowed");
+	json_decref(j);
+
+	char deep[256];
+	size_t n = 0;
+	n += (size_t)snprintf(deep, sizeof deep, "{\"config\":");
+	for (int i = 0; i < 64; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 64; i++)
+		deep[n++] = ']';
+	deep[n++] = '}';
+	deep[n] = '\0';
+	h->auth_token = h->admin_token;
+	j = h_post_raw(h, "/v1/jobs", deep, n, &st);
+	if (want_error(h, j, st, 400, "json_too_deep", "JSON nested 65 deep"))
+		h_ok(h, strstr(h->last_body, "64") != NULL, "the 400 names the depth limit");
+	n = (size_t)snprintf(deep, sizeof deep, "{\"config\":");
+	for (int i = 0; i < 63; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 63; i++)
+		deep[n++] = ']';
+	deep[n++] = '}';
+	deep[n] = '\0';
+	j = h_post_raw(h, "/v1/jobs", deep, n, &st);
+	h_ok(h, st == 400 && strcmp(h_str(j, "error"), "json_too_deep") != 0, "64 deep is parsed (then refused as a config)");
+	json_decref(j);
+
+	size_t big = (1u << 20) + 16;
+	char *body = xmalloc(big + 32);
+	n = (size_t)snprintf(body, 32, "{\"name\": \"");
+	memset(body + n, 'x', big);
+	strcpy(body + n + big, "\"}");
+	j = h_post_raw(h, "/v1/jobs", body, strlen(body), &st);
+	want_error(h, j, st, 413, "body_too_large", "a body over 1 MiB");
+	free(body);
+	free(dave);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_auth");
+	const char *extra[] = { "--submit-rate", SUBMIT_RATE, NULL };
+	char *support = NULL, *w1tok = NULL, *w2tok = NULL;
+
+	if (!h_ok(h, h_server_start(h, extra) == 0, "rungd starts with auth and the bootstrap tokens"))
+		return h_free(h);
+	support = api_token(h, "support", "sam", NULL);
+	w1tok = api_token(h, "worker", "wtok-one", NULL);
+	w2tok = api_token(h, "worker", "wtok-two", NULL);
+	if (!h_ok(h, support && w1tok && w2tok, "admin makes support and worker tokens"))
+		goto out;
+	test_unauthenticated(h);
+	test_roles(h, support);
+	test_workers(h, w1tok, w2tok);
+	test_job_ownership(h, support);
+	test_token_api(h);
+	test_cli_revoke(h);
+	test_limits(h);
+out:
+	free(support);
+	free(w1tok);
+	free(w2tok);
+	return h_free(h);
+}

@@ -1,0 +1,180 @@
+/* Integration: the job API without workers: submit shape, idempotent submit, keyset pagination
+ * of GET /v1/jobs, cancelling a queued job. Real rungd and Postgres. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "util.h"
+
+static void test_submit_shape(struct harness *h)
+{
+	json_t *cfg = h_config("shape", 50);
+	json_t *extra = json_pack("{s:s, s:i}", "name", "shape job", "priority", 7);
+	json_t *job = h_submit(h, cfg, extra);
+	h_ok(h, job && h->last_status == 201, "submit answers 201 with a job (got %ld)", h->last_status);
+	if (!job)
+		goto out;
+	char *id = h_id(job, "id");
+	char *want_loc = xasprintf("/v1/jobs/%s", id);
+	h_ok(h, h->last_location && strstr(h->last_location, want_loc), "Location header points at the job");
+	h_ok(h, !strcmp(h_str(job, "state"), "queued"), "new job is queued");
+	h_ok(h, !strcmp(h_str(job, "kind"), "image"), "a Flux image config has kind image");
+	h_ok(h, h_int(job, "priority") == 7, "priority kept");
+	h_ok(h, !strcmp(h_str(job, "name"), "shape job"), "name kept");
+	h_ok(h, json_equal(json_object_get(job, "target_config"), cfg), "target_config is the submitted config");
+	h_ok(h, json_equal(json_object_get(job, "current_config"), cfg), "current_config starts as the target");
+	json_t *rec = json_object_get(job, "recovery");
+	h_ok(h, h_int(rec, "max_attempts") == 10 && json_is_true(json_object_get(rec, "scale_up")),
+		"recovery defaults filled in (max_attempts 10, scale_up true)");
+	json_t *got = h_job(h, id);
+	h_ok(h, got && !strcmp(h_str(got, "state"), "queued") && json_equal(json_object_get(got, "target_config"), cfg),
+		"GET /v1/jobs/ID returns the same job");
+	long st = 0;
+	json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id);
+	h_ok(h, st == 200 && json_array_size(json_object_get(ev, "events")) >= 1, "a submit event is recorded");
+	json_t *at = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	h_ok(h, st == 200 && json_array_size(json_object_get(at, "attempts")) == 0, "no attempts yet");
+	json_decref(ev);
+	json_decref(at);
+	json_decref(got);
+	free(want_loc);
+	free(id);
+out:
+	json_decref(job);
+	json_decref(cfg);
+	json_decref(extra);
+}
+
+static void test_video_kind(struct harness *h)
+{
+	json_t *cfg = h_config("video", 50);
+	h_config_set(cfg, "config.process[0].datasets[0].num_frames", json_integer(81));
+	h_config_set(cfg, "config.process[0].model.arch", json_string("wan22_14b"));
+	json_t *job = h_submit(h, cfg, NULL);
+	h_ok(h, job && !strcmp(h_str(job, "kind"), "video"), "a Wan config with 81 frames has kind video");
+	json_decref(job);
+	json_decref(cfg);
+}
+
+static void test_idempotency(struct harness *h)
+{
+	json_t *cfg = h_config("idem", 50);
+	json_t *body = json_pack("{s:O}", "config", cfg);
+	const char *hk1[] = { "Idempotency-Key: key-one", NULL };
+	const char *hk2[] = { "Idempotency-Key: key-two", NULL };
+	long s1 = 0, s2 = 0, s3 = 0;
+	long long before = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	json_t *a = h_post_hdr(h, "/v1/jobs", body, hk1, &s1);
+	json_t *b = h_post_hdr(h, "/v1/jobs", body, hk1, &s2);
+	json_t *c = h_post_hdr(h, "/v1/jobs", body, hk2, &s3);
+	char *ia = h_id(a, "id"), *ib = h_id(b, "id"), *ic = h_id(c, "id");
+	h_ok(h, s1 == 201, "first submit with a key: 201 (got %ld)", s1);
+	h_ok(h, s2 == 200, "repeat with the same key: 200 (got %ld)", s2);
+	h_ok(h, ia && ib && !strcmp(ia, ib), "repeat returns the same job id");
+	h_ok(h, s3 == 201 && ic && ia && strcmp(ia, ic), "another key makes another job");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before + 2, "two rows for three submits");
+	free(ia);
+	free(ib);
+	free(ic);
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+	json_decref(body);
+	json_decref(cfg);
+}
+
+static void test_pagination(struct harness *h)
+{
+	long long total = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	json_t *cfg = h_config("page", 10);
+	for (int i = 0; i < 5; i++) {
+		json_decref(h_submit(h, cfg, NULL));
+		total++;
+	}
+	json_decref(cfg);
+	long long seen = 0, prev = -1, pages = 0;
+	bool order_ok = true, shape_ok = true;
+	char *cursor = NULL;
+	for (;;) {
+		long st = 0;
+		json_t *page = cursor ? h_getf(h, &st, "/v1/jobs?limit=2&cursor=%s", cursor) : h_get(h, "/v1/jobs?limit=2", &st);
+		free(cursor);
+		cursor = NULL;
+		json_t *jobs = json_object_get(page, "jobs");
+		if (st != 200 || !json_is_array(jobs) || json_array_size(jobs) > 2) {
+			shape_ok = false;
+			h_diag("page: status %ld body %.500s", st, h->last_body ? h->last_body : "");
+			json_decref(page);
+			break;
+		}
+		size_t i;
+		json_t *jb;
+		json_array_foreach(jobs, i, jb) {
+			long long id = h_int(jb, "id");
+			if (prev >= 0 && id >= prev)
+				order_ok = false;
+			prev = id;
+			seen++;
+		}
+		pages++;
+		json_t *nc = json_object_get(page, "next_cursor");
+		if (json_is_string(nc))
+			cursor = xstrdup(json_string_value(nc));
+		else if (!json_is_null(nc))
+			shape_ok = false;
+		json_decref(page);
+		if (!cursor || pages > 50)
+			break;
+	}
+	free(cursor);
+	h_ok(h, shape_ok, "pages have {jobs, next_cursor} and at most limit jobs");
+	h_ok(h, order_ok, "ids strictly descending across pages");
+	h_ok(h, seen == total, "every job seen exactly once across pages (%lld of %lld)", seen, total);
+	h_ok(h, pages >= 3, "limit 2 over %lld jobs takes several pages (%lld)", total, pages);
+
+	long st = 0;
+	json_t *q = h_get(h, "/v1/jobs?state=queued&limit=100", &st);
+	size_t i;
+	json_t *jb;
+	bool all_queued = st == 200;
+	json_array_foreach(json_object_get(q, "jobs"), i, jb)
+		if (strcmp(h_str(jb, "state"), "queued"))
+			all_queued = false;
+	h_ok(h, all_queued && json_array_size(json_object_get(q, "jobs")) > 0, "state filter returns only queued jobs");
+	json_decref(q);
+}
+
+static void test_cancel_queued(struct harness *h)
+{
+	json_t *cfg = h_config("cancel-queued", 10);
+	json_t *job = h_submit(h, cfg, NULL);
+	char *id = h_id(job, "id");
+	long st = 0;
+	json_t *c = id ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id) : NULL;
+	h_ok(h, st == 200 && !strcmp(h_str(c, "state"), "cancelled"), "cancel of a queued job: cancelled at once");
+	json_t *again = id ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id) : NULL;
+	json_t *now = id ? h_job(h, id) : NULL;
+	h_ok(h, now && !strcmp(h_str(now, "state"), "cancelled"), "a second cancel leaves it cancelled (status %ld)", st);
+	json_decref(now);
+	json_decref(again);
+	json_decref(c);
+	c = h_post(h, "/v1/jobs/987654/cancel", NULL, &st);
+	h_ok(h, st == 404, "cancel of an unknown job: 404 (got %ld)", st);
+	json_decref(c);
+	free(id);
+	json_decref(job);
+	json_decref(cfg);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_jobs");
+	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+		return h_free(h);
+	test_submit_shape(h);
+	test_video_kind(h);
+	test_idempotency(h);
+	test_pagination(h);
+	test_cancel_queued(h);
+	return h_free(h);
+}

@@ -1,0 +1,362 @@
+/* Integration: what operators get from rungd. GET /metrics after jobs ran shows the database
+ * counts (jobs, attempts by outcome/class, rungs, lease waits, escalations) and the HTTP
+ * histograms; the escalation webhook reaches a receiver (a small evhttp server on its own thread),
+ * is retried while the receiver refuses connections and then answers 503, and a pending outbox row
+ * survives a SIGKILL of rungd and is delivered after the restart. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define GPU "GPU-ops-0"
+#define RECV_MAX 16
+
+/* The webhook receiver: answers the first `fail_first` POSTs 503, the rest 204. */
+struct receiver {
+	int port;
+	int fail_first;
+	pthread_t thread;
+	atomic_bool stop;
+	pthread_mutex_t mu;
+	int got;                  /* POSTs received */
+	char *bodies[RECV_MAX];   /* their bodies */
+	char *paths[RECV_MAX];
+	struct event_base *base;
+	struct evhttp *http;
+	bool running;             /* the thread was started */
+};
+
+static void recv_on_request(struct evhttp_request *req, void *arg)
+{
+	struct receiver *r = arg;
+	struct evbuffer *in = evhttp_request_get_input_buffer(req);
+	size_t len = evbuffer_get_length(in);
+	char *body = xmalloc(len + 1);
+	int n;
+
+	evbuffer_remove(in, body, len);
+	body[len] = '\0';
+	pthread_mutex_lock(&r->mu);
+	n = r->got++;
+	if (n < RECV_MAX) {
+		r->bodies[n] = body;
+		r->paths[n] = xstrdup(evhttp_request_get_uri(req));
+	} else {
+		free(body);
+	}
+	pthread_mutex_unlock(&r->mu);
+	evhttp_send_reply(req, n < r->fail_first ? 503 : 204, NULL, NULL);
+}
+
+static void recv_on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct receiver *r = arg;
+
+	(void)fd;
+	(void)what;
+	if (atomic_load(&r->stop))
+		event_base_loopbreak(r->base);
+}
+
+static void *recv_run(void *arg)
+{
+	struct receiver *r = arg;
+	struct timeval every = { 0, 20000 };
+	struct event *tick = event_new(r->base, -1, EV_PERSIST, recv_on_tick, r);
+
+	event_add(tick, &every);
+	event_base_dispatch(r->base);
+	event_free(tick);
+	return NULL;
+}
+
+/* A loopback port nobody listens on (connections to it are refused until recv_start). */
+static int unused_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof a;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+		port = ntohs(a.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+static int recv_start(struct receiver *r)
+{
+	r->base = event_base_new();
+	r->http = evhttp_new(r->base);
+	if (evhttp_bind_socket(r->http, "127.0.0.1", (ev_uint16_t)r->port) != 0)
+		return -1;
+	evhttp_set_gencb(r->http, recv_on_request, r);
+	if (pthread_create(&r->thread, NULL, recv_run, r) != 0)
+		return -1;
+	r->running = true;
+	return 0;
+}
+
+static void recv_stop(struct receiver *r)
+{
+	if (r->running) {
+		atomic_store(&r->stop, true);
+		pthread_join(r->thread, NULL);
+	}
+	if (r->http)
+		evhttp_free(r->http);
+	if (r->base)
+		event_base_free(r->base);
+	for (int i = 0; i < RECV_MAX; i++) {
+		free(r->bodies[i]);
+		free(r->paths[i]);
+	}
+	pthread_mutex_destroy(&r->mu);
+}
+
+static int recv_count(struct receiver *r)
+{
+	int n;
+
+	pthread_mutex_lock(&r->mu);
+	n = r->got;
+	pthread_mutex_unlock(&r->mu);
+	return n;
+}
+
+struct recv_wait {
+	struct receiver *r;
+	int n;
+};
+
+static bool recv_has(void *arg)
+{
+	struct recv_wait *w = arg;
+	return recv_count(w->r) >= w->n;
+}
+
+/* ---- database conditions ---- */
+
+struct sql_wait {
+	struct harness *h;
+	const char *sql;
+	long long want; /* the first column must reach at least this */
+};
+
+static bool sql_reaches(void *arg)
+{
+	struct sql_wait *w = arg;
+	return h_sql_int(w->h, w->sql, 0, NULL) >= w->want;
+}
+
+/* ---- a fake worker's run of one attempt ---- */
+
+/* Leases the next job on GPU and finishes it with facts; returns the finish answer or NULL. */
+static json_t *run_attempt(struct harness *h, const char *wid, const json_t *facts)
+{
+	long st = 0;
+	json_t *lease = h_fake_lease(h, wid, GPU, 5000, &st), *done = NULL;
+	char *aid = h_id(lease, "attempt_id");
+
+	if (!h_ok(h, lease && aid, "lease granted (status %ld)", st))
+		goto out;
+	done = h_fake_finish(h, aid, h_str(lease, "token"), facts, &st);
+	h_ok(h, st == 200, "finish accepted (status %ld)", st);
+out:
+	free(aid);
+	json_decref(lease);
+	return done;
+}
+
+/* The value of the sample line `name` (exact, labels included) in the exposition text, or -1. */
+static double sample(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}
+
+static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
+{
+	json_t *cfg = h_config("ops_metrics", 10), *r;
+	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0), *job = h_submit(h, cfg, extra);
+	json_t *ok_facts = h_facts_success(10);
+	char *id = h_id(job, "id");
+	const char *saved;
+	long st = 0;
+	char *text;
+
+	if (!h_ok(h, id != NULL, "metrics job submitted"))
+		goto out;
+	json_decref(run_attempt(h, wid, oom));
+	json_decref(run_attempt(h, wid, ok_facts));
+	r = h_wait_job(h, id, "succeeded", 10000);
+	if (!h_ok(h, r != NULL, "metrics job succeeded"))
+		goto out;
+	json_decref(r);
+
+	saved = h->auth_token;
+	h->auth_token = NULL;
+	r = h_get(h, "/metrics", &st);
+	json_decref(r);
+	h_ok(h, st == 401, "/metrics without a token is refused (status %ld)", st);
+	h->auth_token = h->submitter_token;
+	r = h_get(h, "/metrics", &st);
+	json_decref(r);
+	h_ok(h, st == 403, "/metrics with a submitter token is refused (status %ld)", st);
+	h->auth_token = saved;
+
+	r = h_get(h, "/metrics", &st);
+	json_decref(r);
+	text = xstrdup(h->last_body ? h->last_body : "");
+	h_ok(h, st == 200, "/metrics answers 200 to an admin (status %ld)", st);
+	h_ok(h, strstr(text, "# TYPE rung_jobs gauge\n") != NULL, "TYPE line for rung_jobs");
+	h_ok(h, sample(text, "rung_database_up") == 1, "database counts present");
+	h_ok(h, sample(text, "rung_jobs{state=\"succeeded\"}") == 1, "one succeeded job");
+	h_ok(h, sample(text, "rung_attempts_total{outcome=\"failed\",class=\"oom_train_early\"}") == 1,
+	     "one failed attempt of class oom_train_early");
+	h_ok(h, sample(text, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1,
+	     "one succeeded attempt");
+	h_ok(h, strstr(text, "rung_rungs_applied_total{rung=\"") != NULL, "a rung applied is counted by name");
+	h_ok(h, sample(text, "rung_lease_wait_seconds_count") == 2, "two queued->leased waits");
+	h_ok(h, sample(text, "rung_lease_wait_seconds_bucket{le=\"+Inf\"}") == 2, "+Inf bucket equals the count");
+	h_ok(h, sample(text, "rung_queue_depth") == 0, "queue empty");
+	h_ok(h, sample(text, "rung_gpus{state=\"ok\"}") == 1, "one GPU ok");
+	h_ok(h, sample(text, "rung_http_request_duration_seconds_count{route=\"/v1/jobs/{}\",method=\"GET\",status=\"2xx\"}") >= 1,
+	     "HTTP histogram keyed by the route pattern");
+	h_ok(h, sample(text, "rung_http_request_duration_seconds_count{route=\"/metrics\",method=\"GET\",status=\"4xx\"}") == 2,
+	     "refused /metrics requests counted as 4xx");
+	h_ok(h, sample(text, "rung_db_connections{state=\"busy\"}") >= 0 && sample(text, "rung_lease_waiters") == 0,
+	     "pool and parked long-poll gauges present");
+	if (h->failed)
+		h_diag("metrics:\n%s", text);
+	free(text);
+out:
+	free(id);
+	json_decref(ok_facts);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
+static void test_webhook(struct harness *h, const char *wid, const json_t *oom, struct receiver *rc)
+{
+	json_t *cfg = h_config("ops_escalate", 10);
+	json_t *extra = json_pack("{s:{s:i}}", "recovery", "max_attempts", 1);
+	json_t *job = h_submit(h, cfg, extra), *done = NULL, *body = NULL, *r;
+	char *id = h_id(job, "id"), *esc = NULL, *want;
+	struct sql_wait retried = { h, "SELECT coalesce(max(attempts), 0) FROM webhook_outbox WHERE delivered_at IS NULL "
+				       "AND last_status = 0", 2 };
+	struct sql_wait delivered = { h, "SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NOT NULL", 1 };
+	struct recv_wait two = { rc, 2 };
+	long st = 0;
+
+	if (!h_ok(h, id != NULL, "escalating job submitted"))
+		goto out;
+	done = run_attempt(h, wid, oom);
+	esc = h_id(done, "escalation_id");
+	if (!h_ok(h, esc != NULL, "the finish opened an escalation"))
+		goto out;
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM webhook_outbox", 0, NULL) == 1,
+	     "the outbox row was written with the escalation");
+
+	r = h_get(h, "/metrics", &st);
+	json_decref(r);
+	h_ok(h, sample(h->last_body, "rung_escalations{state=\"open\"}") == 1, "metrics: one open escalation");
+	h_ok(h, sample(h->last_body, "rung_webhook_pending") == 1, "metrics: one webhook pending");
+
+	/* the receiver is not listening: each try is refused and rescheduled */
+	h_ok(h, wait_until(sql_reaches, &retried, 15000), "refused delivery retried with backoff");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL AND next_attempt_at > created_at",
+			  0, NULL) == 1, "next try scheduled later");
+
+	/* rungd dies without a chance to clean up; the row must survive */
+	h_ok(h, h_server_stop(h, SIGKILL) == 0, "rungd killed");
+	if (!h_ok(h, recv_start(rc) == 0, "receiver listening on port %d", rc->port))
+		goto out;
+	h_ok(h, h_server_restart(h) == 0, "rungd restarted");
+	/* the receiver answers 503 once: not delivered, retried, then 204 */
+	h_ok(h, wait_until(recv_has, &two, 20000), "receiver got the POST again after a 503 (%d)", recv_count(rc));
+	h_ok(h, wait_until(sql_reaches, &delivered, 5000), "outbox row marked delivered after the 2xx");
+	h_ok(h, h_sql_int(h, "SELECT last_status FROM webhook_outbox", 0, NULL) == 204, "last status 204 recorded");
+
+	pthread_mutex_lock(&rc->mu);
+	body = rc->bodies[1] ? json_loads(rc->bodies[1], 0, NULL) : NULL;
+	h_ok(h, rc->paths[1] && strcmp(rc->paths[1], "/hook") == 0, "POSTed to the configured path");
+	pthread_mutex_unlock(&rc->mu);
+	{
+		char *got_esc = h_id(body, "escalation_id"), *got_job = h_id(body, "job_id");
+		h_ok(h, got_esc && !strcmp(got_esc, esc), "payload escalation_id");
+		h_ok(h, got_job && !strcmp(got_job, id), "payload job_id");
+		h_ok(h, !strcmp(h_str(body, "trigger"), "budget_exhausted"), "payload trigger (%s)", h_str(body, "trigger"));
+		h_ok(h, *h_str(body, "summary") && *h_str(body, "recommendation"), "payload summary and recommendation");
+		want = xasprintf("/v1/escalations/%s", esc);
+		h_ok(h, !strcmp(h_str(body, "report"), want), "payload report link %s", h_str(body, "report"));
+		free(want);
+		want = xasprintf("/ui/escalations/%s", esc);
+		h_ok(h, !strcmp(h_str(body, "ui"), want), "payload UI link %s", h_str(body, "ui"));
+		free(want);
+		free(got_esc);
+		free(got_job);
+	}
+	if (h->failed)
+		h_diag_json("webhook body", body);
+out:
+	json_decref(body);
+	free(esc);
+	free(id);
+	json_decref(done);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_ops");
+	struct receiver rc = { .fail_first = 1 };
+	char *url = NULL, *wid = NULL, *path = NULL;
+	json_t *oom = NULL;
+
+	pthread_mutex_init(&rc.mu, NULL);
+	rc.port = unused_port();
+	url = xasprintf("http://127.0.0.1:%d/hook", rc.port);
+	{
+		const char *extra[] = { "--escalation-webhook", url, "--webhook-poll-ms", "50", "--webhook-backoff-ms",
+					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000", NULL };
+		if (!h_ok(h, rc.port > 0 && h_server_start(h, extra) == 0, "rungd started with a webhook"))
+			goto out;
+	}
+	path = xasprintf("%s/tests/data/facts_train_early_oom.json", h->root);
+	oom = json_load_file(path, 0, NULL);
+	wid = h_fake_register(h, "ops-w1", GPU, 24576);
+	if (!h_ok(h, oom && wid, "facts loaded and fake worker registered"))
+		goto out;
+	test_metrics(h, wid, oom);
+	test_webhook(h, wid, oom, &rc);
+out:
+	json_decref(oom);
+	free(path);
+	free(wid);
+	free(url);
+	{
+		int rcode = h_free(h);
+		recv_stop(&rc);
+		return rcode;
+	}
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The test runner behind `make test`: one throwaway PostgreSQL for the whole run, then every
+# bin/tests/test_* (unit) and bin/tests/it_* (integration), each with a fresh database of its own
+# and a timeout. Counts the TAP-like `ok - ` / `not ok - ` lines; ends with `N passed, N failed`.
+#   tests/run.sh [PATTERN...]   run only the binaries whose name contains one of the patterns
+# Env: RUNG_TEST_TIMEOUT (seconds per binary, default 300), RUNG_TEST_VERBOSE=1 (print every log).
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+TIMEOUT=${RUNG_TEST_TIMEOUT:-300}
+VERBOSE=${RUNG_TEST_VERBOSE:-0}
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rung-test.XXXXXX") || exit 2
+chmod 755 "$TMP"
+PGDATA_DIR="$TMP/pg"
+PGPORT=""
+CHILD=""
+cleanup() {
+	trap - EXIT INT TERM
+	if [ -n "$CHILD" ]; then # the test binary running now (timeout forwards TERM to it)
+		kill -TERM "$CHILD" 2>/dev/null
+		wait "$CHILD" 2>/dev/null
+	fi
+	[ -n "$PGPORT" ] && tests/pg.sh stop "$PGDATA_DIR" immediate >/dev/null 2>&1
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'echo "run.sh: interrupted" >&2; cleanup; exit 130' INT TERM
+
+# A port nobody listens on; pg_ctl fails when another process takes it first, so retry a few times.
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for try in 1 2 3 4 5; do
+	p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+	port_free "$p" || continue
+	if tests/pg.sh start "$PGDATA_DIR" "$p" >"$TMP/pg-start.log" 2>&1; then
+		PGPORT=$p
+		break
+	fi
+done
+if [ -z "$PGPORT" ]; then
+	echo "run.sh: could not start PostgreSQL:" >&2
+	cat "$TMP/pg-start.log" >&2
+	[ -f "$PGDATA_DIR/server.log" ] && tail -n 30 "$PGDATA_DIR/server.log" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+PGURL_BASE="postgresql://postgres@127.0.0.1:$PGPORT"
+
+# Binaries to run: unit first, then integration, filtered by the patterns given.
+bins=()
+for b in bin/tests/test_* bin/tests/it_*; do
+	[ -x "$b" ] || continue
+	if [ $# -gt 0 ]; then
+		keep=0
+		for pat in "$@"; do case "$(basename "$b")" in *"$pat"*) keep=1 ;; esac; done
+		[ $keep = 1 ] || continue
+	fi
+	bins+=("$b")
+done
+
+passed=0
+failed=0
+failed_bins=()
+n=0
+for b in "${bins[@]}"; do
+	n=$((n + 1))
+	name=$(basename "$b")
+	db="t${n}_$(echo "$name" | tr -c 'a-zA-Z0-9_\n' '_')"
+	log="$TMP/$name.log"
+	if ! createdb -h 127.0.0.1 -p "$PGPORT" -U postgres "$db" >"$log" 2>&1; then
+		echo "not ok - $name: createdb failed"
+		cat "$log"
+		failed=$((failed + 1))
+		failed_bins+=("$name")
+		continue
+	fi
+	start=$(date +%s)
+	RUNG_TEST_DATABASE_URL="$PGURL_BASE/$db" RUNG_TEST_PGDATA="$PGDATA_DIR" RUNG_TEST_PGPORT="$PGPORT" \
+		RUNG_TEST_PGURL_BASE="$PGURL_BASE" RUNG_ROOT="$ROOT" TMPDIR="$TMP" RUNG_TEST_TIMEOUT="$TIMEOUT" \
+		timeout -k 10 "$TIMEOUT" "$b" >"$log" 2>&1 </dev/null &
+	CHILD=$!
+	# `wait` (unlike a foreground child) lets the INT/TERM trap run at once.
+	wait "$CHILD"
+	rc=$?
+	CHILD=""
+	secs=$(($(date +%s) - start))
+	ok=$(grep -c '^ok - ' "$log")
+	bad=$(grep -c '^not ok - ' "$log")
+	extra=""
+	if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then
+		bad=1
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then extra=" (timed out after ${TIMEOUT}s)"
+		else extra=" (crashed or exited $rc without a failing check)"; fi
+	elif [ "$rc" -eq 0 ] && [ "$ok" -eq 0 ] && [ "$bad" -eq 0 ]; then
+		bad=1
+		extra=" (ran no checks)"
+	fi
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+	if [ "$bad" -gt 0 ]; then
+		failed_bins+=("$name")
+		echo "=== $name: output ==="
+		cat "$log"
+		echo "=== FAIL $name: $ok passed, $bad failed$extra, ${secs}s"
+	else
+		[ "$VERBOSE" = 1 ] && cat "$log"
+		echo "PASS $name: $ok passed, ${secs}s"
+	fi
+	dropdb -h 127.0.0.1 -p "$PGPORT" -U postgres --force "$db" >/dev/null 2>&1
+done
+
+if [ ${#bins[@]} -eq 0 ]; then
+	echo "run.sh: no test binaries matched${*:+ ($*)}"
+fi
+if [ ${#failed_bins[@]} -gt 0 ]; then
+	echo "failing: ${failed_bins[*]}"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
