@@ -52,8 +52,9 @@ static char *check_gpus(const json_t *gpus, char **message)
 	size_t i;
 	json_t *g;
 
-	if (!json_is_array(gpus)) {
-		*message = xstrdup("gpus must be an array");
+	/* A worker exists to drive GPUs: one that has none has nothing to lease for. */
+	if (!json_is_array(gpus) || json_array_size(gpus) == 0 || json_array_size(gpus) > 64) {
+		*message = xstrdup("gpus is required: a non-empty array (at most 64) of {uuid, index, name, memory_total_mib}");
 		return xstrdup("gpus");
 	}
 	json_array_foreach(gpus, i, g) {
@@ -104,18 +105,12 @@ void api_workers_register(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "host", "host must be a string");
 		goto out;
 	}
-	if (!gpus)
-		gpus = json_array();
-	else
-		json_incref(gpus);
 	field = check_gpus(gpus, &message);
 	if (field) {
-		json_decref(gpus);
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
 	gpus_s = json_dumps(gpus, JSON_COMPACT);
-	json_decref(gpus);
 	{
 		/* the worker row is bound to the registering token (auth.h: AUTH_SCOPE_WORKER) */
 		char token_id[32];

@@ -199,12 +199,14 @@ static void add_unique(json_t *arr, json_t *v)
 	json_array_append(arr, v);
 }
 
+/* The job's result: the config that produced the good run (not the scale-up try that OOMed after
+ * it), and achieved vs target settings. "config" replaces the server's default (the last attempt's). */
 static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good)
 {
-	return json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved", ladder_summary(good), "target",
+	return json_pack("{s:o, s:o, s:O, s:O, s:s, s:O}", "achieved", ladder_summary(good), "target",
 			 ladder_summary(p->target), "ceilings", json_object_get(d->rstate, "ceilings"),
 			 "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
-			 config_name(good));
+			 config_name(good), "config", good);
 }
 
 static void end_job(struct dec *d, const char *action, const char *state)

@@ -306,7 +306,8 @@ static void test_workers(struct harness *h, char *w1tok, char *w2tok)
 	h_ok(h, w1 && w2, "two workers register with their own tokens");
 	if (!w1 || !w2)
 		goto out;
-	json_t *b = json_pack("{s:s, s:s, s:[]}", "name", "fw-one", "host", "x", "gpus");
+	json_t *b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "fw-one", "host", "x", "gpus", "uuid",
+			      "GPU-auth-2", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576);
 	json_t *j = as(h, w2tok, "POST", "/v1/workers", b, &st);
 	want_error(h, j, st, 409, "worker_name_taken", "a worker token re-registers another token's worker");
 	json_decref(b);

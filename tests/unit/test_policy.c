@@ -258,6 +258,8 @@ static void scale_up_flow(void)
 	       "guide 7: an OOM on a scale-up attempt records the ceiling");
 	TAP_STR_EQ(S(d, "action"), "succeed", "guide 7: every setting at target or ceiling -> succeeded");
 	TAP_STR_EQ(S(d, "result.config_name"), "my_first_flux_lora_v1", "result points at the last good run");
+	TAP_OK(json_equal(jpath_get(d, "result.config"), reduced),
+	       "guide 7: the result's config is the last good one, not the scale-up try that OOMed");
 	json_decref(d);
 	json_decref(s1);
 
