@@ -55,7 +55,7 @@ $(B)/.deps:
 deps: $(B)/.deps
 
 # SQL lives in sql/ and migrations/; it is embedded at build time so the binaries need no files beside them.
-$(B)/sql.c $(B)/sql.h: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard migrations/*.sql) | $(B)/.deps
+$(B)/sql.c $(B)/sql.h &: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard migrations/*.sql) | $(B)/.deps
 	@mkdir -p $(B)
 	@scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h
 
