@@ -110,7 +110,39 @@ for b in "${bins[@]}"; do
 	dropdb -h 127.0.0.1 -p "$PGPORT" -U postgres --force "$db" >/dev/null 2>&1
 done
 
-if [ ${#bins[@]} -eq 0 ]; then
+# The browser test of the web pages (headless Chromium driven by playwright-core): a script with
+# its own Postgres, rungd and workers; it prints the same ok / not ok lines. RUNG_SKIP_BROWSER=1 skips it.
+run_browser=0
+if [ "${RUNG_SKIP_BROWSER:-0}" != 1 ]; then
+	if [ $# -eq 0 ]; then run_browser=1; else
+		for pat in "$@"; do case browser in *"$pat"*) run_browser=1 ;; esac; done
+	fi
+fi
+if [ $run_browser = 1 ]; then
+	log="$TMP/browser.log"
+	start=$(date +%s)
+	timeout -k 10 "$TIMEOUT" scripts/browser-test.sh >"$log" 2>&1 </dev/null &
+	CHILD=$!
+	wait "$CHILD"
+	rc=$?
+	CHILD=""
+	secs=$(($(date +%s) - start))
+	ok=$(grep -c '^ok - ' "$log")
+	bad=$(grep -c '^not ok - ' "$log")
+	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+	if [ "$bad" -gt 0 ]; then
+		failed_bins+=(browser-test)
+		echo "=== browser-test: output ==="
+		cat "$log"
+		echo "=== FAIL browser-test: $ok passed, $bad failed, ${secs}s"
+	else
+		echo "PASS browser-test: $ok passed, ${secs}s"
+	fi
+fi
+
+if [ ${#bins[@]} -eq 0 ] && [ $run_browser = 0 ]; then
 	echo "run.sh: no test binaries matched${*:+ ($*)}"
 fi
 if [ ${#failed_bins[@]} -gt 0 ]; then
