@@ -325,7 +325,10 @@ void config_usage(FILE *f)
 	char env[128], flag[64];
 
 	fprintf(f, "usage: rungd [migrate] [options]\n"
-		   "  migrate                       apply the schema migrations and exit\n");
+		   "       rungd token create --role submitter|worker|support|admin [--name N] [--database-url URL]\n"
+		   "       rungd token revoke NAME|ID [--database-url URL]\n"
+		   "  migrate                       apply the schema migrations and exit\n"
+		   "  token create / revoke         manage API tokens straight in the database (bootstrap an admin)\n");
 	for (size_t i = 0; i < ARRAY_LEN(opts); i++) {
 		const struct opt *o = &opts[i];
 		opt_env_name(o, env, sizeof env);
