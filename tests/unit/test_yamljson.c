@@ -1,10 +1,10 @@
-/* Unit tests for cli/yamljson: AI Toolkit example shapes, PyYAML 1.1 scalar typing (with AI Toolkit's
+/* Unit tests for common/yamljson: AI Toolkit example shapes, PyYAML 1.1 scalar typing (with AI Toolkit's
  * exponent-float fix), anchors and merge keys, and malformed input. Expected values were produced by
  * PyYAML with AI Toolkit's loader. Run from the repository root (reads tests/data/). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cli/yamljson.h"
+#include "yamljson.h"
 #include "tap.h"
 
 static json_t *load(const char *path)

@@ -1,4 +1,4 @@
-/* AI Toolkit config files as rungctl reads them: YAML (through libyaml, resolved the way AI Toolkit's
+/* AI Toolkit config files as rungctl and rungd read them: YAML (through libyaml, resolved the way AI Toolkit's
  * PyYAML SafeLoader plus its exponent-float fix reads them) or JSON, turned into a jansson value.
  * Owns scalar typing, anchors/aliases and merge keys; knows nothing about what the config means. */
 #ifndef RUNG_YAMLJSON_H
@@ -13,6 +13,10 @@
  * none); quoted and block scalars stay strings. On error returns NULL and sets *err to a heap string
  * that names the line (1-based) and problem; the caller frees it. */
 json_t *yamljson_parse(const char *buf, size_t len, char **err);
+
+/* yamljson_parse with a smaller budget for the values produced (aliases counted at full size), for
+ * untrusted input such as a request body: past max_nodes the parse fails with an error. */
+json_t *yamljson_parse_capped(const char *buf, size_t len, size_t max_nodes, char **err);
 
 /* Resolves one plain (unquoted) scalar the way the parser does; new reference, or NULL with *err
  * set (heap string) for values JSON cannot hold. Exposed for tests. */

@@ -1,4 +1,5 @@
-/* YAML (and JSON) config files to jansson values for rungctl submit/classify. Walks libyaml's event
+/* YAML (and JSON) config files to jansson values for rungctl submit/classify and rungd's raw-YAML
+ * submit (POST /v1/jobs with Content-Type: application/yaml). Walks libyaml's event
  * stream with an explicit stack; types plain scalars with PyYAML's YAML 1.1 resolvers plus the
  * exponent-float resolver AI Toolkit's toolkit/config.py adds (so `lr: 1e-4` is a float, as the trainer
  * sees it). Aliases are copied (with a node budget against alias bombs); `<<` merge keys are honoured. */
@@ -50,6 +51,7 @@ struct yj_parser {
 	json_t *root;
 	int have_root;
 	size_t nodes;
+	size_t max_nodes;       /* alias budget: the parse fails past this many values */
 	char *err;
 };
 
@@ -356,8 +358,10 @@ static int on_alias(struct yj_parser *p, const yaml_event_t *ev)
 		return -1;
 	}
 	p->nodes += a->nodes;
-	if (p->nodes > YJ_MAX_NODES) {
-		set_err(p, &ev->start_mark, "aliases expand to too many values (more than 1000000)%s", NULL);
+	if (p->nodes > p->max_nodes) {
+		char *n = xasprintf("%zu", p->max_nodes);
+		set_err(p, &ev->start_mark, "aliases expand to too many values (more than %s)", n);
+		free(n);
 		return -1;
 	}
 	return deliver(p, json_deep_copy(a->value), 0, &ev->start_mark);
@@ -414,7 +418,12 @@ static void parser_release(struct yj_parser *p)
 
 json_t *yamljson_parse(const char *buf, size_t len, char **err)
 {
-	struct yj_parser p = { .depth = 0 };
+	return yamljson_parse_capped(buf, len, YJ_MAX_NODES, err);
+}
+
+json_t *yamljson_parse_capped(const char *buf, size_t len, size_t max_nodes, char **err)
+{
+	struct yj_parser p = { .depth = 0, .max_nodes = max_nodes };
 	yaml_parser_t yp;
 	yaml_event_t ev;
 	json_t *out = NULL;

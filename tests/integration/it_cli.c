@@ -1,0 +1,570 @@
+/* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
+ * command: submit (YAML fixture, JSON file, recovery options), jobs, show, attempts, events, watch
+ * (plain lines when not a tty; exit 0/1), cancel, escalations, report, ack, resolve, workers, gpus,
+ * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
+ * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "util.h"
+#include "yamljson.h"
+
+#define FIXTURE_YAML "tests/data/aitk_flux_lora_24gb.yaml"
+#define FAKE_GPU "GPU-cli-0"
+#define MAX_ARGS 32
+
+/* What the last rungctl run printed (heap, replaced by the next run). */
+static char *g_out, *g_err;
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (!f)
+		return xstrdup("");
+	do {
+		if (cap - len < 4096)
+			buf = xrealloc(buf, cap = cap * 2 + 4096);
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0);
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Runs bin/rungctl ARGS... (NULL-terminated) with RUNG_URL set to the harness's rungd and RUNG_TOKEN
+ * to token (NULL: unset), stdin from in (NULL: /dev/null), and extra env "K=V" (NULL-terminated or
+ * NULL). Returns the exit status (128+signal when killed); output in g_out/g_err. */
+static int ctl_env(struct harness *h, const char *token, const char *in, const char *const *env, ...)
+{
+	const char *argv[MAX_ARGS + 2];
+	char *bin = xasprintf("%s/bin/rungctl", h->root);
+	char *out_path = xasprintf("%s/ctl.out", h->tmp), *err_path = xasprintf("%s/ctl.err", h->tmp);
+	va_list ap;
+	int n = 0, st = 0, rc = -1;
+	pid_t pid;
+
+	argv[n++] = bin;
+	va_start(ap, env);
+	for (const char *a; n < MAX_ARGS && (a = va_arg(ap, const char *)) != NULL;)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int fi = open(in ? in : "/dev/null", O_RDONLY);
+		if (fo < 0 || fe < 0 || fi < 0)
+			_exit(126);
+		dup2(fi, 0);
+		dup2(fo, 1);
+		dup2(fe, 2);
+		setenv("RUNG_URL", h->base_url ? h->base_url : "http://127.0.0.1:1", 1);
+		if (token)
+			setenv("RUNG_TOKEN", token, 1);
+		else
+			unsetenv("RUNG_TOKEN");
+		for (size_t i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		signal(SIGPIPE, SIG_DFL);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	if (pid > 0) {
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+			;
+		rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	free(g_out);
+	free(g_err);
+	g_out = slurp(out_path);
+	g_err = slurp(err_path);
+	if (rc != 0 && rc != 1 && rc != 2 && rc != 3 && rc != 4)
+		h_diag("rungctl exited %d; stderr: %s", rc, g_err);
+	free(bin);
+	free(out_path);
+	free(err_path);
+	return rc;
+}
+
+#define ctl(h, ...) ctl_env((h), (h)->admin_token, NULL, NULL, __VA_ARGS__, NULL)
+#define ctl_as(h, token, ...) ctl_env((h), (token), NULL, NULL, __VA_ARGS__, NULL)
+
+/* g_out parsed as JSON (new reference) or NULL. */
+static json_t *out_json(void)
+{
+	return json_loads(g_out, 0, NULL);
+}
+
+/* The first line of g_out without its newline (heap). */
+static char *out_line(void)
+{
+	size_t n = strcspn(g_out, "\n");
+	char *s = xmalloc(n + 1);
+	memcpy(s, g_out, n);
+	s[n] = '\0';
+	return s;
+}
+
+static bool is_digits(const char *s)
+{
+	return s && *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* True when v is not NULL; drops the reference. */
+static bool took(json_t *v)
+{
+	json_decref(v);
+	return v != NULL;
+}
+
+/* config.process[0].train.lr of a job's target_config (borrowed) or NULL. */
+static json_t *job_lr(const json_t *job)
+{
+	json_t *p = json_object_get(json_object_get(json_object_get(job, "target_config"), "config"), "process");
+	return json_object_get(json_object_get(json_array_get(p, 0), "train"), "lr");
+}
+
+static size_t on_curl_body(char *p, size_t sz, size_t n, void *arg)
+{
+	char **buf = arg;
+	size_t old = *buf ? strlen(*buf) : 0;
+	*buf = xrealloc(*buf, old + sz * n + 1);
+	memcpy(*buf + old, p, sz * n);
+	(*buf)[old + sz * n] = '\0';
+	return sz * n;
+}
+
+/* POSTs body (len bytes) to path with Content-Type ctype and the admin token over its own libcurl
+ * handle (the harness always sends application/json); returns the JSON answer (new ref) or NULL. */
+static json_t *raw_post(struct harness *h, const char *path, const char *ctype, const char *body, size_t len,
+	long *status)
+{
+	CURL *c = curl_easy_init();
+	struct curl_slist *hl = NULL;
+	char *url = xasprintf("%s%s", h->base_url, path), *auth = xasprintf("Authorization: Bearer %s", h->admin_token);
+	char *ct = xasprintf("Content-Type: %s", ctype), *buf = NULL;
+	json_t *ans = NULL;
+
+	*status = 0;
+	hl = curl_slist_append(hl, ct);
+	hl = curl_slist_append(hl, auth);
+	hl = curl_slist_append(hl, "Expect:");
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 20000L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_curl_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &buf);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
+	ans = buf ? json_loads(buf, 0, NULL) : NULL;
+	if (!ans && buf)
+		h_diag("non-JSON answer: %.300s", buf);
+	curl_slist_free_all(hl);
+	curl_easy_cleanup(c);
+	free(buf);
+	free(url);
+	free(auth);
+	free(ct);
+	return ans;
+}
+
+static void test_help_and_usage(struct harness *h)
+{
+	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "watch", NULL },
+		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
+		{ "workers", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
+		{ "token", "list" }, { "token", "revoke" }, { "classify", NULL } };
+
+	h_ok(h, ctl(h, "--help") == 0 && strstr(g_out, "exit codes") && strstr(g_out, "gpu release"),
+		"rungctl --help: exit 0, lists commands and exit codes");
+	for (size_t i = 0; i < ARRAY_LEN(cmds); i++) {
+		int rc = cmds[i][1] ? ctl(h, cmds[i][0], cmds[i][1], "--help") : ctl(h, cmds[i][0], "--help");
+		char *want = xasprintf("usage: rungctl %s%s%s", cmds[i][0], cmds[i][1] ? " " : "",
+			cmds[i][1] ? cmds[i][1] : "");
+		h_ok(h, rc == 0 && strstr(g_out, want), "%s --help: exit 0 and its usage (rc %d)", want + 15, rc);
+		free(want);
+	}
+	h_ok(h, ctl(h, "frobnicate") == 2 && strstr(g_err, "unknown command"), "unknown command: exit 2");
+	h_ok(h, ctl(h, "show") == 2 && strstr(g_err, "missing argument"), "missing operand: exit 2");
+	h_ok(h, ctl(h, "jobs", "--limit", "0") == 2, "out-of-range option: exit 2");
+	h_ok(h, ctl(h, "submit", "tests/data/does-not-exist.yaml") == 2 && strstr(g_err, "No such file"),
+		"unreadable config file: exit 2");
+	h_ok(h, ctl(h, "submit", "tests/data/yaml_malformed.yaml") == 2 && strstr(g_err, "line "),
+		"malformed YAML file: exit 2 with the line");
+	h_ok(h, ctl(h, "ack", "1") == 2 && strstr(g_err, "--note"), "ack without --note: exit 2");
+	h_ok(h, ctl(h, "token", "create") == 2 && strstr(g_err, "--role"), "token create without --role: exit 2");
+	h_ok(h, ctl(h, "--url", "http://127.0.0.1:1", "jobs") == 3 && strstr(g_err, "cannot reach"),
+		"unreachable server: exit 3");
+	h_ok(h, ctl(h, "show", "999999") == 4 && strstr(g_err, "404"), "unknown job: exit 4");
+	h_ok(h, ctl_as(h, NULL, "jobs") == 1 && strstr(g_err, "401"), "no token: refused, exit 1");
+	h_ok(h, ctl_as(h, h->submitter_token, "workers") == 1 && strstr(g_err, "403"),
+		"submitter token on workers: refused (403), exit 1");
+}
+
+/* Writes h_config(name, steps) to a temp .json file; returns its path (heap). */
+static char *config_file(struct harness *h, const char *name, int steps)
+{
+	json_t *cfg = h_config(name, steps);
+	char *path = xasprintf("%s/%s.json", h->tmp, name);
+	json_dump_file(cfg, path, JSON_INDENT(2));
+	json_decref(cfg);
+	return path;
+}
+
+/* Submits a JSON config with options; jobs, show, attempts, events (tables and --json); cancel;
+ * watch of the cancelled job exits 1. */
+static void test_job_commands(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_json", 30), *id = NULL;
+	json_t *j = NULL;
+
+	int rc = ctl(h, "submit", cfg, "--name", "cli json job", "--priority", "7", "--max-attempts", "2",
+		"--validate-steps", "10", "--no-scale-up");
+	id = out_line();
+	h_ok(h, rc == 0 && is_digits(id), "submit JSON file: exit 0, prints the id (%s)", id);
+	h_ok(h, ctl(h, "show", id, "--json") == 0 && (j = out_json()) != NULL, "show --json parses");
+	json_t *rec = json_object_get(j, "recovery");
+	h_ok(h, h_int(j, "priority") == 7 && !strcmp(h_str(j, "name"), "cli json job"), "--priority and --name sent");
+	h_ok(h, h_int(rec, "max_attempts") == 2 && h_int(rec, "validate_steps") == 10 &&
+		json_is_false(json_object_get(rec, "scale_up")), "--max-attempts, --validate-steps, --no-scale-up sent");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "state") && strstr(g_out, "queued") &&
+		strstr(g_out, "current = target"), "show: summary and no config changes");
+	h_ok(h, ctl(h, "jobs", "--state", "queued") == 0 && strstr(g_out, "ID") && strstr(g_out, "cli json job"),
+		"jobs --state queued: a table with the job");
+	h_ok(h, ctl(h, "jobs", "--state", "succeeded") == 0 && !strstr(g_out, "cli json job"),
+		"jobs --state succeeded: not listed");
+	h_ok(h, ctl(h, "jobs", "--state", "bogus") == 1 && strstr(g_err, "400"), "jobs --state bogus: 400, exit 1");
+	h_ok(h, ctl(h, "jobs", "--json") == 0 && (j = out_json()) && json_array_size(json_object_get(j, "jobs")) >= 1,
+		"jobs --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "attempts", id) == 0 && strstr(g_out, "OUTCOME"), "attempts: table header");
+	h_ok(h, ctl(h, "attempts", id, "--json") == 0 && (j = out_json()) && json_is_array(json_object_get(j, "attempts")),
+		"attempts --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "events", id) == 0 && strlen(g_out) > 0, "events: lines");
+	h_ok(h, ctl(h, "events", id, "--json") == 0 && (j = out_json()) &&
+		json_array_size(json_object_get(j, "events")) >= 1, "events --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "attempts", "999999") == 4 && ctl(h, "events", "999999") == 4 && ctl(h, "cancel", "999999") == 4,
+		"attempts/events/cancel of an unknown job: exit 4");
+	h_ok(h, ctl(h, "cancel", id) == 0 && strstr(g_out, "cancelled"), "cancel: the queued job is cancelled");
+	h_ok(h, ctl(h, "cancel", id, "--json") == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "cancelled"),
+		"cancel --json parses");
+	json_decref(j);
+	rc = ctl(h, "watch", id, "--interval-ms", "50");
+	h_ok(h, rc == 1 && strstr(g_out, "cancelled") && !strchr(g_out, '\r'),
+		"watch of a cancelled job: plain lines, exit 1 (rc %d)", rc);
+	free(cfg);
+	free(id);
+}
+
+/* A fake worker fails a max_attempts-1 job with an OOM: the job fails with an escalation. watch exits
+ * 1; escalations, report, ack, resolve; workers, gpus, gpu release. */
+static void test_support_commands(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_esc", 10), *id = NULL, *wid = NULL, *aid = NULL, *esc = NULL;
+	json_t *facts = json_load_file("tests/data/facts_train_early_oom.json", 0, NULL), *lease = NULL, *done = NULL;
+	json_t *j = NULL;
+	long st = 0;
+
+	wid = h_fake_register(h, "cli-fake", FAKE_GPU, 24576);
+	h_ok(h, ctl(h, "submit", cfg, "--max-attempts", "1") == 0, "submit the job a fake worker fails");
+	id = out_line();
+	lease = wid ? h_fake_lease(h, wid, FAKE_GPU, 5000, &st) : NULL;
+	aid = h_id(lease, "attempt_id");
+	if (!h_ok(h, aid != NULL, "fake worker leased it (%ld)", st))
+		goto out;
+	done = h_fake_finish(h, aid, h_str(lease, "token"), facts, &st);
+	esc = h_id(done, "escalation_id");
+	if (!h_ok(h, st == 200 && esc, "the OOM finish fails the job and opens an escalation"))
+		goto out;
+	int rc = ctl(h, "watch", id);
+	h_ok(h, rc == 1 && strstr(g_out, "failed") && strstr(g_out, "attempt 1 ended") && !strchr(g_out, '\r'),
+		"watch of a failed job: plain lines with the attempt and the verdict, exit 1 (rc %d)", rc);
+	h_ok(h, ctl(h, "watch", id, "--json") == 1 && (j = out_json()) && !strcmp(h_str(j, "state"), "failed"),
+		"watch --json prints the final job");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "escalations", "--state", "open") == 0 && strstr(g_out, "TRIGGER") && strstr(g_out, id),
+		"escalations --state open: a table naming the job");
+	h_ok(h, ctl(h, "escalations", "--json") == 0 && (j = out_json()) &&
+		json_array_size(json_object_get(j, "escalations")) >= 1, "escalations --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "report", esc) == 0 && strstr(g_out, "#"), "report: Markdown");
+	h_ok(h, ctl(h, "report", esc, "--json") == 0 && (j = out_json()) && json_is_string(json_object_get(j, "report_markdown")),
+		"report --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "report", "999999") == 4, "report of an unknown escalation: exit 4");
+	h_ok(h, ctl_as(h, h->submitter_token, "escalations") == 1, "escalations with a submitter token: exit 1");
+	h_ok(h, ctl(h, "ack", esc, "--note", "looking") == 0 && strstr(g_out, "acknowledged"), "ack: acknowledged");
+	h_ok(h, ctl(h, "resolve", esc, "--note", "fixed", "--json") == 0 && (j = out_json()) &&
+		!strcmp(h_str(j, "state"), "resolved"), "resolve --json: resolved");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "ack", "999999", "--note", "x") == 4, "ack of an unknown escalation: exit 4");
+	h_ok(h, ctl(h, "escalations", "--state", "open") == 0 && !strstr(g_out, "budget") && !strstr(g_out, " open "),
+		"no open escalation is left");
+	h_ok(h, ctl(h, "workers") == 0 && strstr(g_out, "cli-fake"), "workers: the fake worker listed");
+	h_ok(h, ctl(h, "workers", "--json") == 0 && (j = out_json()) && json_array_size(json_object_get(j, "workers")) >= 1,
+		"workers --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "gpus") == 0 && strstr(g_out, FAKE_GPU), "gpus: the fake GPU listed");
+	h_ok(h, ctl(h, "gpus", "--json") == 0 && (j = out_json()) && json_array_size(json_object_get(j, "gpus")) >= 1,
+		"gpus --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "gpu", "release", FAKE_GPU) == 0 && strstr(g_out, "ok"), "gpu release: ok");
+	h_ok(h, ctl(h, "gpu", "release", FAKE_GPU, "--json") == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "ok"),
+		"gpu release --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "gpu", "release", "GPU-nope") == 4, "gpu release of an unknown GPU: exit 4");
+out:
+	json_decref(lease);
+	json_decref(done);
+	json_decref(facts);
+	free(cfg);
+	free(id);
+	free(wid);
+	free(aid);
+	free(esc);
+}
+
+static void test_token_commands(struct harness *h)
+{
+	json_t *j = NULL;
+	char *tok = NULL, *tid = NULL;
+
+	h_ok(h, ctl(h, "token", "create", "--role", "submitter", "--name", "cli-sub") == 0 && !strncmp(g_out, "rung_", 5),
+		"token create: the secret alone on stdout");
+	tok = out_line();
+	h_ok(h, ctl_as(h, tok, "jobs") == 0, "the new token works");
+	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "cli-sub") && !strstr(g_out, tok),
+		"token list: the name, never the secret");
+	h_ok(h, ctl(h, "token", "list", "--json") == 0 && (j = out_json()) != NULL, "token list --json parses");
+	size_t i;
+	json_t *t;
+	json_array_foreach(json_object_get(j, "tokens"), i, t)
+		if (!strcmp(h_str(t, "name"), "cli-sub"))
+			tid = h_id(t, "id");
+	h_ok(h, tid && ctl(h, "token", "revoke", tid) == 0 && strstr(g_out, "revoked"), "token revoke: revoked");
+	h_ok(h, ctl_as(h, tok, "jobs") == 1 && strstr(g_err, "401"), "the revoked token is refused: exit 1");
+	h_ok(h, ctl(h, "token", "create", "--role", "emperor") == 1 && strstr(g_err, "400"),
+		"token create with an unknown role: 400, exit 1");
+	h_ok(h, ctl(h, "token", "create", "--role", "support", "--json") == 0 && took(out_json()),
+		"token create --json parses");
+	h_ok(h, ctl_as(h, h->submitter_token, "token", "list") == 1 && strstr(g_err, "403"),
+		"token list with a submitter token: 403, exit 1");
+	json_decref(j);
+	free(tok);
+	free(tid);
+}
+
+/* Raw AI Toolkit bodies over HTTP: YAML (three media types) and JSON without the envelope, with
+ * query options; and their 400s/413. Created jobs are cancelled at the end. */
+static void test_raw_submit(struct harness *h)
+{
+	char *yaml = slurp(FIXTURE_YAML), *err = NULL;
+	json_t *want = yamljson_load_file(FIXTURE_YAML, &err), *j, *cfg = h_config("cli_raw_json", 20);
+	char *cfg_s = json_dumps(cfg, JSON_COMPACT);
+	long st = 0;
+	json_t *ids = json_array();
+
+	j = raw_post(h, "/v1/jobs?name=raw%20yaml&priority=3&scale_up=false&max_attempts=4&validate_steps=10",
+		"application/yaml", yaml, strlen(yaml), &st);
+	json_t *rec = json_object_get(j, "recovery");
+	h_ok(h, st == 201, "raw YAML submit: 201 (got %ld)", st);
+	h_ok(h, json_equal(json_object_get(j, "target_config"), want), "the YAML is stored as AI Toolkit reads it");
+	h_ok(h, !strcmp(h_str(j, "name"), "raw yaml") && h_int(j, "priority") == 3, "name and priority from the query");
+	h_ok(h, json_is_false(json_object_get(rec, "scale_up")) && h_int(rec, "max_attempts") == 4 &&
+		h_int(rec, "validate_steps") == 10 && h_int(rec, "max_lost") == 3,
+		"recovery from the query, the rest defaulted");
+	json_array_append(ids, json_object_get(j, "id"));
+	json_decref(j);
+	static const char *const types[] = { "text/yaml", "application/x-yaml", "Application/YAML; charset=utf-8" };
+	for (size_t i = 0; i < ARRAY_LEN(types); i++) {
+		j = raw_post(h, "/v1/jobs", types[i], yaml, strlen(yaml), &st);
+		h_ok(h, st == 201 && !strcmp(h_str(j, "name"), "flux_lora_test_v1"),
+			"Content-Type %s: 201, named after config.name (%ld)", types[i], st);
+		json_array_append(ids, json_object_get(j, "id"));
+		json_decref(j);
+	}
+	j = raw_post(h, "/v1/jobs?priority=9&early_steps=5", "application/json", cfg_s, strlen(cfg_s), &st);
+	h_ok(h, st == 201 && h_int(j, "priority") == 9 && h_int(json_object_get(j, "recovery"), "early_steps") == 5 &&
+		json_equal(json_object_get(j, "target_config"), cfg), "raw JSON file (no envelope) with query options: 201");
+	json_array_append(ids, json_object_get(j, "id"));
+	json_decref(j);
+
+	static const struct { const char *query, *field; } bad[] = {
+		{ "priority=abc", "priority" }, { "priority=99999999999", "priority" }, { "max_attempts=0", "max_attempts" },
+		{ "scale_up=maybe", "scale_up" }, { "validate_steps=", "validate_steps" }, { "bogus=1", "bogus" },
+		{ "priority=1&priority=2", "priority" }, { "env_fault_window_s=1x", "env_fault_window_s" },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+		char *path = xasprintf("/v1/jobs?%s", bad[i].query);
+		j = raw_post(h, path, "application/yaml", yaml, strlen(yaml), &st);
+		h_ok(h, st == 400 && !strcmp(h_str(j, "field"), bad[i].field) && strstr(h_str(j, "message"), bad[i].field),
+			"?%s: 400 naming %s (got %ld %s)", bad[i].query, bad[i].field, st, h_str(j, "message"));
+		json_decref(j);
+		free(path);
+	}
+	char *bad_yaml = slurp("tests/data/yaml_malformed.yaml");
+	j = raw_post(h, "/v1/jobs", "application/yaml", bad_yaml, strlen(bad_yaml), &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "error"), "invalid_yaml") && strstr(h_str(j, "message"), "line ") &&
+		strstr(h_str(j, "message"), "column "), "malformed YAML: 400 with line and column (%s)", h_str(j, "message"));
+	json_decref(j);
+	free(bad_yaml);
+	j = raw_post(h, "/v1/jobs", "application/yaml", "- a\n- b\n", 8, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "error"), "invalid_body"), "a YAML list: 400 invalid_body");
+	json_decref(j);
+	j = raw_post(h, "/v1/jobs", "application/yaml", "job: extension\nconfig:\n  name: x\n", 33, &st);
+	h_ok(h, st == 400 && strstr(h_str(j, "field"), "config"), "a YAML file without process: 400 naming config (%s)",
+		h_str(j, "field"));
+	json_decref(j);
+	{
+		/* over 1 MiB of valid YAML: 413 */
+		size_t n = (1u << 20) + 4096;
+		char *big = xmalloc(n + 1);
+		memcpy(big, yaml, strlen(yaml));
+		for (size_t k = strlen(yaml); k < n; k++)
+			big[k] = (k % 64 == 63) ? '\n' : (k % 64 == 0 ? '#' : 'x');
+		big[n] = '\0';
+		j = raw_post(h, "/v1/jobs", "application/yaml", big, n, &st);
+		h_ok(h, st == 413 && !strcmp(h_str(j, "error"), "body_too_large"), "YAML over 1 MiB: 413 (got %ld)", st);
+		json_decref(j);
+		free(big);
+	}
+	{
+		/* the envelope takes no query options */
+		json_t *env = json_pack("{s:O}", "config", cfg);
+		char *env_s = json_dumps(env, JSON_COMPACT);
+		j = raw_post(h, "/v1/jobs?priority=1", "application/json", env_s, strlen(env_s), &st);
+		h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "priority"), "envelope with query options: 400 (%ld)", st);
+		json_decref(j);
+		j = raw_post(h, "/v1/jobs", "application/json", env_s, strlen(env_s), &st);
+		h_ok(h, st == 201, "the envelope still works (%ld)", st);
+		json_array_append(ids, json_object_get(j, "id"));
+		json_decref(j);
+		free(env_s);
+		json_decref(env);
+	}
+	size_t i;
+	json_t *id;
+	json_array_foreach(ids, i, id) {
+		json_t *r = h_postf(h, NULL, &st, "/v1/jobs/%lld/cancel", (long long)json_integer_value(id));
+		json_decref(r);
+	}
+	json_decref(ids);
+	json_decref(want);
+	json_decref(cfg);
+	free(cfg_s);
+	free(err);
+	free(yaml);
+}
+
+/* With a simulated worker: AI Toolkit's own YAML example through rungctl submit, watched to success. */
+static void test_yaml_fixture_run(struct harness *h)
+{
+	const char *env[] = { "RUNG_SIM_STEP_MS=1", "RUNG_SIM_LOAD_MS=10", "RUNG_SIM_SAMPLE_MS=5", NULL };
+	struct h_worker_opts o = { .env = env };
+	json_t *j = NULL;
+	char *err = NULL, *id = NULL;
+	json_t *want = yamljson_load_file(FIXTURE_YAML, &err);
+
+	h_ok(h, h_worker_start(h, "cli-w1", &o) != NULL, "simulated worker started");
+	int rc = ctl(h, "submit", FIXTURE_YAML, "--priority", "5", "--no-scale-up", "--max-attempts", "3",
+		"--validate-steps", "20", "--json");
+	j = out_json();
+	h_ok(h, rc == 0 && j, "submit the AI Toolkit YAML example with --json: exit 0, JSON");
+	h_ok(h, json_equal(json_object_get(j, "target_config"), want), "target_config is the YAML as AI Toolkit reads it");
+	h_ok(h, json_is_real(job_lr(j)) && json_real_value(job_lr(j)) == 1e-4, "lr: 1e-4 arrives as a number");
+	id = h_id(j, "id");
+	json_decref(j);
+	if (!id)
+		goto out;
+	rc = ctl(h, "watch", id, "--interval-ms", "100");
+	h_ok(h, rc == 0 && strstr(g_out, "succeeded") && strstr(g_out, "attempt 1 running") && !strchr(g_out, '\r') &&
+		!strstr(g_out, "\033["), "watch: plain lines to the end, exit 0 on success (rc %d)", rc);
+	if (rc != 0)
+		h_diag("watch stdout: %s stderr: %s", g_out, g_err);
+	h_ok(h, ctl(h, "attempts", id) == 0 && strstr(g_out, "succeeded"), "attempts: the succeeded attempt");
+out:
+	json_decref(want);
+	free(err);
+	free(id);
+}
+
+/* classify over a log the simulated trainer printed when the GPU was too small to load the model. */
+static void test_classify(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_classify", 10);
+	char *log = xasprintf("%s/trainer.log", h->tmp), *state = xasprintf("RUNG_SIM_STATE=%s/classify-gpus.json", h->tmp);
+	char *run_dir = xasprintf("RUNG_SIM_RUN_DIR=%s/classify-run", h->tmp);
+	char *cmd = xasprintf("cd %s && %s %s RUNG_SIM_GPU_MIB=8000 RUNG_SIM_REGISTER=0 RUNG_SIM_LOAD_MS=1 "
+		"%s/bin/sim/rung-sim-trainer %s >%s 2>&1", h->tmp, state, run_dir, h->root, cfg, log);
+	const char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+	json_t *j = NULL;
+
+	int st = h_run(h, sh);
+	h_ok(h, st != 0, "the simulated trainer fails on an 8000 MiB GPU (exit %d)", st);
+	int rc = ctl_env(h, NULL, log, NULL, "classify", "--config", cfg, NULL);
+	j = out_json();
+	h_ok(h, rc == 0 && j && !strcmp(h_str(j, "class"), "oom_load"),
+		"classify: the log is an OOM while loading (%s)", j ? h_str(j, "class") : g_err);
+	h_ok(h, j && json_is_object(json_object_get(j, "facts")) &&
+		!strcmp(h_str(json_object_get(j, "facts"), "oom_phase"), "load"), "classify prints the facts");
+	json_decref(j);
+	rc = ctl_env(h, NULL, log, NULL, "classify", "--config", "tests/data/nope.yaml", NULL);
+	h_ok(h, rc == 2, "classify with a missing config: exit 2");
+	free(cfg);
+	free(log);
+	free(state);
+	free(run_dir);
+	free(cmd);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_cli");
+
+	if (chdir(h->root) != 0)
+		h_diag("chdir %s: %s", h->root, strerror(errno));
+	if (h_ok(h, h_server_start(h, NULL) == 0, "rungd started")) {
+		test_help_and_usage(h);
+		test_job_commands(h);
+		test_support_commands(h);
+		test_token_commands(h);
+		test_raw_submit(h);
+		test_classify(h);
+		test_yaml_fixture_run(h);
+	}
+	free(g_out);
+	free(g_err);
+	return h_free(h);
+}
