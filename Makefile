@@ -118,7 +118,7 @@ fuzz: all
 	@scripts/fuzz.sh
 
 # Faults at random (worker/rungd kills, Postgres restarts, stalls, two replicas) for SOAK_SECONDS, then a summary.
-soak: all
+soak: all bin/tests/it_chaos
 	@scripts/soak.sh
 
 valgrind: $(UNIT_BINS)

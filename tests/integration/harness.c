@@ -1069,3 +1069,74 @@ json_t *h_fake_finish(struct harness *h, const char *attempt_id, const char *tok
 	json_decref(body);
 	return r;
 }
+
+/* ---- extra rungd replicas (chaos tests addition, owned by it_chaos) ---- */
+
+int h_replica_start(struct harness *h, struct h_proc *p, const char *name, const char *const *extra,
+	char **base_url)
+{
+	char *bin = xasprintf("%s/bin/rungd", h->root);
+	char port[32];
+	int rc, pn = free_port();
+
+	snprintf(port, sizeof(port), "127.0.0.1:%d", pn);
+	*base_url = xasprintf("http://127.0.0.1:%d", pn);
+	const char *argv[] = { bin, "--listen", port, "--database-url", h->db_url, "--lease-seconds", "2",
+		"--heartbeat-ms", "200", "--reap-interval-ms", "200", "--poll-fallback-ms", "500", NULL };
+	memset(p, 0, sizeof(*p));
+	p->name = xstrdup(name);
+	p->log_path = xasprintf("%s/%s.log", h->tmp, name);
+	p->argv = strv_dup(argv);
+	strv_append(&p->argv, extra);
+	p->env = strv_dup(NULL);
+	free(bin);
+	if (proc_spawn(p) != 0)
+		return -1;
+	rc = h_replica_restart(h, p, *base_url);
+	return rc;
+}
+
+int h_replica_restart(struct harness *h, struct h_proc *p, const char *base_url)
+{
+	CURL *c = curl_easy_init();
+	int64_t deadline = util_mono_ms() + HEALTH_TIMEOUT_MS;
+	int rc = -1;
+
+	if (!h_proc_alive(p) && proc_spawn(p) != 0)
+		goto out;
+	while (util_mono_ms() < deadline) {
+		long st = 0;
+		json_t *j = http_do(c, base_url, "GET", "/healthz", NULL, 0, NULL, &st, NULL, NULL, NULL, true, NULL);
+		json_decref(j);
+		if (st == 200) {
+			rc = 0;
+			goto out;
+		}
+		if (!h_proc_alive(p)) {
+			h_diag("%s exited (status %d) before /healthz answered", p->name, p->status);
+			goto out;
+		}
+		sleep_ms(25);
+	}
+	h_diag("%s: /healthz did not answer 200 within %d ms", p->name, HEALTH_TIMEOUT_MS);
+out:
+	curl_easy_cleanup(c);
+	(void)h;
+	return rc;
+}
+
+int h_replica_stop(struct h_proc *p, int sig)
+{
+	return proc_stop(p, sig, STOP_TIMEOUT_MS);
+}
+
+void h_replica_free(struct harness *h, struct h_proc *p)
+{
+	if (!p || p->state == H_PROC_NONE)
+		return;
+	if (proc_stop(p, SIGTERM, 5000) != 0)
+		proc_stop(p, SIGKILL, 5000);
+	if (h->failed)
+		dump_file(p->name, p->log_path);
+	proc_release(p);
+}

@@ -191,4 +191,18 @@ json_t *h_fake_finish(struct harness *h, const char *attempt_id, const char *tok
 /* FACTS for a clean success of `steps` steps; new reference. */
 json_t *h_facts_success(int steps);
 
+/* ---- extra rungd replicas (chaos tests addition, owned by it_chaos) ---- */
+/* Starts another rungd (no migrate, no tokens) on a free port against the test database with the
+ * test timings plus extra (NULL-terminated or NULL; later flags win), into the caller's *p, and
+ * waits (20 s) for /healthz. *base_url (heap, the caller frees) gets http://127.0.0.1:PORT.
+ * Returns 0, or -1 with a diagnostic. Free p with h_replica_free. */
+int h_replica_start(struct harness *h, struct h_proc *p, const char *name, const char *const *extra,
+	char **base_url);
+/* Starts p again (same port and arguments) when it is not running; waits for /healthz. 0 or -1. */
+int h_replica_restart(struct harness *h, struct h_proc *p, const char *base_url);
+/* Sends sig and waits (10 s) for the replica to exit. Returns 0 when it exited. */
+int h_replica_stop(struct h_proc *p, int sig);
+/* Stops the replica (TERM, then KILL), dumps its log when a check failed, releases p. NULL-safe. */
+void h_replica_free(struct harness *h, struct h_proc *p);
+
 #endif
