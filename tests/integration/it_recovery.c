@@ -324,6 +324,22 @@ static void test_env_fault(struct harness *h)
 	json_t *esc = h_get(h, "/v1/escalations?state=open", &st);
 	h_ok(h, st == 200 && json_array_size(json_object_get(esc, "escalations")) >= 1,
 		"an escalation is open for support");
+	/* What support reads: the report names the verdict, the attempts, the GPU evidence and the logs. */
+	char *esc_id = h_id(json_array_get(json_object_get(esc, "escalations"), 0), "id");
+	json_t *full = esc_id ? h_getf(h, &st, "/v1/escalations/%s", esc_id) : NULL;
+	const char *md = h_str(full, "report_markdown");
+	h_ok(h, st == 200 && md && md[0], "the escalation carries a Markdown report");
+	h_ok(h, md && strstr(md, "gpu_quarantined") && strstr(md, "GPU-dirty-0"),
+		"the report names the trigger and the quarantined GPU");
+	h_ok(h, md && strstr(md, "env_fault") && strstr(md, "retry_clean"),
+		"the report's attempt table shows each attempt's class and action");
+	h_ok(h, md && strstr(md, "CUBLAS_STATUS_ALLOC_FAILED") && strstr(md, "```"),
+		"the report quotes the failed attempt's last log lines");
+	h_ok(h, md && strstr(md, "999999"), "the report keeps the GPU state snapshot (the foreign process)");
+	h_ok(h, json_is_object(json_object_get(full, "report")) && h_str(full, "recommendation")
+		&& h_str(full, "recommendation")[0], "the report comes as JSON too, with a recommended next step");
+	json_decref(full);
+	free(esc_id);
 	json_decref(esc);
 	if (dirty)
 		h_worker_stop(h, dirty, SIGTERM);
