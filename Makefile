@@ -121,7 +121,7 @@ fuzz: all
 soak: all bin/tests/it_chaos
 	@scripts/soak.sh
 
-valgrind: $(UNIT_BINS)
+valgrind: all $(UNIT_BINS)
 	@tests/valgrind.sh $(UNIT_BINS)
 
 clean:

@@ -9,6 +9,8 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 TIMEOUT=${RUNG_TEST_TIMEOUT:-300}
+# --- sanitizers: `make test SANITIZE=...` puts SANITIZE in our environment; ASan+UBSan run slower ---
+[ -n "${SANITIZE:-}" ] && [ -z "${RUNG_TEST_TIMEOUT:-}" ] && TIMEOUT=${RUNG_TEST_SANITIZE_TIMEOUT:-900}
 VERBOSE=${RUNG_TEST_VERBOSE:-0}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rung-test.XXXXXX") || exit 2
@@ -47,6 +49,35 @@ if [ -z "$PGPORT" ]; then
 fi
 PGURL_BASE="postgresql://postgres@127.0.0.1:$PGPORT"
 
+# --- sanitizer reports: every sanitized process (test binaries and the rungd, workers, trainers and
+# tools they start) writes its ASan/LSan report to a file in SAN_DIR instead of stderr. UBSan (a
+# separate runtime with GCC) ignores log_path and writes to stderr, which for children is a log in
+# the harness's temp dir: under SANITIZE the harness keeps those dirs (RUNG_TEST_KEEP) and
+# san_collect greps them. Each report becomes a `not ok` line in LOG, so a report fails the binary
+# it came from even when every process exited 0. ---
+SAN_DIR="$TMP/sanitizer"
+mkdir -p "$SAN_DIR"
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$SAN_DIR/report:log_exe_name=1"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1"
+[ -n "${SANITIZE:-}" ] && export RUNG_TEST_KEEP=1
+san_collect() {
+	local f d
+	for f in "$SAN_DIR"/report.*; do
+		[ -f "$f" ] || continue
+		echo "not ok - sanitizer report from ${f##*/report.}:" >>"$1"
+		cat "$f" >>"$1"
+		rm -f "$f"
+	done
+	for d in "$TMP"/*/; do
+		case "$d" in "$PGDATA_DIR/" | "$SAN_DIR/") continue ;; esac
+		grep -rlE 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer)' "$d" 2>/dev/null | while read -r f; do
+			echo "not ok - sanitizer report in ${f#"$TMP"/}:" >>"$1"
+			grep -E -A 30 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer)' "$f" | head -n 60 >>"$1"
+		done
+		[ -n "${SANITIZE:-}" ] && rm -rf "$d"
+	done
+}
+
 # Binaries to run: unit first, then integration, filtered by the patterns given.
 bins=()
 for b in bin/tests/test_* bin/tests/it_*; do
@@ -84,6 +115,7 @@ for b in "${bins[@]}"; do
 	wait "$CHILD"
 	rc=$?
 	CHILD=""
+	san_collect "$log" # sanitizer reports (see SAN_DIR)
 	secs=$(($(date +%s) - start))
 	ok=$(grep -c '^ok - ' "$log")
 	bad=$(grep -c '^not ok - ' "$log")
@@ -126,6 +158,7 @@ if [ $run_browser = 1 ]; then
 	wait "$CHILD"
 	rc=$?
 	CHILD=""
+	san_collect "$log" # sanitizer reports (see SAN_DIR)
 	secs=$(($(date +%s) - start))
 	ok=$(grep -c '^ok - ' "$log")
 	bad=$(grep -c '^not ok - ' "$log")

@@ -8,7 +8,22 @@ set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 command -v valgrind >/dev/null || { echo "valgrind.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 2; }
-TIMEOUT=${RUNG_TEST_TIMEOUT:-600}
+TIMEOUT=${RUNG_TEST_TIMEOUT:-1200} # test_fuzz_replay alone takes ~7 minutes under memcheck on 2 cores
+
+# Valgrind cannot run ASan binaries, and the Makefile does not rebuild when SANITIZE changes: after
+# `make test SANITIZE=...` run `make clean` first. test_sim runs the bin/sim tools: `make all` builds them.
+for b in "$@"; do
+	if grep -qa __asan_init "$b" 2>/dev/null; then
+		echo "valgrind.sh: $b is built with -fsanitize=address; run \`make clean && make all && make valgrind\`" >&2
+		echo "0 passed, $# failed"
+		exit 1
+	fi
+done
+if [[ " $* " == *test_sim* ]] && [ ! -x bin/sim/rung-sim-trainer ]; then
+	echo "valgrind.sh: bin/sim/ tools are missing (test_sim runs them): run \`make all\` first" >&2
+	echo "0 passed, $# failed"
+	exit 1
+fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rung-vg.XXXXXX") || exit 2
 chmod 755 "$TMP"
@@ -39,6 +54,7 @@ for b in "$@"; do
 	name=$(basename "$b")
 	db="vg${n}_$(echo "$name" | tr -c 'a-zA-Z0-9_\n' '_')"
 	log="$TMP/$name.log"
+	start=$(date +%s)
 	createdb -h 127.0.0.1 -p "$PGPORT" -U postgres "$db" >/dev/null 2>&1
 	RUNG_TEST_DATABASE_URL="$PGURL_BASE/$db" RUNG_TEST_PGDATA="$PGDATA_DIR" RUNG_TEST_PGPORT="$PGPORT" \
 		RUNG_TEST_PGURL_BASE="$PGURL_BASE" RUNG_ROOT="$ROOT" TMPDIR="$TMP" \
@@ -47,11 +63,11 @@ for b in "$@"; do
 	rc=$?
 	if [ "$rc" -eq 0 ] && ! grep -q '^not ok - ' "$log"; then
 		passed=$((passed + 1))
-		echo "PASS $name"
+		echo "PASS $name, $(($(date +%s) - start))s"
 	else
 		failed=$((failed + 1))
 		cat "$log"
-		echo "FAIL $name (exit $rc)"
+		echo "FAIL $name (exit $rc), $(($(date +%s) - start))s"
 	fi
 done
 echo "$passed passed, $failed failed"
