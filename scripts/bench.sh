@@ -5,7 +5,8 @@
 # ceiling on the same Postgres, prints one table per scenario and writes bench/results/SCENARIO.json.
 # Env: BENCH_QUICK=1 (one short run each, small N), BENCH_RUNS (3), BENCH_SECONDS (10),
 #      BENCH_FLEET (10000 simulated GPUs), BENCH_FLEET_SECONDS (30), BENCH_SCENARIOS
-#      ("submit cycle fleet recovery"), BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir).
+#      ("submit cycle fleet recovery"), BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
+#      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8").
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -115,7 +116,7 @@ start_rungd() { # extra rungd flags
 	RUNGD_PORT=$(free_port) || { echo "bench.sh: no free port" >&2; exit 1; }
 	# --submit-rate: the per-token abuse limit would otherwise cap the submit scenario at 200/s
 	RUNG_LOG_LEVEL=${BENCH_LOG_LEVEL:-warn} bin/rungd --listen "127.0.0.1:$RUNGD_PORT" --database-url "$DB_URL" \
-		--submit-rate "${BENCH_SUBMIT_RATE:-1000000}" "$@" \
+		--submit-rate "${BENCH_SUBMIT_RATE:-1000000}" ${BENCH_RUNGD_FLAGS:-} "$@" \
 		2>>"$TMP/rungd.log" &
 	RUNGD_PID=$!
 	for i in $(seq 1 300); do

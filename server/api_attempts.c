@@ -1,14 +1,16 @@
-/* /v1/attempts handlers: heartbeat (one fenced UPDATE) and finish, in three steps: the CTX in one
+/* /v1/attempts handlers: heartbeat (a fenced UPDATE) and finish, in three steps: the CTX in a
  * fenced statement, then policy_decide (and report_build when it escalates) on the loop, then the
- * DECISION applied in one statement fenced again by (attempt id, token, state running). Replies
- * only after the decision committed. */
+ * DECISION applied in a statement fenced again by (attempt id, token, state running). Each step is
+ * coalesced across requests (batch.c, migrations/004_batch.sql); replies only after the commit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_attempts.h"
 #include "app.h"
+#include "batch.h"
 #include "db.h"
+#include "facts.h"
 #include "http.h"
 #include "log.h"
 #include "policy.h"
@@ -27,9 +29,10 @@ struct finish {
 	char id[32];
 	char *token;
 	char *facts_s;
+	json_t *facts;            /* the reported FACTS */
+	json_t *decision;         /* the DECISION being applied */
+	json_t *report;           /* {"markdown", "json"} when it escalates, else NULL */
 	json_t *ctx;
-	char *decision_s;
-	char *report_s;
 	bool fallback;            /* already re-applied a fail-safe decision once */
 };
 
@@ -39,9 +42,10 @@ static void finish_free(struct finish *f)
 		return;
 	free(f->token);
 	free(f->facts_s);
+	json_decref(f->facts);
+	json_decref(f->decision);
+	json_decref(f->report);
 	json_decref(f->ctx);
-	free(f->decision_s);
-	free(f->report_s);
 	free(f);
 }
 
@@ -49,6 +53,88 @@ static void fenced(struct hreq *h, const char *id)
 {
 	hreq_error(h, 409, "not_running", NULL,
 		   "attempt %s is not running with this token (stale, finished, or lost)", id);
+}
+
+/* Heartbeats are coalesced (batch.c): one rung_heartbeat_batch() statement per batch, each
+ * reply sent after it committed, the fence (id, token, running) checked per row. */
+struct beat {
+	struct hreq *h;
+	json_t *item;             /* {"id", "token", "phase", "step", "total", "mem"} */
+	long long id;
+};
+
+static json_t *beat_json(void *item)
+{
+	return json_incref(((struct beat *)item)->item);
+}
+
+static long long beat_order(void *item)
+{
+	return ((struct beat *)item)->id;
+}
+
+static void beats_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	struct app *app = arg;
+	signed char *cancel = xcalloc((size_t)n + 1, 1); /* 0 fenced out, 1 no cancel, 2 cancel */
+	const char *value;
+
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+		for (int r = 0; r < PQntuples(res); r++) {
+			int i = batch_row_index(res, r, n);
+			if (i >= 0)
+				cancel[i] = PQgetvalue(res, r, 1)[0] == 't' ? 2 : 1;
+		}
+	for (int i = 0; i < n; i++) {
+		struct beat *b = items[i];
+		struct hreq *h = b->h;
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+			hreq_db_value(h, res, err, &value); /* answers 503 or 500 */
+		else if (!cancel[i])
+			fenced(h, h->param[0]);
+		else {
+			if (cancel[i] == 2)
+				log_info("cancel told", "attempt=%s", h->param[0]);
+			hreq_reply(h, 200, json_pack("{s:b, s:i}", "cancel", cancel[i] == 2, "lease_seconds",
+						     app->lease_seconds));
+		}
+		json_decref(b->item);
+		free(b);
+	}
+	free(cancel);
+}
+
+static json_t *ctx_json(void *item);
+static void ctxs_done(void **items, int n, PGresult *res, const char *err, void *arg);
+static json_t *apply_json(void *item);
+static void applies_done(void **items, int n, PGresult *res, const char *err, void *arg);
+static long long finish_order(void *item);
+
+static const struct batch_ops beat_ops = { sql_heartbeat_batch, beat_json, beats_done, beat_order };
+static const struct batch_ops ctx_ops = { sql_finish_ctx_batch, ctx_json, ctxs_done, NULL };
+static const struct batch_ops apply_ops = { sql_finish_apply_batch, apply_json, applies_done, finish_order };
+
+#define BEAT_BATCH_MAX 500
+#define FINISH_BATCH_MAX 64
+#define FINISH_INFLIGHT 2
+
+/* The process's coalescers, made on first use for the app's pool. */
+static struct coalescers {
+	struct db *db;
+	struct batch *beats, *ctx, *apply;
+} co;
+
+static struct coalescers *coalescers(struct app *app)
+{
+	if (co.db != app->db) {
+		char lease[32];
+		snprintf(lease, sizeof lease, "%d", app->lease_seconds);
+		co.db = app->db;
+		co.beats = batch_new(app->base, app->db, &beat_ops, app, BEAT_BATCH_MAX, 1, lease);
+		co.ctx = batch_new(app->base, app->db, &ctx_ops, app, FINISH_BATCH_MAX, FINISH_INFLIGHT, NULL);
+		co.apply = batch_new(app->base, app->db, &apply_ops, app, FINISH_BATCH_MAX, FINISH_INFLIGHT, NULL);
+	}
+	return &co;
 }
 
 /* The decision for an ending that is not the policy's to judge. */
@@ -65,12 +151,13 @@ static json_t *server_decision(const json_t *ctx, const char *cls, const char *r
 
 static void finish_apply(struct finish *f, json_t *decision);
 
+static void finish_applied(struct finish *f, const char *value);
+
 static void on_applied(PGresult *res, const char *err, void *arg)
 {
 	struct finish *f = arg;
 	struct hreq *h = f->h;
 	const char *value;
-	json_t *doc;
 
 	if (res && PQresultStatus(res) == PGRES_FATAL_ERROR && !f->fallback) {
 		const char *st = PQresultErrorField(res, PG_DIAG_SQLSTATE);
@@ -89,8 +176,19 @@ static void on_applied(PGresult *res, const char *err, void *arg)
 			return;
 		}
 	}
-	if (hreq_db_value(h, res, err, &value) < 0)
-		goto out;
+	if (hreq_db_value(h, res, err, &value) < 0) {
+		finish_free(f);
+		return;
+	}
+	finish_applied(f, value);
+}
+
+/* The decision committed (value: the reply) or was fenced out (value NULL): answers and frees f. */
+static void finish_applied(struct finish *f, const char *value)
+{
+	struct hreq *h = f->h;
+	json_t *doc;
+
 	if (!value) {
 		fenced(h, f->id);
 		goto out;
@@ -111,31 +209,57 @@ out:
 	finish_free(f);
 }
 
-/* Applies `decision` (stolen) with the report when it escalates. */
+/* Applies `decision` (stolen) with the report when it escalates: queued for the next coalesced
+ * rung_finish_apply_batch() statement. */
 static void finish_apply(struct finish *f, json_t *decision)
 {
-	json_t *report = NULL;
-	const char *params[5];
-
-	free(f->decision_s);
-	free(f->report_s);
-	f->report_s = NULL;
+	json_decref(f->decision);
+	json_decref(f->report);
+	f->report = NULL;
 	if (json_is_object(json_object_get(decision, "escalation"))) {
 		json_t *r = report_build(f->ctx, decision);
-		report = r ? json_pack("{s:O?, s:O?}", "markdown", json_object_get(r, "markdown"), "json",
-				       json_object_get(r, "json")) : NULL;
+		f->report = r ? json_pack("{s:O?, s:O?}", "markdown", json_object_get(r, "markdown"), "json",
+					  json_object_get(r, "json")) : NULL;
 		json_decref(r);
-		f->report_s = report ? json_dumps(report, JSON_COMPACT) : NULL;
-		json_decref(report);
 	}
-	f->decision_s = json_dumps(decision, JSON_COMPACT);
-	json_decref(decision);
-	params[0] = f->id;
-	params[1] = f->token;
-	params[2] = f->facts_s;
-	params[3] = f->decision_s;
-	params[4] = f->report_s;
-	db_exec(f->h->app->db, sql_finish_apply, 5, params, on_applied, f);
+	f->decision = decision;
+	batch_add(coalescers(f->h->app)->apply, f, -1);
+}
+
+static json_t *apply_json(void *item)
+{
+	struct finish *f = item;
+
+	return json_pack("{s:I, s:s, s:O, s:O, s:O?}", "id", (json_int_t)f->attempt_id, "token", f->token,
+			 "facts", f->facts, "decision", f->decision, "report", f->report);
+}
+
+static long long finish_order(void *item)
+{
+	return ((struct finish *)item)->attempt_id;
+}
+
+/* Replies to each finish after the batch committed; a failed statement (after the coalescer
+ * split it, or a lost connection) goes through on_applied, one by one. */
+static void applies_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	const char **values;
+
+	(void)arg;
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		for (int i = 0; i < n; i++)
+			on_applied(res, err, items[i]);
+		return;
+	}
+	values = xcalloc((size_t)n + 1, sizeof *values);
+	for (int r = 0; r < PQntuples(res); r++) {
+		int i = batch_row_index(res, r, n);
+		if (i >= 0 && !PQgetisnull(res, r, 1))
+			values[i] = PQgetvalue(res, r, 1);
+	}
+	for (int i = 0; i < n; i++)
+		finish_applied(items[i], values[i]);
+	free(values);
 }
 
 static bool decision_ok(const json_t *d, char **why)
@@ -157,17 +281,54 @@ static bool decision_ok(const json_t *d, char **why)
 	return true;
 }
 
+static void ctx_value(struct finish *f, const char *value);
+
 static void on_ctx(PGresult *res, const char *err, void *arg)
 {
 	struct finish *f = arg;
 	const char *value;
-	json_t *facts, *decision;
-	char *perr = NULL;
 
 	if (hreq_db_value(f->h, res, err, &value) < 0) {
 		finish_free(f);
 		return;
 	}
+	ctx_value(f, value);
+}
+
+static json_t *ctx_json(void *item)
+{
+	struct finish *f = item;
+
+	return json_pack("{s:I, s:s, s:O}", "id", (json_int_t)f->attempt_id, "token", f->token, "facts", f->facts);
+}
+
+static void ctxs_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	const char **values;
+
+	(void)arg;
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		for (int i = 0; i < n; i++)
+			on_ctx(res, err, items[i]);
+		return;
+	}
+	values = xcalloc((size_t)n + 1, sizeof *values);
+	for (int r = 0; r < PQntuples(res); r++) {
+		int i = batch_row_index(res, r, n);
+		if (i >= 0 && !PQgetisnull(res, r, 1))
+			values[i] = PQgetvalue(res, r, 1);
+	}
+	for (int i = 0; i < n; i++)
+		ctx_value(items[i], values[i]);
+	free(values);
+}
+
+/* The CTX (value) of a finish, or NULL when its fence failed: decides and applies, or answers. */
+static void ctx_value(struct finish *f, const char *value)
+{
+	json_t *facts, *decision;
+	char *perr = NULL;
+
 	if (!value) {
 		fenced(f->h, f->id);
 		finish_free(f);
@@ -201,6 +362,7 @@ void api_attempts_finish(struct hreq *h)
 {
 	json_t *body = NULL, *token, *facts, *tail;
 	struct finish *f;
+	char *bad_field = NULL, *bad_message = NULL;
 	long long id = http_parse_id(h->param[0]);
 
 	if (id < 0) {
@@ -239,6 +401,12 @@ void api_attempts_finish(struct hreq *h)
 			goto out;
 		}
 	}
+	if (facts_validate(facts, &bad_field, &bad_message) < 0) {
+		hreq_error(h, 400, "invalid_request", bad_field, "%s", bad_message);
+		free(bad_field);
+		free(bad_message);
+		goto out;
+	}
 	f = xcalloc(1, sizeof *f);
 	f->h = h;
 	f->attempt_id = id;
@@ -250,29 +418,10 @@ void api_attempts_finish(struct hreq *h)
 		hreq_error(h, 413, "too_large", "facts", "facts are over the limit of %d bytes", FINISH_FACTS_MAX);
 		goto out;
 	}
-	{
-		const char *params[3] = { f->id, f->token, f->facts_s };
-		db_exec(h->app->db, sql_finish_ctx, 3, params, on_ctx, f);
-	}
+	f->facts = json_incref(facts);
+	batch_add(coalescers(h->app)->ctx, f, -1);
 out:
 	json_decref(body);
-}
-
-static void on_heartbeat(PGresult *res, const char *err, void *arg)
-{
-	struct hreq *h = arg;
-	const char *value;
-
-	if (hreq_db_value(h, res, err, &value) < 0)
-		return;
-	if (!value) {
-		fenced(h, h->param[0]);
-		return;
-	}
-	if (value[0] == 't')
-		log_info("cancel told", "attempt=%s", h->param[0]);
-	hreq_reply(h, 200, json_pack("{s:b, s:i}", "cancel", value[0] == 't', "lease_seconds",
-				     h->app->lease_seconds));
 }
 
 /* Optional non-negative integer field as text into buf; returns false (after answering 400)
@@ -296,7 +445,7 @@ static bool opt_int(struct hreq *h, const json_t *body, const char *key, char *b
 void api_attempts_heartbeat(struct hreq *h)
 {
 	json_t *body = NULL, *token, *phase;
-	char lease[32], step_b[32], total_b[32], mem_b[32];
+	char step_b[32], total_b[32], mem_b[32];
 	const char *step, *total, *mem;
 
 	if (http_parse_id(h->param[0]) < 0) {
@@ -319,11 +468,15 @@ void api_attempts_heartbeat(struct hreq *h)
 	    !opt_int(h, body, "total_steps", total_b, sizeof total_b, &total) ||
 	    !opt_int(h, body, "memory_used_mib", mem_b, sizeof mem_b, &mem))
 		goto out;
-	snprintf(lease, sizeof lease, "%d", h->app->lease_seconds);
 	{
-		const char *params[7] = { h->param[0], json_string_value(token), lease,
-					  json_is_string(phase) ? json_string_value(phase) : NULL, step, total, mem };
-		db_exec(h->app->db, sql_heartbeat, 7, params, on_heartbeat, h);
+		struct beat *b = xcalloc(1, sizeof *b);
+		b->h = h;
+		b->id = http_parse_id(h->param[0]);
+		b->item = json_pack("{s:I, s:s, s:s?, s:o?, s:o?, s:o?}", "id", (json_int_t)b->id, "token",
+				    json_string_value(token), "phase", json_is_string(phase) ? json_string_value(phase) : NULL,
+				    "step", step ? json_integer(atoll(step)) : NULL, "total", total ? json_integer(atoll(total)) : NULL,
+				    "mem", mem ? json_integer(atoll(mem)) : NULL);
+		batch_add(coalescers(h->app)->beats, b, b->id);
 	}
 out:
 	json_decref(body);

@@ -1,21 +1,32 @@
-/* /v1/jobs handlers: submit (envelope validation, atconfig_validate, kind, RECOVERY defaults,
- * Idempotency-Key), get, list (keyset on id descending, cursor = last id as a string),
- * attempts, events and cancel. Each request is one SQL statement (sql/job_*.sql, submit.sql). */
+/* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
+ * envelope validation, atconfig_validate, kind, RECOVERY defaults, Idempotency-Key), get, list
+ * (keyset on id descending, cursor = last id as a string), attempts, events and cancel. Each request
+ * is one SQL statement (sql/job_*.sql); submits are coalesced into rung_submit_batch() statements
+ * (sql/submit_batch.sql, batch.c). */
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/queue.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 #include "api_jobs.h"
 #include "app.h"
 #include "atconfig.h"
 #include "auth.h"
+#include "batch.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "yamljson.h"
 
 #define PRIORITY_MIN (-1000000)
 #define PRIORITY_MAX 1000000
@@ -165,29 +176,295 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 	return 0;
 }
 
-static void on_submitted(PGresult *res, const char *err, void *arg)
+/* ---- raw submit bodies: the AI Toolkit file itself (YAML, or JSON without the envelope) ----
+ * Rule: a body (YAML or JSON) is the AI Toolkit file itself when its top level has "job" or its
+ * "config" is an object with "process"; otherwise it is the envelope, whose "config" holds the
+ * whole file. A raw file takes name, priority and the RECOVERY settings as query parameters. */
+
+#define RAW_YAML_MAX_NODES 100000 /* values a YAML body may expand to, aliases counted in full */
+
+static bool is_yaml_type(const char *ctype)
 {
-	struct hreq *h = arg;
-	const char *value, *status;
-	json_t *doc, *job;
-	long long id;
+	static const char *const types[] = { "application/yaml", "text/yaml", "application/x-yaml" };
+	size_t n;
+
+	if (!ctype)
+		return false;
+	ctype += strspn(ctype, " \t");
+	n = strcspn(ctype, "; \t");
+	for (size_t i = 0; i < ARRAY_LEN(types); i++)
+		if (strlen(types[i]) == n && strncasecmp(types[i], ctype, n) == 0)
+			return true;
+	return false;
+}
+
+static bool body_is_file(const json_t *body)
+{
+	const json_t *cfg = json_object_get(body, "config");
+
+	return json_object_get(body, "job") || (json_is_object(cfg) && json_object_get(cfg, "process"));
+}
+
+/* Nesting depth of v, counting stops past cap. */
+static int value_depth(const json_t *v, int cap)
+{
+	int d = 0, c;
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (cap < 0)
+		return 1;
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, k, x)
+			if ((c = value_depth(x, cap - 1)) > d)
+				d = c;
+		return d + 1;
+	}
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if ((c = value_depth(x, cap - 1)) > d)
+				d = c;
+		return d + 1;
+	}
+	return 0;
+}
+
+/* Reads a YAML body into *out (new mapping), typed as AI Toolkit's loader does. On failure answers
+ * 413 (over HTTP_MAX_BODY) or 400 (malformed, with line and column; not a mapping; too deep) and
+ * returns -1: h is gone. */
+static int read_yaml_body(struct hreq *h, json_t **out)
+{
+	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
+	size_t len = in ? evbuffer_get_length(in) : 0;
+	char *err = NULL;
+	json_t *v;
+
+	*out = NULL;
+	if (len > HTTP_MAX_BODY) {
+		hreq_error(h, 413, "body_too_large", NULL, "request body is %zu bytes, over the %d-byte limit",
+			   len, HTTP_MAX_BODY);
+		return -1;
+	}
+	v = len ? yamljson_parse_capped((const char *)evbuffer_pullup(in, -1), len, RAW_YAML_MAX_NODES, &err)
+		: json_null();
+	if (!v) {
+		hreq_error(h, 400, "invalid_yaml", NULL, "malformed YAML at %s", err ? err : "?");
+		free(err);
+		return -1;
+	}
+	if (!json_is_object(v)) {
+		json_decref(v);
+		hreq_error(h, 400, "invalid_body", NULL, "the YAML body must be a mapping: the AI Toolkit config file");
+		return -1;
+	}
+	if (value_depth(v, AUTH_JSON_MAX_DEPTH) > AUTH_JSON_MAX_DEPTH) {
+		json_decref(v);
+		hreq_error(h, 400, "json_too_deep", NULL, "YAML nesting is deeper than the limit of %d",
+			   AUTH_JSON_MAX_DEPTH);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Parses a decimal integer in [min, max]; -1 when text is not one. */
+static int parse_query_int(const char *text, long long min, long long max, long long *v)
+{
+	char *end;
+
+	if (!*text || strspn(text, "+-0123456789") != strlen(text))
+		return -1;
+	errno = 0;
+	*v = strtoll(text, &end, 10);
+	return errno || *end || *v < min || *v > max ? -1 : 0;
+}
+
+/* Checks one query option of a raw submit and stores it in env (name, priority) or rec (RECOVERY).
+ * Returns 0, or -1 with *message (heap) saying what the parameter must be. */
+static int query_option(const char *key, const char *val, json_t *env, json_t *rec, char **message)
+{
+	const struct recovery_key *k = NULL;
+	long long n;
+
+	if (strcmp(key, "name") == 0) {
+		if (strlen(val) > NAME_MAX_LEN || !json_string(val)) {
+			*message = xasprintf("query parameter name must be UTF-8 text of at most %d bytes", NAME_MAX_LEN);
+			return -1;
+		}
+		json_object_set_new(env, "name", json_string(val));
+		return 0;
+	}
+	if (strcmp(key, "priority") == 0) {
+		if (parse_query_int(val, PRIORITY_MIN, PRIORITY_MAX, &n) < 0) {
+			*message = xasprintf("query parameter priority must be an integer from %d to %d", PRIORITY_MIN,
+					     PRIORITY_MAX);
+			return -1;
+		}
+		json_object_set_new(env, "priority", json_integer(n));
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_LEN(recovery_keys); i++)
+		if (strcmp(recovery_keys[i].name, key) == 0)
+			k = &recovery_keys[i];
+	if (!k) {
+		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority or a recovery setting)",
+				     key);
+		return -1;
+	}
+	if (k->type == RK_BOOL) {
+		if (strcmp(val, "true") != 0 && strcmp(val, "false") != 0) {
+			*message = xasprintf("query parameter %s must be true or false", key);
+			return -1;
+		}
+		json_object_set_new(rec, key, json_boolean(val[0] == 't'));
+		return 0;
+	}
+	if (parse_query_int(val, k->min, k->max, &n) < 0) {
+		*message = xasprintf("query parameter %s must be an integer from %lld to %lld", key, k->min, k->max);
+		return -1;
+	}
+	json_object_set_new(rec, key, json_integer(n));
+	return 0;
+}
+
+/* Wraps a raw AI Toolkit file (stolen) into the envelope api_jobs_check_submit takes, with the query
+ * options. Returns 0 with *out, or answers 400 naming the parameter and returns -1: h is gone. */
+static int raw_envelope(struct hreq *h, json_t *file, json_t **out)
+{
+	struct evkeyvalq q;
+	struct evkeyval *kv;
+	json_t *env = json_object(), *rec = json_object();
+	char *message = NULL;
+	int rc = -1;
+
+	TAILQ_INIT(&q);
+	*out = NULL;
+	json_object_set_new(env, "config", file);
+	if (h->query && *h->query && evhttp_parse_query_str(h->query, &q) != 0) {
+		hreq_error(h, 400, "invalid_request", NULL, "malformed query string");
+		goto out;
+	}
+	for (kv = q.tqh_first; kv; kv = kv->next.tqe_next) {
+		for (struct evkeyval *p = q.tqh_first; p != kv; p = p->next.tqe_next)
+			if (strcmp(p->key, kv->key) == 0) {
+				hreq_error(h, 400, "invalid_request", kv->key, "query parameter %s is given twice",
+					   kv->key);
+				goto out;
+			}
+		if (query_option(kv->key, kv->value, env, rec, &message) < 0) {
+			hreq_error(h, 400, "invalid_request", kv->key, "%s", message);
+			goto out;
+		}
+	}
+	if (json_object_size(rec) > 0)
+		json_object_set(env, "recovery", rec);
+	*out = env;
+	env = NULL;
+	rc = 0;
+out:
+	evhttp_clear_headers(&q);
+	free(message);
+	json_decref(rec);
+	json_decref(env);
+	return rc;
+}
+
+/* Reads a submit body into envelope form: a JSON envelope as it is, a raw file (YAML by its
+ * Content-Type, or JSON by body_is_file) wrapped with its query options. Query options on an
+ * envelope are refused. Returns 0 with *out (new reference), or -1 after answering: h is gone. */
+static int read_submit(struct hreq *h, json_t **out)
+{
+	json_t *body = NULL;
+	struct evkeyvalq q;
+
+	*out = NULL;
+	if (is_yaml_type(hreq_header(h, "Content-Type")) ? read_yaml_body(h, &body) < 0 : hreq_body(h, &body) < 0)
+		return -1;
+	if (body_is_file(body))
+		return raw_envelope(h, body, out);
+	TAILQ_INIT(&q);
+	if (h->query && *h->query && (evhttp_parse_query_str(h->query, &q) != 0 || q.tqh_first)) {
+		hreq_error(h, 400, "invalid_request", q.tqh_first ? q.tqh_first->key : NULL,
+			   "query options apply only when the body is the AI Toolkit config itself; the envelope "
+			   "carries name, priority and recovery in its body");
+		evhttp_clear_headers(&q);
+		json_decref(body);
+		return -1;
+	}
+	evhttp_clear_headers(&q);
+	*out = body;
+	return 0;
+}
+
+/* Submits are coalesced (batch.c): one rung_submit_batch() statement per batch, one NOTIFY per
+ * batch, each reply (201, 200 for a repeated Idempotency-Key, 409) after it committed. */
+struct submit_item {
+	struct hreq *h;
+	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key", "body"} */
+};
+
+#define SUBMIT_BATCH_MAX 256
+#define SUBMIT_INFLIGHT 4
+
+static void submit_reply(struct hreq *h, const char *status, long long id, const char *job, const json_t *item);
+
+static json_t *submit_json(void *item)
+{
+	return json_incref(((struct submit_item *)item)->item);
+}
+
+static void submits_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	int *row = xcalloc((size_t)n + 1, sizeof *row);
+	const char *value;
+	bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	(void)arg;
+	for (int i = 0; i < n; i++)
+		row[i] = -1;
+	for (int r = 0; ok && r < PQntuples(res); r++) {
+		int i = batch_row_index(res, r, n);
+		if (i >= 0)
+			row[i] = r;
+	}
+	for (int i = 0; i < n; i++) {
+		struct submit_item *s = items[i];
+		if (!ok)
+			hreq_db_value(s->h, res, err, &value); /* answers 503 or 500 */
+		else if (row[i] < 0 || PQgetisnull(res, row[i], 3))
+			hreq_error(s->h, 500, "internal", NULL, "submit returned nothing");
+		else
+			submit_reply(s->h, PQgetvalue(res, row[i], 1), atoll(PQgetvalue(res, row[i], 2)),
+				     PQgetvalue(res, row[i], 3), s->item);
+		json_decref(s->item);
+		free(s);
+	}
+	free(row);
+}
+
+static const struct batch_ops submit_ops = { sql_submit_batch, submit_json, submits_done, NULL };
+
+/* The process's submit coalescer, made on first use for the app's pool. */
+static struct batch *submit_batch(struct app *app)
+{
+	static struct batch *b;
+	static struct db *db;
+
+	if (db != app->db) {
+		db = app->db;
+		b = batch_new(app->base, app->db, &submit_ops, app, SUBMIT_BATCH_MAX, SUBMIT_INFLIGHT, NULL);
+	}
+	return b;
+}
+
+/* Answers h for its submit: status "created" (201), "existing" (200, a repeated
+ * Idempotency-Key) or "conflict" (409); job is the JOB text, item the submit (both borrowed). */
+static void submit_reply(struct hreq *h, const char *status, long long id, const char *job, const json_t *item)
+{
 	char loc[64];
 
-	if (hreq_db_value(h, res, err, &value) < 0)
-		return;
-	doc = value ? json_loads(value, 0, NULL) : NULL;
-	status = json_string_value(json_object_get(doc, "status"));
-	job = json_incref(json_object_get(doc, "job"));
-	id = json_integer_value(json_object_get(job, "id"));
-	if (!status || !job) {
-		json_decref(job);
-		json_decref(doc);
-		hreq_error(h, 500, "internal", NULL, "submit returned nothing");
-		return;
-	}
 	if (strcmp(status, "conflict") == 0) {
-		json_decref(job);
-		json_decref(doc);
 		hreq_error(h, 409, "idempotency_conflict", NULL,
 			   "Idempotency-Key was used for job %lld with a different request", id);
 		return;
@@ -196,29 +473,27 @@ static void on_submitted(PGresult *res, const char *err, void *arg)
 	hreq_add_header(h, "Location", loc);
 	if (strcmp(status, "created") == 0) {
 		log_info("job submitted", "job=%lld kind=%s priority=%lld", id,
-			 json_string_value(json_object_get(job, "kind")),
-			 (long long)json_integer_value(json_object_get(job, "priority")));
+			 json_string_value(json_object_get(item, "kind")) ?: "-",
+			 (long long)json_integer_value(json_object_get(item, "priority")));
 		lease_wake(h->app->lease);
-		hreq_reply(h, 201, job);
+		hreq_reply_text(h, 201, job);
 	} else {
 		log_info("job submit repeated", "job=%lld", id);
-		hreq_reply(h, 200, job);
+		hreq_reply_text(h, 200, job);
 	}
-	json_decref(doc);
 }
 
 void api_jobs_submit(struct hreq *h)
 {
 	json_t *body = NULL, *recovery = NULL, *config;
 	const char *name = NULL, *key, *cfg_name;
-	char *field = NULL, *message = NULL, *config_s = NULL, *recovery_s = NULL, *body_s = NULL;
+	char *field = NULL, *message = NULL;
 	char *owner_key = NULL;
-	char prio[32];
 	int priority;
 
 	if (!auth_submit_allowed(h))
 		return;
-	if (hreq_body(h, &body) < 0)
+	if (read_submit(h, &body) < 0)
 		return;
 	if (api_jobs_check_submit(body, &recovery, &name, &priority, &field, &message) < 0) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
@@ -235,23 +510,20 @@ void api_jobs_submit(struct hreq *h)
 		cfg_name = json_string_value(json_object_get(json_object_get(config, "config"), "name"));
 		name = cfg_name ? cfg_name : "";
 	}
-	config_s = json_dumps(config, JSON_COMPACT);
-	recovery_s = json_dumps(recovery, JSON_COMPACT);
-	body_s = json_dumps(body, JSON_COMPACT);
-	snprintf(prio, sizeof prio, "%d", priority);
 	/* the owner is the caller's token name; Idempotency-Keys are scoped per owner */
 	owner_key = key ? xasprintf("%s/%s", h->who.name, key) : NULL;
 	{
-		const char *params[8] = { name, h->who.name, atconfig_kind(config), prio, config_s,
-					  recovery_s, owner_key, body_s };
-		db_exec(h->app->db, sql_submit, 8, params, on_submitted, h);
+		struct submit_item *si = xcalloc(1, sizeof *si);
+		si->h = h;
+		/* the job's config is body.config: sent once, inside the body */
+		si->item = json_pack("{s:s, s:s, s:s, s:i, s:O, s:s?, s:O}", "name", name, "owner", h->who.name,
+				     "kind", atconfig_kind(config), "priority", priority, "recovery", recovery,
+				     "key", owner_key, "body", body);
+		batch_add(submit_batch(h->app), si, -1);
 	}
 out:
 	free(field);
 	free(message);
-	free(config_s);
-	free(recovery_s);
-	free(body_s);
 	free(owner_key);
 	json_decref(recovery);
 	json_decref(body);

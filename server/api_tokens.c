@@ -30,7 +30,7 @@ static const char *check_create(const json_t *body, const char **role, const cha
 			known |= strcmp(create_keys[i], key) == 0;
 		if (!known) {
 			*msg = xasprintf("unknown field \"%s\" (expected role, name)", key);
-			return "body";
+			return key; /* borrowed from body, which outlives the error reply */
 		}
 	}
 	*role = json_string_value(json_object_get(body, "role"));

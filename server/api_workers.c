@@ -74,8 +74,8 @@ static char *check_gpus(const json_t *gpus, char **message)
 			return xasprintf("gpus[%zu].index", i);
 		}
 		v = json_object_get(g, "name");
-		if (v && !json_is_string(v)) {
-			*message = xstrdup("name must be a string");
+		if (v && (!json_is_string(v) || json_string_length(v) > TEXT_MAX_LEN)) {
+			*message = xasprintf("name must be a string of at most %d bytes", TEXT_MAX_LEN);
 			return xasprintf("gpus[%zu].name", i);
 		}
 		v = json_object_get(g, "memory_total_mib");
@@ -101,8 +101,8 @@ void api_workers_register(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "name", "name must be a non-empty string");
 		goto out;
 	}
-	if (host && !json_is_null(host) && !json_is_string(host)) {
-		hreq_error(h, 400, "invalid_request", "host", "host must be a string");
+	if (host && !json_is_null(host) && (!json_is_string(host) || json_string_length(host) > TEXT_MAX_LEN)) {
+		hreq_error(h, 400, "invalid_request", "host", "host must be a string of at most %d bytes", TEXT_MAX_LEN);
 		goto out;
 	}
 	field = check_gpus(gpus, &message);

@@ -31,6 +31,7 @@ struct app {
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
+	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */
 	int inflight;                  /* requests not yet answered */
 	int unflushed;                 /* replies handed to evhttp but not yet written out */
 	bool stopping;                 /* SIGTERM/SIGINT seen: no new work */

@@ -42,6 +42,8 @@ static const struct opt opts[] = {
 	  "how often expired leases are reaped", false },
 	{ "poll-fallback-ms", OPT_INT, F(poll_fallback_ms), "2000", 10, 3600000, "N",
 	  "how often parked long-polls retry without a wake-up", false },
+	{ "quarantine-min-s", OPT_INT, F(quarantine_min_s), "600", 0, 604800, "N",
+	  "a quarantined GPU gets leases again after a passing health check only this long after quarantine", false },
 	{ "db-pool", OPT_INT, F(db_pool), "4", 1, 256, "N", "database connections", false },
 	{ "submit-rate", OPT_INT, F(submit_rate), "200", 1, 1000000, "N",
 	  "job submits per second per token (burst twice that; over it: 429)", false },

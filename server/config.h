@@ -19,6 +19,7 @@ struct config {
 	int heartbeat_ms;           /* --heartbeat-ms */
 	int reap_interval_ms;       /* --reap-interval-ms */
 	int poll_fallback_ms;       /* --poll-fallback-ms */
+	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */
 	int submit_rate;            /* --submit-rate: submits per second per token (burst 2x) */
 	int webhook_poll_ms;        /* --webhook-poll-ms: how often the outbox is scanned */

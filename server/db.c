@@ -631,7 +631,11 @@ static void db_queue_timer_arm(struct db *db)
 		evtimer_del(db->qtimer);
 		return;
 	}
-	ms = db->qhead->deadline_ms - util_mono_ms();
+	ms = db->qhead->deadline_ms;
+	for (struct db_req *r = db->qhead->next; r; r = r->next)
+		if (r->deadline_ms < ms)
+			ms = r->deadline_ms; /* refreshed deadlines are no longer in queue order */
+	ms -= util_mono_ms();
 	if (ms < 0)
 		ms = 0;
 	tv.tv_sec = (time_t)(ms / 1000);
@@ -668,9 +672,13 @@ static void db_on_queue_timer(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	/* Unlink first: the callbacks may queue new statements. */
+	/* A long queue alone never fails a statement: while a connection is up, statements past
+	 * their deadline get a fresh window (they fail only if the database is still unreachable
+	 * then). Unlink first: the callbacks may queue new statements. */
 	db->qtail = NULL;
 	while ((r = *pp)) {
+		if (r->deadline_ms <= now && db_up(db))
+			r->deadline_ms = now + db->queue_timeout_ms;
 		if (r->deadline_ms <= now) {
 			*pp = r->next;
 			r->next = NULL;

@@ -26,8 +26,10 @@ struct db *db_new(struct event_base *base, const char *conninfo, int size);
  * or db_notify_cb of the same pool. */
 void db_free(struct db *db);
 
-/* How long a statement may wait in the queue for a connection before it gets res NULL, err
- * "database unavailable" (default 2000 ms). Applies to statements queued after the call. */
+/* How long a statement may wait in the queue for a connection while no connection is up before
+ * it gets res NULL, err "database unavailable" (default 2000 ms). A long queue on a healthy pool
+ * never fails a statement: at the deadline, if a connection is up, the statement waits another
+ * window. Applies to statements queued after the call. */
 void db_set_queue_timeout_ms(struct db *db, int ms);
 
 /* Runs one statement with text parameters (NULL = SQL NULL). `sql` is a statement from

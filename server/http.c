@@ -18,6 +18,7 @@
 
 #include "api_attempts.h"
 #include "api_fleet.h"
+#include "api_health.h"
 #include "api_jobs.h"
 #include "api_tokens.h"
 #include "api_workers.h"
@@ -59,6 +60,8 @@ static const struct route routes[] = {
 	{ "POST", "/v1/escalations/{}/resolve", api_fleet_escalation_resolve, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/gpus", api_fleet_gpus, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/gpus/{}/release", api_fleet_gpu_release, AUTH_STAFF, AUTH_SCOPE_NONE },
+	/* workers only for GPUs of their own workers: checked in rung_gpu_health against the token */
+	{ "POST", "/v1/gpus/{}/health", api_health_report, AUTH_WORKER | AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/tokens", api_tokens_create, AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/tokens", api_tokens_list, AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/tokens/{}/revoke", api_tokens_revoke, AUTH_ADMIN, AUTH_SCOPE_NONE },
@@ -278,6 +281,54 @@ void hreq_reply_typed(struct hreq *h, int code, const char *content_type, const 
 	hreq_send(h, code, content_type, body ? body : "", body ? len : 0);
 }
 
+/* Whether s is valid UTF-8 (what jansson accepts as a string). */
+static bool utf8_valid(const char *s)
+{
+	json_t *v = json_string(s);
+	bool ok = v != NULL;
+	json_decref(v);
+	return ok;
+}
+
+/* A copy of s that jansson accepts: when s is not valid UTF-8, every byte >= 0x80 becomes '?'. */
+static char *utf8_clean(const char *s)
+{
+	char *out = xstrdup(s);
+	if (!utf8_valid(out))
+		for (char *p = out; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+	return out;
+}
+
+/* Whether the raw query string holds an encoded NUL (%00) in a key or value; *key gets that
+ * parameter's raw key (heap, UTF-8 cleaned). evhttp decodes values into C strings, where the NUL
+ * would silently cut the value short ("limit=1%00x" read as "1"). */
+static bool query_nul(const char *q, char **key)
+{
+	const char *p = q;
+
+	*key = NULL;
+	while (p && *p) {
+		size_t n = strcspn(p, "&;");
+		for (size_t i = 0; i + 3 <= n; i++) {
+			if (p[i] == '%' && p[i + 1] == '0' && p[i + 2] == '0') {
+				size_t k = strcspn(p, "=&;");
+				char *raw = xmalloc(k + 1);
+				memcpy(raw, p, k);
+				raw[k] = '\0';
+				*key = utf8_clean(raw);
+				free(raw);
+				return true;
+			}
+		}
+		p += n;
+		if (*p)
+			p++;
+	}
+	return false;
+}
+
 void hreq_error(struct hreq *h, int code, const char *error, const char *field, const char *fmt, ...)
 {
 	char *msg = NULL;
@@ -295,8 +346,13 @@ void hreq_error(struct hreq *h, int code, const char *error, const char *field, 
 	else
 		log_info("request refused", "method=%s path=%s%s status=%d error=%s field=%s message=\"%s\"",
 			 h->method, h->path, ids, code, error, field ? field : "-", msg ? msg : "");
-	hreq_reply(h, code, json_pack("{s:s, s:s, s:s?}", "error", error, "message", msg ? msg : error,
-				      "field", field));
+	{
+		/* the message and field may quote request text that is not UTF-8 (a path, a key) */
+		char *m = utf8_clean(msg ? msg : error), *f = field ? utf8_clean(field) : NULL;
+		hreq_reply(h, code, json_pack("{s:s, s:s, s:s?}", "error", error, "message", m, "field", f));
+		free(m);
+		free(f);
+	}
 	free(msg);
 }
 
@@ -433,16 +489,20 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 	const char *raw_query = uri ? evhttp_uri_get_query(uri) : NULL;
 	struct hreq *h = xcalloc(1, sizeof *h);
 	const struct route *found = NULL;
-	bool path_known = false;
+	bool path_known = false, bad_path = false;
 	char allow[64] = "";
+	size_t path_len = 0;
+	char *nul_key = NULL;
 
 	h->req = req;
 	h->app = app;
 	h->t0_ms = util_mono_ms();
 	h->method = method_name(evhttp_request_get_command(req));
-	h->path = evhttp_uridecode(raw_path && *raw_path ? raw_path : "/", 0, NULL);
+	h->path = evhttp_uridecode(raw_path && *raw_path ? raw_path : "/", 0, &path_len);
 	if (!h->path)
 		h->path = xstrdup("/");
+	else if (strlen(h->path) != path_len) /* a %00 would cut the path short: /v1/jobs/1%00 is not job 1 */
+		bad_path = true;
 	h->query = raw_query ? xstrdup(raw_query) : NULL;
 	app->inflight++;
 	{
@@ -459,6 +519,17 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 
 	if (app->stopping) {
 		hreq_error(h, 503, "shutting_down", NULL, "the server is shutting down");
+		return;
+	}
+	if (bad_path || !utf8_valid(h->path)) {
+		free(h->path);
+		h->path = xstrdup("/");
+		hreq_error(h, 400, "invalid_request", "path", "the URL path holds a NUL byte or is not UTF-8");
+		return;
+	}
+	if (query_nul(h->query, &nul_key)) {
+		hreq_error(h, 400, "invalid_request", nul_key, "query parameter %s holds a NUL byte", nul_key);
+		free(nul_key);
 		return;
 	}
 	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {

@@ -1,6 +1,6 @@
-/* Long-poll leases: a list of waiters, each either claiming (one claim statement in flight) or
- * parked (waiting for a wake, the fallback poll or its deadline). Owns the waiters and their
- * timers; the claim itself is the rung_claim() SQL function (migrations/001_init.sql). */
+/* Long-poll leases: parked waiters live in memory only, and claim rounds serve them. A round is
+ * one rung_claim_batch() statement (migrations/004_batch.sql) for up to LEASE_ROUND_MAX waiters;
+ * at most one round is in flight per process. Owns the waiters, their timers and the round. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +16,15 @@
 #include "sql.h"
 #include "util.h"
 
+#define LEASE_ROUND_MAX 512 /* waiters per claim statement */
+#define LEASE_ROUND_OLD 128 /* parked waiters retried per round (a wake round stays small and fast; a
+			     * round in which every one of them got work is followed by another) */
+#define LEASE_RETRIES   3   /* a round that loses a deadlock (40P01) runs again */
+
 enum waiter_state {
-	W_CLAIMING, /* a claim statement is in flight */
-	W_PARKED,   /* waiting for a wake or the deadline */
+	W_FRESH,    /* never claimed for: its worker and GPU are unchecked; in the next round */
+	W_PARKED,   /* claimed for once, found nothing: waits for a wake or its deadline */
+	W_CLAIMING, /* in the round in flight */
 };
 
 struct waiter {
@@ -27,19 +33,30 @@ struct waiter {
 	enum waiter_state state;
 	long long worker_id;
 	char *gpu_uuid;
-	char *gpu_before;        /* JSON text or NULL */
+	json_t *gpu_before;      /* object or NULL */
 	struct event *deadline;  /* NULL when wait_ms is 0 */
 	bool expired;            /* the deadline passed while claiming */
-	bool rewake;             /* woken while claiming: claim again if nothing was found */
-	struct waiter *prev, *next;
+	bool was_fresh;          /* in the round as a fresh waiter */
+	struct waiter *prev, *next; /* on fresh or parked while not claiming */
+};
+
+struct wlist {
+	struct waiter *head, *tail;
 };
 
 struct lease_mgr {
 	struct app *app;
-	struct waiter *head;
+	struct wlist fresh, parked;
 	int count;
 	bool stopping;
+	bool woken;              /* parked waiters should be tried in the next round */
 	struct event *poll;      /* --poll-fallback-ms */
+	struct event *kick;      /* starts a round on the next loop pass */
+	/* the round in flight */
+	struct waiter *round[LEASE_ROUND_MAX];
+	int round_n, round_old, round_retries;
+	char *round_json;
+	bool round_busy;
 };
 
 struct release_arg {
@@ -48,23 +65,43 @@ struct release_arg {
 	char *token;
 };
 
-static void waiter_claim(struct waiter *w);
+static void wlist_unlink(struct wlist *l, struct waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		l->head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		l->tail = w->prev;
+	w->prev = w->next = NULL;
+}
+
+static void wlist_append(struct wlist *l, struct waiter *w)
+{
+	w->next = NULL;
+	w->prev = l->tail;
+	if (l->tail)
+		l->tail->next = w;
+	else
+		l->head = w;
+	l->tail = w;
+}
 
 static void waiter_unlink_free(struct waiter *w)
 {
 	struct lease_mgr *m = w->m;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		m->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	if (w->state == W_FRESH)
+		wlist_unlink(&m->fresh, w);
+	else if (w->state == W_PARKED)
+		wlist_unlink(&m->parked, w);
 	m->count--;
 	if (w->deadline)
 		event_free(w->deadline);
 	free(w->gpu_uuid);
-	free(w->gpu_before);
+	json_decref(w->gpu_before);
 	free(w);
 }
 
@@ -77,6 +114,23 @@ static void waiter_answer(struct waiter *w, int code, json_t *body)
 	h->on_gone = NULL;
 	waiter_unlink_free(w);
 	hreq_reply(h, code, body);
+}
+
+/* Answers 200 with a JSON text (borrowed) and frees the waiter. */
+static void waiter_answer_text(struct waiter *w, const char *text)
+{
+	struct hreq *h = w->h;
+
+	w->h = NULL;
+	h->on_gone = NULL;
+	waiter_unlink_free(w);
+	hreq_reply_text(h, 200, text);
+}
+
+static void lease_schedule(struct lease_mgr *m)
+{
+	if (!m->round_busy && !m->stopping && (m->fresh.head || (m->woken && m->parked.head)))
+		event_active(m->kick, EV_TIMEOUT, 0);
 }
 
 static void on_released(PGresult *res, const char *err, void *arg)
@@ -93,91 +147,190 @@ static void on_released(PGresult *res, const char *err, void *arg)
 	free(r);
 }
 
-static void release_lease(struct app *app, json_t *lease)
+static void release_lease(struct app *app, long long attempt_id, long long job_id, const char *token)
 {
 	struct release_arg *r = xcalloc(1, sizeof *r);
 	char id[32];
 	const char *params[2];
 
-	r->attempt_id = json_integer_value(json_object_get(lease, "attempt_id"));
-	r->job_id = json_integer_value(json_object_get(lease, "job_id"));
-	r->token = xstrdup(json_string_value(json_object_get(lease, "token")) ?: "");
+	r->attempt_id = attempt_id;
+	r->job_id = job_id;
+	r->token = xstrdup(token ? token : "");
 	snprintf(id, sizeof id, "%lld", r->attempt_id);
 	params[0] = id;
 	params[1] = r->token;
 	db_exec(app->db, sql_release, 2, params, on_released, r);
 }
 
-static void on_claim(PGresult *res, const char *err, void *arg)
-{
-	struct waiter *w = arg;
-	struct app *app = w->m->app;
-	json_t *doc = NULL, *lease;
+/* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE). */
+struct claim_row {
 	const char *status;
+	long long attempt_id, job_id, number;
+	const char *token;
+	const char *lease;        /* LEASE text without heartbeat_ms */
+};
 
-	if (!res) {
-		waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable",
-						"message", err ? err : "database unavailable", "field"));
-		return;
-	}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
-		log_error("claim failed", "worker=%lld gpu=%s error=\"%s\"", w->worker_id, w->gpu_uuid,
-			  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-		waiter_answer(w, 500, json_pack("{s:s, s:s, s:n}", "error", "internal",
-						"message", "claim failed", "field"));
-		return;
-	}
-	doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
-	status = json_string_value(json_object_get(doc, "status"));
-	if (!status)
-		status = "none";
+/* The reply body: LEASE with heartbeat_ms added (LEASE is a JSON object text from Postgres). */
+static char *lease_text(const struct claim_row *c, int heartbeat_ms)
+{
+	size_t n = strlen(c->lease);
+
+	while (n > 0 && c->lease[n - 1] != '}')
+		n--;
+	if (n == 0)
+		return NULL;
+	return xasprintf("%.*s, \"heartbeat_ms\": %d}", (int)(n - 1), c->lease, heartbeat_ms);
+}
+
+/* One waiter's outcome of the round: c is its row, NULL for "none". Returns true when it got a
+ * lease. */
+static bool waiter_result(struct waiter *w, const struct claim_row *c)
+{
+	struct lease_mgr *m = w->m;
+	struct app *app = m->app;
+	const char *status = c && c->status ? c->status : "none";
+
 	if (strcmp(status, "ok") == 0) {
-		lease = json_incref(json_object_get(doc, "lease"));
-		json_object_set_new(lease, "heartbeat_ms", json_integer(app->heartbeat_ms));
-		if (w->h->gone) {
-			release_lease(app, lease);
-			json_decref(lease);
-			waiter_answer(w, 200, NULL);
+		char *text = c->lease ? lease_text(c, app->heartbeat_ms) : NULL;
+		if (w->h->gone || !text) {
+			/* hand-off failure: the lease could not be delivered, release it at once */
+			release_lease(app, c->attempt_id, c->job_id, c->token);
+			waiter_answer(w, w->h->gone ? 200 : 500, w->h->gone ? NULL :
+				      json_pack("{s:s, s:s, s:n}", "error", "internal", "message", "claim failed", "field"));
 		} else {
-			log_info("lease granted", "job=%lld attempt=%lld number=%lld worker=%lld gpu=%s",
-				 (long long)json_integer_value(json_object_get(lease, "job_id")),
-				 (long long)json_integer_value(json_object_get(lease, "attempt_id")),
-				 (long long)json_integer_value(json_object_get(lease, "number")), w->worker_id,
-				 w->gpu_uuid);
-			waiter_answer(w, 200, lease);
+			log_info("lease granted", "job=%lld attempt=%lld number=%lld worker=%lld gpu=%s", c->job_id,
+				 c->attempt_id, c->number, w->worker_id, w->gpu_uuid);
+			waiter_answer_text(w, text);
 		}
-	} else if (strcmp(status, "no_worker") == 0) {
+		free(text);
+		return true;
+	}
+	if (strcmp(status, "no_worker") == 0) {
 		waiter_answer(w, 404, json_pack("{s:s, s:s, s:n}", "error", "unknown_worker", "message",
 						"no such worker: register first", "field"));
 	} else if (strcmp(status, "no_gpu") == 0) {
 		waiter_answer(w, 400, json_pack("{s:s, s:s, s:s}", "error", "unknown_gpu", "message",
 						"this GPU is not registered to this worker", "field", "gpu_uuid"));
-	} else if (w->h->gone || w->expired || !w->deadline || w->m->stopping) {
+	} else if (w->h->gone || w->expired || !w->deadline || m->stopping) {
 		waiter_answer(w, 204, NULL);
-	} else if (w->rewake) {
-		w->rewake = false;
-		waiter_claim(w);
 	} else {
 		w->state = W_PARKED;
+		wlist_append(&m->parked, w); /* to the back: the next rounds try the others first */
 	}
-	json_decref(doc);
+	return false;
 }
 
-static void waiter_claim(struct waiter *w)
-{
-	struct app *app = w->m->app;
-	char worker[32], lease_s[32];
-	const char *params[4];
+static void round_exec(struct lease_mgr *m);
 
-	snprintf(worker, sizeof worker, "%lld", w->worker_id);
-	snprintf(lease_s, sizeof lease_s, "%d", app->lease_seconds);
-	params[0] = worker;
-	params[1] = w->gpu_uuid;
-	params[2] = lease_s;
-	params[3] = w->gpu_before;
+static void on_round(PGresult *res, const char *err, void *arg)
+{
+	struct lease_mgr *m = arg;
+	struct claim_row *rows;
+	int n = m->round_n, granted_old = 0, i, r;
+	const char *st;
+
+	st = res && PQresultStatus(res) == PGRES_FATAL_ERROR ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	if (st && (strcmp(st, "40P01") == 0 || strcmp(st, "40001") == 0) && m->round_retries < LEASE_RETRIES) {
+		m->round_retries++;
+		log_warn("claim round retried", "waiters=%d sqlstate=%s retry=%d", n, st, m->round_retries);
+		round_exec(m);
+		return;
+	}
+	m->round_busy = false;
+	free(m->round_json);
+	m->round_json = NULL;
+	m->round_n = 0;
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		if (res)
+			log_error("claim failed", "waiters=%d sqlstate=%s error=\"%s\"", n, st ? st : "-",
+				  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+		for (i = 0; i < n; i++) {
+			if (!res)
+				waiter_answer(m->round[i], 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable",
+									  "message", err ? err : "database unavailable", "field"));
+			else
+				waiter_answer(m->round[i], 500, json_pack("{s:s, s:s, s:n}", "error", "internal",
+									  "message", "claim failed", "field"));
+		}
+		goto out;
+	}
+	rows = xcalloc((size_t)n + 1, sizeof *rows);
+	for (r = 0; r < PQntuples(res); r++) {
+		i = PQgetisnull(res, r, 0) ? -1 : atoi(PQgetvalue(res, r, 0));
+		if (i < 0 || i >= n || rows[i].status)
+			continue;
+		rows[i].status = PQgetvalue(res, r, 1);
+		rows[i].attempt_id = atoll(PQgetvalue(res, r, 2));
+		rows[i].job_id = atoll(PQgetvalue(res, r, 3));
+		rows[i].number = atoll(PQgetvalue(res, r, 4));
+		rows[i].token = PQgetisnull(res, r, 5) ? NULL : PQgetvalue(res, r, 5);
+		rows[i].lease = PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6);
+	}
+	for (i = 0; i < n; i++) {
+		bool was_fresh = m->round[i]->was_fresh;
+		if (waiter_result(m->round[i], rows[i].status ? &rows[i] : NULL) && !was_fresh)
+			granted_old++;
+	}
+	free(rows);
+	/* Every parked waiter tried got work: there may be more for the ones not tried yet. Found
+	 * less than it asked for: the queue is empty for them, wait for the next wake. */
+	if (m->round_old > 0 && granted_old == m->round_old)
+		m->woken = true;
+out:
+	lease_schedule(m);
+}
+
+static void round_exec(struct lease_mgr *m)
+{
+	char lease_s[32];
+	const char *params[2] = { m->round_json, lease_s };
+
+	snprintf(lease_s, sizeof lease_s, "%d", m->app->lease_seconds);
+	db_exec(m->app->db, sql_claim_batch, 2, params, on_round, m);
+}
+
+static void take(struct lease_mgr *m, struct wlist *l, struct waiter *w, json_t *arr)
+{
+	json_t *o;
+
+	wlist_unlink(l, w);
+	w->was_fresh = w->state == W_FRESH;
 	w->state = W_CLAIMING;
-	w->rewake = false;
-	db_exec(app->db, sql_claim, 4, params, on_claim, w);
+	o = json_pack("{s:i, s:I, s:s, s:O?, s:b}", "i", m->round_n, "worker", (json_int_t)w->worker_id, "gpu",
+		      w->gpu_uuid, "before", w->gpu_before, "fresh", w->was_fresh);
+	json_array_append_new(arr, o);
+	m->round[m->round_n++] = w;
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct lease_mgr *m = arg;
+	json_t *arr;
+
+	(void)fd;
+	(void)what;
+	if (m->round_busy || m->stopping)
+		return;
+	arr = json_array();
+	m->round_n = m->round_old = m->round_retries = 0;
+	/* fresh waiters first: rung_claim_batch stops at the first parked one once the queue is empty */
+	while (m->fresh.head && m->round_n < LEASE_ROUND_MAX)
+		take(m, &m->fresh, m->fresh.head, arr);
+	if (m->woken) {
+		m->woken = false;
+		while (m->parked.head && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD) {
+			take(m, &m->parked, m->parked.head, arr);
+			m->round_old++;
+		}
+	}
+	if (m->round_n == 0) {
+		json_decref(arr);
+		return;
+	}
+	m->round_json = json_dumps(arr, JSON_COMPACT);
+	json_decref(arr);
+	m->round_busy = true;
+	round_exec(m);
 }
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
@@ -186,7 +339,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (w->state == W_PARKED)
+	if (w->state != W_CLAIMING)
 		waiter_answer(w, 204, NULL);
 	else
 		w->expired = true;
@@ -197,9 +350,9 @@ static void on_gone(struct hreq *h, void *arg)
 	struct waiter *w = arg;
 
 	(void)h;
-	if (w->state == W_PARKED)
+	if (w->state != W_CLAIMING)
 		waiter_answer(w, 204, NULL); /* only frees: nobody is listening */
-	/* W_CLAIMING: on_claim sees h->gone and releases what it claimed */
+	/* W_CLAIMING: the round sees h->gone and releases what it claimed */
 }
 
 static void on_poll(evutil_socket_t fd, short what, void *arg)
@@ -216,6 +369,9 @@ struct lease_mgr *lease_new(struct app *app)
 
 	m->app = app;
 	m->poll = event_new(app->base, -1, EV_PERSIST, on_poll, m);
+	m->kick = event_new(app->base, -1, 0, on_kick, m);
+	if (!m->poll || !m->kick)
+		abort();
 	if (app->poll_fallback_ms > 0)
 		event_add(m->poll, &tv);
 	return m;
@@ -223,13 +379,21 @@ struct lease_mgr *lease_new(struct app *app)
 
 void lease_free(struct lease_mgr *m)
 {
+	struct waiter *w;
+
 	if (!m)
 		return;
-	while (m->head) {
-		log_error("lease waiter still open at exit", "worker=%lld", m->head->worker_id);
-		waiter_unlink_free(m->head);
+	while ((w = m->fresh.head ? m->fresh.head : m->parked.head)) {
+		log_error("lease waiter still open at exit", "worker=%lld", w->worker_id);
+		waiter_unlink_free(w);
 	}
+	for (int i = 0; i < m->round_n; i++) {
+		log_error("lease waiter still open at exit", "worker=%lld", m->round[i]->worker_id);
+		waiter_unlink_free(m->round[i]);
+	}
+	free(m->round_json);
 	event_free(m->poll);
+	event_free(m->kick);
 	free(m);
 }
 
@@ -240,50 +404,49 @@ void lease_park(struct lease_mgr *m, struct hreq *h, long long worker_id, const 
 
 	w->m = m;
 	w->h = h;
+	w->state = W_FRESH;
 	w->worker_id = worker_id;
 	w->gpu_uuid = xstrdup(gpu_uuid);
-	w->gpu_before = gpu_before ? json_dumps(gpu_before, JSON_COMPACT) : NULL;
+	w->gpu_before = json_is_object(gpu_before) ? json_incref(gpu_before) : NULL;
 	json_decref(gpu_before);
 	if (wait_ms > 0) {
 		struct timeval tv = { wait_ms / 1000, (wait_ms % 1000) * 1000 };
 		w->deadline = evtimer_new(m->app->base, on_deadline, w);
 		evtimer_add(w->deadline, &tv);
 	}
-	w->next = m->head;
-	if (m->head)
-		m->head->prev = w;
-	m->head = w;
+	wlist_append(&m->fresh, w);
 	m->count++;
 	h->on_gone = on_gone;
 	h->on_gone_arg = w;
-	waiter_claim(w);
+	if (m->stopping) {
+		waiter_answer(w, 204, NULL);
+		return;
+	}
+	lease_schedule(m);
 }
 
 void lease_wake(struct lease_mgr *m)
 {
-	if (!m)
+	if (!m || m->stopping)
 		return;
-	for (struct waiter *w = m->head; w; w = w->next) {
-		if (w->state == W_PARKED)
-			waiter_claim(w);
-		else
-			w->rewake = true;
-	}
+	/* only waiters that may have missed the work: parked ones, and those in the round now */
+	if (m->parked.head || m->round_busy)
+		m->woken = true;
+	lease_schedule(m);
 }
 
 void lease_shutdown(struct lease_mgr *m)
 {
-	struct waiter *w, *next;
+	struct waiter *w;
 
 	if (!m)
 		return;
 	m->stopping = true;
 	event_del(m->poll);
-	for (w = m->head; w; w = next) {
-		next = w->next;
-		if (w->state == W_PARKED)
-			waiter_answer(w, 204, NULL);
-	}
+	event_del(m->kick);
+	while ((w = m->fresh.head ? m->fresh.head : m->parked.head))
+		waiter_answer(w, 204, NULL);
+	/* those in the round in flight are answered when it returns */
 }
 
 int lease_waiting(const struct lease_mgr *m)

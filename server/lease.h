@@ -1,7 +1,9 @@
-/* Parked long-polls of POST /v1/workers/{id}/lease: each waiter tries to claim a job at once,
- * then waits up to wait_ms, retrying when woken (a submit or re-queue here, a NOTIFY from another
- * replica, the poll-fallback timer). Answers 204 at the deadline or on shutdown; a lease claimed
- * for a client that has gone is released at once. */
+/* Parked long-polls of POST /v1/workers/{id}/lease: waiters live in memory and are served by
+ * claim rounds, one rung_claim_batch() statement for many waiters, one round in flight at a time.
+ * A new waiter is in the next round; parked ones are tried again when woken (a submit or re-queue
+ * here, a NOTIFY from another replica, the poll-fallback timer), until a round finds less work
+ * than it asked for. Answers 204 at the deadline or on shutdown; a lease claimed for a client
+ * that has gone is released at once. */
 #ifndef RUNG_LEASE_H
 #define RUNG_LEASE_H
 
@@ -16,11 +18,13 @@ struct lease_mgr *lease_new(struct app *app);
 /* Frees the manager; every waiter must have been answered (lease_shutdown). */
 void lease_free(struct lease_mgr *m);
 
-/* Takes over h (answers it exactly once): claims for (worker_id, gpu_uuid) now and, when nothing
- * is eligible, again on each wake until wait_ms has passed. gpu_before is stolen (may be NULL). */
+/* Takes over h (answers it exactly once): claims for (worker_id, gpu_uuid) in the next round and,
+ * when nothing is eligible, again on wakes until wait_ms has passed (wait_ms 0: one claim).
+ * gpu_before is stolen (may be NULL). */
 void lease_park(struct lease_mgr *m, struct hreq *h, long long worker_id, const char *gpu_uuid,
 		json_t *gpu_before, int wait_ms);
-/* Retries every parked waiter now (new or re-queued work may be there). */
+/* New or re-queued work may be there: the next round tries the parked waiters (no-op when there
+ * are none). */
 void lease_wake(struct lease_mgr *m);
 /* Answers every parked waiter 204 now, and those mid-claim when their claim returns. */
 void lease_shutdown(struct lease_mgr *m);

@@ -31,6 +31,13 @@ static void usage(FILE *f)
 	      "  --lease-wait-ms N      long-poll wait (default 25000)\n"
 	      "  --cancel-grace-ms N    SIGINT to SIGKILL grace (default 10000)\n"
 	      "  --drain-timeout-ms N   on SIGTERM, time running attempts get to end (default 30000)\n"
+	      "  --health-cmd TEMPLATE  GPU health check (RUNG_HEALTH_CMD): split on spaces, {gpu_index}\n"
+	      "                         {gpu_uuid}; run with CUDA_VISIBLE_DEVICES set, exit 0 = pass.\n"
+	      "                         Default: built-in, nvidia-smi shows no compute process and\n"
+	      "                         memory.used below --health-max-used-mib\n"
+	      "  --health-interval-ms N between checks of a GPU that is not ok (default 60000)\n"
+	      "  --health-timeout-ms N  health command time limit (default 60000)\n"
+	      "  --health-max-used-mib N  built-in check's memory.used limit (default 1024)\n"
 	      "  --help\n", f);
 }
 
@@ -81,6 +88,9 @@ int main(int argc, char **argv)
 		{ "gpus", required_argument, NULL, 'g' }, { "lease-wait-ms", required_argument, NULL, 'L' },
 		{ "cancel-grace-ms", required_argument, NULL, 'C' }, { "drain-timeout-ms", required_argument, NULL, 'D' },
 		{ "token", required_argument, NULL, 'T' },
+		{ "health-cmd", required_argument, NULL, 'H' }, { "health-interval-ms", required_argument, NULL, 'I' },
+		{ "health-timeout-ms", required_argument, NULL, 'O' },
+		{ "health-max-used-mib", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 },
 	};
 	char host[256] = "worker";
@@ -102,6 +112,10 @@ int main(int argc, char **argv)
 	o.lease_wait_ms = 25000;
 	o.cancel_grace_ms = 10000;
 	o.drain_timeout_ms = 30000;
+	o.health_cmd = env_or("RUNG_HEALTH_CMD", NULL);
+	o.health_interval_ms = 60000;
+	o.health_timeout_ms = 60000;
+	o.health_max_used_mib = 1024;
 	token = getenv("RUNG_TOKEN") ? xstrdup(getenv("RUNG_TOKEN")) : NULL;
 	unsetenv("RUNG_TOKEN"); /* trainer children must not inherit the worker's credential */
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -117,6 +131,10 @@ int main(int argc, char **argv)
 		case 'C': if (parse_ms("--cancel-grace-ms", optarg, &o.cancel_grace_ms)) return 2; break;
 		case 'D': if (parse_ms("--drain-timeout-ms", optarg, &o.drain_timeout_ms)) return 2; break;
 		case 'T': free(token); token = xstrdup(optarg); break;
+		case 'H': o.health_cmd = optarg; break;
+		case 'I': if (parse_ms("--health-interval-ms", optarg, &o.health_interval_ms)) return 2; break;
+		case 'O': if (parse_ms("--health-timeout-ms", optarg, &o.health_timeout_ms)) return 2; break;
+		case 'M': if (parse_ms("--health-max-used-mib", optarg, &o.health_max_used_mib)) return 2; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

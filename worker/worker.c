@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "gpu.h"
+#include "health.h"
 #include "log.h"
 #include "runner.h"
 #include "scan.h"
@@ -28,13 +29,21 @@
 #define WORKER_BACKOFF_MIN_MS 200
 #define WORKER_BACKOFF_MAX_MS 5000
 #define WORKER_STOP_FINISH_TRIES 3
+#define WORKER_HEALTH_IDLE_POLLS 3  /* empty long-polls in a row after which the GPU is checked */
+#define WORKER_HEALTH_MIN_WAIT_MS 100
 
 struct worker;
+
+/* What rungd last said about a slot's GPU (POST /v1/gpus/{uuid}/health). */
+enum slot_gpu_state { SLOT_GPU_UNKNOWN, SLOT_GPU_OK, SLOT_GPU_SUSPECT, SLOT_GPU_QUARANTINED };
 
 struct slot {
 	struct worker *w;
 	struct gpu_info gpu;
 	pthread_t thread;
+	enum slot_gpu_state gpu_state; /* slot thread only */
+	int64_t health_due;            /* monotonic ms of the next health check; 0: none scheduled */
+	int idle_polls;                /* 204s in a row since the last lease or check */
 };
 
 struct worker {
@@ -441,6 +450,87 @@ out:
 	free(aid);
 }
 
+static enum slot_gpu_state slot_gpu_state_parse(const char *s)
+{
+	if (!s)
+		return SLOT_GPU_UNKNOWN;
+	if (!strcmp(s, "ok"))
+		return SLOT_GPU_OK;
+	if (!strcmp(s, "suspect"))
+		return SLOT_GPU_SUSPECT;
+	if (!strcmp(s, "quarantined"))
+		return SLOT_GPU_QUARANTINED;
+	return SLOT_GPU_UNKNOWN;
+}
+
+/* Runs the health check of the slot's GPU (the operator's command, else the built-in nvidia-smi
+ * judgement), reports it to rungd and schedules the next one from the answer: none while the GPU
+ * is ok, else after the interval or the server's next_check_ms, whichever comes first. */
+static void slot_health(struct slot *s, struct client *c)
+{
+	struct worker *w = s->w;
+	json_t *gstate = gpu_state(w->o.smi, s->gpu.uuid), *body, *ans = NULL;
+	char *detail = NULL, *err = NULL, *path = xasprintf("/v1/gpus/%s/health", s->gpu.uuid);
+	int64_t now;
+	bool passed;
+	int st;
+
+	if (w->o.health_cmd && *w->o.health_cmd) {
+		char idx[16], **argv, *log_path;
+		const char *keys[] = { "{gpu_index}", "{gpu_uuid}" };
+		const char *vals[] = { idx, s->gpu.uuid };
+		snprintf(idx, sizeof idx, "%d", s->gpu.index);
+		argv = build_argv(w->o.health_cmd, keys, vals, ARRAY_LEN(keys));
+		log_path = xasprintf("%s/health-%d.log", w->work_dir, s->gpu.index);
+		passed = health_run(argv, idx, w->o.health_timeout_ms, log_path, &w->stopping, &detail);
+		free(log_path);
+		free_argv(argv);
+	} else {
+		passed = health_judge(gstate, w->o.health_max_used_mib, &detail);
+	}
+	body = json_pack("{s:b, s:s, s:O}", "passed", passed, "detail", detail, "gpu_state",
+			 gstate ? gstate : json_null());
+	st = atomic_load(&w->stopping) ? -1 : client_post(c, path, body, 15000, &w->stopping, &ans, &err);
+	now = util_mono_ms();
+	s->idle_polls = 0;
+	if (st == 200) {
+		const json_t *next = json_object_get(ans, "next_check_ms");
+		long wait = w->o.health_interval_ms;
+		enum slot_gpu_state prev = s->gpu_state;
+		s->gpu_state = slot_gpu_state_parse(json_string_value(json_object_get(ans, "state")));
+		if (json_is_integer(next) && json_integer_value(next) > 0 && json_integer_value(next) < wait)
+			wait = (long)json_integer_value(next);
+		if (wait < WORKER_HEALTH_MIN_WAIT_MS)
+			wait = WORKER_HEALTH_MIN_WAIT_MS;
+		s->health_due = s->gpu_state == SLOT_GPU_OK ? 0 : now + wait;
+		if (s->gpu_state != SLOT_GPU_OK || prev != SLOT_GPU_OK || !passed)
+			log_info("gpu health reported", "gpu=%s passed=%d state=%s next_check_ms=%ld detail=\"%s\"",
+				 s->gpu.uuid, passed, json_string_value(json_object_get(ans, "state")) ?: "?",
+				 s->health_due ? wait : 0L, detail);
+	} else if (st == 404 || st == 403 || st == 405) {
+		/* a rungd without health reports, or a GPU it does not know: the next lease answer decides */
+		log_warn("gpu health report refused", "gpu=%s status=%d message=\"%s\"", s->gpu.uuid, st,
+			 answer_message(ans));
+		s->health_due = 0;
+	} else {
+		if (!atomic_load(&w->stopping))
+			log_warn("gpu health report failed, retrying later", "gpu=%s status=%d error=\"%s\"",
+				 s->gpu.uuid, st, err ? err : answer_message(ans));
+		s->health_due = now + w->o.health_interval_ms;
+	}
+	free(err);
+	free(detail);
+	free(path);
+	json_decref(ans);
+	json_decref(body);
+	json_decref(gstate);
+}
+
+static bool slot_health_is_due(const struct slot *s)
+{
+	return (s->health_due && util_mono_ms() >= s->health_due) || s->idle_polls >= WORKER_HEALTH_IDLE_POLLS;
+}
+
 static void *slot_main(void *arg)
 {
 	struct slot *s = arg;
@@ -449,23 +539,41 @@ static void *slot_main(void *arg)
 	long backoff = 0;
 	enum slot_state state = SLOT_LEASING;
 
+	s->gpu_state = SLOT_GPU_UNKNOWN;
+	s->health_due = util_mono_ms(); /* report once at start: learn the GPU's state */
+	s->idle_polls = 0;
 	while (!atomic_load(&w->stopping)) {
-		json_t *gstate = gpu_state(w->o.smi, s->gpu.uuid), *body, *ans = NULL;
-		char *id = worker_current_id(w), *path = xasprintf("/v1/workers/%s/lease", id), *err = NULL;
-		int64_t t0 = util_mono_ms();
+		json_t *gstate, *body, *ans = NULL;
+		char *id, *path, *err = NULL;
+		int64_t t0;
+		long wait_ms = w->o.lease_wait_ms;
 		int st;
 
-		body = json_pack("{s:s, s:I}", "gpu_uuid", s->gpu.uuid, "wait_ms", (json_int_t)w->o.lease_wait_ms);
+		if (slot_health_is_due(s)) {
+			slot_health(s, c);
+			if (atomic_load(&w->stopping))
+				break;
+		}
+		if (s->health_due && s->health_due - util_mono_ms() < wait_ms) /* wake up for the next check */
+			wait_ms = s->health_due - util_mono_ms() > 0 ? (long)(s->health_due - util_mono_ms()) : 0;
+		gstate = gpu_state(w->o.smi, s->gpu.uuid);
+		id = worker_current_id(w);
+		path = xasprintf("/v1/workers/%s/lease", id);
+		t0 = util_mono_ms();
+		body = json_pack("{s:s, s:I}", "gpu_uuid", s->gpu.uuid, "wait_ms", (json_int_t)wait_ms);
 		if (gstate)
 			json_object_set(body, "gpu_state", gstate);
-		st = client_post(c, path, body, w->o.lease_wait_ms + 15000, &w->stopping, &ans, &err);
+		st = client_post(c, path, body, wait_ms + 15000, &w->stopping, &ans, &err);
 		if (st == 200 && json_is_object(ans)) {
 			backoff = 0;
+			s->idle_polls = 0;
 			state = SLOT_RUNNING;
 			slot_attempt(s, c, ans, gstate);
 			state = SLOT_LEASING;
 		} else if (st == 204) {
 			backoff = 0;
+			if (wait_ms == w->o.lease_wait_ms) /* a full wait, not one cut short for a check */
+				s->idle_polls++;
 			if (util_mono_ms() - t0 < 50)
 				worker_sleep(w, 50); /* a server that does not park must not make us spin */
 		} else if (st == 404) {
@@ -545,6 +653,12 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	w->heartbeat_ms = 5000;
+	if (w->o.health_interval_ms <= 0)
+		w->o.health_interval_ms = HEALTH_INTERVAL_MS_DEFAULT;
+	if (w->o.health_timeout_ms <= 0)
+		w->o.health_timeout_ms = HEALTH_TIMEOUT_MS_DEFAULT;
+	if (w->o.health_max_used_mib <= 0)
+		w->o.health_max_used_mib = HEALTH_MAX_USED_MIB_DEFAULT;
 	gethostname(host, sizeof host - 1);
 	w->host = xstrdup(host[0] ? host : "localhost");
 	if (spool_mkdir_p(opts->work_dir, err) < 0)

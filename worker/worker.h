@@ -1,6 +1,7 @@
 /* rung-worker's core: GPU discovery, registration with rungd, one slot thread per GPU that
  * long-polls for a lease, runs the attempt (runner), heartbeats, and delivers the finish through
- * the spool; draining on stop. main.c owns flags and signals; this owns everything after. */
+ * the spool; GPU health reports (health.h) at slot start, every interval while the GPU is not ok,
+ * and after a few empty long-polls in a row; draining on stop. main.c owns flags and signals; this owns everything after. */
 #ifndef RUNG_WORKER_WORKER_H
 #define RUNG_WORKER_WORKER_H
 
@@ -15,6 +16,10 @@ struct worker_opts {
 	const char *work_dir;     /* attempts/ and spool/ live here */
 	const char *gpus;         /* "0,2": the subset of GPU indexes to use; NULL: all */
 	long lease_wait_ms, cancel_grace_ms, drain_timeout_ms;
+	const char *health_cmd;   /* health check argv template ({gpu_index} {gpu_uuid}); NULL: built-in */
+	long health_interval_ms;  /* between checks of a GPU that is not ok; 0: 60000 */
+	long health_timeout_ms;   /* health command time limit; 0: 60000 */
+	long health_max_used_mib; /* built-in check: memory.used limit; 0: 1024 */
 };
 
 struct worker;

@@ -1,0 +1,374 @@
+/* Tests for server/batch.c (the coalescer), the queue-timeout rule of server/db.c, and the batch
+ * SQL of migrations/004_batch.sql against a real PostgreSQL: items arriving together share one
+ * statement, keys and order, a failing item is isolated, a long queue on a healthy pool is not a
+ * 503, and the claim/heartbeat/submit batch functions keep their per-item fences and rules.
+ * Uses RUNG_TEST_DATABASE_URL (tests/run.sh), else starts its own cluster with tests/pg.sh. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <libpq-fe.h>
+
+#include "../../server/batch.h"
+#include "../../server/db.h"
+#include "../../server/migrate.h"
+#include "log.h"
+#include "tap.h"
+#include "util.h"
+
+static struct event_base *base;
+static char url[600], own_dir[128], own_port[16];
+
+#define WAIT_FOR(cond, ms) __extension__({ int64_t d_ = util_mono_ms() + (ms); \
+	while (!(cond) && util_mono_ms() < d_) \
+		event_base_loop(base, EVLOOP_ONCE); \
+	(cond); })
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+}
+
+/* --- the coalescer ------------------------------------------------------------------------- */
+
+struct item {
+	int v;
+	int got;          /* the statement's answer for it, -1 none */
+	int stmt;         /* which done call answered it */
+	bool failed;
+	bool done;
+};
+
+static const char sql_double[] =
+	"SELECT (e->>'i')::int, 10 / ((e->>'v')::int - 13) + (e->>'v')::int * 0, (e->>'v')::int * 2 "
+	"FROM jsonb_array_elements($1::jsonb) e";
+
+static int stmts, last_n, order_ok;
+
+static json_t *item_json(void *p)
+{
+	return json_pack("{s:i}", "v", ((struct item *)p)->v);
+}
+
+static long long item_order(void *p)
+{
+	return ((struct item *)p)->v;
+}
+
+static void items_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	(void)err;
+	(void)arg;
+	stmts++;
+	last_n = n;
+	for (int i = 1; i < n; i++)
+		order_ok &= ((struct item *)items[i - 1])->v <= ((struct item *)items[i])->v;
+	for (int i = 0; i < n; i++) {
+		struct item *it = items[i];
+		it->stmt = stmts;
+		it->done = true;
+		it->failed = !res || PQresultStatus(res) != PGRES_TUPLES_OK;
+	}
+	for (int r = 0; res && PQresultStatus(res) == PGRES_TUPLES_OK && r < PQntuples(res); r++) {
+		int i = batch_row_index(res, r, n);
+		if (i >= 0)
+			((struct item *)items[i])->got = atoi(PQgetvalue(res, r, 2));
+	}
+}
+
+static const struct batch_ops ops = { sql_double, item_json, items_done, NULL };
+static const struct batch_ops ops_ordered = { sql_double, item_json, items_done, item_order };
+
+static bool all_done(struct item *it, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!it[i].done)
+			return false;
+	return true;
+}
+
+static void test_coalesce(struct db *db)
+{
+	static struct item it[100];
+	struct batch *b = batch_new(base, db, &ops, NULL, 500, 1, NULL);
+	int ok = 0, inflight, waiting;
+
+	stmts = 0;
+	for (int i = 0; i < 100; i++) {
+		it[i] = (struct item){ .v = i == 13 ? 14 : i, .got = -1 };
+		batch_add(b, &it[i], -1);
+	}
+	batch_stats(b, &inflight, &waiting);
+	TAP_OK(inflight == 0 && waiting == 100, "items wait for the loop, nothing runs inside batch_add");
+	TAP_OK(WAIT_FOR(all_done(it, 100), 10000), "100 items answered");
+	TAP_INT_EQ(stmts, 1, "100 items added together went out as one statement");
+	for (int i = 0; i < 100; i++)
+		ok += it[i].got == it[i].v * 2 && !it[i].failed;
+	TAP_INT_EQ(ok, 100, "each item got its own row");
+	batch_free(b);
+
+	/* max_items 40: three statements, one in flight at a time */
+	b = batch_new(base, db, &ops, NULL, 40, 1, NULL);
+	stmts = 0;
+	for (int i = 0; i < 100; i++) {
+		it[i] = (struct item){ .v = i == 13 ? 14 : i, .got = -1 };
+		batch_add(b, &it[i], -1);
+	}
+	TAP_OK(WAIT_FOR(all_done(it, 100), 10000), "100 items answered with max_items 40");
+	TAP_INT_EQ(stmts, 3, "in three statements");
+	TAP_OK(it[0].stmt == 1 && it[39].stmt == 1 && it[40].stmt == 2 && it[99].stmt == 3, "in arrival order");
+	batch_free(b);
+
+	/* keys: the same key never twice in one statement */
+	b = batch_new(base, db, &ops, NULL, 500, 1, NULL);
+	stmts = 0;
+	for (int i = 0; i < 6; i++) {
+		it[i] = (struct item){ .v = i, .got = -1 };
+		batch_add(b, &it[i], i % 3 == 0 ? 7 : i);
+	}
+	TAP_OK(WAIT_FOR(all_done(it, 6), 10000), "keyed items answered");
+	TAP_INT_EQ(stmts, 2, "two items with one key took two statements");
+	TAP_OK(it[0].stmt == 1 && it[3].stmt == 2 && it[1].stmt == 1 && it[5].stmt == 1,
+	       "the later duplicate waited, the others went first");
+	batch_free(b);
+
+	/* order: sorted by the key in each statement */
+	b = batch_new(base, db, &ops_ordered, NULL, 500, 1, NULL);
+	stmts = 0;
+	order_ok = 1;
+	for (int i = 0; i < 20; i++) {
+		it[i] = (struct item){ .v = (i * 7) % 20 == 13 ? 25 : (i * 7) % 20, .got = -1 };
+		batch_add(b, &it[i], -1);
+	}
+	TAP_OK(WAIT_FOR(all_done(it, 20), 10000) && stmts == 1, "ordered items in one statement");
+	TAP_OK(order_ok, "in ascending order of the order key");
+	ok = 0;
+	for (int i = 0; i < 20; i++)
+		ok += it[i].got == it[i].v * 2;
+	TAP_INT_EQ(ok, 20, "rows still matched to their items after sorting");
+	batch_free(b);
+
+	/* a failing item (v 13: division by zero) is isolated: the others still succeed */
+	b = batch_new(base, db, &ops, NULL, 500, 1, NULL);
+	stmts = 0;
+	for (int i = 0; i < 10; i++) {
+		it[i] = (struct item){ .v = 10 + i, .got = -1 };
+		batch_add(b, &it[i], -1);
+	}
+	TAP_OK(WAIT_FOR(all_done(it, 10), 10000), "items of a failing statement all answered");
+	TAP_OK(it[3].failed && last_n >= 1, "the bad item failed");
+	ok = 0;
+	for (int i = 0; i < 10; i++)
+		ok += i != 3 && !it[i].failed && it[i].got == it[i].v * 2;
+	TAP_INT_EQ(ok, 9, "the nine others succeeded, each alone");
+	batch_free(b);
+
+	/* batch_free with items waiting: finished with res NULL */
+	b = batch_new(base, db, &ops, NULL, 500, 1, NULL);
+	it[0] = (struct item){ .v = 1, .got = -1 };
+	batch_add(b, &it[0], -1);
+	batch_free(b);
+	TAP_OK(it[0].done && it[0].failed, "batch_free finishes a waiting item");
+}
+
+/* --- db.c: a long queue on a healthy pool is not a 503 ------------------------------------ */
+
+struct call {
+	int n;
+	bool res_null;
+	char err[100];
+};
+
+static void on_call(PGresult *res, const char *err, void *arg)
+{
+	struct call *c = arg;
+
+	c->n++;
+	c->res_null = !res;
+	snprintf(c->err, sizeof c->err, "%s", err ? err : "");
+}
+
+static const char sql_sleep[] = "SELECT pg_sleep($1::float8)";
+static const char sql_one[] = "SELECT 1";
+
+static void test_queue(void)
+{
+	struct db *one = db_new(base, url, 1);
+	struct call slow = { 0 }, queued = { 0 };
+	const char *p[1] = { "0.6" };
+
+	TAP_OK(WAIT_FOR(db_up(one), 10000), "pool of one up");
+	db_set_queue_timeout_ms(one, 100);
+	db_exec(one, sql_sleep, 1, p, on_call, &slow);
+	db_exec(one, sql_one, 0, NULL, on_call, &queued);
+	TAP_OK(WAIT_FOR(queued.n && slow.n, 10000), "both statements completed");
+	TAP_OK(!queued.res_null, "queued 600 ms behind a busy connection (timeout 100 ms): it still ran");
+	TAP_OK(!slow.res_null, "the slow one ran too");
+	db_free(one);
+}
+
+/* --- the batch SQL (blocking libpq: the functions, not the loop) -------------------------- */
+
+static PGconn *pg;
+
+static char *q1(const char *sql, int n, const char *const *params)
+{
+	static char buf[8192];
+	PGresult *r = PQexecParams(pg, sql, n, NULL, params, NULL, NULL, 0);
+
+	buf[0] = 0;
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+		snprintf(buf, sizeof buf, "%s", PQgetvalue(r, 0, 0));
+	else if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+		printf("# %s: %s", sql, PQerrorMessage(pg));
+	PQclear(r);
+	return buf;
+}
+
+static void test_sql(void)
+{
+	const char *p[2];
+	char tokens[2][80];
+
+	pg = PQconnectdb(url);
+	TAP_OK(PQstatus(pg) == CONNECTION_OK, "connected");
+	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wb', 'h', '[{\"uuid\":\"G-a\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"G-b\",\"memory_total_mib\":24000},{\"uuid\":\"G-c\",\"memory_total_mib\":80000}]')", 0, NULL);
+
+	/* submit batch: created, existing (same key, same body), conflict (same key, other body) */
+	p[0] = "[{\"i\":0,\"name\":\"a\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"config\":{\"x\":1},"
+	       "\"recovery\":{},\"key\":\"o/k1\",\"body\":{\"config\":{\"x\":1}}},"
+	       "{\"i\":1,\"name\":\"a\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"config\":{\"x\":1},"
+	       "\"recovery\":{},\"key\":\"o/k1\",\"body\":{\"config\":{\"x\":1}}},"
+	       "{\"i\":2,\"name\":\"b\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"config\":{\"x\":2},"
+	       "\"recovery\":{},\"key\":\"o/k1\",\"body\":{\"config\":{\"x\":2}}},"
+	       "{\"i\":3,\"name\":\"c\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"config\":{\"x\":3},"
+	       "\"recovery\":{},\"key\":null,\"body\":{\"config\":{\"x\":3}}},"
+	       "{\"i\":4,\"name\":\"d\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"config\":{\"x\":4},"
+	       "\"recovery\":{},\"key\":null,\"body\":{\"config\":{\"x\":4}}}]";
+	TAP_STR_EQ(q1("SELECT string_agg(status || ':' || (job->>'id' = job_id::text), ',' ORDER BY i) FROM rung_submit_batch($1::jsonb)", 1, p),
+		   "created:true,existing:true,conflict:true,created:true,created:true", "submit batch: per-item idempotency");
+	TAP_STR_EQ(q1("SELECT string_agg(target_config::text || current_config::text, ',' ORDER BY id) FROM jobs", 0, NULL),
+		   "{\"x\": 1}{\"x\": 1},{\"x\": 3}{\"x\": 3},{\"x\": 4}{\"x\": 4}", "the config is the body's config");
+	TAP_STR_EQ(q1("SELECT count(*) FROM jobs", 0, NULL), "3", "three jobs inserted");
+	TAP_STR_EQ(q1("SELECT request_hash = md5('{\"config\":{\"x\":1}}'::jsonb::text) FROM jobs WHERE name = 'a'", 0, NULL),
+		   "t", "request hash as rung_submit computes it");
+	/* job d may not run on G-a */
+	q1("UPDATE jobs SET constraints = '{\"exclude_gpus\":[\"G-a\"]}' WHERE name = 'd'", 0, NULL);
+	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\":60000}' WHERE name = 'c'", 0, NULL);
+
+	/* claim batch: a gets job a; b cannot take c (memory) but takes d; c takes the rest */
+	p[0] = "[{\"i\":0,\"worker\":0,\"gpu\":\"G-a\",\"fresh\":true},"
+	       "{\"i\":1,\"worker\":0,\"gpu\":\"G-zz\",\"fresh\":true}]";
+	{
+		char wid[32];
+		snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wb'", 0, NULL));
+		char *j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-a\",\"fresh\":true},"
+				    "{\"i\":1,\"worker\":%s,\"gpu\":\"G-zz\",\"fresh\":true},"
+				    "{\"i\":2,\"worker\":%s,\"gpu\":\"G-b\",\"fresh\":false},"
+				    "{\"i\":3,\"worker\":%s,\"gpu\":\"G-c\",\"fresh\":true},"
+				    "{\"i\":4,\"worker\":999999,\"gpu\":\"G-c\",\"fresh\":true}]", wid, wid, wid, wid);
+		p[0] = j;
+		p[1] = "30";
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || coalesce((SELECT name FROM jobs j "
+			      "WHERE j.id = b.job_id AND (lease->>'job_id')::bigint = b.job_id "
+			      "AND lease->>'token' = b.token AND (lease->>'attempt_id')::bigint = b.attempt_id), '-'), ',' ORDER BY i) "
+			      "FROM rung_claim_batch($1::jsonb, $2::int) b", 2, p),
+			   "0:ok:a,1:no_gpu:-,2:ok:d,3:ok:c,4:no_worker:-",
+			   "claim batch: one lease per GPU, every rule of rung_claim per item");
+		TAP_STR_EQ(q1("SELECT count(*) FROM attempts WHERE state = 'running'", 0, NULL), "3", "three attempts");
+		/* nothing queued: a parked (not fresh) waiter is skipped without a row or a write */
+		q1("UPDATE workers SET last_seen_at = '2000-01-01'", 0, NULL);
+		free(j);
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-b\",\"fresh\":true},"
+			      "{\"i\":1,\"worker\":%s,\"gpu\":\"G-b\",\"fresh\":false}]", wid, wid);
+		p[0] = j;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+			   "0:none", "queue empty: the fresh waiter gets none, the parked one no row");
+		TAP_STR_EQ(q1("SELECT count(*) FROM workers WHERE last_seen_at = '2000-01-01'", 0, NULL), "0",
+			   "the fresh claim touched its worker");
+		q1("UPDATE workers SET last_seen_at = '2000-01-01'", 0, NULL);
+		free(j);
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-b\",\"fresh\":false}]", wid);
+		p[0] = j;
+		TAP_STR_EQ(q1("SELECT count(*) FROM rung_claim_batch($1::jsonb, $2::int)", 2, p), "0",
+			   "queue empty: a parked waiter alone gets no row");
+		TAP_STR_EQ(q1("SELECT count(*) FROM workers WHERE last_seen_at = '2000-01-01'", 0, NULL), "1",
+			   "and costs no write");
+		free(j);
+	}
+
+	/* heartbeat batch: fence per row */
+	snprintf(tokens[0], sizeof tokens[0], "%s", q1("SELECT token FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'a'", 0, NULL));
+	snprintf(tokens[1], sizeof tokens[1], "%s", q1("SELECT id FROM attempts a WHERE gpu_uuid = 'G-b'", 0, NULL));
+	q1("UPDATE jobs SET cancel_requested = true WHERE name = 'd'", 0, NULL);
+	{
+		char ida[32], tokb[80];
+		snprintf(ida, sizeof ida, "%s", q1("SELECT id FROM attempts a WHERE gpu_uuid = 'G-a'", 0, NULL));
+		snprintf(tokb, sizeof tokb, "%s", q1("SELECT token FROM attempts WHERE gpu_uuid = 'G-b'", 0, NULL));
+		char *j = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"step\":5},"
+				    "{\"i\":1,\"id\":%s,\"token\":\"stale\"},"
+				    "{\"i\":2,\"id\":%s,\"token\":\"%s\",\"phase\":\"train\"}]",
+				    ida, tokens[0], tokens[1], tokens[1], tokb);
+		p[0] = j;
+		p[1] = "30";
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',' ORDER BY i) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
+			   "0:false,2:true", "heartbeat batch: stale token fenced out, cancel flag per row");
+		TAP_STR_EQ(q1("SELECT step || '/' || (SELECT phase FROM attempts WHERE gpu_uuid = 'G-b') FROM attempts WHERE gpu_uuid = 'G-a'", 0, NULL),
+			   "5/train", "heartbeat fields written per row");
+		free(j);
+	}
+	PQfinish(pg);
+}
+
+int main(void)
+{
+	const char *env = getenv("RUNG_TEST_DATABASE_URL");
+	struct event *tick;
+	struct timeval tv = { 0, 20000 };
+	struct db *db;
+
+	log_init("test_batch", LOG_WARN);
+	if (env) {
+		snprintf(url, sizeof url, "%s", env);
+	} else {
+		char cmd[400];
+		FILE *f;
+		snprintf(own_dir, sizeof own_dir, "/tmp/rung-test-batch.%d", (int)getpid());
+		snprintf(own_port, sizeof own_port, "%d", 40000 + (int)getpid() % 10000);
+		snprintf(cmd, sizeof cmd, "tests/pg.sh start %s %s >/dev/null 2>&1", own_dir, own_port);
+		TAP_OK(system(cmd) == 0, "own PostgreSQL started");
+		snprintf(cmd, sizeof cmd, "tests/pg.sh url %s", own_port);
+		f = popen(cmd, "r");
+		if (!f || !fgets(url, sizeof url, f))
+			url[0] = 0;
+		if (f)
+			pclose(f);
+		url[strcspn(url, "\n")] = 0;
+	}
+	TAP_INT_EQ(migrate_run(url, 10000), 0, "migrations applied (004_batch included)");
+	base = event_base_new();
+	tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
+	event_add(tick, &tv);
+	db = db_new(base, url, 2);
+	TAP_OK(WAIT_FOR(db_up(db), 10000), "pool up");
+	test_coalesce(db);
+	test_queue();
+	test_sql();
+	db_free(db);
+	event_free(tick);
+	event_base_free(base);
+	if (!env) {
+		char cmd[300];
+		snprintf(cmd, sizeof cmd, "tests/pg.sh stop %s >/dev/null 2>&1; rm -rf %s", own_dir, own_dir);
+		if (system(cmd) != 0)
+			printf("# could not stop %s\n", own_dir);
+	}
+	return TAP_DONE();
+}
