@@ -239,27 +239,30 @@ static long long finish_order(void *item)
 	return ((struct finish *)item)->attempt_id;
 }
 
+/* Hands each item of a finished batch statement its JSON value (column 1 of its row; NULL when
+ * fenced out), or, when the statement failed as a whole, the failure through on_fail one by one. */
+static void each_value(void **items, int n, PGresult *res, const char *err, db_cb on_fail,
+		       void (*on_value)(struct finish *f, const char *value))
+{
+	int *row;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		for (int i = 0; i < n; i++)
+			on_fail(res, err, items[i]);
+		return;
+	}
+	row = batch_rows(res, n);
+	for (int i = 0; i < n; i++)
+		on_value(items[i], row[i] < 0 || PQgetisnull(res, row[i], 1) ? NULL : PQgetvalue(res, row[i], 1));
+	free(row);
+}
+
 /* Replies to each finish after the batch committed; a failed statement (after the coalescer
  * split it, or a lost connection) goes through on_applied, one by one. */
 static void applies_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
-	const char **values;
-
 	(void)arg;
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		for (int i = 0; i < n; i++)
-			on_applied(res, err, items[i]);
-		return;
-	}
-	values = xcalloc((size_t)n + 1, sizeof *values);
-	for (int r = 0; r < PQntuples(res); r++) {
-		int i = batch_row_index(res, r, n);
-		if (i >= 0 && !PQgetisnull(res, r, 1))
-			values[i] = PQgetvalue(res, r, 1);
-	}
-	for (int i = 0; i < n; i++)
-		finish_applied(items[i], values[i]);
-	free(values);
+	each_value(items, n, res, err, on_applied, finish_applied);
 }
 
 static bool decision_ok(const json_t *d, char **why)
@@ -304,23 +307,8 @@ static json_t *ctx_json(void *item)
 
 static void ctxs_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
-	const char **values;
-
 	(void)arg;
-	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-		for (int i = 0; i < n; i++)
-			on_ctx(res, err, items[i]);
-		return;
-	}
-	values = xcalloc((size_t)n + 1, sizeof *values);
-	for (int r = 0; r < PQntuples(res); r++) {
-		int i = batch_row_index(res, r, n);
-		if (i >= 0 && !PQgetisnull(res, r, 1))
-			values[i] = PQgetvalue(res, r, 1);
-	}
-	for (int i = 0; i < n; i++)
-		ctx_value(items[i], values[i]);
-	free(values);
+	each_value(items, n, res, err, on_ctx, ctx_value);
 }
 
 /* The CTX (value) of a finish, or NULL when its fence failed: decides and applies, or answers. */

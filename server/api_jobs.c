@@ -416,18 +416,11 @@ static json_t *submit_json(void *item)
 
 static void submits_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
-	int *row = xcalloc((size_t)n + 1, sizeof *row);
-	const char *value;
 	bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+	int *row = ok ? batch_rows(res, n) : NULL;
+	const char *value;
 
 	(void)arg;
-	for (int i = 0; i < n; i++)
-		row[i] = -1;
-	for (int r = 0; ok && r < PQntuples(res); r++) {
-		int i = batch_row_index(res, r, n);
-		if (i >= 0)
-			row[i] = r;
-	}
 	for (int i = 0; i < n; i++) {
 		struct submit_item *s = items[i];
 		if (!ok)

@@ -273,3 +273,17 @@ int batch_row_index(const PGresult *res, int r, int n)
 		return -1;
 	return (int)i;
 }
+
+int *batch_rows(const PGresult *res, int n)
+{
+	int *row = xmalloc(((size_t)n + 1) * sizeof *row);
+
+	for (int i = 0; i < n; i++)
+		row[i] = -1;
+	for (int r = 0; r < PQntuples(res); r++) {
+		int i = batch_row_index(res, r, n);
+		if (i >= 0)
+			row[i] = r;
+	}
+	return row;
+}

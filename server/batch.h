@@ -47,5 +47,8 @@ void batch_stats(const struct batch *b, int *inflight, int *waiting);
 
 /* Row r's index column (column 0) as an int in [0, n), or -1 when it is not one. */
 int batch_row_index(const PGresult *res, int r, int n);
+/* For each of the n items of a batch, the row of res that answers it (by the index column), or -1
+ * when no row does. A new array of n ints; the caller frees it. */
+int *batch_rows(const PGresult *res, int n);
 
 #endif
