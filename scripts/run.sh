@@ -110,14 +110,18 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
 else
 	mkdir -p "$VAR/sim"
 	export RUNG_SIM_STATE="$VAR/sim/gpus.json"
-	if [ ! -f "$RUNG_SIM_STATE" ]; then
-		cat >"$RUNG_SIM_STATE" <<-'EOF'
-		{ "gpus": [ { "uuid": "GPU-5d1c8f3a-7b2e-4c11-9a3e-2f6b1c0d4e7a", "name": "NVIDIA GeForce RTX 4090",
-		              "memory_total_mib": 24564, "processes": [] } ] }
-		EOF
-	fi
+	# RUNG_SIM_MEMORY_MIB sizes the simulated card: 24564 (an RTX 4090) by default; 16376 (an RTX 4080)
+	# makes AI Toolkit's own 24 GB Flux example run out of memory, to watch rung walk the ladder.
+	SIM_MIB=${RUNG_SIM_MEMORY_MIB:-24564}
+	case "$SIM_MIB" in ''|*[!0-9]*) echo "run.sh: RUNG_SIM_MEMORY_MIB must be a number of MiB" >&2; exit 1 ;; esac
+	SIM_NAME="NVIDIA GeForce RTX 4090"
+	[ "$SIM_MIB" -lt 20000 ] && SIM_NAME="NVIDIA GeForce RTX 4080"
+	cat >"$RUNG_SIM_STATE" <<-EOF
+	{ "gpus": [ { "uuid": "GPU-5d1c8f3a-7b2e-4c11-9a3e-2f6b1c0d4e7a", "name": "$SIM_NAME",
+	              "memory_total_mib": $SIM_MIB, "processes": [] } ] }
+	EOF
 	TRAINER=${RUNG_TRAINER_CMD:-"$ROOT/bin/sim/rung-sim-trainer {config}"}
-	echo "run.sh: no usable nvidia-smi: SIMULATED GPUs ($RUNG_SIM_STATE: one 24 GiB GPU) and the simulated trainer"
+	echo "run.sh: no usable nvidia-smi: SIMULATED GPUs ($RUNG_SIM_STATE: one $SIM_NAME, $SIM_MIB MiB) and the simulated trainer"
 	RUNG_TOKEN=$WORKER_TOKEN bin/rung-worker --server "$URL" --name "$(hostname)-sim" --nvidia-smi "$ROOT/bin/sim/nvidia-smi" \
 		--trainer-cmd "$TRAINER" --trainer-dir "$VAR/work" --work-dir "$VAR/work" &
 	WORKER_PID=$!

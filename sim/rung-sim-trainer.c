@@ -123,6 +123,23 @@ static const struct sim_arch *sim_arch_of(const char *arch)
 	return &sim_archs[2];
 }
 
+/* model.arch, or what AI Toolkit's older configs (its own examples among them) say with flags instead:
+ * is_flux, is_xl, is_v3. A borrowed string; "sdxl" when nothing says. */
+static const char *sim_model_arch(const json_t *model)
+{
+	static const struct { const char *flag, *arch; } legacy[] = {
+		{ "is_flux", "flux" }, { "is_xl", "sdxl" }, { "is_v3", "sdxl" },
+	};
+	const char *arch = json_string_value(json_object_get(model, "arch"));
+
+	if (arch)
+		return arch;
+	for (size_t i = 0; i < ARRAY_LEN(legacy); i++)
+		if (json_is_true(json_object_get(model, legacy[i].flag)))
+			return legacy[i].arch;
+	return "sdxl";
+}
+
 static double sim_lf(long frames, int tc)
 {
 	return frames <= 1 ? 1.0 : (double)((frames - 1) / tc + 1);
@@ -161,7 +178,7 @@ static void sim_estimate(const json_t *proc, struct sim_need *n)
 	const json_t *model = json_object_get(proc, "model");
 	const json_t *sample = json_object_get(proc, "sample");
 	const json_t *datasets = json_object_get(proc, "datasets");
-	const struct sim_arch *a = sim_arch_of(json_string_value(json_object_get(model, "arch")));
+	const struct sim_arch *a = sim_arch_of(sim_model_arch(model));
 	int quantize = sim_bool(model, "quantize", 0);
 	int low_vram = sim_bool(model, "low_vram", 0);
 	int offload = sim_bool(model, "layer_offloading", 0);
@@ -763,8 +780,7 @@ static void sim_setup(struct sim_run *r)
 
 	r->name = json_string_value(json_object_get(json_object_get(r->file, "config"), "name"));
 	r->name = r->name ? r->name : "my_lora";
-	r->arch = json_string_value(json_object_get(json_object_get(r->proc, "model"), "arch"));
-	r->arch = r->arch ? r->arch : "sdxl";
+	r->arch = sim_model_arch(json_object_get(r->proc, "model"));
 	r->steps = (long)sim_num(train, "steps", 1000);
 	r->save_every = (long)sim_num(save, "save_every", sim_num(train, "save_every", 250));
 	r->sample_every = (long)sim_num(sample, "sample_every", 100);

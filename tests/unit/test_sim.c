@@ -273,6 +273,16 @@ static void test_nvidia_smi(void)
 static void test_estimates(void)
 {
 	json_t *flux = flux_config(), *wan = wan_config();
+	/* AI Toolkit's own examples say `is_flux: true` instead of `arch: flux`: the same model. */
+	json_t *legacy = json_deep_copy(flux);
+	json_object_del(sect(legacy, "model"), "arch");
+	json_object_set_new(sect(legacy, "model"), "is_flux", json_true());
+	json_t *el = estimate(legacy), *ef = estimate(flux);
+	TAP_OK(el && ef && json_equal(json_object_get(el, "load_mib"), json_object_get(ef, "load_mib")),
+	       "flux: is_flux: true weighs what arch: flux weighs");
+	json_decref(el);
+	json_decref(ef);
+	json_decref(legacy);
 	check_rung(flux, "flux: gradient checkpointing on", "train_mib", ch_ckpt, NULL);
 	check_rung(flux, "flux: batch 1 + accumulation", "train_mib", ch_batch, NULL);
 	check_rung(flux, "flux: drop largest bucket", "train_mib", ch_bucket, "train_typical_mib");
