@@ -288,11 +288,12 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 	long long n;
 
 	if (strcmp(key, "name") == 0) {
-		if (strlen(val) > NAME_MAX_LEN || !json_string(val)) {
+		json_t *name = strlen(val) > NAME_MAX_LEN ? NULL : json_string(val); /* NULL: not UTF-8 */
+		if (!name) {
 			*message = xasprintf("query parameter name must be UTF-8 text of at most %d bytes", NAME_MAX_LEN);
 			return -1;
 		}
-		json_object_set_new(env, "name", json_string(val));
+		json_object_set_new(env, "name", name);
 		return 0;
 	}
 	if (strcmp(key, "priority") == 0) {
