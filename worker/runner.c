@@ -20,6 +20,7 @@
 
 #define RUNNER_CHUNK 65536
 #define RUNNER_POLL_SLICE_MS 50
+#define RUNNER_FINAL_DRAIN_MS 1000 /* what is left in the pipe after the trainer exited */
 
 extern char **environ;
 
@@ -204,11 +205,12 @@ static void runner_log(struct runner *r, const char *buf, size_t n)
 		log_warn("trainer log write failed", "error=\"%s\"", strerror(errno));
 }
 
-/* Reads what is available now; closes the pipe at EOF. */
-static void runner_drain(struct runner *r)
+/* Reads what is available now, but never past `until` (monotonic ms): a trainer that floods its
+ * pipe faster than the scanner reads must not starve the heartbeats. Closes the pipe at EOF. */
+static void runner_drain(struct runner *r, int64_t until)
 {
 	char buf[RUNNER_CHUNK];
-	while (r->out_fd >= 0) {
+	while (r->out_fd >= 0 && util_mono_ms() < until) {
 		ssize_t n = read(r->out_fd, buf, sizeof buf);
 		if (n > 0) {
 			scan_feed(r->scan, buf, (size_t)n);
@@ -237,14 +239,15 @@ enum runner_state runner_poll(struct runner *r, int timeout_ms)
 		if (r->out_fd >= 0) {
 			struct pollfd p = { .fd = r->out_fd, .events = POLLIN };
 			if (poll(&p, 1, slice) > 0)
-				runner_drain(r);
+				runner_drain(r, deadline > util_mono_ms() ? deadline : util_mono_ms() + RUNNER_POLL_SLICE_MS);
 		} else if (slice > 0) {
 			poll(NULL, 0, slice);
 		}
 		w = waitpid(r->pid, &status, WNOHANG);
 		if (w == r->pid) {
-			runner_drain(r);
+			/* The group goes first: a grandchild still writing must not keep the last read going. */
 			kill(-r->pid, SIGKILL);
+			runner_drain(r, util_mono_ms() + RUNNER_FINAL_DRAIN_MS);
 			if (r->out_fd >= 0)
 				close(r->out_fd);
 			r->out_fd = -1;
