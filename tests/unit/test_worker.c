@@ -137,6 +137,15 @@ static void write_script(const char *name, const char *body)
 	while (!ok_ && util_mono_ms() < end_) { pthread_mutex_lock(&fk.mu); ok_ = (cond); \
 		pthread_mutex_unlock(&fk.mu); if (!ok_) usleep(10000); } } while (0)
 
+static int spool_empty(const char *dir)
+{
+	char **ids = spool_list(dir);
+	int empty = ids[0] == NULL;
+
+	spool_list_free(ids);
+	return empty;
+}
+
 static json_t *finish_facts(size_t i)
 {
 	return json_object_get(json_object_get(json_array_get(fk.finishes, i), "body"), "facts");
@@ -274,11 +283,10 @@ int main(void)
 	}
 	TAP_INT_EQ(fk.finish_calls, 4, "finish retried after a 500");
 	pthread_mutex_unlock(&fk.mu);
-	{
-		char **ids = spool_list(spool);
-		TAP_OK(ids[0] == NULL, "spool empty once acknowledged");
-		spool_list_free(ids);
-	}
+	/* The fake server records the finish before the worker reads its 200 and removes the spool
+	 * file: wait for the removal rather than racing it. */
+	WAIT_FOR(spool_empty(spool));
+	TAP_OK(spool_empty(spool), "spool empty once acknowledged");
 	{
 		char *cfg = xasprintf("%s/attempts/11/config.json", work);
 		json_t *c = json_load_file(cfg, 0, NULL);
