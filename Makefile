@@ -45,7 +45,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,bin/tests/%,$(UNIT_SRC))
 IT_BINS   := $(patsubst tests/integration/%.c,bin/tests/%,$(IT_SRC))
 BENCH_BINS := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps run test unit bench clean valgrind fmt fuzz soak
+.PHONY: all deps run test unit tests bench clean valgrind fmt fuzz soak
 all: $(BINS)
 
 # Install what a fresh Debian machine lacks, once; a stamp keeps it from running again.
@@ -105,6 +105,8 @@ run: all
 	@scripts/run.sh
 
 unit: $(UNIT_BINS)
+
+tests: all $(UNIT_BINS) $(IT_BINS)
 
 test: all $(UNIT_BINS) $(IT_BINS)
 	@tests/run.sh

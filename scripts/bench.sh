@@ -6,7 +6,9 @@
 # Env: BENCH_QUICK=1 (one short run each, small N), BENCH_RUNS (3), BENCH_SECONDS (10),
 #      BENCH_FLEET (10000 simulated GPUs), BENCH_FLEET_SECONDS (30), BENCH_SCENARIOS
 #      ("submit cycle fleet recovery"), BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
-#      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8").
+#      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8"), BENCH_CYCLE_W (worker counts, "1,16,256"),
+#      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
+#      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +22,8 @@ else
 	RUNS=${BENCH_RUNS:-3}; SECS=${BENCH_SECONDS:-10}; FLEET=${BENCH_FLEET:-10000}; FLEET_SECS=${BENCH_FLEET_SECONDS:-30}
 	CYCLE_W="1,16,256"
 fi
+CYCLE_W=${BENCH_CYCLE_W:-$CYCLE_W}
+PGBENCH_ON=${BENCH_PGBENCH:-1} # 0: skip the pgbench ceilings (for quick iteration; the tables then lack them)
 SCENARIOS=${BENCH_SCENARIOS:-"submit cycle fleet recovery"}
 BENCH=${BENCH_TOOL:-bin/bench/rung-bench} # BENCH_TOOL: another build of it (e.g. under ASan)
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
@@ -76,6 +80,8 @@ free_port() {
 # 1. Postgres: stock settings, fsync on, synchronous_commit on (the default).
 PG_PORT=$(free_port) || { echo "bench.sh: no free port" >&2; exit 1; }
 echo "bench.sh: PostgreSQL in $PG_DIR on port $PG_PORT (fsync on, synchronous_commit on)"
+PGSS=${BENCH_PGSS:-0}
+[ "$PGSS" = 1 ] && export RUNG_PG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 RUNG_PG_FSYNC=on tests/pg.sh start "$PG_DIR" "$PG_PORT" || { echo "bench.sh: PostgreSQL did not start" >&2; exit 1; }
 PG_STARTED=1
 export PGOPTIONS="-c client_min_messages=warning"
@@ -130,6 +136,7 @@ start_rungd() { # extra rungd flags
 
 # pgbench ROWS_LABEL SCENARIO SETTING RUN METRIC SCRIPT CLIENTS [pgbench args]: one run, one raw line.
 pgbench_run() {
+	[ "$PGBENCH_ON" = 1 ] || return 0
 	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat
 	shift 6
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
@@ -154,6 +161,16 @@ report() { # SCENARIO
 	"$BENCH" report --raw "$RAW" --scenario "$1" --out "$RESULTS/$1.json" --machine "$MACHINE" --rev "$REV" $q
 }
 
+# BENCH_PGSS=1: the scenario's statements by total time (top-level and nested, track=all).
+pgss_top() {
+	echo "== pg_stat_statements, $sc (ms total, calls, ms/call, rows, query) =="
+	PSQL -d "$DB" -At -F ' | ' -c "SELECT round(total_exec_time)::bigint, calls,
+		round((total_exec_time / greatest(calls, 1))::numeric, 3), rows,
+		left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT 25"
+}
+
 URLARG() { echo "http://127.0.0.1:$RUNGD_PORT"; }
 FAILED=0
 
@@ -161,6 +178,7 @@ for sc in $SCENARIOS; do
 	echo "bench.sh: scenario $sc"
 	fresh_db
 	PSQL -d "$DB" -f bench/schema.sql >/dev/null || exit 1
+	[ "$PGSS" = 1 ] && PSQL -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
 	case "$sc" in
 	submit)
 		PAYLOAD=$(jq -c . bench/flux_lora_3k.json)
@@ -195,6 +213,7 @@ for sc in $SCENARIOS; do
 	*) echo "bench.sh: unknown scenario $sc" >&2; FAILED=1; continue ;;
 	esac
 	stop_rungd
+	[ "$PGSS" = 1 ] && pgss_top
 	report "$sc" || FAILED=1
 done
 

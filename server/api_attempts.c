@@ -323,6 +323,7 @@ static void ctx_value(struct finish *f, const char *value)
 		return;
 	}
 	f->ctx = json_loads(value, 0, NULL);
+	policy_ctx_resolve(f->ctx);
 	facts = json_object_get(json_object_get(f->ctx, "attempt"), "facts");
 	if (json_is_true(json_object_get(facts, "cancelled")) ||
 	    json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested"))) {

@@ -583,6 +583,25 @@ static json_t *build(struct dec *d)
 	return out;
 }
 
+static void resolve_config(json_t *holder, const char *key, json_t *target)
+{
+	if (json_is_object(holder) && !json_is_object(json_object_get(holder, key)))
+		json_object_set(holder, key, target);
+}
+
+void policy_ctx_resolve(json_t *ctx)
+{
+	json_t *job = json_object_get(ctx, "job"), *target = json_object_get(job, "target_config"), *a;
+	size_t i;
+
+	if (!json_is_object(target))
+		return;
+	resolve_config(job, "current_config", target);
+	resolve_config(json_object_get(ctx, "attempt"), "config", target);
+	json_array_foreach(json_object_get(ctx, "attempts"), i, a)
+		resolve_config(a, "config", target);
+}
+
 json_t *policy_decide(const json_t *ctx, char **err)
 {
 	struct pctx p;

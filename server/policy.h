@@ -11,6 +11,12 @@
  * string naming the problem (the caller frees it). Never touches ctx. */
 json_t *policy_decide(const json_t *ctx, char **err);
 
+/* Fills in the configs a CTX from the database leaves NULL because they are the job's target
+ * (migrations/006_config_once.sql): job.current_config, attempt.config and each attempts[].config
+ * become references to job.target_config (shared, not copied). Changes ctx in place; a ctx without
+ * an object target_config is left as it is (policy_decide then reports it). */
+void policy_ctx_resolve(json_t *ctx);
+
 /* What rung makes of one attempt's FACTS, for `rungctl classify` and tests: a new object
  * {"class", "rule", "evidence", "phase", "step", "signatures", "oom"}. config may be NULL (the
  * conservative-config test of env faults then cannot hold). Same rules as policy_decide. */

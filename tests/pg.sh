@@ -26,7 +26,7 @@ start)
       { cat "$dir.initdb.log" >&2; exit 1; }
   fi
   as_pg "$bindir/pg_ctl" -D "$dir" -l "$dir/server.log" -w -t 60 \
-    -o "-p $port -c listen_addresses=127.0.0.1 -k '' -c max_connections=200 -c fsync=${RUNG_PG_FSYNC:-on} -c shared_buffers=128MB" start >/dev/null
+    -o "-p $port -c listen_addresses=127.0.0.1 -k '' -c max_connections=200 -c fsync=${RUNG_PG_FSYNC:-on} -c shared_buffers=128MB ${RUNG_PG_OPTS:-}" start >/dev/null
   ;;
 stop)
   as_pg "$bindir/pg_ctl" -D "$dir" -m "${3:-fast}" -w -t 60 stop >/dev/null 2>&1 || true

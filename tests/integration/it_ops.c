@@ -326,6 +326,105 @@ out:
 	json_decref(cfg);
 }
 
+/* ---- each config stored once (migrations/006_config_once.sql) ---- */
+
+/* 1 when the job's row (sql: a count over jobs/attempts for $1 = job id) holds, else 0. */
+static long long job_sql(struct harness *h, const char *id, const char *sql)
+{
+	const char *params[] = { id };
+
+	return h_sql_int(h, sql, 1, params);
+}
+
+/* A job whose config is stepped down by the ladder and scaled back up: the rows store a config
+ * only where it differs from the target, and the API shows the same documents as before. */
+static void test_config_once(struct harness *h, const char *wid, const json_t *oom)
+{
+	json_t *cfg = h_config("ops_config_once", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 1);
+	json_t *job = h_submit(h, cfg, extra), *ok = h_facts_success(10);
+	json_t *r = NULL, *target, *lease = NULL, *done;
+	char *id = h_id(job, "id"), *aid = NULL;
+	long st = 0;
+	int n;
+
+	if (!h_ok(h, id != NULL, "config-once job submitted"))
+		goto out;
+	target = json_object_get(job, "target_config");
+	h_ok(h, json_equal(json_object_get(job, "current_config"), target),
+	     "submit reply: current_config is the target");
+	h_ok(h, job_sql(h, id, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND current_config IS NULL") == 1,
+	     "the row stores no copy of the target as current_config");
+
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	aid = h_id(lease, "attempt_id");
+	if (!h_ok(h, aid != NULL, "attempt 1 leased (status %ld)", st))
+		goto out;
+	h_ok(h, json_equal(json_object_get(lease, "config"), target), "the lease carries the full target config");
+	h_ok(h, job_sql(h, aid, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND config IS NULL") == 1,
+	     "attempt 1 (the target) stores no config copy");
+	done = h_fake_finish(h, aid, h_str(lease, "token"), oom, &st);
+	json_decref(done);
+	h_ok(h, st == 200, "attempt 1 finished with an OOM (status %ld)", st);
+
+	r = h_job(h, id);
+	h_ok(h, r && !json_equal(json_object_get(r, "current_config"), target) &&
+		     json_is_object(json_object_get(r, "current_config")),
+	     "after a rung the current config differs from the target");
+	h_ok(h, job_sql(h, id, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND current_config IS NOT NULL") == 1,
+	     "the stepped-down config is stored");
+	json_decref(r);
+	r = NULL;
+
+	/* success at the rung, then scale-up attempts until the job ends (bounded) */
+	for (n = 0; n < 8; n++) {
+		json_t *j = h_job(h, id);
+		bool ended = j && strcmp(h_str(j, "state"), "queued") && strcmp(h_str(j, "state"), "running");
+
+		json_decref(j);
+		if (ended)
+			break;
+		json_decref(run_attempt(h, wid, ok));
+	}
+	r = h_wait_job(h, id, "succeeded", 10000);
+	if (!h_ok(h, r != NULL, "config-once job succeeded after %d more attempts", n))
+		goto out;
+	h_ok(h, job_sql(h, id, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 2 "
+			       "AND config IS NOT NULL") == 1,
+	     "attempt 2 (the stepped-down config) stores its config");
+	h_ok(h, json_equal(json_object_get(r, "current_config"), target) ==
+			(job_sql(h, id, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND current_config IS NULL") == 1),
+	     "current_config is stored as NULL exactly when it is the target again");
+	h_ok(h, json_is_object(json_object_get(json_object_get(r, "result"), "config")),
+	     "the result names the config that succeeded");
+	if (job_sql(h, id, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND NOT result ? 'config'") == 1)
+		h_ok(h, json_equal(json_object_get(json_object_get(r, "result"), "config"), target),
+		     "a result stored without a config shows the target");
+	else
+		h_diag("the last success ran a stepped-down config: the result stores it");
+	json_decref(r);
+	r = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	{
+		json_t *items = json_object_get(r, "attempts"), *a;
+		size_t i;
+		bool all = json_array_size(items) >= 2;
+
+		json_array_foreach(items, i, a)
+			all = all && json_is_object(json_object_get(a, "config"));
+		h_ok(h, st == 200 && all, "every attempt in the API carries its config (status %ld)", st);
+		a = json_array_get(items, 0);
+		h_ok(h, json_equal(json_object_get(a, "config"), target), "attempt 1's config is the target");
+	}
+out:
+	json_decref(r);
+	json_decref(lease);
+	json_decref(ok);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+	free(aid);
+	free(id);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -348,6 +447,7 @@ int main(void)
 	if (!h_ok(h, oom && wid, "facts loaded and fake worker registered"))
 		goto out;
 	test_metrics(h, wid, oom);
+	test_config_once(h, wid, oom);
 	test_webhook(h, wid, oom, &rc);
 out:
 	json_decref(oom);

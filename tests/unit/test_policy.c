@@ -308,6 +308,44 @@ static void validate_steps(void)
 	json_decref(capped);
 }
 
+/* migrations/006: the database stores a config only where it differs from the target, and the CTX
+ * carries NULL elsewhere; policy_ctx_resolve makes such a CTX decide exactly as the full one. */
+static void stored_nulls(void)
+{
+	json_t *reduced = json_deep_copy(flux), *full, *slim, *d1, *d2;
+	char *err = NULL;
+
+	jpath_set(reduced, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
+	full = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	fx_add_attempt(full, 1, flux, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	slim = json_deep_copy(full);
+	json_object_set_new(json_array_get(json_object_get(slim, "attempts"), 0), "config", json_null());
+	policy_ctx_resolve(slim);
+	d1 = fx_decide(full);
+	d2 = fx_decide(slim);
+	TAP_OK(d1 && d2 && json_equal(d1, d2), "an earlier attempt stored as NULL (the target) decides as the full CTX");
+	TAP_OK(json_equal(jpath_get(slim, "attempts[0].config"), flux), "its config resolves to the target");
+	json_decref(d1);
+	json_decref(d2);
+	json_decref(full);
+	json_decref(slim);
+
+	slim = fx_ctx(flux, flux, fx_success(2000), 1, 24564);
+	json_object_set_new(json_object_get(slim, "job"), "current_config", json_null());
+	json_object_set_new(json_object_get(slim, "attempt"), "config", json_null());
+	d1 = policy_decide(slim, &err);
+	TAP_OK(d1 == NULL && err != NULL, "without resolving, a CTX with NULL configs is refused");
+	free(err);
+	json_decref(d1);
+	policy_ctx_resolve(slim);
+	d1 = fx_decide(slim);
+	TAP_STR_EQ(S(d1, "action"), "succeed", "resolved: the target ran and succeeded -> done");
+	TAP_OK(json_equal(jpath_get(slim, "job.current_config"), flux), "job.current_config resolves to the target");
+	json_decref(d1);
+	json_decref(slim);
+	json_decref(reduced);
+}
+
 static void malformed(void)
 {
 	char *err = NULL;
@@ -331,6 +369,7 @@ int main(void)
 	budgets();
 	scale_up_flow();
 	validate_steps();
+	stored_nulls();
 	malformed();
 	json_decref(flux);
 	json_decref(wan);
