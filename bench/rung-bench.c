@@ -856,7 +856,8 @@ static struct sim *make_sims(struct bench *b, enum mode mode, const char *prefix
 static int scenario_cycle(struct bench *b)
 {
 	int ws[8], nw = parse_list(b->o->list ? b->o->list : "1,16,256", ws, 8), c, run, i;
-	long long want0 = (long long)(500 * b->o->seconds), want, queued = 0;
+	/* enough that a first run at ~1,500 attempts/s does not drain the queue (a drained run is cut short) */
+	long long want0 = (long long)(1500 * b->o->seconds), want, queued = 0;
 
 	for (c = 0; c < nw; c++) {
 		char prefix[32];

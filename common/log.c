@@ -29,6 +29,11 @@ void log_init(const char *prog, enum log_level min)
 		log_min = LOG_ERROR;
 }
 
+bool log_on(enum log_level lvl)
+{
+	return lvl >= log_min;
+}
+
 void log_msg(enum log_level lvl, const char *msg, const char *fmt, ...)
 {
 	static const char *names[] = { "debug", "info", "warn", "error" };

@@ -187,23 +187,24 @@ static void on_applied(PGresult *res, const char *err, void *arg)
 static void finish_applied(struct finish *f, const char *value)
 {
 	struct hreq *h = f->h;
-	json_t *doc;
 
 	if (!value) {
 		fenced(h, f->id);
 		goto out;
 	}
-	doc = json_loads(value, 0, NULL);
-	log_info("attempt finished", "job=%lld attempt=%lld worker=%lld gpu=%s escalation=%lld job_state=%s class=%s action=%s rung=%s",
-		 (long long)json_integer_value(json_object_get(doc, "job_id")), f->attempt_id,
-		 (long long)json_integer_value(json_object_get(json_object_get(f->ctx, "attempt"), "worker_id")),
-		 json_string_value(json_object_get(json_object_get(f->ctx, "attempt"), "gpu_uuid")) ?: "-",
-		 (long long)json_integer_value(json_object_get(doc, "escalation_id")),
-		 json_string_value(json_object_get(doc, "job_state")) ?: "?",
-		 json_string_value(json_object_get(json_object_get(doc, "decision"), "class")) ?: "-",
-		 json_string_value(json_object_get(json_object_get(doc, "decision"), "action")) ?: "-",
-		 json_string_value(json_object_get(json_object_get(doc, "decision"), "rung")) ?: "-");
-	json_decref(doc);
+	if (log_on(LOG_INFO)) { /* the reply is passed through as text; parsed only for this line */
+		json_t *doc = json_loads(value, 0, NULL);
+		log_info("attempt finished", "job=%lld attempt=%lld worker=%lld gpu=%s escalation=%lld job_state=%s class=%s action=%s rung=%s",
+			 (long long)json_integer_value(json_object_get(doc, "job_id")), f->attempt_id,
+			 (long long)json_integer_value(json_object_get(json_object_get(f->ctx, "attempt"), "worker_id")),
+			 json_string_value(json_object_get(json_object_get(f->ctx, "attempt"), "gpu_uuid")) ?: "-",
+			 (long long)json_integer_value(json_object_get(doc, "escalation_id")),
+			 json_string_value(json_object_get(doc, "job_state")) ?: "?",
+			 json_string_value(json_object_get(json_object_get(doc, "decision"), "class")) ?: "-",
+			 json_string_value(json_object_get(json_object_get(doc, "decision"), "action")) ?: "-",
+			 json_string_value(json_object_get(json_object_get(doc, "decision"), "rung")) ?: "-");
+		json_decref(doc);
+	}
 	hreq_reply_text(h, 200, value);
 out:
 	finish_free(f);
@@ -302,7 +303,12 @@ static json_t *ctx_json(void *item)
 {
 	struct finish *f = item;
 
-	return json_pack("{s:I, s:s, s:O}", "id", (json_int_t)f->attempt_id, "token", f->token, "facts", f->facts);
+	json_t *d = json_object_get(f->facts, "duration_ms");
+
+	/* The CTX's attempt.facts are f->facts, set after parsing (ctx_value): the statement only needs
+	 * duration_ms, so the FACTS (log tail included) are neither sent nor echoed back. */
+	return json_pack("{s:I, s:s, s:{s:O?}}", "id", (json_int_t)f->attempt_id, "token", f->token, "facts",
+			 "duration_ms", d);
 }
 
 static void ctxs_done(void **items, int n, PGresult *res, const char *err, void *arg)
@@ -324,6 +330,8 @@ static void ctx_value(struct finish *f, const char *value)
 	}
 	f->ctx = json_loads(value, 0, NULL);
 	policy_ctx_resolve(f->ctx);
+	if (json_is_object(json_object_get(f->ctx, "attempt")))
+		json_object_set(json_object_get(f->ctx, "attempt"), "facts", f->facts);
 	facts = json_object_get(json_object_get(f->ctx, "attempt"), "facts");
 	if (json_is_true(json_object_get(facts, "cancelled")) ||
 	    json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested"))) {
