@@ -428,9 +428,23 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			hreq_db_value(s->h, res, err, &value); /* answers 503 or 500 */
 		else if (row[i] < 0 || PQgetisnull(res, row[i], 3))
 			hreq_error(s->h, 500, "internal", NULL, "submit returned nothing");
-		else
-			submit_reply(s->h, PQgetvalue(res, row[i], 1), atoll(PQgetvalue(res, row[i], 2)),
-				     PQgetvalue(res, row[i], 3), s->item);
+		else {
+			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
+			const char *lean = PQgetvalue(res, row[i], 3), *target = PQgetvalue(res, row[i], 4);
+			const char *current = PQgetisnull(res, row[i], 5) ? target : PQgetvalue(res, row[i], 5);
+			size_t n = strlen(lean);
+			char *job = n > 2 && lean[n - 1] == '}'
+				? xasprintf("%.*s, \"target_config\": %s, \"current_config\": %s}", (int)(n - 1), lean,
+					    target, current)
+				: NULL;
+
+			if (job)
+				submit_reply(s->h, PQgetvalue(res, row[i], 1), atoll(PQgetvalue(res, row[i], 2)), job,
+					     s->item);
+			else
+				hreq_error(s->h, 500, "internal", NULL, "submit returned a malformed job");
+			free(job);
+		}
 		json_decref(s->item);
 		free(s);
 	}

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "jpath.h"
 #include "util.h"
 
 static void test_submit_shape(struct harness *h)
@@ -29,6 +30,7 @@ static void test_submit_shape(struct harness *h)
 	json_t *got = h_job(h, id);
 	h_ok(h, got && !strcmp(h_str(got, "state"), "queued") && json_equal(json_object_get(got, "target_config"), cfg),
 		"GET /v1/jobs/ID returns the same job");
+	h_ok(h, got && json_equal(got, job), "the submit reply is the whole JOB, equal to GET's (configs spliced in)");
 	long st = 0;
 	json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id);
 	h_ok(h, st == 200 && json_array_size(json_object_get(ev, "events")) >= 1, "a submit event is recorded");
@@ -65,7 +67,19 @@ static void test_idempotency(struct harness *h)
 	long s1 = 0, s2 = 0, s3 = 0;
 	long long before = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
 	json_t *a = h_post_hdr(h, "/v1/jobs", body, hk1, &s1);
+	char *id1 = h_id(a, "id");
+	const char *idp[] = { id1 ? id1 : "0" };
+	/* as after a rung: the stored current_config differs from the target */
+	h_ok(h, h_sql_int(h, "UPDATE jobs SET current_config = jsonb_set(target_config, '{config,name}', '\"idem_rung\"') "
+			     "WHERE id = $1::bigint RETURNING 1", 1, idp) == 1, "current_config of the keyed job changed");
 	json_t *b = h_post_hdr(h, "/v1/jobs", body, hk1, &s2);
+	json_t *got = id1 ? h_job(h, id1) : NULL;
+	h_ok(h, b && got && json_equal(b, got) &&
+		!strcmp(jpath_str(b, "current_config.config.name", ""), "idem_rung") &&
+		json_equal(json_object_get(b, "target_config"), cfg),
+	     "the repeat's JOB carries the stored current_config and the target, equal to GET's");
+	json_decref(got);
+	free(id1);
 	json_t *c = h_post_hdr(h, "/v1/jobs", body, hk2, &s3);
 	char *ia = h_id(a, "id"), *ib = h_id(b, "id"), *ic = h_id(c, "id");
 	h_ok(h, s1 == 201, "first submit with a key: 201 (got %ld)", s1);

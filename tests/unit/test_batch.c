@@ -326,6 +326,31 @@ static void test_sql(void)
 			   "5/train", "heartbeat fields written per row");
 		free(j);
 	}
+
+	/* submit batch without keys: the set-wise insert (migrations/007), items answered by index */
+	{
+		const char *before = q1("SELECT coalesce(max(id), 0) FROM jobs", 0, NULL);
+		char maxid[32];
+
+		snprintf(maxid, sizeof maxid, "%s", before);
+		p[0] = "[{\"i\":1,\"name\":\"s1\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":5,"
+		       "\"recovery\":{\"r\":1},\"key\":null,\"body\":{\"config\":{\"x\":11}}},"
+		       "{\"i\":0,\"name\":\"s0\",\"owner\":\"p\",\"kind\":\"video\",\"priority\":7,"
+		       "\"recovery\":{},\"body\":{\"config\":{\"x\":10}}}]";
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || (job->>'id' = job_id::text) || ':' || (job->>'name') "
+			      "|| ':' || coalesce(current, target) || ':' || (job ? 'target_config'), ',' ORDER BY i) FROM rung_submit_batch($1::jsonb)", 1, p),
+			   "0:created:true:s0:{\"x\": 10}:false,1:created:true:s1:{\"x\": 11}:false",
+			   "keyless batch: every item created, the lean JOB per index and its config as text");
+		p[1] = maxid;
+		TAP_STR_EQ(q1("SELECT string_agg(name || '/' || owner || '/' || kind || '/' || priority || '/' || recovery::text "
+			      "|| '/' || (current_config IS NULL) || '/' || (request_hash = md5(('{\"config\":' || target_config::text || '}')::jsonb::text)), "
+			      "',' ORDER BY id) FROM jobs WHERE id > $2::bigint AND $1::jsonb IS NOT NULL", 2, p),
+			   "s1/o/image/5/{\"r\": 1}/true/true,s0/p/video/7/{}/true/true",
+			   "rows inserted in array order with every field, config stored once, request hash as rung_submit's");
+		TAP_STR_EQ(q1("SELECT count(*) FROM events e JOIN jobs j ON j.id = e.job_id WHERE j.id > $2::bigint "
+			      "AND e.kind = 'submitted' AND $1::jsonb IS NOT NULL", 2, p),
+			   "2", "one submitted event per job");
+	}
 	PQfinish(pg);
 }
 
