@@ -327,6 +327,25 @@ static void test_sql(void)
 		free(j);
 	}
 
+	/* rung_merge_constraints: the merge of nothing is a copy (007's fast path), a merge unites */
+	TAP_STR_EQ(q1("SELECT rung_merge_constraints('{}', '{\"exclude_gpus\": [], \"exclude_workers\": [], "
+		      "\"min_gpu_memory_mib\": null}')::text", 0, NULL),
+		   "{\"exclude_gpus\": [], \"exclude_workers\": [], \"min_gpu_memory_mib\": null}",
+		   "merge of nothing into {}: the normalized empty constraints");
+	TAP_STR_EQ(q1("SELECT rung_merge_constraints('{\"exclude_gpus\": [\"G-a\"], \"exclude_workers\": [3], "
+		      "\"min_gpu_memory_mib\": 30000}', '{\"exclude_gpus\": []}')::text", 0, NULL),
+		   "{\"exclude_gpus\": [\"G-a\"], \"exclude_workers\": [3], \"min_gpu_memory_mib\": 30000}",
+		   "merge of nothing keeps exclusions and the memory floor");
+	TAP_STR_EQ(q1("SELECT rung_merge_constraints('{\"exclude_gpus\": [\"G-c\"], \"exclude_workers\": [3], "
+		      "\"min_gpu_memory_mib\": 30000}', '{\"exclude_gpus\": [\"G-b\", \"G-c\"], \"exclude_workers\": [1], "
+		      "\"min_gpu_memory_mib\": 40000}')::text", 0, NULL),
+		   "{\"exclude_gpus\": [\"G-b\", \"G-c\"], \"exclude_workers\": [1, 3], \"min_gpu_memory_mib\": 40000}",
+		   "a merge unites exclusions (distinct, sorted) and the newest floor wins");
+	TAP_STR_EQ(q1("SELECT rung_merge_constraints('{\"min_gpu_memory_mib\": 30000}', '{\"exclude_workers\": [2]}')::text",
+		      0, NULL),
+		   "{\"exclude_gpus\": [], \"exclude_workers\": [2], \"min_gpu_memory_mib\": 30000}",
+		   "a merge without a new floor keeps the old one");
+
 	/* submit batch without keys: the set-wise insert (migrations/007), items answered by index */
 	{
 		const char *before = q1("SELECT coalesce(max(id), 0) FROM jobs", 0, NULL);

@@ -1,4 +1,6 @@
--- Submits without an Idempotency-Key, the common case, are inserted set-wise: one INSERT of every
+-- Hot paths made cheaper, same results.
+--
+-- 1. Submits without an Idempotency-Key, the common case, are inserted set-wise: one INSERT of every
 -- job of the batch and one INSERT of their `submitted` events, instead of a plpgsql loop running
 -- both statements once per job (docs/PERFORMANCE.md: the per-statement overhead was most of a
 -- submit's cost). A batch with any keyed item keeps the per-item loop of 006, which is what makes a
@@ -23,6 +25,33 @@ CREATE OR REPLACE FUNCTION rung_job_json(j jobs) RETURNS jsonb LANGUAGE sql STAB
   SELECT rung_job_json_lean(j) || jsonb_build_object('target_config', j.target_config,
                                                      'current_config', coalesce(j.current_config, j.target_config))
 $$;
+
+-- 2. A decision that adds no constraint (most of them: every success) no longer runs
+-- rung_merge_constraints' two aggregate queries: only merges write constraints, so a job's lists
+-- are already distinct and sorted (jsonb_agg DISTINCT), and the merge of nothing is their copy.
+CREATE OR REPLACE FUNCTION rung_merge_constraints(old jsonb, new jsonb) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF coalesce(jsonb_typeof(new->'exclude_gpus') <> 'array' OR jsonb_array_length(new->'exclude_gpus') = 0, true)
+     AND coalesce(jsonb_typeof(new->'exclude_workers') <> 'array' OR jsonb_array_length(new->'exclude_workers') = 0, true)
+     AND coalesce(jsonb_typeof(new->'min_gpu_memory_mib') <> 'number', true)
+     AND coalesce(jsonb_typeof(old->'exclude_gpus'), 'array') = 'array'
+     AND coalesce(jsonb_typeof(old->'exclude_workers'), 'array') = 'array' THEN
+    RETURN jsonb_build_object('exclude_gpus', coalesce(old->'exclude_gpus', '[]'),
+                              'exclude_workers', coalesce(old->'exclude_workers', '[]'),
+                              'min_gpu_memory_mib', coalesce(old->'min_gpu_memory_mib', 'null'));
+  END IF;
+  RETURN jsonb_build_object(
+    'exclude_gpus', coalesce((SELECT jsonb_agg(DISTINCT x) FROM (
+        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(old->'exclude_gpus') = 'array' THEN old->'exclude_gpus' ELSE '[]' END)
+        UNION ALL
+        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(new->'exclude_gpus') = 'array' THEN new->'exclude_gpus' ELSE '[]' END)) s(x)), '[]'),
+    'exclude_workers', coalesce((SELECT jsonb_agg(DISTINCT x) FROM (
+        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(old->'exclude_workers') = 'array' THEN old->'exclude_workers' ELSE '[]' END)
+        UNION ALL
+        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(new->'exclude_workers') = 'array' THEN new->'exclude_workers' ELSE '[]' END)) s(x)), '[]'),
+    'min_gpu_memory_mib', CASE WHEN jsonb_typeof(new->'min_gpu_memory_mib') = 'number' THEN new->'min_gpu_memory_mib'
+                               ELSE coalesce(old->'min_gpu_memory_mib', 'null') END);
+END $$;
 
 -- The set-wise insert: p is rung_submit_batch's array, none of it keyed. The ids are drawn first
 -- (x is materialized, so nextval runs once per item) to tie each row back to its item.
