@@ -162,24 +162,28 @@ static void release_lease(struct app *app, long long attempt_id, long long job_i
 	db_exec(app->db, sql_release, 2, params, on_released, r);
 }
 
-/* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE). */
+/* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE,
+ * config). */
 struct claim_row {
 	const char *status;
 	long long attempt_id, job_id, number;
 	const char *token;
-	const char *lease;        /* LEASE text without heartbeat_ms */
+	const char *lease;        /* LEASE text without config and heartbeat_ms */
+	const char *config;       /* the config's JSON text */
 };
 
-/* The reply body: LEASE with heartbeat_ms added (LEASE is a JSON object text from Postgres). */
+/* The reply body: LEASE with the config and heartbeat_ms added (LEASE is a JSON object text from
+ * Postgres; the config comes beside it so that Postgres does not copy it into the LEASE). */
 static char *lease_text(const struct claim_row *c, int heartbeat_ms)
 {
 	size_t n = strlen(c->lease);
 
 	while (n > 0 && c->lease[n - 1] != '}')
 		n--;
-	if (n == 0)
+	if (n < 2 || !c->config)
 		return NULL;
-	return xasprintf("%.*s, \"heartbeat_ms\": %d}", (int)(n - 1), c->lease, heartbeat_ms);
+	return xasprintf("%.*s, \"config\": %s, \"heartbeat_ms\": %d}", (int)(n - 1), c->lease, c->config,
+			 heartbeat_ms);
 }
 
 /* One waiter's outcome of the round: c is its row, NULL for "none". Returns true when it got a
@@ -265,6 +269,7 @@ static void on_round(PGresult *res, const char *err, void *arg)
 		rows[i].number = atoll(PQgetvalue(res, r, 4));
 		rows[i].token = PQgetisnull(res, r, 5) ? NULL : PQgetvalue(res, r, 5);
 		rows[i].lease = PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6);
+		rows[i].config = PQgetisnull(res, r, 7) ? NULL : PQgetvalue(res, r, 7);
 	}
 	for (i = 0; i < n; i++) {
 		bool was_fresh = m->round[i]->was_fresh;

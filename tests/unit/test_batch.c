@@ -280,10 +280,11 @@ static void test_sql(void)
 		p[1] = "30";
 		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || coalesce((SELECT name FROM jobs j "
 			      "WHERE j.id = b.job_id AND (lease->>'job_id')::bigint = b.job_id "
-			      "AND lease->>'token' = b.token AND (lease->>'attempt_id')::bigint = b.attempt_id), '-'), ',' ORDER BY i) "
+			      "AND lease->>'token' = b.token AND (lease->>'attempt_id')::bigint = b.attempt_id "
+			      "AND b.config::jsonb = coalesce(j.current_config, j.target_config) AND NOT b.lease ? 'config'), '-'), ',' ORDER BY i) "
 			      "FROM rung_claim_batch($1::jsonb, $2::int) b", 2, p),
 			   "0:ok:a,1:no_gpu:-,2:ok:d,3:ok:c,4:no_worker:-",
-			   "claim batch: one lease per GPU, every rule of rung_claim per item");
+			   "claim batch: one lease per GPU, every rule of rung_claim per item, the config beside the LEASE");
 		TAP_STR_EQ(q1("SELECT count(*) FROM attempts WHERE state = 'running'", 0, NULL), "3", "three attempts");
 		/* nothing queued: a parked (not fresh) waiter is skipped without a row or a write */
 		q1("UPDATE workers SET last_seen_at = '2000-01-01'", 0, NULL);
