@@ -371,6 +371,93 @@ static void test_sql(void)
 			      "AND e.kind = 'submitted' AND $1::jsonb IS NOT NULL", 2, p),
 			   "2", "one submitted event per job");
 	}
+
+	/* apply batch: plain decisions set-wise (migrations/009), each fenced, cancel honoured */
+	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wa', 'h', '[{\"uuid\":\"A-1\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"A-2\",\"memory_total_mib\":24000},{\"uuid\":\"A-3\",\"memory_total_mib\":24000}]')", 0, NULL);
+	p[0] = "[{\"i\":0,\"name\":\"p1\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":1,\"recovery\":{},"
+	       "\"body\":{\"config\":{\"x\":1}}},"
+	       "{\"i\":1,\"name\":\"p2\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":2,\"recovery\":{},"
+	       "\"body\":{\"config\":{\"x\":2}}},"
+	       "{\"i\":2,\"name\":\"p3\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":3,\"recovery\":{},"
+	       "\"body\":{\"config\":{\"x\":3}}}]";
+	q1("SELECT count(*) FROM rung_submit_batch($1::jsonb)", 1, p);
+	{
+		char wid[32], *j, *batch;
+		char ids[3][32], toks[3][80];
+		const char *succ = "{\"class\":\"success\",\"rule\":\"r\",\"evidence\":[],\"action\":\"succeed\",\"rung\":null,"
+				   "\"changes\":[],\"next_config\":null,\"job_state\":\"succeeded\",\"reason\":\"ok\","
+				   "\"constraints\":{\"exclude_gpus\":[],\"exclude_workers\":[],\"min_gpu_memory_mib\":null},"
+				   "\"recovery_state\":{\"mode\":\"recover\",\"next_action\":\"\"}}";
+		const char *retry = "{\"class\":\"oom_train_early\",\"rule\":\"r\",\"evidence\":[\"e\"],\"action\":\"retry\","
+				    "\"rung\":\"batch_size\",\"changes\":[{\"path\":\"config.x\",\"old\":1,\"new\":0}],"
+				    "\"next_config\":{\"x\":77},\"job_state\":\"queued\",\"reason\":\"smaller\","
+				    "\"constraints\":{\"exclude_gpus\":[\"A-9\"]},\"recovery_state\":{\"mode\":\"recover\","
+				    "\"next_action\":\"run it smaller\"}}";
+
+		snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wa'", 0, NULL));
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"A-1\"},{\"i\":1,\"worker\":%s,\"gpu\":\"A-2\"},"
+			      "{\"i\":2,\"worker\":%s,\"gpu\":\"A-3\"}]", wid, wid, wid);
+		p[0] = j;
+		p[1] = "30";
+		TAP_STR_EQ(q1("SELECT count(*) FROM rung_claim_batch($1::jsonb, $2::int) WHERE status = 'ok'", 2, p), "3",
+			   "three attempts leased for the apply batch");
+		free(j);
+		for (int k = 0; k < 3; k++) {
+			char name[8];
+			const char *np[1] = { name };
+
+			snprintf(name, sizeof name, "p%d", k + 1);
+			snprintf(ids[k], sizeof ids[k], "%s",
+				 q1("SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = $1", 1, np));
+			snprintf(toks[k], sizeof toks[k], "%s",
+				 q1("SELECT a.token FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = $1", 1, np));
+		}
+		q1("UPDATE jobs SET cancel_requested = true WHERE name = 'p2'", 0, NULL);
+		/* a decision that is not a job state: the statement fails and applies nothing */
+		batch = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
+				  "\"job_state\":\"bogus\"}}]", ids[0], toks[0]);
+		p[0] = batch;
+		TAP_STR_EQ(q1("SELECT count(*) FROM rung_finish_apply_batch($1::jsonb)", 1, p), "",
+			   "a decision with an unknown job_state fails the statement");
+		TAP_STR_EQ(q1("SELECT count(*) FROM attempts WHERE state = 'running'", 0, NULL), "3", "and applies nothing");
+		free(batch);
+		batch = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{\"last_step\":10,\"log_tail\":[\"a\"]},"
+				  "\"decision\":%s},"
+				  "{\"i\":1,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":%s},"
+				  "{\"i\":2,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":%s},"
+				  "{\"i\":3,\"id\":%s,\"token\":\"stale\",\"facts\":{},\"decision\":%s}]",
+				  ids[0], toks[0], succ, ids[1], toks[1], retry, ids[2], toks[2], retry, ids[0], succ);
+		p[0] = batch;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || (doc->>'job_state') || ':' || (doc->'decision'->>'job_state'), ',' "
+			      "ORDER BY i) FROM rung_finish_apply_batch($1::jsonb)", 1, p),
+			   "0:succeeded:succeeded,1:cancelled:cancelled,2:queued:queued",
+			   "apply batch: one row per applied item, a cancel turns a retry into cancelled, a stale token none");
+		TAP_STR_EQ(q1("SELECT string_agg(j.name || '/' || j.state || '/' || a.outcome || '/' || a.class || '/' || "
+			      "coalesce(a.step::text, '-') || '/' || coalesce(a.log_tail::text, '-') || '/' || "
+			      "coalesce(j.current_config::text, 'target') || '/' || coalesce(j.next_action, '-'), ',' ORDER BY j.name) "
+			      "FROM jobs j JOIN attempts a ON a.job_id = j.id", 0, NULL),
+			   "p1/succeeded/succeeded/success/10/[\"a\"]/target/-,"
+			   "p2/cancelled/failed/oom_train_early/-/[]/target/run it smaller,"
+			   "p3/queued/failed/oom_train_early/-/[]/{\"x\": 77}/run it smaller",
+			   "attempts ended with their facts, jobs moved, next_config stored only where it applies");
+		TAP_STR_EQ(q1("SELECT (result ? 'config')::text || '/' || (result->>'attempt_id' = $1) || '/' || "
+			      "(rung_job_json(j)->'result'->'config')::text FROM jobs j WHERE name = 'p1'", 1,
+			      (const char *[]){ ids[0] }),
+			   "false/true/{\"x\": 1}", "the success ran the target: the result stores no config, the JOB shows it");
+		TAP_STR_EQ(q1("SELECT constraints::text FROM jobs WHERE name = 'p3'", 0, NULL),
+			   "{\"exclude_gpus\": [\"A-9\"], \"exclude_workers\": [], \"min_gpu_memory_mib\": null}",
+			   "constraints merged");
+		TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || e.kind || ':' || coalesce(e.from_state, '-') || '>' || "
+			      "coalesce(e.to_state, '-'), ',' ORDER BY e.id) FROM events e JOIN jobs j ON j.id = e.job_id "
+			      "WHERE e.kind NOT IN ('submitted', 'leased')", 0, NULL),
+			   "p1:attempt_ended:running>succeeded,p1:job_succeeded:running>succeeded,"
+			   "p2:attempt_ended:running>failed,p2:job_cancelled:running>cancelled,"
+			   "p3:attempt_ended:running>failed,p3:job_queued:running>queued",
+			   "two events per decision, in attempt order");
+		free(batch);
+	}
 	PQfinish(pg);
 }
 
