@@ -11,23 +11,22 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
   e jsonb;
-  plain jsonb;
 BEGIN
-  SELECT coalesce(jsonb_agg(x ORDER BY (x->>'id')::bigint), '[]') INTO plain
-  FROM jsonb_array_elements(p) x
-  WHERE jsonb_typeof(x->'decision'->'gpu') IS DISTINCT FROM 'object'
-    AND jsonb_typeof(x->'decision'->'escalation') IS DISTINCT FROM 'object'
-    AND x->'decision'->>'class' IS DISTINCT FROM 'env_fault';
-
-  IF jsonb_array_length(plain) > 0 THEN
-    -- NOTIFY is sent at commit; one for the batch when a decision re-queues (a cancel may turn it
-    -- into none: a spare wake-up finds nothing to claim)
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(plain) x WHERE x->'decision'->>'job_state' = 'queued') THEN
-      PERFORM pg_notify('rung_jobs', '');
-    END IF;
+  -- (jsonpath tests scan p in place: no element of it is copied)
+  -- NOTIFY is sent at commit: one for the batch when a plain decision re-queues (a cancel may turn
+  -- it into none: a spare wake-up finds nothing to claim)
+  IF p @? '$[*] ? (@.decision.job_state == "queued" && !(@.decision.gpu.type() == "object")
+                   && !(@.decision.escalation.type() == "object") && !(@.decision.class == "env_fault"))' THEN
+    PERFORM pg_notify('rung_jobs', '');
+  END IF;
+  IF p @? '$[*] ? (!(@.decision.gpu.type() == "object") && !(@.decision.escalation.type() == "object")
+                   && !(@.decision.class == "env_fault"))' THEN
     RETURN QUERY
     WITH x AS MATERIALIZED (
-      SELECT * FROM jsonb_to_recordset(plain) AS x(i int, id bigint, token text, facts jsonb, decision jsonb)),
+      SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, decision jsonb)
+      WHERE jsonb_typeof(x.decision->'gpu') IS DISTINCT FROM 'object'
+        AND jsonb_typeof(x.decision->'escalation') IS DISTINCT FROM 'object'
+        AND x.decision->>'class' IS DISTINCT FROM 'env_fault'),
     la AS MATERIALIZED (
       SELECT t.id FROM attempts t JOIN x ON x.id = t.id
       WHERE t.token = x.token AND t.state = 'running'
@@ -95,6 +94,10 @@ BEGIN
     FROM d;
   END IF;
 
+  IF NOT p @? '$[*] ? (@.decision.gpu.type() == "object" || @.decision.escalation.type() == "object"
+                       || @.decision.class == "env_fault")' THEN
+    RETURN;
+  END IF;
   FOR e IN SELECT x FROM jsonb_array_elements(p) x
            WHERE jsonb_typeof(x->'decision'->'gpu') = 'object'
               OR jsonb_typeof(x->'decision'->'escalation') = 'object'

@@ -457,6 +457,32 @@ static void test_sql(void)
 			   "p3:attempt_ended:running>failed,p3:job_queued:running>queued",
 			   "two events per decision, in attempt order");
 		free(batch);
+
+		/* a GPU-marking decision in the same batch as a plain one: applied item by item */
+		q1("UPDATE jobs SET state = 'queued', cancel_requested = false, current_config = NULL WHERE name = 'p1'", 0, NULL);
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"A-1\"},{\"i\":1,\"worker\":%s,\"gpu\":\"A-2\"}]", wid, wid);
+		p[0] = j;
+		p[1] = "30";
+		TAP_STR_EQ(q1("SELECT count(*) FROM rung_claim_batch($1::jsonb, $2::int) WHERE status = 'ok'", 2, p), "2",
+			   "two more attempts leased");
+		free(j);
+		snprintf(ids[0], sizeof ids[0], "%s", q1("SELECT id FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-1'", 0, NULL));
+		snprintf(toks[0], sizeof toks[0], "%s", q1("SELECT token FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-1'", 0, NULL));
+		snprintf(ids[1], sizeof ids[1], "%s", q1("SELECT id FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-2'", 0, NULL));
+		snprintf(toks[1], sizeof toks[1], "%s", q1("SELECT token FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-2'", 0, NULL));
+		batch = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"env_fault\","
+				  "\"rule\":\"r\",\"action\":\"retry_clean\",\"job_state\":\"queued\",\"next_config\":{\"x\":3},"
+				  "\"reason\":\"gpu at fault\",\"gpu\":{\"uuid\":\"A-1\",\"mark\":\"suspect\"}}},"
+				  "{\"i\":1,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":%s}]",
+				  ids[0], toks[0], ids[1], toks[1], succ);
+		p[0] = batch;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || (doc->>'job_state'), ',' ORDER BY i) FROM rung_finish_apply_batch($1::jsonb)",
+			      1, p),
+			   "0:queued,1:succeeded", "mixed batch: the GPU-marking item and the plain one both applied");
+		TAP_STR_EQ(q1("SELECT state || '/' || (SELECT count(*) FROM gpu_faults WHERE gpu_uuid = 'A-1') FROM gpus WHERE uuid = 'A-1'",
+			      0, NULL),
+			   "suspect/1", "the env fault marked its GPU and was recorded (rung_finish_apply)");
+		free(batch);
 	}
 	PQfinish(pg);
 }
