@@ -1,6 +1,7 @@
 /* Integration: the worker protocol spoken directly over HTTP by a fake worker, so the test controls
  * timing: register, lease (204 / long-poll wake-up), heartbeat and finish fenced by the token (409
- * for stale or repeated calls), lease expiry → lost attempt → re-queue, cancel of a running job. */
+ * for stale or repeated calls), lease expiry → lost attempt → re-queue, cancel of a running job, and
+ * the coalesced claim round (one statement leases to every parked GPU). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,6 +251,97 @@ out:
 	json_decref(cfg);
 }
 
+/* ---- coalescing (issue 5): one claim statement serves every parked long-poll ---- */
+
+#define ROUND_N 24
+
+struct round_poll {
+	const struct harness *h;
+	char path[96];
+	char gpu[48];
+	long status;
+};
+
+static void *round_poll_run(void *arg)
+{
+	struct round_poll *rp = arg;
+	char body[160];
+	json_t *r;
+
+	snprintf(body, sizeof(body), "{\"gpu_uuid\": \"%s\", \"wait_ms\": 20000}", rp->gpu);
+	r = h_request_once(rp->h, "POST", rp->path, body, &rp->status, NULL);
+	json_decref(r);
+	return NULL;
+}
+
+/* The value of the rung_lease_waiters gauge, or -1. */
+static double lease_waiters(struct harness *h)
+{
+	long st = 0;
+	json_t *r = h_get(h, "/metrics", &st);
+	const char *p = st == 200 && h->last_body ? strstr(h->last_body, "\nrung_lease_waiters ") : NULL;
+
+	json_decref(r);
+	return p ? strtod(p + strlen("\nrung_lease_waiters "), NULL) : -1;
+}
+
+static bool all_parked(void *arg)
+{
+	return lease_waiters(arg) >= ROUND_N;
+}
+
+/* ROUND_N GPUs park a long-poll; ROUND_N jobs then appear in one transaction with one NOTIFY: every
+ * GPU gets a lease, and all of them were started by a single claim statement (one transaction:
+ * their `leased` events share one xmin). Claiming per request would show ROUND_N transactions. */
+static void test_claim_round(struct harness *h)
+{
+	struct harness view = *h; /* read-only view for the threads */
+	struct round_poll rp[ROUND_N];
+	pthread_t th[ROUND_N];
+	int started = 0, leased = 0;
+	char n[16];
+	const char *np[] = { n };
+
+	snprintf(n, sizeof n, "%d", ROUND_N);
+	for (int i = 0; i < ROUND_N; i++) {
+		char name[32];
+		char *wid;
+
+		snprintf(name, sizeof name, "round-w%d", i);
+		snprintf(rp[i].gpu, sizeof rp[i].gpu, "GPU-round-%d", i);
+		wid = h_fake_register(h, name, rp[i].gpu, 24576);
+		if (!h_ok(h, wid != NULL, "round worker %d registered", i))
+			goto out;
+		rp[i].h = &view;
+		rp[i].status = 0;
+		snprintf(rp[i].path, sizeof rp[i].path, "/v1/workers/%s/lease", wid);
+		free(wid);
+	}
+	for (started = 0; started < ROUND_N; started++)
+		if (pthread_create(&th[started], NULL, round_poll_run, &rp[started]) != 0)
+			break;
+	if (!h_ok(h, started == ROUND_N && wait_until(all_parked, h, 10000), "%d long-polls parked", ROUND_N))
+		goto out;
+	h_ok(h, h_sql_int(h, "WITH ins AS (INSERT INTO jobs (name, kind, target_config, recovery) "
+			     "SELECT 'round' || g, 'image', '{\"job\": \"extension\", \"config\": {\"name\": \"round\"}}', '{}' "
+			     "FROM generate_series(1, $1::int) g RETURNING id), "
+			     "ev AS (INSERT INTO events (job_id, kind, to_state, reason) "
+			     "SELECT id, 'submitted', 'queued', 'submitted' FROM ins) "
+			     "SELECT count(*) FROM ins, (SELECT pg_notify('rung_jobs', '')) n", 1, np) == ROUND_N,
+	     "%d jobs queued in one transaction, one NOTIFY", ROUND_N);
+out:
+	for (int i = 0; i < started; i++) {
+		pthread_join(th[i], NULL);
+		leased += rp[i].status == 200;
+	}
+	if (started == ROUND_N) {
+		h_ok(h, leased == ROUND_N, "every parked GPU got a lease (%d of %d)", leased, ROUND_N);
+		h_ok(h, h_sql_int(h, "SELECT count(DISTINCT e.xmin::text) FROM events e JOIN jobs j ON j.id = e.job_id "
+				     "WHERE j.name LIKE 'round%' AND e.kind = 'leased'", 0, NULL) == 1,
+		     "all %d leases were started by one claim statement (one transaction)", ROUND_N);
+	}
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_protocol");
@@ -266,6 +358,7 @@ int main(void)
 		test_fenced_finish(h, job_id, lease);
 	test_lost_and_late_finish(h, wid);
 	test_cancel_running(h, wid);
+	test_claim_round(h);
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM (SELECT job_id FROM attempts WHERE state = 'running' "
 		"GROUP BY job_id HAVING count(*) > 1) x", 0, NULL) == 0, "never two running attempts of one job");
 	json_decref(lease);
