@@ -1425,7 +1425,16 @@ int main(int argc, char **argv)
 		o.auth = xasprintf("Bearer %s", getenv("RUNG_BENCH_TOKEN"));
 	memset(&b, 0, sizeof(b));
 	b.o = &o;
-	b.base = event_base_new();
+	{
+		/* epoll changes batched per loop iteration, as rungd does (server/main.c); no dup()ed fds */
+		struct event_config *cfg = event_config_new();
+
+		if (cfg)
+			event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+		b.base = cfg ? event_base_new_with_config(cfg) : event_base_new();
+		if (cfg)
+			event_config_free(cfg);
+	}
 	b.submit_body = load_submit_body(o.config_path);
 	b.submit_len = strlen(b.submit_body);
 	b.wakes = xcalloc((size_t)1 << WAKE_TABLE_BITS, sizeof(*b.wakes));
