@@ -305,6 +305,22 @@ static void test_sql(void)
 		TAP_STR_EQ(q1("SELECT count(*) FROM workers WHERE last_seen_at = '2000-01-01'", 0, NULL), "1",
 			   "and costs no write");
 		free(j);
+		/* last_seen_at is written at most once a second (008); an offline worker comes back at once */
+		q1("UPDATE workers SET last_seen_at = now() - interval '200 ms'", 0, NULL);
+		q1("CREATE TEMP TABLE seen AS SELECT id, last_seen_at FROM workers", 0, NULL);
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-b\",\"fresh\":true}]", wid);
+		p[0] = j;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+			   "0:none", "a claim by a worker seen 200 ms ago");
+		TAP_STR_EQ(q1("SELECT count(*) FROM workers w JOIN seen s ON s.id = w.id WHERE w.last_seen_at = s.last_seen_at", 0, NULL),
+			   "1", "does not rewrite its last_seen_at");
+		q1("UPDATE workers SET state = 'offline'", 0, NULL);
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+			   "0:none", "a claim by an offline worker");
+		TAP_STR_EQ(q1("SELECT state || ':' || (w.last_seen_at > s.last_seen_at) FROM workers w JOIN seen s ON s.id = w.id", 0, NULL),
+			   "online:true", "brings it back online at once");
+		q1("DROP TABLE seen", 0, NULL);
+		free(j);
 	}
 
 	/* heartbeat batch: fence per row */
@@ -325,6 +341,16 @@ static void test_sql(void)
 			   "0:false,2:true", "heartbeat batch: stale token fenced out, cancel flag per row");
 		TAP_STR_EQ(q1("SELECT step || '/' || (SELECT phase FROM attempts WHERE gpu_uuid = 'G-b') FROM attempts WHERE gpu_uuid = 'G-a'", 0, NULL),
 			   "5/train", "heartbeat fields written per row");
+		q1("UPDATE workers SET last_seen_at = now() - interval '200 ms'", 0, NULL);
+		q1("CREATE TEMP TABLE seen AS SELECT id, last_seen_at FROM workers", 0, NULL);
+		q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
+		TAP_STR_EQ(q1("SELECT count(*) FROM workers w JOIN seen s ON s.id = w.id WHERE w.last_seen_at = s.last_seen_at", 0, NULL),
+			   "1", "a heartbeat within a second of the last one does not rewrite the worker");
+		q1("UPDATE workers SET last_seen_at = '2000-01-01'", 0, NULL);
+		q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
+		TAP_STR_EQ(q1("SELECT count(*) FROM workers WHERE last_seen_at > now() - interval '1 minute'", 0, NULL),
+			   "1", "an older one does");
+		q1("DROP TABLE seen", 0, NULL);
 		free(j);
 	}
 

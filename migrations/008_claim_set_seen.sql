@@ -4,6 +4,11 @@
 -- rung_claim_start running three statements per lease. The LEASE rows leave the config out and
 -- return it as text beside them (rungd splices it into the reply, server/lease.c), so Postgres no
 -- longer copies each ~3 KB config through three jsonb values per lease.
+--
+-- A worker's last_seen_at is written at most once a second: a claim round or a heartbeat batch
+-- rewrote the worker row (a new row version and its WAL) for every GPU of every call, so a host
+-- with 8 GPUs rewrote it 8 times per heartbeat round. An offline worker still comes back online at
+-- once. last_seen_at is shown (GET /v1/workers), never used to judge liveness (leases are).
 
 DROP FUNCTION rung_claim_batch(jsonb, int);
 
@@ -59,7 +64,11 @@ BEGIN
     r := NULL;
     UPDATE workers SET last_seen_at = now(),
                        state = CASE WHEN state = 'offline' THEN 'online' ELSE state END
-    WHERE id = wid RETURNING * INTO w;
+    WHERE id = wid AND (state = 'offline' OR last_seen_at < now() - interval '1 second')
+    RETURNING * INTO w;
+    IF NOT FOUND THEN
+      SELECT * INTO w FROM workers WHERE id = wid;
+    END IF;
     IF NOT FOUND THEN
       r := jsonb_build_object('status', 'no_worker');
     ELSE
@@ -146,3 +155,27 @@ BEGIN
          j.cfg::text
   FROM c JOIN a ON a.job_id = c.job_id JOIN j ON j.id = c.job_id;
 END $$;
+
+-- Heartbeats of many attempts (004), touching each worker's last_seen_at at most once a second.
+CREATE OR REPLACE FUNCTION rung_heartbeat_batch(p jsonb, p_lease_s int)
+RETURNS TABLE (i int, cancel boolean) LANGUAGE sql AS $$
+  WITH x AS (
+    SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, phase text, step int,
+                                              total int, mem int)),
+  l AS MATERIALIZED (
+    SELECT t.id, x.i, x.phase, x.step, x.total, x.mem FROM attempts t JOIN x ON x.id = t.id
+    WHERE t.token = x.token AND t.state = 'running'
+    ORDER BY t.id FOR UPDATE OF t),
+  a AS (
+    UPDATE attempts t SET lease_expires_at = now() + make_interval(secs => p_lease_s),
+      last_heartbeat_at = now(), phase = coalesce(l.phase, t.phase), step = coalesce(l.step, t.step),
+      total_steps = coalesce(l.total, t.total_steps), memory_used_mib = coalesce(l.mem, t.memory_used_mib)
+    FROM l WHERE t.id = l.id AND t.state = 'running'
+    RETURNING l.i, t.job_id, t.worker_id),
+  w AS (
+    UPDATE workers SET last_seen_at = now()
+    WHERE id IN (SELECT k.id FROM workers k WHERE k.id IN (SELECT worker_id FROM a)
+                   AND k.last_seen_at < now() - interval '1 second'
+                 ORDER BY k.id FOR UPDATE SKIP LOCKED))
+  SELECT a.i, j.cancel_requested FROM a JOIN jobs j ON j.id = a.job_id
+$$;
