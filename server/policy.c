@@ -200,13 +200,19 @@ static void add_unique(json_t *arr, json_t *v)
 }
 
 /* The job's result: the config that produced the good run (not the scale-up try that OOMed after
- * it), and achieved vs target settings. "config" replaces the server's default (the last attempt's). */
+ * it), and achieved vs target settings. "config" is there only where it replaces the server's
+ * default, the config of the attempt that just ended: most successes would otherwise carry a copy
+ * of the ~3 KB config through the apply statement and into the job row. */
 static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good)
 {
-	return json_pack("{s:o, s:o, s:O, s:O, s:s, s:O}", "achieved", ladder_summary(good), "target",
-			 ladder_summary(p->target), "ceilings", json_object_get(d->rstate, "ceilings"),
-			 "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
-			 config_name(good), "config", good);
+	json_t *r = json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved", ladder_summary(good), "target",
+			      ladder_summary(p->target), "ceilings", json_object_get(d->rstate, "ceilings"),
+			      "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
+			      config_name(good));
+
+	if (r && !json_equal(good, p->ran))
+		json_object_set(r, "config", (json_t *)good);
+	return r;
 }
 
 static void end_job(struct dec *d, const char *action, const char *state)

@@ -234,6 +234,8 @@ static void scale_up_flow(void)
 	TAP_STR_EQ(S(d, "job_state"), "succeeded", "job succeeded");
 	TAP_OK(json_is_object(jpath_get(d, "result.achieved")) && json_is_object(jpath_get(d, "result.target")),
 	       "result reports achieved vs target");
+	TAP_OK(jpath_get(d, "result.config") == NULL,
+	       "the config that just ran is the server's default: the result does not repeat it");
 	json_decref(d);
 
 	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
