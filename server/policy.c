@@ -205,8 +205,10 @@ static void add_unique(json_t *arr, json_t *v)
  * of the ~3 KB config through the apply statement and into the job row. */
 static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good)
 {
-	json_t *r = json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved", ladder_summary(good), "target",
-			      ladder_summary(p->target), "ceilings", json_object_get(d->rstate, "ceilings"),
+	json_t *target = ladder_summary(p->target);
+	json_t *r = json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved",
+			      json_equal(good, p->target) ? json_deep_copy(target) : ladder_summary(good), "target", target,
+			      "ceilings", json_object_get(d->rstate, "ceilings"),
 			      "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
 			      config_name(good));
 
@@ -288,11 +290,18 @@ static void requeue(const struct pctx *p, struct dec *d, const char *action)
 /* Guide 7: the next heavier setting from base (the last good config); ends the job when none is left. */
 static void scale_next(const struct pctx *p, struct dec *d, const json_t *base, const char *prefix)
 {
-	json_t *next = json_deep_copy(base), *changes = json_array(), *ceil = json_object_get(d->rstate, "ceilings");
-	const struct ladder_setting *s = ladder_scale_up(p->video, next, p->target, ceil, !p->scale_up, changes);
+	json_t *next, *changes, *ceil = json_object_get(d->rstate, "ceilings");
+	const struct ladder_setting *s;
 	long long k;
 	char *name, *txt;
 
+	if (json_equal(base, p->target)) { /* the target itself ran: nothing to scale up (most successes) */
+		succeed_with(p, d, base, "every setting at target or ceiling");
+		return;
+	}
+	next = json_deep_copy(base);
+	changes = json_array();
+	s = ladder_scale_up(p->video, next, p->target, ceil, !p->scale_up, changes);
 	if (!s) {
 		json_decref(next);
 		json_decref(changes);
