@@ -509,6 +509,32 @@ static void test_sql(void)
 			      0, NULL),
 			   "suspect/1", "the env fault marked its GPU and was recorded (rung_finish_apply)");
 		free(batch);
+
+		/* CTX batch (010): one query for the batch, configs as stored, fenced items without a row */
+		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"A-1\"}]", wid);
+		p[0] = j;
+		p[1] = "30";
+		TAP_STR_EQ(q1("SELECT string_agg(status || ':' || (SELECT name FROM jobs WHERE id = b.job_id), ',') "
+			      "FROM rung_claim_batch($1::jsonb, $2::int) b", 2, p),
+			   "ok:p1", "the re-queued job leased again on its suspect GPU (another config)");
+		free(j);
+		snprintf(ids[0], sizeof ids[0], "%s", q1("SELECT id FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-1'", 0, NULL));
+		snprintf(toks[0], sizeof toks[0], "%s", q1("SELECT token FROM attempts WHERE state = 'running' AND gpu_uuid = 'A-1'", 0, NULL));
+		batch = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"stale\",\"facts\":{}},"
+				  "{\"i\":1,\"id\":%s,\"token\":\"%s\",\"facts\":{\"duration_ms\":7}}]", ids[0], ids[0], toks[0]);
+		p[0] = batch;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || (ctx->'job'->>'current_config') || ':' || (ctx->'attempt'->>'config') "
+			      "|| ':' || jsonb_array_length(ctx->'attempts') || ':' || jsonb_typeof(ctx->'attempts'->0->'config') "
+			      "|| ':' || (ctx->'attempts'->1->>'class') || ':' || (ctx->'gpu'->>'env_faults_in_window') "
+			      "|| ':' || (ctx->'fleet'->>'max_gpu_memory_mib') || ':' || (ctx->'attempt'->>'duration_ms') "
+			      "|| ':' || (ctx->>'config_succeeded_before'), ',') FROM rung_finish_ctx_batch($1::jsonb)", 1, p),
+			   "1:{\"x\": 3}:{\"x\": 3}:2:null:env_fault:1:24000:7:false",
+			   "CTX batch: the stale item has no row; configs as stored, earlier attempts, GPU faults, fleet");
+		TAP_STR_EQ(q1("SELECT rung_finish_ctx($1::bigint, $2, '{}') = (SELECT ctx FROM rung_finish_ctx_batch("
+			      "jsonb_build_array(jsonb_build_object('i', 0, 'id', $1::bigint, 'token', $2, 'facts', '{}'::jsonb))))",
+			      2, (const char *[]){ ids[0], toks[0] }),
+			   "t", "the single-attempt CTX is the batch of one");
+		free(batch);
 	}
 	PQfinish(pg);
 }
