@@ -62,6 +62,9 @@ mkdir -p "$SAN_DIR"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$SAN_DIR/report:log_exe_name=1:quarantine_size_mb=32"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}print_stacktrace=1"
 [ -n "${SANITIZE:-}" ] && export RUNG_TEST_KEEP=1
+# Instrumented binaries move data several times slower: tests that wait for a volume of work to
+# finish (not for a timing they assert) stretch their deadlines by this factor (harness h_slow()).
+[ -n "${SANITIZE:-}" ] && export RUNG_TEST_SLOW=${RUNG_TEST_SLOW:-3}
 san_collect() {
 	local f d
 	for f in "$SAN_DIR"/report.*; do

@@ -788,6 +788,14 @@ long long h_int(const json_t *obj, const char *key)
 	return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
 }
 
+int h_slow(void)
+{
+	const char *v = getenv("RUNG_TEST_SLOW");
+	int f = v ? atoi(v) : 1;
+
+	return f >= 1 && f <= 20 ? f : 1;
+}
+
 bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
 {
 	int64_t deadline = util_mono_ms() + timeout_ms;

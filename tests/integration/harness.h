@@ -144,6 +144,10 @@ long long h_int(const json_t *obj, const char *key);
 /* Polls cond(arg) every 25 ms until it returns true or timeout_ms passes. Returns the last result. */
 bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms);
 
+/* The factor by which deadlines that wait for a volume of work stretch: RUNG_TEST_SLOW (set by
+ * tests/run.sh under sanitizers, whose binaries run several times slower), else 1. */
+int h_slow(void);
+
 /* A small Flux LoRA config (image, batch 1, checkpointing on) with `steps` steps and the
  * given name; new reference. Tests change fields with h_config_set. */
 json_t *h_config(const char *name, int steps);
