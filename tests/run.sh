@@ -3,7 +3,8 @@
 # bin/tests/test_* (unit) and bin/tests/it_* (integration), each with a fresh database of its own
 # and a timeout. Counts the TAP-like `ok - ` / `not ok - ` lines; ends with `N passed, N failed`.
 #   tests/run.sh [PATTERN...]   run only the binaries whose name contains one of the patterns
-# Env: RUNG_TEST_TIMEOUT (seconds per binary, default 300), RUNG_TEST_VERBOSE=1 (print every log).
+# Env: RUNG_TEST_TIMEOUT (seconds per binary, default 300), RUNG_TEST_VERBOSE=1 (print every log),
+#      RUNG_TEST_SLOW (deadline factor for volume-bound waits; 3 under SANITIZE), RUNG_SKIP_BROWSER=1.
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
