@@ -74,3 +74,14 @@ static int64_t util_clock_ms(clockid_t id)
 
 int64_t util_mono_ms(void) { return util_clock_ms(CLOCK_MONOTONIC); }
 int64_t util_wall_ms(void) { return util_clock_ms(CLOCK_REALTIME); }
+
+char *util_json_append(const char *object, const char *members)
+{
+	size_t n = strlen(object);
+
+	while (n > 0 && object[n - 1] != '}')
+		n--;
+	if (n < 3 || object[0] != '{')
+		return NULL;
+	return xasprintf("%.*s, %s}", (int)(n - 1), object, members);
+}

@@ -14,6 +14,12 @@ char *xstrdup(const char *s);
 /* printf into a new heap string; the caller frees it. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* A JSON object's text with more members appended: object "{...}" (trailing whitespace allowed)
+ * and members ("\"k\": v, ...") give "{..., members}". Returns a new heap string the caller frees,
+ * or NULL when object is not an object with at least one member. Lets rungd add large values that
+ * Postgres returns as text beside a document without parsing either. */
+char *util_json_append(const char *object, const char *members);
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);
 int64_t util_wall_ms(void);

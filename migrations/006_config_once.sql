@@ -5,8 +5,9 @@
 --   jobs.current_config NULL      the next attempt runs the target (no rung applied, or scaled back up)
 --   attempts.config NULL          the attempt ran the target
 --   jobs.result without "config"  the run that succeeded ran the target
--- The JSON of the API (rung_job_json, rung_attempt_json, the lease) resolves them, so clients see
--- the same documents as before; the CTX sends them as NULL and rungd resolves them (api_attempts.c).
+-- The JSON of the API (rung_attempt_json here, rung_job_json in 007, the lease) resolves them, so
+-- clients see the same documents as before; the CTX sends them as NULL and rungd resolves them
+-- (policy_ctx_resolve). Submits start storing NULL in 007, the CTX is rebuilt in 010.
 -- Rows written before this migration keep their copies, which mean the same.
 
 ALTER TABLE jobs ALTER COLUMN current_config DROP NOT NULL;
@@ -28,28 +29,12 @@ BEGIN
   END IF;
 END $$;
 
--- What a job's current config is, and the config an attempt ran.
-CREATE FUNCTION rung_current_config(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS $$
-  SELECT coalesce(j.current_config, j.target_config)
-$$;
+-- rung_submit (001) is no longer called: submits go through rung_submit_batch (004, 007).
+DROP FUNCTION rung_submit(text, text, text, int, jsonb, jsonb, text, text);
 
 -- What next_config becomes in jobs.current_config: NULL when it is the target again.
 CREATE FUNCTION rung_config_or_null(p_config jsonb, p_target jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN p_config = p_target THEN NULL ELSE p_config END
-$$;
-
-CREATE OR REPLACE FUNCTION rung_job_json(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS $$
-  SELECT jsonb_build_object(
-    'id', j.id, 'name', j.name, 'state', j.state, 'kind', j.kind, 'priority', j.priority,
-    'owner', j.owner, 'target_config', j.target_config,
-    'current_config', coalesce(j.current_config, j.target_config),
-    'recovery', j.recovery, 'recovery_state', j.recovery_state, 'constraints', j.constraints,
-    'attempts', j.attempts_count, 'lost_count', j.lost_count,
-    'cancel_requested', j.cancel_requested, 'created_at', j.created_at, 'updated_at', j.updated_at,
-    'finished_at', j.finished_at,
-    'result', CASE WHEN j.result IS NULL OR j.result ? 'config' THEN j.result
-                   ELSE j.result || jsonb_build_object('config', j.target_config) END,
-    'next_action', j.next_action)
 $$;
 
 CREATE OR REPLACE FUNCTION rung_attempt_json(a attempts) RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -66,67 +51,6 @@ CREATE OR REPLACE FUNCTION rung_attempt_json(a attempts) RETURNS jsonb LANGUAGE 
     'gpu_before', a.gpu_before, 'lease_expires_at', a.lease_expires_at,
     'last_heartbeat_at', a.last_heartbeat_at, 'started_at', a.started_at, 'ended_at', a.ended_at)
 $$;
-
--- Submit (001): the job's current config starts as its target, stored once.
-CREATE OR REPLACE FUNCTION rung_submit(p_name text, p_owner text, p_kind text, p_priority int, p_config jsonb,
-                                       p_recovery jsonb, p_key text, p_hash text) RETURNS jsonb
-LANGUAGE plpgsql AS $$
-DECLARE
-  j jobs;
-BEGIN
-  INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                    idempotency_key, request_hash)
-  VALUES (p_name, p_owner, p_kind, p_priority, p_config, NULL, p_recovery, p_key, p_hash)
-  ON CONFLICT (idempotency_key) DO NOTHING
-  RETURNING * INTO j;
-  IF NOT FOUND THEN
-    SELECT * INTO j FROM jobs WHERE idempotency_key = p_key;
-    IF j.request_hash IS DISTINCT FROM p_hash THEN
-      RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
-    END IF;
-    RETURN jsonb_build_object('status', 'existing', 'job', rung_job_json(j));
-  END IF;
-  INSERT INTO events (job_id, kind, to_state, reason, data)
-  VALUES (j.id, 'submitted', 'queued', 'submitted',
-          jsonb_build_object('kind', j.kind, 'priority', j.priority, 'owner', j.owner));
-  PERFORM pg_notify('rung_jobs', j.id::text);
-  RETURN jsonb_build_object('status', 'created', 'job', rung_job_json(j));
-END $$;
-
--- Submit many jobs (004), the config stored once.
-CREATE OR REPLACE FUNCTION rung_submit_batch(p jsonb)
-RETURNS TABLE (i int, status text, job_id bigint, job jsonb) LANGUAGE plpgsql AS $$
-DECLARE
-  e jsonb;
-  j jobs;
-  h text;
-  created int := 0;
-BEGIN
-  FOR e IN SELECT x FROM jsonb_array_elements(p) x LOOP
-    i := (e->>'i')::int;
-    h := md5((e->'body')::text);
-    INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash)
-    VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
-            NULL, e->'recovery', e->>'key', h)
-    ON CONFLICT (idempotency_key) DO NOTHING
-    RETURNING * INTO j;
-    IF NOT FOUND THEN
-      SELECT * INTO j FROM jobs WHERE idempotency_key = e->>'key';
-      status := CASE WHEN j.request_hash IS DISTINCT FROM h THEN 'conflict' ELSE 'existing' END;
-    ELSE
-      INSERT INTO events (job_id, kind, to_state, reason, data)
-      VALUES (j.id, 'submitted', 'queued', 'submitted',
-              jsonb_build_object('kind', j.kind, 'priority', j.priority, 'owner', j.owner));
-      created := created + 1;
-      status := 'created';
-    END IF;
-    job_id := j.id;
-    job := rung_job_json(j);
-    RETURN NEXT;
-  END LOOP;
-  IF created > 0 THEN PERFORM pg_notify('rung_jobs', ''); END IF;
-END $$;
 
 -- rung_claim_eligible (004), comparing against the job's resolved current config. plpgsql: its
 -- plan is cached per connection, where a SQL function with a sub-query is planned per statement.
@@ -204,70 +128,6 @@ BEGIN
   FOR UPDATE SKIP LOCKED;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
-END $$;
-
--- CTX (004) with the configs as stored: job.current_config and each attempt's config are NULL
--- where they are the target (rungd resolves them before the policy runs). plpgsql so that the
--- statement is planned once per connection, not once per batch.
-CREATE OR REPLACE FUNCTION rung_finish_ctx_fleet(p_attempt bigint, p_token text, p_facts jsonb,
-                                                 p_fleet_max int) RETURNS jsonb
-LANGUAGE plpgsql STABLE AS $$
-BEGIN
-  RETURN (
-  WITH a AS (SELECT * FROM attempts WHERE id = p_attempt AND token = p_token AND state = 'running'),
-  j AS (SELECT jobs.* FROM jobs JOIN a ON jobs.id = a.job_id),
-  g AS (SELECT gpus.* FROM gpus JOIN a ON gpus.uuid = a.gpu_uuid)
-  SELECT jsonb_build_object(
-    'job', jsonb_build_object('id', j.id, 'kind', j.kind, 'target_config', j.target_config,
-                              'current_config', j.current_config, 'recovery', j.recovery,
-                              'recovery_state', j.recovery_state, 'constraints', j.constraints,
-                              'cancel_requested', j.cancel_requested),
-    'attempts', coalesce((
-      SELECT jsonb_agg(jsonb_build_object(
-        'id', p.id, 'number', p.number, 'worker_id', p.worker_id, 'gpu_uuid', p.gpu_uuid,
-        'gpu_memory_mib', pg.memory_total_mib, 'config', p.config, 'state', p.state,
-        'outcome', p.outcome, 'class', p.class, 'action', p.action, 'rung', p.rung,
-        'facts', CASE WHEN p.facts IS NULL THEN NULL
-                      ELSE p.facts || jsonb_build_object('log_tail', coalesce(p.log_tail, '[]')) END,
-        'duration_ms', coalesce((p.facts->>'duration_ms')::bigint,
-                                (extract(epoch FROM (coalesce(p.ended_at, now()) - p.started_at)) * 1000)::bigint))
-        ORDER BY p.number)
-      FROM attempts p LEFT JOIN gpus pg ON pg.uuid = p.gpu_uuid
-      WHERE p.job_id = j.id AND p.id <> a.id), '[]'),
-    'attempt', jsonb_build_object(
-      'id', a.id, 'number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid,
-      'gpu_memory_mib', g.memory_total_mib, 'config', a.config, 'state', a.state,
-      'outcome', NULL, 'class', NULL, 'action', NULL, 'rung', NULL, 'facts', p_facts,
-      'duration_ms', coalesce((p_facts->>'duration_ms')::bigint,
-                              (extract(epoch FROM (now() - a.started_at)) * 1000)::bigint)),
-    'gpu', jsonb_build_object(
-      'uuid', a.gpu_uuid, 'state', coalesce(g.state, 'ok'), 'memory_total_mib', g.memory_total_mib,
-      'env_faults_in_window', (
-        SELECT count(*) FROM gpu_faults f
-        WHERE f.gpu_uuid = a.gpu_uuid
-          AND f.at > greatest(now() - make_interval(secs => coalesce((j.recovery->>'env_fault_window_s')::int, 3600)),
-                              coalesce(g.released_at, '-infinity')))),
-    'fleet', jsonb_build_object('max_gpu_memory_mib', p_fleet_max),
-    'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
-                                       WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'))
-  FROM a JOIN j ON true LEFT JOIN g ON true);
-END $$;
-
--- rung_merge_constraints (001) in plpgsql, same result: as a SQL function with sub-queries it could
--- not be inlined, so every rung_finish_apply parsed and planned it again (~0.6 ms a finish).
-CREATE OR REPLACE FUNCTION rung_merge_constraints(old jsonb, new jsonb) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
-BEGIN
-  RETURN jsonb_build_object(
-    'exclude_gpus', coalesce((SELECT jsonb_agg(DISTINCT x) FROM (
-        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(old->'exclude_gpus') = 'array' THEN old->'exclude_gpus' ELSE '[]' END)
-        UNION ALL
-        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(new->'exclude_gpus') = 'array' THEN new->'exclude_gpus' ELSE '[]' END)) s(x)), '[]'),
-    'exclude_workers', coalesce((SELECT jsonb_agg(DISTINCT x) FROM (
-        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(old->'exclude_workers') = 'array' THEN old->'exclude_workers' ELSE '[]' END)
-        UNION ALL
-        SELECT jsonb_array_elements(CASE WHEN jsonb_typeof(new->'exclude_workers') = 'array' THEN new->'exclude_workers' ELSE '[]' END)) s(x)), '[]'),
-    'min_gpu_memory_mib', CASE WHEN jsonb_typeof(new->'min_gpu_memory_mib') = 'number' THEN new->'min_gpu_memory_mib'
-                               ELSE coalesce(old->'min_gpu_memory_mib', 'null') END);
 END $$;
 
 -- Apply a DECISION (001). The job's current config becomes next_config, or NULL when that is the

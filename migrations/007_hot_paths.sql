@@ -3,7 +3,7 @@
 -- 1. Submits without an Idempotency-Key, the common case, are inserted set-wise: one INSERT of every
 -- job of the batch and one INSERT of their `submitted` events, instead of a plpgsql loop running
 -- both statements once per job (docs/PERFORMANCE.md: the per-statement overhead was most of a
--- submit's cost). A batch with any keyed item keeps the per-item loop of 006, which is what makes a
+-- submit's cost). A batch with any keyed item keeps the per-item loop of 004, which is what makes a
 -- repeated key later in the same batch find the earlier job.
 
 -- A JOB without its two configs; rungd splices the config text in (api_jobs.c) so that a submit
@@ -20,7 +20,7 @@ CREATE FUNCTION rung_job_json_lean(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS 
     'next_action', j.next_action)
 $$;
 
--- JOB (006) = the lean JOB and the two configs.
+-- JOB (001) = the lean JOB and the two configs, current_config resolved (006: NULL is the target).
 CREATE OR REPLACE FUNCTION rung_job_json(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT rung_job_json_lean(j) || jsonb_build_object('target_config', j.target_config,
                                                      'current_config', coalesce(j.current_config, j.target_config))
@@ -79,7 +79,7 @@ BEGIN
   FROM x JOIN ins ON ins.id = x.id ORDER BY x.i;
 END $$;
 
--- Submit many jobs (004, 006): set-wise when no item carries a key, else item by item. Rows: (i,
+-- Submit many jobs (004), storing no current_config (006): set-wise when no item carries a key, else item by item. Rows: (i,
 -- status "created" | "existing" | "conflict", the job's id, the lean JOB, target_config as text,
 -- current_config as text or NULL when it is the target) per item; one NOTIFY per batch that
 -- created a job.

@@ -1,7 +1,7 @@
 -- The CTX of a finish batch is built by one set-wise query over the batch (the finishing attempts
 -- joined with their jobs and GPUs) instead of one function call, with its own query, per attempt
--- (~0.26 ms of Postgres per finish, docs/PERFORMANCE.md). Same CTX as 006's rung_finish_ctx_fleet:
--- configs stored as NULL stay NULL (rungd resolves them), the fleet's largest usable GPU memory is
+-- (~0.26 ms of Postgres per finish, docs/PERFORMANCE.md). Same CTX as 004's rung_finish_ctx_fleet
+-- (configs stored as NULL stay NULL: rungd resolves them); the fleet's largest usable GPU memory is
 -- computed once per batch. An item whose attempt is not the running one with that token gets no row.
 
 CREATE OR REPLACE FUNCTION rung_finish_ctx_batch(p jsonb) RETURNS TABLE (i int, ctx jsonb)
@@ -47,7 +47,7 @@ LANGUAGE sql STABLE AS $$
   LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
 $$;
 
--- The single-attempt CTX is the batch of one; 006's per-attempt function is gone.
+-- The single-attempt CTX is the batch of one; 004's per-attempt function is gone.
 CREATE OR REPLACE FUNCTION rung_finish_ctx(p_attempt bigint, p_token text, p_facts jsonb) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT ctx FROM rung_finish_ctx_batch(jsonb_build_array(jsonb_build_object(

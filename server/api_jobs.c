@@ -432,11 +432,10 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
 			const char *lean = PQgetvalue(res, row[i], 3), *target = PQgetvalue(res, row[i], 4);
 			const char *current = PQgetisnull(res, row[i], 5) ? target : PQgetvalue(res, row[i], 5);
-			size_t n = strlen(lean);
-			char *job = n > 2 && lean[n - 1] == '}'
-				? xasprintf("%.*s, \"target_config\": %s, \"current_config\": %s}", (int)(n - 1), lean,
-					    target, current)
-				: NULL;
+			char *members = xasprintf("\"target_config\": %s, \"current_config\": %s", target, current);
+			char *job = util_json_append(lean, members);
+
+			free(members);
 
 			if (job)
 				submit_reply(s->h, PQgetvalue(res, row[i], 1), atoll(PQgetvalue(res, row[i], 2)), job,

@@ -176,14 +176,14 @@ struct claim_row {
  * Postgres; the config comes beside it so that Postgres does not copy it into the LEASE). */
 static char *lease_text(const struct claim_row *c, int heartbeat_ms)
 {
-	size_t n = strlen(c->lease);
+	char *members, *text;
 
-	while (n > 0 && c->lease[n - 1] != '}')
-		n--;
-	if (n < 2 || !c->config)
+	if (!c->config)
 		return NULL;
-	return xasprintf("%.*s, \"config\": %s, \"heartbeat_ms\": %d}", (int)(n - 1), c->lease, c->config,
-			 heartbeat_ms);
+	members = xasprintf("\"config\": %s, \"heartbeat_ms\": %d", c->config, heartbeat_ms);
+	text = util_json_append(c->lease, members);
+	free(members);
+	return text;
 }
 
 /* One waiter's outcome of the round: c is its row, NULL for "none". Returns true when it got a

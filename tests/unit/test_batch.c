@@ -260,7 +260,7 @@ static void test_sql(void)
 		   "{\"x\": 1},{\"x\": 3},{\"x\": 4}", "JOB shows current_config resolved to the target");
 	TAP_STR_EQ(q1("SELECT count(*) FROM jobs", 0, NULL), "3", "three jobs inserted");
 	TAP_STR_EQ(q1("SELECT request_hash = md5('{\"config\":{\"x\":1}}'::jsonb::text) FROM jobs WHERE name = 'a'", 0, NULL),
-		   "t", "request hash as rung_submit computes it");
+		   "t", "request hash: md5 of the request body as jsonb text");
 	/* job d may not run on G-a */
 	q1("UPDATE jobs SET constraints = '{\"exclude_gpus\":[\"G-a\"]}' WHERE name = 'd'", 0, NULL);
 	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\":60000}' WHERE name = 'c'", 0, NULL);
@@ -392,7 +392,7 @@ static void test_sql(void)
 			      "|| '/' || (current_config IS NULL) || '/' || (request_hash = md5(('{\"config\":' || target_config::text || '}')::jsonb::text)), "
 			      "',' ORDER BY id) FROM jobs WHERE id > $2::bigint AND $1::jsonb IS NOT NULL", 2, p),
 			   "s1/o/image/5/{\"r\": 1}/true/true,s0/p/video/7/{}/true/true",
-			   "rows inserted in array order with every field, config stored once, request hash as rung_submit's");
+			   "rows inserted in array order with every field, config stored once, request hash as the keyed path's");
 		TAP_STR_EQ(q1("SELECT count(*) FROM events e JOIN jobs j ON j.id = e.job_id WHERE j.id > $2::bigint "
 			      "AND e.kind = 'submitted' AND $1::jsonb IS NOT NULL", 2, p),
 			   "2", "one submitted event per job");
