@@ -539,6 +539,112 @@ static void test_sql(void)
 	PQfinish(pg);
 }
 
+/* Blocks (shared hit + read) that one statement touched, its nested statements included, from
+ * EXPLAIN (ANALYZE, BUFFERS); -1 when it failed. The statement runs twice, each time rolled back:
+ * the first run warms this session's catalog caches, the second is measured. */
+static long blocks(const char *sql, int n, const char *const *params)
+{
+	char *ex = xasprintf("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) %s", sql);
+	long total = -1;
+	PGresult *r;
+
+	PQclear(PQexec(pg, "BEGIN"));
+	PQclear(PQexecParams(pg, ex, n, NULL, params, NULL, NULL, 0));
+	PQclear(PQexec(pg, "ROLLBACK"));
+	PQclear(PQexec(pg, "BEGIN"));
+	r = PQexecParams(pg, ex, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) {
+		json_t *doc = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+		json_t *plan = json_object_get(json_array_get(doc, 0), "Plan");
+		if (plan)
+			total = (long)(json_integer_value(json_object_get(plan, "Shared Hit Blocks")) +
+				       json_integer_value(json_object_get(plan, "Shared Read Blocks")));
+		json_decref(doc);
+	} else {
+		printf("# %s: %s", sql, PQerrorMessage(pg));
+	}
+	PQclear(r);
+	PQclear(PQexec(pg, "ROLLBACK"));
+	free(ex);
+	return total;
+}
+
+/* The check of test_scale: a batch of two touched some blocks, but fewer than 150. */
+static void few_blocks(long b, const char *what)
+{
+	char name[160];
+
+	snprintf(name, sizeof name, "%s: %ld blocks (< 150)", what, b);
+	TAP_OK(b > 0 && b < 150, name);
+}
+
+/* A batch costs O(batch), not O(running attempts) or O(queue length) (migration 011): with 10,000
+ * running attempts and 10,000 queued jobs, a batch of two touches a few dozen blocks; reading every
+ * running attempt or queued job would touch hundreds. */
+static void test_scale(void)
+{
+	const char *p[2];
+	char *items;
+	char ids[2][32], toks[2][80], wid[32];
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('ws', 'h', '[{\"uuid\":\"S-0\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"S-1\",\"memory_total_mib\":24000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'ws'", 0, NULL));
+	q1("INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count) "
+	   "SELECT 'run' || g, 'image', 'running', '{\"x\":1}', '{}', 1 FROM generate_series(1, 10000) g", 0, NULL);
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config_hash, token, lease_expires_at) "
+	   "SELECT id, 1, (SELECT id FROM workers), 'S-0', md5('{\"x\": 1}'), 'tok' || id, now() + interval '1 hour' "
+	   "FROM jobs", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, target_config, recovery) "
+	   "SELECT 'q' || g, 'image', '{\"x\":1}', '{}' FROM generate_series(1, 10000) g", 0, NULL);
+	TAP_STR_EQ(q1("SELECT count(*) FROM attempts WHERE state = 'running'", 0, NULL), "10000", "10,000 running attempts");
+	for (int k = 0; k < 2; k++) {
+		const char *nth[] = { k ? "7000" : "3" };
+		snprintf(ids[k], sizeof ids[k], "%s", q1("SELECT id FROM attempts ORDER BY id OFFSET $1::int LIMIT 1", 1, nth));
+		snprintf(toks[k], sizeof toks[k], "tok%s", q1("SELECT job_id FROM attempts WHERE id = $1::bigint", 1,
+							    (const char *[]){ ids[k] }));
+	}
+
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"step\":5},{\"i\":1,\"id\":%s,\"token\":\"%s\"}]",
+			  ids[0], toks[0], ids[1], toks[1]);
+	p[0] = items;
+	p[1] = "30";
+	b = blocks("SELECT * FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
+	few_blocks(b, "heartbeat batch of 2 among 10,000 running attempts");
+	free(items);
+
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{}},{\"i\":1,\"id\":%s,\"token\":\"%s\",\"facts\":{}}]",
+			  ids[0], toks[0], ids[1], toks[1]);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "2", "CTX batch: both fences hold");
+	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
+	few_blocks(b, "CTX batch of 2 among 10,000 running attempts");
+	free(items);
+
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
+			  "\"rule\":\"r\",\"reason\":\"ok\",\"job_state\":\"succeeded\"}},"
+			  "{\"i\":1,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
+			  "\"rule\":\"r\",\"reason\":\"ok\",\"job_state\":\"succeeded\"}}]",
+			  ids[0], toks[0], ids[1], toks[1]);
+	p[0] = items;
+	b = blocks("SELECT * FROM rung_finish_apply_batch($1::jsonb)", 1, p);
+	few_blocks(b, "apply batch of 2 among 10,000 running attempts");
+	free(items);
+
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"S-0\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"S-1\",\"fresh\":true}]", wid, wid);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(status, ',') FROM rung_claim_batch($1::jsonb, 30)", 1, p), "ok,ok",
+		   "claim batch: two leases from a queue of 10,000");
+	b = blocks("SELECT * FROM rung_claim_batch($1::jsonb, 30)", 1, p);
+	few_blocks(b, "claim batch of 2 from a queue of 10,000");
+	free(items);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -573,6 +679,7 @@ int main(void)
 	test_coalesce(db);
 	test_queue();
 	test_sql();
+	test_scale();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);
