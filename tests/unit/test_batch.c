@@ -261,6 +261,8 @@ static void test_sql(void)
 	TAP_STR_EQ(q1("SELECT count(*) FROM jobs", 0, NULL), "3", "three jobs inserted");
 	TAP_STR_EQ(q1("SELECT request_hash = md5('{\"config\":{\"x\":1}}'::jsonb::text) FROM jobs WHERE name = 'a'", 0, NULL),
 		   "t", "request hash: md5 of the request body as jsonb text");
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || coalesce(request_hash, '-'), ',' ORDER BY id) FROM jobs WHERE idempotency_key IS NULL", 0, NULL),
+		   "c:-,d:-", "keyless items of a keyed batch store no request hash");
 	/* job d may not run on G-a */
 	q1("UPDATE jobs SET constraints = '{\"exclude_gpus\":[\"G-a\"]}' WHERE name = 'd'", 0, NULL);
 	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\":60000}' WHERE name = 'c'", 0, NULL);
@@ -389,10 +391,10 @@ static void test_sql(void)
 			   "keyless batch: every item created, the lean JOB per index and its config as text");
 		p[1] = maxid;
 		TAP_STR_EQ(q1("SELECT string_agg(name || '/' || owner || '/' || kind || '/' || priority || '/' || recovery::text "
-			      "|| '/' || (current_config IS NULL) || '/' || (request_hash = md5(('{\"config\":' || target_config::text || '}')::jsonb::text)), "
+			      "|| '/' || (current_config IS NULL) || '/' || coalesce(request_hash, '-'), "
 			      "',' ORDER BY id) FROM jobs WHERE id > $2::bigint AND $1::jsonb IS NOT NULL", 2, p),
-			   "s1/o/image/5/{\"r\": 1}/true/true,s0/p/video/7/{}/true/true",
-			   "rows inserted in array order with every field, config stored once, request hash as the keyed path's");
+			   "s1/o/image/5/{\"r\": 1}/true/-,s0/p/video/7/{}/true/-",
+			   "rows inserted in array order with every field, config stored once, no request hash (no key)");
 		TAP_STR_EQ(q1("SELECT count(*) FROM events e JOIN jobs j ON j.id = e.job_id WHERE j.id > $2::bigint "
 			      "AND e.kind = 'submitted' AND $1::jsonb IS NOT NULL", 2, p),
 			   "2", "one submitted event per job");
