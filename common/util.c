@@ -83,5 +83,40 @@ char *util_json_append(const char *object, const char *members)
 		n--;
 	if (n < 3 || object[0] != '{')
 		return NULL;
-	return xasprintf("%.*s, %s}", (int)(n - 1), object, members);
+	return util_concat_n((const char *[]){ object, ", ", members, "}" }, (size_t[]){ n - 1, 2, strlen(members), 1 }, 4);
+}
+
+char *util_concat_n(const char *const *parts, const size_t *lens, size_t n)
+{
+	size_t total = 1, at = 0;
+	char *s;
+
+	for (size_t i = 0; i < n; i++)
+		total += lens[i];
+	s = xmalloc(total);
+	for (size_t i = 0; i < n; i++) {
+		memcpy(s + at, parts[i], lens[i]);
+		at += lens[i];
+	}
+	s[at] = 0;
+	return s;
+}
+
+char *util_concat(const char *first, ...)
+{
+	const char *parts[16];
+	size_t lens[16], n = 0;
+	va_list ap;
+
+	va_start(ap, first);
+	for (const char *p = first; p; p = va_arg(ap, const char *)) {
+		if (n == 16) { /* a programming error: more parts than any caller passes */
+			fprintf(stderr, "fatal: util_concat: more than 16 parts\n");
+			abort();
+		}
+		parts[n] = p;
+		lens[n++] = strlen(p);
+	}
+	va_end(ap);
+	return util_concat_n(parts, lens, n);
 }

@@ -176,11 +176,12 @@ struct claim_row {
  * Postgres; the config comes beside it so that Postgres does not copy it into the LEASE). */
 static char *lease_text(const struct claim_row *c, int heartbeat_ms)
 {
-	char *members, *text;
+	char *members, *text, hb[16];
 
 	if (!c->config)
 		return NULL;
-	members = xasprintf("\"config\": %s, \"heartbeat_ms\": %d", c->config, heartbeat_ms);
+	snprintf(hb, sizeof hb, "%d", heartbeat_ms);
+	members = util_concat("\"config\": ", c->config, ", \"heartbeat_ms\": ", hb, NULL);
 	text = util_json_append(c->lease, members);
 	free(members);
 	return text;

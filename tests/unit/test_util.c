@@ -1,5 +1,5 @@
-/* Unit tests of common/util.c's util_json_append: members spliced into a JSON object's text, the
- * way rungd adds config text that Postgres returns beside a lean document. */
+/* Unit tests of common/util.c's util_json_append (members spliced into a JSON object's text, the
+ * way rungd adds config text that Postgres returns beside a lean document) and util_concat. */
 #include <jansson.h>
 #include <stdlib.h>
 
@@ -25,8 +25,26 @@ static void json_append(void)
 	TAP_OK(util_json_append("", "\"x\": 1") == NULL, "an empty string is refused");
 }
 
+static void concat(void)
+{
+	char *s = util_concat("a", "", "bc", "{\"k\": 1}", NULL);
+
+	TAP_STR_EQ(s, "abc{\"k\": 1}", "util_concat joins every part, empty ones included");
+	free(s);
+	s = util_concat("only", NULL);
+	TAP_STR_EQ(s, "only", "util_concat of one part is a copy");
+	free(s);
+	s = util_concat_n((const char *[]){ "abcdef", "xyz" }, (size_t[]){ 3, 2 }, 2);
+	TAP_STR_EQ(s, "abcxy", "util_concat_n copies the given lengths only");
+	free(s);
+	s = util_concat_n(NULL, NULL, 0);
+	TAP_STR_EQ(s, "", "util_concat_n of no parts is an empty string");
+	free(s);
+}
+
 int main(void)
 {
 	json_append();
+	concat();
 	return TAP_DONE();
 }
