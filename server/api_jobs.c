@@ -407,6 +407,7 @@ struct submit_item {
 
 #define SUBMIT_BATCH_MAX 256
 #define SUBMIT_INFLIGHT 4
+#define SUBMIT_MIN_FILL 8     /* beside a submit statement in flight, the next waits for 8 jobs */
 
 static void submit_reply(struct hreq *h, const char *status, long long id, const char *job, const json_t *item);
 
@@ -461,6 +462,7 @@ static struct batch *submit_batch(struct app *app)
 	if (db != app->db) {
 		db = app->db;
 		b = batch_new(app->base, app->db, &submit_ops, app, SUBMIT_BATCH_MAX, SUBMIT_INFLIGHT, NULL);
+		batch_set_min_fill(b, SUBMIT_MIN_FILL);
 	}
 	return b;
 }

@@ -28,6 +28,7 @@ struct batch {
 	const struct batch_ops *ops;
 	void *arg;
 	int max_items, max_inflight;
+	int min_fill;             /* items that must wait before a statement goes out beside another */
 	char *param2;
 	struct batch_node *head, *tail;
 	int waiting, inflight;
@@ -76,9 +77,17 @@ static char *stmt_json(const struct batch *b, void **items, int n)
 	return s;
 }
 
+/* Whether the next batch may go out now: always when nothing is in flight; beside statements in
+ * flight only under max_inflight and once min_fill items wait (a few items are better sent with
+ * the ones that arrive while the statement in flight runs than as a statement of their own). */
+static bool can_send(const struct batch *b)
+{
+	return b->head && b->inflight < b->max_inflight && (b->inflight == 0 || b->waiting >= b->min_fill);
+}
+
 static void batch_schedule(struct batch *b)
 {
-	if (b->head && b->inflight < b->max_inflight && !event_pending(b->flush, EV_TIMEOUT, NULL))
+	if (can_send(b) && !event_pending(b->flush, EV_TIMEOUT, NULL))
 		event_active(b->flush, EV_TIMEOUT, 0);
 }
 
@@ -154,7 +163,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (!b->head || b->inflight >= b->max_inflight)
+	if (!can_send(b))
 		return;
 	s = xcalloc(1, sizeof *s);
 	s->b = b;
@@ -208,6 +217,7 @@ struct batch *batch_new(struct event_base *base, struct db *db, const struct bat
 	b->arg = arg;
 	b->max_items = max_items;
 	b->max_inflight = max_inflight;
+	b->min_fill = 1;
 	b->param2 = param2 ? xstrdup(param2) : NULL;
 	for (b->nkeys = 16; b->nkeys < 2 * (size_t)max_items; b->nkeys *= 2)
 		;
@@ -248,6 +258,12 @@ void batch_add(struct batch *b, void *item, long long key)
 		b->head = node;
 	b->tail = node;
 	b->waiting++;
+	batch_schedule(b);
+}
+
+void batch_set_min_fill(struct batch *b, int n)
+{
+	b->min_fill = n < 1 ? 1 : n;
 	batch_schedule(b);
 }
 

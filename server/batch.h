@@ -42,6 +42,12 @@ void batch_free(struct batch *b);
  * go in one statement (a later one waits for the following batch); key < 0: no such rule. */
 void batch_add(struct batch *b, void *item, long long key);
 
+/* While a statement is in flight, another goes out only once n items wait (default 1: at once,
+ * up to max_inflight). Under light load each item still goes out on the next loop pass; under a
+ * steady load small statements are merged into fewer, larger ones (fewer commits, less lock and
+ * CPU contention between the pool's connections). n < 1 counts as 1. */
+void batch_set_min_fill(struct batch *b, int n);
+
 /* Statements in flight and items waiting: for tests and logs. */
 void batch_stats(const struct batch *b, int *inflight, int *waiting);
 

@@ -176,6 +176,49 @@ static void test_coalesce(struct db *db)
 	TAP_OK(it[0].done && it[0].failed, "batch_free finishes a waiting item");
 }
 
+/* --- min_fill: beside a statement in flight, the next waits for enough items --------------- */
+
+/* Every statement first takes a shared advisory lock that the test holds exclusively: statements
+ * stay in flight until the test lets them go. */
+static const char sql_locked[] =
+	"SELECT (e->>'i')::int, 0, (e->>'v')::int * 2 "
+	"FROM pg_advisory_xact_lock_shared(4242) l, jsonb_array_elements($1::jsonb) e";
+static const struct batch_ops ops_locked = { sql_locked, item_json, items_done, NULL };
+
+static void test_min_fill(struct db *db)
+{
+	static struct item it[4];
+	PGconn *hold = PQconnectdb(url);
+	struct batch *b = batch_new(base, db, &ops_locked, NULL, 500, 2, NULL);
+	int inflight = 0, waiting = 0;
+
+	PQclear(PQexec(hold, "SELECT pg_advisory_lock(4242)"));
+	batch_set_min_fill(b, 3);
+	stmts = 0;
+	for (int i = 0; i < 4; i++)
+		it[i] = (struct item){ .v = i + 1, .got = -1 };
+	batch_add(b, &it[0], -1);
+	TAP_OK(WAIT_FOR((batch_stats(b, &inflight, &waiting), inflight == 1), 5000),
+	       "min_fill 3: a lone item goes out at once");
+	batch_add(b, &it[1], -1);
+	batch_add(b, &it[2], -1);
+	for (int i = 0; i < 5; i++)
+		event_base_loop(base, EVLOOP_NONBLOCK);
+	batch_stats(b, &inflight, &waiting);
+	TAP_OK(inflight == 1 && waiting == 2, "two items wait beside the statement in flight (min_fill 3)");
+	batch_add(b, &it[3], -1);
+	TAP_OK(WAIT_FOR((batch_stats(b, &inflight, &waiting), inflight == 2 && waiting == 0), 5000),
+	       "the third item sends the three as a second statement");
+	PQclear(PQexec(hold, "SELECT pg_advisory_unlock(4242)"));
+	TAP_OK(WAIT_FOR(all_done(it, 4), 10000), "both statements answered once released");
+	TAP_OK(stmts == 2 && it[1].stmt == it[2].stmt && it[2].stmt == it[3].stmt && it[0].stmt != it[1].stmt,
+	       "the first item alone, the other three together");
+	TAP_OK(it[0].got == 2 && it[1].got == 4 && it[2].got == 6 && it[3].got == 8 && !it[3].failed,
+	       "each item got its own row");
+	batch_free(b);
+	PQfinish(hold);
+}
+
 /* --- db.c: a long queue on a healthy pool is not a 503 ------------------------------------ */
 
 struct call {
@@ -679,6 +722,7 @@ int main(void)
 	db = db_new(base, url, 2);
 	TAP_OK(WAIT_FOR(db_up(db), 10000), "pool up");
 	test_coalesce(db);
+	test_min_fill(db);
 	test_queue();
 	test_sql();
 	test_scale();
