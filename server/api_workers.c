@@ -41,6 +41,7 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	id = json_integer_value(json_object_get(doc, "id"));
 	created = json_is_true(json_object_get(doc, "created"));
 	json_decref(doc);
+	auth_worker_changed(h->app->auth, id); /* its GPUs or its token may be new */
 	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld", id);
 	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i}", "id", (json_int_t)id, "lease_seconds",
 						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms));

@@ -20,6 +20,7 @@
 #include "util.h"
 
 #define AUTH_OWNED_MEMO 8 /* objects remembered as owned per cached token */
+#define AUTH_WORKER_MEMO_MAX 65536 /* (token, worker) ownership answers kept; past it the memo restarts */
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
 
@@ -252,11 +253,23 @@ struct auth_park {
 	int count;
 };
 
+/* A worker-scope ownership answer: the token may act for the worker, which has `gpus` GPUs. Trusted
+ * for AUTH_CACHE_TTL_MS, like the token itself; worker_id 0 marks an empty slot, at_ms -1 a stale
+ * answer. */
+struct auth_wmemo {
+	long long token_id, worker_id;
+	int gpus;
+	int64_t at_ms;
+};
+
 struct auth {
 	struct app *app;
 	int submit_rate;
 	struct auth_entry **entries;
 	size_t n, cap;
+	struct auth_wmemo *wmemo;     /* by (token, worker): open addressing, at most half full */
+	size_t wmemo_n, wmemo_cap;
+	long long worker_queries, worker_memo_hits;
 	struct auth_park *parks;
 	size_t nparks, parks_cap;
 };
@@ -277,6 +290,7 @@ void auth_free(struct auth *a)
 	for (size_t i = 0; i < a->n; i++)
 		free(a->entries[i]);
 	free(a->entries);
+	free(a->wmemo);
 	free(a->parks);
 	free(a);
 }
@@ -287,6 +301,69 @@ static struct auth_entry *entry_find(struct auth *a, const char *hash)
 		if (strcmp(a->entries[i]->hash, hash) == 0)
 			return a->entries[i];
 	return NULL;
+}
+
+/* ---- the worker ownership memo ---- */
+
+static size_t wmemo_home(long long token_id, long long worker_id, size_t mask)
+{
+	uint64_t v = (uint64_t)worker_id * 0x9E3779B97F4A7C15ull ^ (uint64_t)token_id * 0xC2B2AE3D27D4EB4Full;
+
+	return (size_t)(v >> 17) & mask;
+}
+
+/* The memo slot of (token, worker): the one holding it, else (insert) a free one claimed for it,
+ * else NULL. */
+static struct auth_wmemo *wmemo_slot(struct auth *a, long long token_id, long long worker_id, bool insert)
+{
+	size_t mask, i;
+
+	if (insert && 2 * (a->wmemo_n + 1) > a->wmemo_cap) {
+		struct auth_wmemo *old = a->wmemo;
+		size_t old_cap = a->wmemo_cap;
+		bool restart = a->wmemo_n >= AUTH_WORKER_MEMO_MAX;
+		a->wmemo_cap = restart ? a->wmemo_cap : old_cap ? 2 * old_cap : 64;
+		a->wmemo = xcalloc(a->wmemo_cap, sizeof *a->wmemo);
+		a->wmemo_n = 0;
+		for (size_t k = 0; !restart && k < old_cap; k++) {
+			if (!old[k].worker_id)
+				continue;
+			*wmemo_slot(a, old[k].token_id, old[k].worker_id, true) = old[k];
+		}
+		free(old);
+	}
+	if (!a->wmemo_cap)
+		return NULL;
+	mask = a->wmemo_cap - 1;
+	for (i = wmemo_home(token_id, worker_id, mask); a->wmemo[i].worker_id; i = (i + 1) & mask)
+		if (a->wmemo[i].worker_id == worker_id && a->wmemo[i].token_id == token_id)
+			return &a->wmemo[i];
+	if (!insert)
+		return NULL;
+	a->wmemo[i] = (struct auth_wmemo){ token_id, worker_id, 0, -1 };
+	a->wmemo_n++;
+	return &a->wmemo[i];
+}
+
+/* Marks stale every memo answer about worker_id (> 0) or, with worker_id 0, of token_id. */
+static void wmemo_expire(struct auth *a, long long token_id, long long worker_id)
+{
+	for (size_t i = 0; a && i < a->wmemo_cap; i++)
+		if (a->wmemo[i].worker_id &&
+		    (worker_id ? a->wmemo[i].worker_id == worker_id : a->wmemo[i].token_id == token_id))
+			a->wmemo[i].at_ms = -1;
+}
+
+void auth_worker_changed(struct auth *a, long long worker_id)
+{
+	if (worker_id > 0)
+		wmemo_expire(a, 0, worker_id);
+}
+
+void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits)
+{
+	*queries = a ? a->worker_queries : 0;
+	*memo_hits = a ? a->worker_memo_hits : 0;
 }
 
 static struct auth_entry *entry_by_id(struct auth *a, long long token_id)
@@ -302,6 +379,7 @@ static void entry_remove(struct auth *a, struct auth_entry *e)
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->entries[i] != e)
 			continue;
+		wmemo_expire(a, e->token_id, 0);
 		free(e);
 		a->entries[i] = a->entries[--a->n];
 		return;
@@ -378,6 +456,11 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 	}
 	if (c->scope == AUTH_SCOPE_WORKER && PQnfields(res) > 1)
 		h->who.worker_gpus = atoi(PQgetvalue(res, 0, 1));
+	if (c->scope == AUTH_SCOPE_WORKER && value && value[0] == 't' && entry_find(h->app->auth, c->hash)) {
+		struct auth_wmemo *m = wmemo_slot(h->app->auth, h->who.token_id, c->object_id, true);
+		m->gpus = h->who.worker_gpus;
+		m->at_ms = util_mono_ms();
+	}
 	if (!value || value[0] != 't') {
 		log_info("not the caller's", "token=%lld role=%s %s=%lld", h->who.token_id,
 			 auth_role_name(h->who.role), scope_noun(c->scope), c->object_id);
@@ -425,6 +508,18 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 	if (!scoped || c->object_id < 0 || entry_owns(e, c->scope, c->object_id)) {
 		run_handler(c);
 		return;
+	}
+	if (c->scope == AUTH_SCOPE_WORKER) {
+		/* A worker's long-polls and registrations name it on every call: its owner and GPU count,
+		 * once read, are trusted as long as the token is (AUTH_CACHE_TTL_MS). */
+		struct auth_wmemo *m = wmemo_slot(h->app->auth, e->token_id, c->object_id, false);
+		if (m && m->at_ms >= 0 && util_mono_ms() - m->at_ms < AUTH_CACHE_TTL_MS) {
+			h->app->auth->worker_memo_hits++;
+			h->who.worker_gpus = m->gpus;
+			run_handler(c);
+			return;
+		}
+		h->app->auth->worker_queries++;
 	}
 	snprintf(c->token_id_s, sizeof c->token_id_s, "%lld", e->token_id);
 	params[0] = h->param[0];

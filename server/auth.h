@@ -54,6 +54,12 @@ struct auth_who {
 	long long parked_worker;  /* set by auth_park_enter, released when the request is answered */
 };
 
+/* A worker's ownership or GPUs may have changed (it registered again): the memo of worker-scope
+ * answers forgets it, so the next call naming it reads both again. a may be NULL. */
+void auth_worker_changed(struct auth *a, long long worker_id);
+/* Worker-scope ownership checks so far: answered by a query, and by the memo (a may be NULL). */
+void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits);
+
 /* A token bucket: `rate` tokens a second up to `burst`; starts full. */
 struct auth_bucket {
 	double tokens;

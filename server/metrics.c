@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "app.h"
+#include "auth.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
@@ -327,6 +328,16 @@ static void on_counts(PGresult *res, const char *err, void *arg)
 	metrics_write_sample(b, "rung_db_queued_statements", NULL, queued);
 	metrics_write_head(b, "rung_lease_waiters", "gauge", "Parked lease long-polls.");
 	metrics_write_sample(b, "rung_lease_waiters", NULL, app->lease ? lease_waiting(app->lease) : 0);
+	{
+		long long queries, memo;
+		auth_worker_checks(app->auth, &queries, &memo);
+		metrics_write_head(b, "rung_auth_worker_checks_total", "counter",
+				   "Checks that a token may act for a worker, by how they were answered.");
+		metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "query", NULL },
+				     (double)queries);
+		metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "memo", NULL },
+				     (double)memo);
+	}
 	hreq_reply_typed(h, 200, "text/plain; version=0.0.4; charset=utf-8",
 			 (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
 	evbuffer_free(b);

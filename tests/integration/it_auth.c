@@ -473,6 +473,83 @@ static void test_limits(struct harness *h)
 	free(dave);
 }
 
+/* rung_auth_worker_checks_total{source="SOURCE"} from /metrics (as admin), or -1. */
+static long worker_checks(struct harness *h, const char *source)
+{
+	long st = 0, v = -1;
+	char *key = xasprintf("rung_auth_worker_checks_total{source=\"%s\"} ", source);
+	json_t *j = as(h, h->admin_token, "GET", "/metrics", NULL, &st);
+	const char *at = st == 200 && h->last_body ? strstr(h->last_body, key) : NULL;
+
+	if (at)
+		v = strtol(at + strlen(key), NULL, 10);
+	json_decref(j);
+	free(key);
+	return v;
+}
+
+/* A lease that does not wait, as token for worker wid (GPU gpu): the status. */
+static long lease_now(struct harness *h, const char *token, const char *wid, const char *gpu)
+{
+	long st = 0;
+	char *path = xasprintf("/v1/workers/%s/lease", wid);
+	json_t *b = json_pack("{s:s, s:i}", "gpu_uuid", gpu, "wait_ms", 0);
+
+	json_decref(as(h, token, "POST", path, b, &st));
+	json_decref(b);
+	free(path);
+	return st;
+}
+
+/* Who may act for a worker is read once per token and worker, then trusted as long as the token
+ * (the memo): a second long-poll runs no ownership query. A re-registration on this replica is
+ * seen at once: the next call reads the GPUs again, and a token that no longer owns the worker is
+ * refused. */
+static void test_worker_memo(struct harness *h, const char *wtok)
+{
+	const char *saved = h->auth_token;
+	char *w = h_fake_register(h, "memo-w", "GPU-memo-1", 24576);
+	long q0, m0, st = 0;
+	json_t *b;
+
+	h->auth_token = wtok;
+	char *own = h_fake_register(h, "memo-own", "GPU-memo-2", 24576);
+	h->auth_token = saved;
+	if (!h_ok(h, w && own, "workers for the memo registered (admin, worker token)"))
+		goto out;
+	q0 = worker_checks(h, "query");
+	m0 = worker_checks(h, "memo");
+	h_ok(h, q0 >= 0 && m0 >= 0, "/metrics counts worker ownership checks (query %ld, memo %ld)", q0, m0);
+	h_ok(h, lease_now(h, h->admin_token, w, "GPU-memo-1") == 204 &&
+		     lease_now(h, h->admin_token, w, "GPU-memo-1") == 204, "two long-polls for memo-w: 204 each");
+	h_ok(h, worker_checks(h, "query") == q0 + 1 && worker_checks(h, "memo") == m0 + 1,
+	     "the first ran the ownership query, the second was answered by the memo");
+
+	b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}, {s:s, s:i, s:s, s:i}]}", "name", "memo-w", "host", "x",
+		      "gpus", "uuid", "GPU-memo-1", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576,
+		      "uuid", "GPU-memo-3", "index", 1, "name", "NVIDIA Sim", "memory_total_mib", 24576);
+	json_decref(as(h, h->admin_token, "POST", "/v1/workers", b, &st));
+	json_decref(b);
+	h_ok(h, st == 200, "memo-w registers again with two GPUs (status %ld)", st);
+	q0 = worker_checks(h, "query");
+	st = lease_now(h, h->admin_token, w, "GPU-memo-3");
+	h_ok(h, st == 204 && worker_checks(h, "query") == q0 + 1,
+	     "after memo-w registered again (two GPUs), its next long-poll (%ld) reads its owner and GPUs again", st);
+
+	h_ok(h, lease_now(h, wtok, own, "GPU-memo-2") == 204, "the worker token long-polls for its memo-own");
+	b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "memo-own", "host", "x", "gpus", "uuid",
+		      "GPU-memo-2", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576);
+	json_decref(as(h, h->admin_token, "POST", "/v1/workers", b, &st));
+	json_decref(b);
+	h_ok(h, st == 200, "admin registers memo-own again (status %ld)", st);
+	st = lease_now(h, wtok, own, "GPU-memo-2");
+	h_ok(h, st == 404, "once admin registered memo-own again (and owns it), the worker token is refused at once (%ld)",
+	     st);
+out:
+	free(w);
+	free(own);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -486,6 +563,7 @@ int main(void)
 	w2tok = api_token(h, "worker", "wtok-two", NULL);
 	if (!h_ok(h, support && w1tok && w2tok, "admin makes support and worker tokens"))
 		goto out;
+	test_worker_memo(h, w1tok);
 	test_unauthenticated(h);
 	test_roles(h, support);
 	test_workers(h, w1tok, w2tok);
