@@ -5,8 +5,10 @@
 -- whole queue through jobs_claim: each batch cost O(running attempts) or O(queue length) instead
 -- of O(batch). (Adding `id = ANY (the batch's ids)` was not enough: with stale statistics the
 -- planner still preferred the partial index.) Now each lookup is a LATERAL primary-key probe
--- whose OFFSET 0 keeps the fence (token, state) out of it, and the claim's UPDATE of its jobs
--- names only their ids. Restated whole (an applied migration is never edited); only those
+-- (OFFSET 0: planned on its own), a state test next to a probe is written `(state = ...) IS TRUE`,
+-- which the planner cannot match to a partial index's predicate, and an UPDATE of rows found
+-- earlier in the statement also names them as `id = ANY (their ids)`, so that it is a primary-key
+-- lookup even when the planner expects a hundred of them. Restated whole (an applied migration is never edited); only those
 -- lookups, the CTX's per-attempt GPU lookup and the two indexes below are new.
 --
 -- gpus had no index on worker_id: every lease's ownership check counted a worker's GPUs with a
@@ -127,17 +129,17 @@ BEGIN
     RETURN;
   END IF;
   -- rung_claim_start for every chosen waiter at once; each job is locked by the scan above and
-  -- still queued, so every one of them starts.
+  -- still queued, unless a later waiter's rung_claim() fallback started it (its SKIP LOCKED does not
+  -- skip this statement's own locks): that waiter keeps the job, this one gets no row and parks.
   RETURN QUERY
   WITH c AS MATERIALIZED (
     SELECT * FROM unnest(c_i, c_job, c_worker, c_gpu, c_before) AS c(i, job_id, worker_id, gpu, before)),
   j AS (
     UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
                     next_action = NULL
-    -- No `state = 'queued'` here: it would let the planner read the whole queue through jobs_claim.
-    -- These jobs were locked by this statement's scan and each was chosen once by the loop above,
-    -- so they are still queued; attempts_one_running would fail the statement if one were not.
-    FROM c WHERE jobs.id = c.job_id
+    -- `IS TRUE`: the planner cannot match it to jobs_claim's predicate, so it probes these few
+    -- jobs by primary key instead of reading the whole queue through that index
+    FROM c WHERE jobs.id = c.job_id AND jobs.id = ANY (c_job) AND (jobs.state = 'queued') IS TRUE
     -- the config is printed once, then hashed and returned as that text
     RETURNING jobs.id, jobs.attempts_count, jobs.current_config,
               coalesce(jobs.current_config, jobs.target_config)::text AS cfg),
@@ -170,25 +172,28 @@ RETURNS TABLE (i int, cancel boolean) LANGUAGE sql AS $$
     SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, phase text, step int,
                                               total int, mem int)),
   l AS MATERIALIZED (
-    -- one primary-key probe per item, locked in array order (rungd sends ids in ascending order);
-    -- OFFSET 0 keeps the fence (token, running) out of the probe, so no plan reads every running
-    -- attempt through attempts_one_running
+    -- one primary-key probe per item (OFFSET 0: planned alone), locked in array order (rungd
+    -- sends ids in ascending order); the fence is checked before the lock, so a stale call locks
+    -- nothing, and written `IS TRUE` so that no plan reads every running attempt through
+    -- attempts_one_running instead
     SELECT t.id, x.i, x.phase, x.step, x.total, x.mem
-    FROM x CROSS JOIN LATERAL (SELECT t.id, t.token, t.state FROM attempts t WHERE t.id = x.id
-                               OFFSET 0 FOR UPDATE) t
-    WHERE t.token = x.token AND t.state = 'running'),
+    FROM x CROSS JOIN LATERAL (SELECT t.id FROM attempts t
+                               WHERE t.id = x.id AND t.token = x.token AND (t.state = 'running') IS TRUE
+                               OFFSET 0 FOR UPDATE) t),
   a AS (
     UPDATE attempts t SET lease_expires_at = now() + make_interval(secs => p_lease_s),
       last_heartbeat_at = now(), phase = coalesce(l.phase, t.phase), step = coalesce(l.step, t.step),
       total_steps = coalesce(l.total, t.total_steps), memory_used_mib = coalesce(l.mem, t.memory_used_mib)
-    FROM l WHERE t.id = l.id -- locked and running (l)
+    -- locked and running (l); `id = ANY`: updated by primary key whatever l's row estimate
+    FROM l WHERE t.id = l.id AND t.id = ANY (ARRAY(SELECT l.id FROM l))
     RETURNING l.i, t.job_id, t.worker_id),
   w AS (
     UPDATE workers SET last_seen_at = now()
     WHERE id IN (SELECT k.id FROM workers k WHERE k.id IN (SELECT worker_id FROM a)
                    AND k.last_seen_at < now() - interval '1 second'
                  ORDER BY k.id FOR UPDATE SKIP LOCKED))
-  SELECT a.i, j.cancel_requested FROM a JOIN jobs j ON j.id = a.job_id
+  SELECT a.i, j.cancel_requested
+  FROM a CROSS JOIN LATERAL (SELECT j.cancel_requested FROM jobs j WHERE j.id = a.job_id OFFSET 0) j
 $$;
 
 CREATE OR REPLACE FUNCTION rung_finish_apply_batch(p jsonb) RETURNS TABLE (i int, doc jsonb)
@@ -213,10 +218,12 @@ BEGIN
         AND jsonb_typeof(x.decision->'escalation') IS DISTINCT FROM 'object'
         AND x.decision->>'class' IS DISTINCT FROM 'env_fault'),
     la AS MATERIALIZED (
-      -- one primary-key probe per item, locked in array (attempt id) order; see the heartbeats
-      SELECT t.id FROM x CROSS JOIN LATERAL (SELECT t.id, t.token, t.state FROM attempts t
-                                             WHERE t.id = x.id OFFSET 0 FOR UPDATE) t
-      WHERE t.token = x.token AND t.state = 'running'),
+      -- one primary-key probe per item, fenced, then locked in array (attempt id) order; see the
+      -- heartbeats. It keeps the item (i) that passed the fence: a stale item may name the same id.
+      SELECT t.id, x.i FROM x CROSS JOIN LATERAL (SELECT t.id FROM attempts t
+                                             WHERE t.id = x.id AND t.token = x.token
+                                               AND (t.state = 'running') IS TRUE
+                                             OFFSET 0 FOR UPDATE) t),
     a AS (
       UPDATE attempts t SET state = 'ended',
         outcome = CASE x.decision->>'class' WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled'
@@ -228,12 +235,12 @@ BEGIN
         phase = coalesce(x.facts->>'phase', t.phase),
         step = coalesce((x.facts->>'last_step')::int, t.step),
         total_steps = coalesce((x.facts->>'total_steps')::int, t.total_steps)
-      FROM x JOIN la ON la.id = x.id
-      WHERE t.id = la.id
+      FROM x JOIN la ON la.i = x.i
+      WHERE t.id = la.id AND t.id = ANY (ARRAY(SELECT la.id FROM la))
       RETURNING x.i, t.id, t.job_id, t.number, t.outcome, t.config, x.decision),
     lj AS MATERIALIZED (
       SELECT jb.id, jb.state, jb.cancel_requested FROM jobs jb
-      WHERE jb.id IN (SELECT a.job_id FROM a) ORDER BY jb.id FOR UPDATE OF jb),
+      WHERE jb.id = ANY (ARRAY(SELECT a.job_id FROM a)) ORDER BY jb.id FOR UPDATE OF jb),
     d AS MATERIALIZED (
       SELECT a.*, lj.state AS old_state, dd, coalesce(dd->>'job_state', 'failed') AS new_state
       FROM a JOIN lj ON lj.id = a.job_id,
@@ -262,7 +269,7 @@ BEGIN
                              THEN d.dd->'recovery_state'->>'next_action'
                            WHEN d.new_state = 'queued' THEN d.dd->>'reason' ELSE NULL END,
         updated_at = now()
-      FROM d WHERE jobs.id = d.job_id),
+      FROM d WHERE jobs.id = d.job_id AND jobs.id = ANY (ARRAY(SELECT d.job_id FROM d))),
     ev AS (
       INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
       SELECT d.job_id, d.id, v.kind, v.from_state, v.to_state, d.dd->>'reason', v.data
@@ -334,12 +341,13 @@ LANGUAGE sql STABLE AS $$
     'fleet', jsonb_build_object('max_gpu_memory_mib', f.m),
     'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
                                        WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'))
-  -- one primary-key probe per item (OFFSET 0: see the heartbeats)
+  -- one primary-key probe per item and per row it joins (OFFSET 0: planned alone; see the
+  -- heartbeats)
   FROM x CROSS JOIN f
-  CROSS JOIN LATERAL (SELECT * FROM attempts a WHERE a.id = x.id OFFSET 0) a
-  JOIN jobs j ON j.id = a.job_id
-  LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
-  WHERE a.token = x.token AND a.state = 'running'
+  CROSS JOIN LATERAL (SELECT * FROM attempts a
+                      WHERE a.id = x.id AND a.token = x.token AND (a.state = 'running') IS TRUE OFFSET 0) a
+  CROSS JOIN LATERAL (SELECT * FROM jobs j WHERE j.id = a.job_id OFFSET 0) j
+  LEFT JOIN LATERAL (SELECT * FROM gpus g WHERE g.uuid = a.gpu_uuid OFFSET 0) g ON true
 $$;
 
 -- Only keyed submits store a request_hash (007 hashed every body): it is compared only when a later

@@ -269,6 +269,7 @@ struct auth {
 	size_t n, cap;
 	struct auth_wmemo *wmemo;     /* by (token, worker): open addressing, at most half full */
 	size_t wmemo_n, wmemo_cap;
+	unsigned long long wmemo_gen; /* bumped by every invalidation: an answer read before it is not kept */
 	long long worker_queries, worker_memo_hits;
 	struct auth_park *parks;
 	size_t nparks, parks_cap;
@@ -348,6 +349,8 @@ static struct auth_wmemo *wmemo_slot(struct auth *a, long long token_id, long lo
 /* Marks stale every memo answer about worker_id (> 0) or, with worker_id 0, of token_id. */
 static void wmemo_expire(struct auth *a, long long token_id, long long worker_id)
 {
+	if (a)
+		a->wmemo_gen++;
 	for (size_t i = 0; a && i < a->wmemo_cap; i++)
 		if (a->wmemo[i].worker_id &&
 		    (worker_id ? a->wmemo[i].worker_id == worker_id : a->wmemo[i].token_id == token_id))
@@ -412,6 +415,8 @@ struct auth_check {
 	char hash[AUTH_HASH_HEX + 1];
 	long long object_id;
 	char token_id_s[32];
+	unsigned long long wmemo_gen; /* worker scope: the memo generation when the query was sent */
+	int64_t sent_ms;              /* and when */
 };
 
 static void unauthorized(struct hreq *h, const char *why)
@@ -456,10 +461,13 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 	}
 	if (c->scope == AUTH_SCOPE_WORKER && PQnfields(res) > 1)
 		h->who.worker_gpus = atoi(PQgetvalue(res, 0, 1));
-	if (c->scope == AUTH_SCOPE_WORKER && value && value[0] == 't' && entry_find(h->app->auth, c->hash)) {
+	/* kept only when nothing was invalidated while the query ran (a registration answered in the
+	 * meantime may have moved the worker), and dated from when it was asked */
+	if (c->scope == AUTH_SCOPE_WORKER && value && value[0] == 't' && entry_find(h->app->auth, c->hash) &&
+	    h->app->auth->wmemo_gen == c->wmemo_gen) {
 		struct auth_wmemo *m = wmemo_slot(h->app->auth, h->who.token_id, c->object_id, true);
 		m->gpus = h->who.worker_gpus;
-		m->at_ms = util_mono_ms();
+		m->at_ms = c->sent_ms;
 	}
 	if (!value || value[0] != 't') {
 		log_info("not the caller's", "token=%lld role=%s %s=%lld", h->who.token_id,
@@ -520,6 +528,8 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 			return;
 		}
 		h->app->auth->worker_queries++;
+		c->wmemo_gen = h->app->auth->wmemo_gen;
+		c->sent_ms = util_mono_ms();
 	}
 	snprintf(c->token_id_s, sizeof c->token_id_s, "%lld", e->token_id);
 	params[0] = h->param[0];

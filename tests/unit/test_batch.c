@@ -690,6 +690,69 @@ static void test_scale(void)
 	PQfinish(pg);
 }
 
+/* Two fences of migration 011's batches, each a regression a review found:
+ * - a claim round whose later waiter falls back to rung_claim(), which takes a job an earlier waiter
+ *   had chosen (this statement's own lock does not make SKIP LOCKED skip it), still succeeds: the
+ *   later waiter keeps the job, the earlier one gets no row (the statement failed on
+ *   attempts_one_running when the set-wise start no longer checked that its jobs were queued);
+ * - a stale heartbeat or finish does not lock an attempt it does not touch (it waited behind
+ *   whoever held the row). */
+static void test_fences_011(void)
+{
+	const char *p[2];
+	char *items, w1[32], w2[32], id[32], tok[80];
+	PGconn *hold;
+	PGresult *r;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('f1', 'h', '[{\"uuid\":\"F-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	q1("SELECT rung_register('f2', 'h', '[{\"uuid\":\"F-2\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(w1, sizeof w1, "%s", q1("SELECT id FROM workers WHERE name = 'f1'", 0, NULL));
+	snprintf(w2, sizeof w2, "%s", q1("SELECT id FROM workers WHERE name = 'f2'", 0, NULL));
+	q1("INSERT INTO jobs (name, kind, target_config, recovery, priority) VALUES ('any', 'image', '{\"x\":1}', '{}', 1)",
+	   0, NULL);
+	q1("INSERT INTO jobs (name, kind, target_config, recovery, priority, constraints) VALUES ('big', 'image', "
+	   "'{\"x\":2}', '{}', 2, '{\"min_gpu_memory_mib\":100000}')", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"F-2\",\"fresh\":true}]", w1, w2);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || (SELECT name FROM jobs WHERE id = b.job_id), ',') "
+		      "FROM rung_claim_batch($1::jsonb, 30) b", 1, p),
+		   "1:ok:any", "claim fallback took the first waiter's job: the round succeeds, the later waiter keeps it");
+	TAP_STR_EQ(q1("SELECT count(*) || ':' || min(worker_id) FROM attempts WHERE state = 'running'", 0, NULL),
+		   xasprintf("1:%s", w2), "one running attempt, on the second worker");
+	free(items);
+
+	/* end it, then let another session hold its row: stale calls must not wait for it */
+	snprintf(id, sizeof id, "%s", q1("SELECT id FROM attempts", 0, NULL));
+	snprintf(tok, sizeof tok, "%s", q1("SELECT token FROM attempts", 0, NULL));
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now()", 0, NULL);
+	hold = PQconnectdb(url);
+	PQclear(PQexec(hold, "BEGIN"));
+	r = PQexecParams(hold, "SELECT 1 FROM attempts WHERE id = $1::bigint FOR UPDATE", 1, NULL,
+			 (const char *const[]){ id }, NULL, NULL, 0);
+	TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1, "another session holds the ended attempt's row");
+	PQclear(r);
+	q1("SET lock_timeout = '2s'", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"step\":9}]", id, tok);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT 'rows:' || count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p), "rows:0",
+		   "a heartbeat for the ended attempt is fenced without waiting for its row");
+	free(items);
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
+			  "\"rule\":\"r\",\"reason\":\"ok\",\"job_state\":\"succeeded\"}}]", id, tok);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT 'rows:' || count(*) FROM rung_finish_apply_batch($1::jsonb)", 1, p), "rows:0",
+		   "a finish for the ended attempt is fenced without waiting for its row");
+	free(items);
+	q1("RESET lock_timeout", 0, NULL);
+	PQclear(PQexec(hold, "ROLLBACK"));
+	PQfinish(hold);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -726,6 +789,7 @@ int main(void)
 	test_queue();
 	test_sql();
 	test_scale();
+	test_fences_011();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);
