@@ -75,18 +75,10 @@ static int64_t util_clock_ms(clockid_t id)
 int64_t util_mono_ms(void) { return util_clock_ms(CLOCK_MONOTONIC); }
 int64_t util_wall_ms(void) { return util_clock_ms(CLOCK_REALTIME); }
 
-char *util_json_append(const char *object, const char *members)
-{
-	size_t n = strlen(object);
+#define UTIL_PARTS_MAX 16
 
-	while (n > 0 && object[n - 1] != '}')
-		n--;
-	if (n < 3 || object[0] != '{')
-		return NULL;
-	return util_concat_n((const char *[]){ object, ", ", members, "}" }, (size_t[]){ n - 1, 2, strlen(members), 1 }, 4);
-}
-
-char *util_concat_n(const char *const *parts, const size_t *lens, size_t n)
+/* The n parts of the given lengths, concatenated into a new heap string. */
+static char *concat_n(const char *const *parts, const size_t *lens, size_t n)
 {
 	size_t total = 1, at = 0;
 	char *s;
@@ -102,21 +94,49 @@ char *util_concat_n(const char *const *parts, const size_t *lens, size_t n)
 	return s;
 }
 
+/* Appends first and the strings after it, up to a NULL, to parts/lens from index *n. */
+static void collect(const char **parts, size_t *lens, size_t *n, const char *first, va_list ap)
+{
+	for (const char *p = first; p; p = va_arg(ap, const char *)) {
+		if (*n == UTIL_PARTS_MAX) { /* a programming error: more parts than any caller passes */
+			fprintf(stderr, "fatal: util_concat: more than %d parts\n", UTIL_PARTS_MAX);
+			abort();
+		}
+		parts[*n] = p;
+		lens[(*n)++] = strlen(p);
+	}
+}
+
 char *util_concat(const char *first, ...)
 {
-	const char *parts[16];
-	size_t lens[16], n = 0;
+	const char *parts[UTIL_PARTS_MAX];
+	size_t lens[UTIL_PARTS_MAX], n = 0;
 	va_list ap;
 
 	va_start(ap, first);
-	for (const char *p = first; p; p = va_arg(ap, const char *)) {
-		if (n == 16) { /* a programming error: more parts than any caller passes */
-			fprintf(stderr, "fatal: util_concat: more than 16 parts\n");
-			abort();
-		}
-		parts[n] = p;
-		lens[n++] = strlen(p);
-	}
+	collect(parts, lens, &n, first, ap);
 	va_end(ap);
-	return util_concat_n(parts, lens, n);
+	return concat_n(parts, lens, n);
+}
+
+char *util_json_append(const char *object, const char *first, ...)
+{
+	const char *parts[UTIL_PARTS_MAX + 3];
+	size_t lens[UTIL_PARTS_MAX + 3], n = 2, end = strlen(object);
+	va_list ap;
+
+	while (end > 0 && object[end - 1] != '}')
+		end--;
+	if (end < 3 || object[0] != '{')
+		return NULL;
+	parts[0] = object; /* without its closing brace */
+	lens[0] = end - 1;
+	parts[1] = ", ";
+	lens[1] = 2;
+	va_start(ap, first);
+	collect(parts, lens, &n, first, ap);
+	va_end(ap);
+	parts[n] = "}";
+	lens[n++] = 1;
+	return concat_n(parts, lens, n);
 }

@@ -14,20 +14,17 @@ char *xstrdup(const char *s);
 /* printf into a new heap string; the caller frees it. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A JSON object's text with more members appended: object "{...}" (trailing whitespace allowed)
- * and members ("\"k\": v, ...") give "{..., members}". Returns a new heap string the caller frees,
- * or NULL when object is not an object with at least one member. Lets rungd add large values that
- * Postgres returns as text beside a document without parsing either. */
-char *util_json_append(const char *object, const char *members);
-
 /* The strings up to the terminating NULL (at most 16), concatenated into a new heap string the
  * caller frees. Copies with memcpy: splicing kilobytes of JSON text this way costs a fraction of
  * printf's %s (xasprintf). */
 char *util_concat(const char *first, ...) __attribute__((sentinel));
 
-/* The n parts of the given lengths (not NUL-terminated), concatenated into a new heap string the
- * caller frees. */
-char *util_concat_n(const char *const *parts, const size_t *lens, size_t n);
+/* A JSON object's text with more members appended: object "{...}" (trailing whitespace allowed)
+ * and the members' text, given as the strings up to the terminating NULL (at most 16, concatenated
+ * as util_concat does: "\"k\": ", value, ...), give "{..., members}". Returns a new heap string the
+ * caller frees, or NULL when object is not an object with at least one member. Lets rungd add large
+ * values that Postgres returns as text beside a document without parsing either. */
+char *util_json_append(const char *object, const char *first, ...) __attribute__((sentinel));
 
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);

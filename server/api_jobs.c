@@ -433,10 +433,8 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
 			const char *lean = PQgetvalue(res, row[i], 3), *target = PQgetvalue(res, row[i], 4);
 			const char *current = PQgetisnull(res, row[i], 5) ? target : PQgetvalue(res, row[i], 5);
-			char *members = util_concat("\"target_config\": ", target, ", \"current_config\": ", current, NULL);
-			char *job = util_json_append(lean, members);
-
-			free(members);
+			char *job = util_json_append(lean, "\"target_config\": ", target, ", \"current_config\": ", current,
+						     NULL);
 
 			if (job)
 				submit_reply(s->h, PQgetvalue(res, row[i], 1), atoll(PQgetvalue(res, row[i], 2)), job,

@@ -176,15 +176,12 @@ struct claim_row {
  * Postgres; the config comes beside it so that Postgres does not copy it into the LEASE). */
 static char *lease_text(const struct claim_row *c, int heartbeat_ms)
 {
-	char *members, *text, hb[16];
+	char hb[16];
 
 	if (!c->config)
 		return NULL;
 	snprintf(hb, sizeof hb, "%d", heartbeat_ms);
-	members = util_concat("\"config\": ", c->config, ", \"heartbeat_ms\": ", hb, NULL);
-	text = util_json_append(c->lease, members);
-	free(members);
-	return text;
+	return util_json_append(c->lease, "\"config\": ", c->config, ", \"heartbeat_ms\": ", hb, NULL);
 }
 
 /* One waiter's outcome of the round: c is its row, NULL for "none". Returns true when it got a

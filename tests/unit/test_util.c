@@ -8,21 +8,22 @@
 
 static void json_append(void)
 {
-	char *s = util_json_append("{\"id\": 1}", "\"config\": {\"a\": [1, 2]}, \"n\": 3");
+	char *s = util_json_append("{\"id\": 1}", "\"config\": ", "{\"a\": [1, 2]}", ", \"n\": 3", NULL);
 	json_t *doc = s ? json_loads(s, 0, NULL) : NULL;
 
-	TAP_STR_EQ(s ? s : "", "{\"id\": 1, \"config\": {\"a\": [1, 2]}, \"n\": 3}", "members appended before the brace");
+	TAP_STR_EQ(s ? s : "", "{\"id\": 1, \"config\": {\"a\": [1, 2]}, \"n\": 3}",
+		   "members, given in parts, appended before the brace");
 	TAP_OK(doc && json_integer_value(json_object_get(doc, "n")) == 3 &&
 		       json_array_size(json_object_get(json_object_get(doc, "config"), "a")) == 2,
 	       "the result parses as one object with every member");
 	json_decref(doc);
 	free(s);
-	s = util_json_append("{\"id\": 1}\n  ", "\"x\": true");
+	s = util_json_append("{\"id\": 1}\n  ", "\"x\": true", NULL);
 	TAP_STR_EQ(s ? s : "", "{\"id\": 1, \"x\": true}", "trailing whitespace after the object is dropped");
 	free(s);
-	TAP_OK(util_json_append("{}", "\"x\": 1") == NULL, "an empty object is refused (no member to follow)");
-	TAP_OK(util_json_append("[1, 2]", "\"x\": 1") == NULL, "an array is refused");
-	TAP_OK(util_json_append("", "\"x\": 1") == NULL, "an empty string is refused");
+	TAP_OK(util_json_append("{}", "\"x\": 1", NULL) == NULL, "an empty object is refused (no member to follow)");
+	TAP_OK(util_json_append("[1, 2]", "\"x\": 1", NULL) == NULL, "an array is refused");
+	TAP_OK(util_json_append("", "\"x\": 1", NULL) == NULL, "an empty string is refused");
 }
 
 static void concat(void)
@@ -34,11 +35,8 @@ static void concat(void)
 	s = util_concat("only", NULL);
 	TAP_STR_EQ(s, "only", "util_concat of one part is a copy");
 	free(s);
-	s = util_concat_n((const char *[]){ "abcdef", "xyz" }, (size_t[]){ 3, 2 }, 2);
-	TAP_STR_EQ(s, "abcxy", "util_concat_n copies the given lengths only");
-	free(s);
-	s = util_concat_n(NULL, NULL, 0);
-	TAP_STR_EQ(s, "", "util_concat_n of no parts is an empty string");
+	s = util_concat("", NULL);
+	TAP_STR_EQ(s, "", "util_concat of an empty part is an empty string");
 	free(s);
 }
 
