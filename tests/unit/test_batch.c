@@ -754,6 +754,95 @@ static void test_fences_011(void)
 	PQfinish(pg);
 }
 
+/* The claim round's rules per waiter, checked set-wise since migration 012: a job excluded from a
+ * worker (by id, as a number or a string) or from a GPU, one whose current config failed on this
+ * GPU, one needing more memory, and a quarantined GPU; a parked waiter far past the round's first
+ * slice still gets a job the waiters before it could not take; and a wake-up round with one job and
+ * seven parked waiters reads (and touches) only the one it serves. */
+static void test_claim_rules(void)
+{
+	const char *p[2];
+	char *items, wid[8][32], name[8];
+	char *arr;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	for (int k = 0; k < 8; k++) {
+		char *gpus = xasprintf("[{\"uuid\":\"R-%d\",\"memory_total_mib\":%d}]", k, k == 7 ? 80000 : 24000);
+		const char *rp[2] = { name, gpus };
+		snprintf(name, sizeof name, "r%d", k);
+		q1("SELECT rung_register($1, 'h', $2::jsonb)", 2, rp);
+		snprintf(wid[k], sizeof wid[k], "%s", q1("SELECT id FROM workers WHERE name = $1", 1, rp));
+		free(gpus);
+	}
+	q1("UPDATE gpus SET state = 'quarantined' WHERE uuid = 'R-4'", 0, NULL);
+	/* one job that only R-7 (worker r7) may take: every other waiter is refused by one rule */
+	arr = xasprintf("{\"exclude_workers\":[%s,\"%s\"],\"exclude_gpus\":[\"R-2\"],\"min_gpu_memory_mib\":30000}",
+			wid[0], wid[1]);
+	p[0] = arr;
+	q1("INSERT INTO jobs (name, kind, target_config, recovery, constraints) VALUES ('only7', 'image', '{\"x\":1}', '{}', $1::jsonb)",
+	   1, p);
+	free(arr);
+	/* waiters 0..6 are each refused: 0 and 1 excluded (number, string), 2 excluded GPU, 3 too small,
+	 * 4 quarantined, 5 and 6 too small; 7 takes it. All parked but the first: the round's first slice
+	 * is one fresh waiter plus one parked (one candidate). */
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-0\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"R-1\",\"fresh\":false},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"R-2\",\"fresh\":false},"
+			  "{\"i\":3,\"worker\":%s,\"gpu\":\"R-3\",\"fresh\":false},"
+			  "{\"i\":4,\"worker\":%s,\"gpu\":\"R-4\",\"fresh\":false},"
+			  "{\"i\":5,\"worker\":%s,\"gpu\":\"R-5\",\"fresh\":false},"
+			  "{\"i\":6,\"worker\":%s,\"gpu\":\"R-6\",\"fresh\":false},"
+			  "{\"i\":7,\"worker\":%s,\"gpu\":\"R-7\",\"fresh\":false}]",
+			  wid[0], wid[1], wid[2], wid[3], wid[4], wid[5], wid[6], wid[7]);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:none,7:ok", "claim rules: excluded workers (number, string), GPU, memory, quarantine; the 8th waiter leases");
+	/* it fails on R-7 with this config: R-7 may not have it again, until the config changes */
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now()", 0, NULL);
+	q1("UPDATE jobs SET state = 'queued', constraints = '{}'", 0, NULL);
+	free(items);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-7\",\"fresh\":true}]", wid[7]);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:none", "claim rules: not offered again to the GPU its current config failed on");
+	free(items);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-6\",\"fresh\":true}]", wid[6]);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:ok", "but offered to another GPU");
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now() WHERE state = 'running'", 0, NULL);
+	q1("UPDATE jobs SET state = 'queued', current_config = '{\"x\":2}'", 0, NULL);
+	free(items);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-7\",\"fresh\":true}]", wid[7]);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:ok", "and to the GPU it failed on once its config changed");
+	free(items);
+
+	/* a wake-up round: one job, seven parked waiters */
+	q1("UPDATE attempts SET state = 'ended', outcome = 'succeeded', ended_at = now() WHERE state = 'running'", 0, NULL);
+	q1("UPDATE jobs SET state = 'succeeded'", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, target_config, recovery) VALUES ('wake', 'image', '{\"x\":3}', '{}')", 0, NULL);
+	q1("UPDATE workers SET last_seen_at = '2000-01-01'", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-0\",\"fresh\":false},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"R-1\",\"fresh\":false},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"R-2\",\"fresh\":false},"
+			  "{\"i\":3,\"worker\":%s,\"gpu\":\"R-3\",\"fresh\":false},"
+			  "{\"i\":5,\"worker\":%s,\"gpu\":\"R-5\",\"fresh\":false},"
+			  "{\"i\":6,\"worker\":%s,\"gpu\":\"R-6\",\"fresh\":false},"
+			  "{\"i\":7,\"worker\":%s,\"gpu\":\"R-7\",\"fresh\":false}]",
+			  wid[0], wid[1], wid[2], wid[3], wid[5], wid[6], wid[7]);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:ok", "wake-up round: the first parked waiter leases, the others get no row");
+	TAP_STR_EQ(q1("SELECT count(*) FROM workers WHERE last_seen_at = '2000-01-01'", 0, NULL), "7",
+		   "and only its worker was read and touched");
+	free(items);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -791,6 +880,7 @@ int main(void)
 	test_sql();
 	test_scale();
 	test_fences_011();
+	test_claim_rules();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);
