@@ -1,7 +1,7 @@
 /* Authentication and authorisation of rungd (see auth.h): SHA-256, token shapes, the role table,
  * the router's check (bearer token -> cached identity or one async lookup, role, ownership of the
- * route's object), and the per-caller abuse limits (submit token bucket, parked long-polls per
- * worker, JSON nesting depth). Tokens are created and revoked in api_tokens.c. */
+ * route's object, remembered once owned), and the per-caller abuse limits (submit token bucket,
+ * parked long-polls per worker, JSON nesting depth). Tokens are created and revoked in api_tokens.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -19,8 +19,8 @@
 #include "sql.h"
 #include "util.h"
 
-#define AUTH_OWNED_MEMO 8 /* objects remembered as owned per cached token */
-#define AUTH_WORKER_MEMO_MAX 65536 /* (token, worker) ownership answers kept; past it the memo restarts */
+#define AUTH_MEMO_MAX 65536 /* ownership answers kept, all tokens and scopes; past it the memo restarts */
+#define AUTH_SCOPES (AUTH_SCOPE_ATTEMPT + 1) /* the counters are kept by enum auth_scope */
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
 
@@ -241,11 +241,6 @@ struct auth_entry {
 	char name[AUTH_NAME_MAX + 1];
 	int64_t verified_ms;          /* monotonic time of the last successful lookup */
 	struct auth_bucket submit;    /* kept across re-verifications */
-	struct {
-		enum auth_scope scope;
-		long long id;
-	} owned[AUTH_OWNED_MEMO];     /* objects seen to belong to this token (they never move) */
-	int owned_next;
 };
 
 struct auth_park {
@@ -253,13 +248,16 @@ struct auth_park {
 	int count;
 };
 
-/* A worker-scope ownership answer: the token may act for the worker, which has `gpus` GPUs. Trusted
- * for AUTH_CACHE_TTL_MS, like the token itself; worker_id 0 marks an empty slot, at_ms -1 a stale
- * answer. */
-struct auth_wmemo {
-	long long token_id, worker_id;
+/* An ownership answer: the token owns the object (refusals are not kept), and a worker has `gpus`
+ * GPUs. A job's owner never changes, nor the worker an attempt is leased to, so these answers are
+ * kept as long as the token stays cached; a worker's owner and GPUs change with a registration,
+ * which other replicas do not see, so its answer is trusted for AUTH_CACHE_TTL_MS like the token
+ * itself. scope AUTH_SCOPE_NONE marks an empty slot, at_ms -1 a stale answer. */
+struct auth_memo {
+	long long token_id, object_id;
+	enum auth_scope scope;
 	int gpus;
-	int64_t at_ms;
+	int64_t at_ms; /* when the query that read it was sent */
 };
 
 struct auth {
@@ -267,10 +265,10 @@ struct auth {
 	int submit_rate;
 	struct auth_entry **entries;
 	size_t n, cap;
-	struct auth_wmemo *wmemo;     /* by (token, worker): open addressing, at most half full */
-	size_t wmemo_n, wmemo_cap;
-	unsigned long long wmemo_gen; /* bumped by every invalidation: an answer read before it is not kept */
-	long long worker_queries, worker_memo_hits;
+	struct auth_memo *memo;       /* by (token, scope, object): open addressing, at most half full */
+	size_t memo_n, memo_cap;
+	unsigned long long memo_gen;  /* bumped by every invalidation: a worker answer read before it is not kept */
+	long long queries[AUTH_SCOPES], memo_hits[AUTH_SCOPES]; /* ownership checks by scope and source */
 	struct auth_park *parks;
 	size_t nparks, parks_cap;
 };
@@ -291,7 +289,7 @@ void auth_free(struct auth *a)
 	for (size_t i = 0; i < a->n; i++)
 		free(a->entries[i]);
 	free(a->entries);
-	free(a->wmemo);
+	free(a->memo);
 	free(a->parks);
 	free(a);
 }
@@ -304,69 +302,94 @@ static struct auth_entry *entry_find(struct auth *a, const char *hash)
 	return NULL;
 }
 
-/* ---- the worker ownership memo ---- */
+/* ---- the ownership memo ---- */
 
-static size_t wmemo_home(long long token_id, long long worker_id, size_t mask)
+static size_t memo_home(long long token_id, enum auth_scope scope, long long id, size_t mask)
 {
-	uint64_t v = (uint64_t)worker_id * 0x9E3779B97F4A7C15ull ^ (uint64_t)token_id * 0xC2B2AE3D27D4EB4Full;
+	uint64_t v = (uint64_t)id * 0x9E3779B97F4A7C15ull ^
+		     ((uint64_t)token_id << 2 | (uint64_t)scope) * 0xC2B2AE3D27D4EB4Full;
 
 	return (size_t)(v >> 17) & mask;
 }
 
-/* The memo slot of (token, worker): the one holding it, else (insert) a free one claimed for it,
- * else NULL. */
-static struct auth_wmemo *wmemo_slot(struct auth *a, long long token_id, long long worker_id, bool insert)
+/* The memo slot of (token, scope, object): the one holding it, else (insert) a free one claimed for
+ * it, else NULL. */
+static struct auth_memo *memo_slot(struct auth *a, long long token_id, enum auth_scope scope, long long id,
+				   bool insert)
 {
 	size_t mask, i;
 
-	if (insert && 2 * (a->wmemo_n + 1) > a->wmemo_cap) {
-		struct auth_wmemo *old = a->wmemo;
-		size_t old_cap = a->wmemo_cap;
-		bool restart = a->wmemo_n >= AUTH_WORKER_MEMO_MAX;
-		a->wmemo_cap = restart ? a->wmemo_cap : old_cap ? 2 * old_cap : 64;
-		a->wmemo = xcalloc(a->wmemo_cap, sizeof *a->wmemo);
-		a->wmemo_n = 0;
+	if (insert && 2 * (a->memo_n + 1) > a->memo_cap) {
+		struct auth_memo *old = a->memo;
+		size_t old_cap = a->memo_cap;
+		bool restart = a->memo_n >= AUTH_MEMO_MAX;
+		a->memo_cap = restart ? a->memo_cap : old_cap ? 2 * old_cap : 64;
+		a->memo = xcalloc(a->memo_cap, sizeof *a->memo);
+		a->memo_n = 0;
+		/* stale answers are not carried over: their slots would only fill the new table */
 		for (size_t k = 0; !restart && k < old_cap; k++) {
-			if (!old[k].worker_id)
+			if (!old[k].scope || old[k].at_ms < 0)
 				continue;
-			*wmemo_slot(a, old[k].token_id, old[k].worker_id, true) = old[k];
+			*memo_slot(a, old[k].token_id, old[k].scope, old[k].object_id, true) = old[k];
 		}
 		free(old);
 	}
-	if (!a->wmemo_cap)
+	if (!a->memo_cap)
 		return NULL;
-	mask = a->wmemo_cap - 1;
-	for (i = wmemo_home(token_id, worker_id, mask); a->wmemo[i].worker_id; i = (i + 1) & mask)
-		if (a->wmemo[i].worker_id == worker_id && a->wmemo[i].token_id == token_id)
-			return &a->wmemo[i];
+	mask = a->memo_cap - 1;
+	for (i = memo_home(token_id, scope, id, mask); a->memo[i].scope; i = (i + 1) & mask)
+		if (a->memo[i].object_id == id && a->memo[i].token_id == token_id && a->memo[i].scope == scope)
+			return &a->memo[i];
 	if (!insert)
 		return NULL;
-	a->wmemo[i] = (struct auth_wmemo){ token_id, worker_id, 0, -1 };
-	a->wmemo_n++;
-	return &a->wmemo[i];
+	a->memo[i] = (struct auth_memo){ token_id, id, scope, 0, -1 };
+	a->memo_n++;
+	return &a->memo[i];
 }
 
-/* Marks stale every memo answer about worker_id (> 0) or, with worker_id 0, of token_id. */
-static void wmemo_expire(struct auth *a, long long token_id, long long worker_id)
+/* The answer that token_id owns the object, if one is remembered and still trusted now. */
+static const struct auth_memo *memo_get(struct auth *a, long long token_id, enum auth_scope scope, long long id)
+{
+	const struct auth_memo *m = memo_slot(a, token_id, scope, id, false);
+
+	if (!m || m->at_ms < 0)
+		return NULL;
+	if (scope == AUTH_SCOPE_WORKER && util_mono_ms() - m->at_ms >= AUTH_CACHE_TTL_MS)
+		return NULL;
+	return m;
+}
+
+/* Marks stale every answer about worker worker_id (> 0) or, with worker_id 0, every answer of
+ * token_id; a worker answer being read now is not kept either (the generation moves on). */
+static void memo_expire(struct auth *a, long long token_id, long long worker_id)
 {
 	if (a)
-		a->wmemo_gen++;
-	for (size_t i = 0; a && i < a->wmemo_cap; i++)
-		if (a->wmemo[i].worker_id &&
-		    (worker_id ? a->wmemo[i].worker_id == worker_id : a->wmemo[i].token_id == token_id))
-			a->wmemo[i].at_ms = -1;
+		a->memo_gen++;
+	for (size_t i = 0; a && i < a->memo_cap; i++) {
+		struct auth_memo *m = &a->memo[i];
+		if (m->scope && (worker_id ? m->scope == AUTH_SCOPE_WORKER && m->object_id == worker_id
+					   : m->token_id == token_id))
+			m->at_ms = -1;
+	}
 }
 
 void auth_worker_changed(struct auth *a, long long worker_id)
 {
 	if (worker_id > 0)
-		wmemo_expire(a, 0, worker_id);
+		memo_expire(a, 0, worker_id);
+}
+
+void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits)
+{
+	bool counted = a && (unsigned)scope < AUTH_SCOPES;
+
+	*queries = counted ? a->queries[scope] : 0;
+	*memo_hits = counted ? a->memo_hits[scope] : 0;
 }
 
 void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits)
 {
-	*queries = a ? a->worker_queries : 0;
-	*memo_hits = a ? a->worker_memo_hits : 0;
+	auth_owner_checks(a, AUTH_SCOPE_WORKER, queries, memo_hits);
 }
 
 static struct auth_entry *entry_by_id(struct auth *a, long long token_id)
@@ -382,7 +405,7 @@ static void entry_remove(struct auth *a, struct auth_entry *e)
 	for (size_t i = 0; i < a->n; i++) {
 		if (a->entries[i] != e)
 			continue;
-		wmemo_expire(a, e->token_id, 0);
+		memo_expire(a, e->token_id, 0);
 		free(e);
 		a->entries[i] = a->entries[--a->n];
 		return;
@@ -397,14 +420,6 @@ void auth_forget(struct auth *a, long long token_id)
 		entry_remove(a, e);
 }
 
-static bool entry_owns(const struct auth_entry *e, enum auth_scope scope, long long id)
-{
-	for (int i = 0; e && i < AUTH_OWNED_MEMO; i++)
-		if (e->owned[i].scope == scope && e->owned[i].id == id)
-			return true;
-	return false;
-}
-
 /* ---- the router's check ---- */
 
 struct auth_check {
@@ -415,7 +430,7 @@ struct auth_check {
 	char hash[AUTH_HASH_HEX + 1];
 	long long object_id;
 	char token_id_s[32];
-	unsigned long long wmemo_gen; /* worker scope: the memo generation when the query was sent */
+	unsigned long long memo_gen;  /* the memo generation when the ownership query was sent */
 	int64_t sent_ms;              /* and when */
 };
 
@@ -449,6 +464,7 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 {
 	struct auth_check *c = arg;
 	struct hreq *h = c->h;
+	struct auth *a = h->app->auth;
 	const char *value;
 
 	if (hreq_db_value(h, res, err, &value) < 0) {
@@ -461,14 +477,6 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 	}
 	if (c->scope == AUTH_SCOPE_WORKER && PQnfields(res) > 1)
 		h->who.worker_gpus = atoi(PQgetvalue(res, 0, 1));
-	/* kept only when nothing was invalidated while the query ran (a registration answered in the
-	 * meantime may have moved the worker), and dated from when it was asked */
-	if (c->scope == AUTH_SCOPE_WORKER && value && value[0] == 't' && entry_find(h->app->auth, c->hash) &&
-	    h->app->auth->wmemo_gen == c->wmemo_gen) {
-		struct auth_wmemo *m = wmemo_slot(h->app->auth, h->who.token_id, c->object_id, true);
-		m->gpus = h->who.worker_gpus;
-		m->at_ms = c->sent_ms;
-	}
 	if (!value || value[0] != 't') {
 		log_info("not the caller's", "token=%lld role=%s %s=%lld", h->who.token_id,
 			 auth_role_name(h->who.role), scope_noun(c->scope), c->object_id);
@@ -476,13 +484,13 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 		free(c);
 		return;
 	}
-	if (c->scope != AUTH_SCOPE_WORKER) {
-		struct auth_entry *e = entry_find(h->app->auth, c->hash);
-		if (e) {
-			e->owned[e->owned_next].scope = c->scope;
-			e->owned[e->owned_next].id = c->object_id;
-			e->owned_next = (e->owned_next + 1) % AUTH_OWNED_MEMO;
-		}
+	/* Kept only while the token is still cached (a revocation forgets its answers) and, for a
+	 * worker, when nothing was invalidated while the query ran (a registration answered in the
+	 * meantime may have moved the worker); dated from when it was asked. */
+	if (entry_find(a, c->hash) && (c->scope != AUTH_SCOPE_WORKER || a->memo_gen == c->memo_gen)) {
+		struct auth_memo *m = memo_slot(a, h->who.token_id, c->scope, c->object_id, true);
+		m->gpus = h->who.worker_gpus;
+		m->at_ms = c->sent_ms;
 	}
 	run_handler(c);
 }
@@ -491,6 +499,8 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 static void check_access(struct auth_check *c, const struct auth_entry *e)
 {
 	struct hreq *h = c->h;
+	struct auth *a = h->app->auth;
+	const struct auth_memo *m;
 	const char *sql = NULL;
 	const char *params[2];
 	bool scoped;
@@ -513,24 +523,22 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 	case AUTH_SCOPE_WORKER: scoped = true; sql = sql_token_owns_worker; break;
 	default: abort();
 	}
-	if (!scoped || c->object_id < 0 || entry_owns(e, c->scope, c->object_id)) {
+	if (!scoped || c->object_id < 0) {
 		run_handler(c);
 		return;
 	}
-	if (c->scope == AUTH_SCOPE_WORKER) {
-		/* A worker's long-polls and registrations name it on every call: its owner and GPU count,
-		 * once read, are trusted as long as the token is (AUTH_CACHE_TTL_MS). */
-		struct auth_wmemo *m = wmemo_slot(h->app->auth, e->token_id, c->object_id, false);
-		if (m && m->at_ms >= 0 && util_mono_ms() - m->at_ms < AUTH_CACHE_TTL_MS) {
-			h->app->auth->worker_memo_hits++;
-			h->who.worker_gpus = m->gpus;
-			run_handler(c);
-			return;
-		}
-		h->app->auth->worker_queries++;
-		c->wmemo_gen = h->app->auth->wmemo_gen;
-		c->sent_ms = util_mono_ms();
+	/* Long-polls name their worker on every call, heartbeats their attempt, and a submitter's
+	 * tools poll its jobs: an owner once read is remembered (see struct auth_memo). */
+	m = memo_get(a, e->token_id, c->scope, c->object_id);
+	if (m) {
+		a->memo_hits[c->scope]++;
+		h->who.worker_gpus = m->gpus;
+		run_handler(c);
+		return;
 	}
+	a->queries[c->scope]++;
+	c->memo_gen = a->memo_gen;
+	c->sent_ms = util_mono_ms();
 	snprintf(c->token_id_s, sizeof c->token_id_s, "%lld", e->token_id);
 	params[0] = h->param[0];
 	if (c->scope == AUTH_SCOPE_JOB)

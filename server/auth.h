@@ -1,7 +1,8 @@
 /* Who may do what in rungd: bearer tokens (random, shown once, stored as SHA-256), the four roles,
- * the router's per-route role and ownership check with a short-lived cache of verified tokens,
- * and the abuse limits that belong to a caller (submit rate, parked long-polls, JSON depth).
- * It owns no routes and no SQL of the handlers; api_tokens.c manages the tokens themselves. */
+ * the router's per-route role and ownership check with a short-lived cache of verified tokens and
+ * a memo of their ownership answers, and the abuse limits that belong to a caller (submit rate,
+ * parked long-polls, JSON depth). It owns no routes and no SQL of the handlers; api_tokens.c
+ * manages the tokens themselves. */
 #ifndef RUNG_AUTH_H
 #define RUNG_AUTH_H
 
@@ -54,10 +55,12 @@ struct auth_who {
 	long long parked_worker;  /* set by auth_park_enter, released when the request is answered */
 };
 
-/* A worker's ownership or GPUs may have changed (it registered again): the memo of worker-scope
- * answers forgets it, so the next call naming it reads both again. a may be NULL. */
+/* A worker's ownership or GPUs may have changed (it registered again): the ownership memo forgets
+ * its worker-scope answers about it, so the next call naming it reads both again. a may be NULL. */
 void auth_worker_changed(struct auth *a, long long worker_id);
-/* Worker-scope ownership checks so far: answered by a query, and by the memo (a may be NULL). */
+/* Ownership checks of `scope` so far: answered by a query, and by the memo (a may be NULL). */
+void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits);
+/* auth_owner_checks of AUTH_SCOPE_WORKER. */
 void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits);
 
 /* A token bucket: `rate` tokens a second up to `burst`; starts full. */

@@ -302,6 +302,36 @@ static void write_db_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
 }
 
+/* Ownership checks by scope and by how they were answered; the worker series came first, under
+ * their own name, and stay for the dashboards that read them. */
+static void write_auth_checks(struct evbuffer *b, const struct auth *a)
+{
+	static const struct {
+		enum auth_scope scope;
+		const char *name;
+	} scopes[] = { { AUTH_SCOPE_JOB, "job" }, { AUTH_SCOPE_ATTEMPT, "attempt" }, { AUTH_SCOPE_WORKER, "worker" } };
+	long long queries, memo;
+
+	auth_worker_checks(a, &queries, &memo);
+	metrics_write_head(b, "rung_auth_worker_checks_total", "counter",
+			   "Checks that a token may act for a worker, by how they were answered.");
+	metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "query", NULL },
+			     (double)queries);
+	metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "memo", NULL },
+			     (double)memo);
+	metrics_write_head(b, "rung_auth_owner_checks_total", "counter",
+			   "Ownership checks of the job, attempt or worker a route names, by how they were answered.");
+	for (size_t i = 0; i < ARRAY_LEN(scopes); i++) {
+		auth_owner_checks(a, scopes[i].scope, &queries, &memo);
+		metrics_write_sample(b, "rung_auth_owner_checks_total",
+				     (const char *const[]){ "scope", scopes[i].name, "source", "query", NULL },
+				     (double)queries);
+		metrics_write_sample(b, "rung_auth_owner_checks_total",
+				     (const char *const[]){ "scope", scopes[i].name, "source", "memo", NULL },
+				     (double)memo);
+	}
+}
+
 static void on_counts(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
@@ -328,16 +358,7 @@ static void on_counts(PGresult *res, const char *err, void *arg)
 	metrics_write_sample(b, "rung_db_queued_statements", NULL, queued);
 	metrics_write_head(b, "rung_lease_waiters", "gauge", "Parked lease long-polls.");
 	metrics_write_sample(b, "rung_lease_waiters", NULL, app->lease ? lease_waiting(app->lease) : 0);
-	{
-		long long queries, memo;
-		auth_worker_checks(app->auth, &queries, &memo);
-		metrics_write_head(b, "rung_auth_worker_checks_total", "counter",
-				   "Checks that a token may act for a worker, by how they were answered.");
-		metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "query", NULL },
-				     (double)queries);
-		metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "memo", NULL },
-				     (double)memo);
-	}
+	write_auth_checks(b, app->auth);
 	hreq_reply_typed(h, 200, "text/plain; version=0.0.4; charset=utf-8",
 			 (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
 	evbuffer_free(b);

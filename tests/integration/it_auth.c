@@ -473,19 +473,30 @@ static void test_limits(struct harness *h)
 	free(dave);
 }
 
-/* rung_auth_worker_checks_total{source="SOURCE"} from /metrics (as admin), or -1. */
-static long worker_checks(struct harness *h, const char *source)
+/* The value of the /metrics sample `key` (name and labels; read as admin), or -1. Consumes key. */
+static long metric(struct harness *h, char *key)
 {
 	long st = 0, v = -1;
-	char *key = xasprintf("rung_auth_worker_checks_total{source=\"%s\"} ", source);
 	json_t *j = as(h, h->admin_token, "GET", "/metrics", NULL, &st);
 	const char *at = st == 200 && h->last_body ? strstr(h->last_body, key) : NULL;
 
-	if (at)
+	if (at && at[strlen(key)] == ' ')
 		v = strtol(at + strlen(key), NULL, 10);
 	json_decref(j);
 	free(key);
 	return v;
+}
+
+/* rung_auth_worker_checks_total{source="SOURCE"}, or -1. */
+static long worker_checks(struct harness *h, const char *source)
+{
+	return metric(h, xasprintf("rung_auth_worker_checks_total{source=\"%s\"}", source));
+}
+
+/* rung_auth_owner_checks_total{scope="SCOPE",source="SOURCE"}, or -1. */
+static long owner_checks(struct harness *h, const char *scope, const char *source)
+{
+	return metric(h, xasprintf("rung_auth_owner_checks_total{scope=\"%s\",source=\"%s\"}", scope, source));
 }
 
 /* A lease that does not wait, as token for worker wid (GPU gpu): the status. */
@@ -550,6 +561,95 @@ out:
 	free(own);
 }
 
+/* The status of METHOD /v1/jobs/ID[/tail] as token. */
+static long job_call(struct harness *h, const char *token, const char *method, const char *id, const char *tail)
+{
+	long st = 0;
+	char *path = xasprintf("/v1/jobs/%s%s", id, tail);
+
+	json_decref(as(h, token, method, path, NULL, &st));
+	free(path);
+	return st;
+}
+
+/* A submitter's jobs and a worker's attempts are remembered as its own once read, for as long as
+ * the token stays cached: polling one's job or heartbeating one's attempt runs one ownership query,
+ * not one per call. The memo is per token: holding one token's answers, it answers nobody else,
+ * and a refusal is never remembered. Leaves no job queued (later tests lease). */
+static void test_owner_memo(struct harness *h, const char *w1tok, const char *w2tok)
+{
+	const char *saved = h->auth_token;
+	char *erin = api_token(h, "submitter", "erin", NULL), *frank = api_token(h, "submitter", "frank", NULL);
+	char *ejob = NULL, *fjob = NULL, *wid = NULL, *job = NULL, *aid = NULL;
+	json_t *lease = NULL, *facts = NULL, *j;
+	long q0, m0, st = 0;
+
+	ejob = erin ? submit_as(h, erin, "erin-job", NULL, &st) : NULL;
+	fjob = frank ? submit_as(h, frank, "frank-job", NULL, &st) : NULL;
+	if (!h_ok(h, ejob && fjob, "erin and frank submit a job each"))
+		goto out;
+	q0 = owner_checks(h, "job", "query");
+	m0 = owner_checks(h, "job", "memo");
+	h_ok(h, q0 >= 0 && m0 >= 0, "/metrics counts job ownership checks (query %ld, memo %ld)", q0, m0);
+	h_ok(h, job_call(h, erin, "GET", ejob, "") == 200 && job_call(h, erin, "GET", ejob, "") == 200 &&
+		     job_call(h, erin, "GET", ejob, "/events") == 200, "erin reads her job twice and its events");
+	h_ok(h, owner_checks(h, "job", "query") == q0 + 1 && owner_checks(h, "job", "memo") == m0 + 2,
+	     "the first read ran the ownership query, the next two were answered by the memo");
+	h_ok(h, job_call(h, frank, "GET", ejob, "") == 404 && job_call(h, erin, "GET", fjob, "") == 404 &&
+		     job_call(h, erin, "GET", fjob, "") == 404,
+	     "with erin's job in the memo, frank still gets 404 for it, and erin 404 (twice) for frank's");
+	h_ok(h, owner_checks(h, "job", "query") == q0 + 4 && owner_checks(h, "job", "memo") == m0 + 2,
+	     "each refusal ran its query: a job is remembered only for its owner, and \"not yours\" not at all");
+	h_ok(h, job_call(h, frank, "GET", fjob, "") == 200 && job_call(h, frank, "POST", fjob, "/cancel") == 200 &&
+		     job_call(h, erin, "POST", ejob, "/cancel") == 200 &&
+		     owner_checks(h, "job", "query") == q0 + 5 && owner_checks(h, "job", "memo") == m0 + 4,
+	     "frank reads and cancels his job (one query, then the memo), erin cancels hers (the memo)");
+	h_ok(h, owner_checks(h, "worker", "query") == worker_checks(h, "query") &&
+		     owner_checks(h, "worker", "memo") == worker_checks(h, "memo"),
+	     "rung_auth_worker_checks_total stays the worker scope of rung_auth_owner_checks_total");
+
+	/* An attempt of w1tok's worker: heartbeats and the finish name it on every call. */
+	h->auth_token = w1tok;
+	wid = h_fake_register(h, "memo-att", "GPU-memo-4", 24576);
+	h->auth_token = saved;
+	job = submit_as(h, h->admin_token, "attempt-memo", NULL, &st);
+	h->auth_token = w1tok;
+	lease = wid && job ? h_fake_lease(h, wid, "GPU-memo-4", 2000, &st) : NULL;
+	h->auth_token = saved;
+	aid = lease ? h_id(lease, "attempt_id") : NULL;
+	if (!h_ok(h, aid != NULL, "w1tok's worker leases a job (%ld)", st))
+		goto out;
+	q0 = owner_checks(h, "attempt", "query");
+	m0 = owner_checks(h, "attempt", "memo");
+	h->auth_token = w1tok;
+	json_decref(h_fake_heartbeat(h, aid, h_str(lease, "token"), &st));
+	h_ok(h, st == 200, "w1tok heartbeats its attempt");
+	json_decref(h_fake_heartbeat(h, aid, h_str(lease, "token"), &st));
+	h_ok(h, st == 200, "and again");
+	h->auth_token = w2tok;
+	j = h_fake_heartbeat(h, aid, h_str(lease, "token"), &st);
+	want_error(h, j, st, 404, "not_found", "w2tok heartbeats w1tok's remembered attempt");
+	h->auth_token = w1tok;
+	facts = h_facts_success(10);
+	json_decref(h_fake_finish(h, aid, h_str(lease, "token"), facts, &st));
+	h_ok(h, st == 200, "w1tok finishes its attempt");
+	h->auth_token = saved;
+	h_ok(h, owner_checks(h, "attempt", "query") == q0 + 2 && owner_checks(h, "attempt", "memo") == m0 + 2,
+	     "the first heartbeat and w2tok's ran the ownership query; the second heartbeat and the finish "
+	     "were answered by the memo");
+out:
+	h->auth_token = saved;
+	json_decref(facts);
+	json_decref(lease);
+	free(aid);
+	free(job);
+	free(wid);
+	free(ejob);
+	free(fjob);
+	free(erin);
+	free(frank);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -564,6 +664,7 @@ int main(void)
 	if (!h_ok(h, support && w1tok && w2tok, "admin makes support and worker tokens"))
 		goto out;
 	test_worker_memo(h, w1tok);
+	test_owner_memo(h, w1tok, w2tok);
 	test_unauthenticated(h);
 	test_roles(h, support);
 	test_workers(h, w1tok, w2tok);
