@@ -250,9 +250,10 @@ struct auth_park {
 
 /* An ownership answer: the token owns the object (refusals are not kept), and a worker has `gpus`
  * GPUs. A job's owner never changes, nor the worker an attempt is leased to, so these answers are
- * kept as long as the token stays cached; a worker's owner and GPUs change with a registration,
- * which other replicas do not see, so its answer is trusted for AUTH_CACHE_TTL_MS like the token
- * itself. scope AUTH_SCOPE_NONE marks an empty slot, at_ms -1 a stale answer. */
+ * kept as long as the token stays cached (attempt answers are forgotten when a worker registers
+ * here: a takeover moves its attempts to another token); a worker's owner and GPUs change with a
+ * registration, which other replicas do not see, so its answer is trusted for AUTH_CACHE_TTL_MS like
+ * the token itself. scope AUTH_SCOPE_NONE marks an empty slot, at_ms -1 a stale answer. */
 struct auth_memo {
 	long long token_id, object_id;
 	enum auth_scope scope;
@@ -359,15 +360,18 @@ static const struct auth_memo *memo_get(struct auth *a, long long token_id, enum
 	return m;
 }
 
-/* Marks stale every answer about worker worker_id (> 0) or, with worker_id 0, every answer of
- * token_id; a worker answer being read now is not kept either (the generation moves on). */
+/* Marks stale every answer about worker worker_id (> 0) and every attempt answer (an attempt is
+ * owned through its worker's token, and which worker it ran on is not kept here), or, with
+ * worker_id 0, every answer of token_id; a worker or attempt answer being read now is not kept
+ * either (the generation moves on). */
 static void memo_expire(struct auth *a, long long token_id, long long worker_id)
 {
 	if (a)
 		a->memo_gen++;
 	for (size_t i = 0; a && i < a->memo_cap; i++) {
 		struct auth_memo *m = &a->memo[i];
-		if (m->scope && (worker_id ? m->scope == AUTH_SCOPE_WORKER && m->object_id == worker_id
+		if (m->scope && (worker_id ? (m->scope == AUTH_SCOPE_WORKER && m->object_id == worker_id) ||
+						     m->scope == AUTH_SCOPE_ATTEMPT
 					   : m->token_id == token_id))
 			m->at_ms = -1;
 	}
@@ -485,9 +489,9 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 		return;
 	}
 	/* Kept only while the token is still cached (a revocation forgets its answers) and, for a
-	 * worker, when nothing was invalidated while the query ran (a registration answered in the
-	 * meantime may have moved the worker); dated from when it was asked. */
-	if (entry_find(a, c->hash) && (c->scope != AUTH_SCOPE_WORKER || a->memo_gen == c->memo_gen)) {
+	 * worker or an attempt, when nothing was invalidated while the query ran (a registration
+	 * answered in the meantime may have moved the worker); dated from when it was asked. */
+	if (entry_find(a, c->hash) && (c->scope == AUTH_SCOPE_JOB || a->memo_gen == c->memo_gen)) {
 		struct auth_memo *m = memo_slot(a, h->who.token_id, c->scope, c->object_id, true);
 		m->gpus = h->who.worker_gpus;
 		m->at_ms = c->sent_ms;

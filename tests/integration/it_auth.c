@@ -637,6 +637,31 @@ static void test_owner_memo(struct harness *h, const char *w1tok, const char *w2
 	h_ok(h, owner_checks(h, "attempt", "query") == q0 + 2 && owner_checks(h, "attempt", "memo") == m0 + 2,
 	     "the first heartbeat and w2tok's ran the ownership query; the second heartbeat and the finish "
 	     "were answered by the memo");
+
+	/* Admin takes the worker over by registering it: w1tok no longer owns its attempts, at once. */
+	json_decref(lease);
+	free(aid);
+	free(job);
+	job = submit_as(h, h->admin_token, "attempt-takeover", NULL, &st);
+	h->auth_token = w1tok;
+	lease = job ? h_fake_lease(h, wid, "GPU-memo-4", 2000, &st) : NULL;
+	aid = lease ? h_id(lease, "attempt_id") : NULL;
+	if (aid)
+		json_decref(h_fake_heartbeat(h, aid, h_str(lease, "token"), &st));
+	h->auth_token = saved;
+	if (!h_ok(h, aid && st == 200, "w1tok's worker leases another job and heartbeats it (%ld)", st))
+		goto out;
+	j = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "memo-att", "host", "x", "gpus", "uuid",
+		      "GPU-memo-4", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576);
+	json_decref(as(h, h->admin_token, "POST", "/v1/workers", j, &st));
+	json_decref(j);
+	h_ok(h, st == 200, "admin registers memo-att again (status %ld)", st);
+	h->auth_token = w1tok;
+	j = h_fake_heartbeat(h, aid, h_str(lease, "token"), &st);
+	h->auth_token = saved;
+	want_error(h, j, st, 404, "not_found", "w1tok heartbeats its remembered attempt after the takeover");
+	json_decref(h_fake_finish(h, aid, h_str(lease, "token"), facts, &st));
+	h_ok(h, st == 200, "admin finishes it (%ld)", st);
 out:
 	h->auth_token = saved;
 	json_decref(facts);
