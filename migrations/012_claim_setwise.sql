@@ -7,7 +7,7 @@
 -- waiters to candidates in memory. The slice is what the round can use: every fresh waiter (each
 -- gets an answer) and as many parked ones as there are candidates; a parked waiter past it is read
 -- (with the next few) only when the round still has a job for it, so a wake-up round of 128
--- parked waiters and one job stays O(1). Rules, order, statuses and the set-wise start are those of
+-- parked waiters and one job reads and touches the fresh waiters and one parked one, not 128. Rules, order, statuses and the set-wise start are those of
 -- 011, restated whole (an applied migration is never edited); rung_claim_eligible goes, unused.
 
 -- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, as 004 documents.
@@ -79,7 +79,9 @@ BEGIN
   remaining := ncand;
   taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
   IF reran IS NOT NULL THEN
-    -- a job is not offered again to a GPU on which its current config failed (rung_claim's rule)
+    -- a job is not offered again to a GPU on which its current config failed (rung_claim's rule);
+    -- only a job that ran has attempts (attempts_count counts them: rung_release, which deletes an
+    -- attempt that never started, takes it back; it_chaos checks the two agree)
     SELECT coalesce(jsonb_object_agg(t.job_id::text, t.gpus), '{}') INTO failed
     FROM (SELECT f.job_id, jsonb_agg(DISTINCT f.gpu_uuid) AS gpus
           FROM jobs c JOIN attempts f ON f.job_id = c.id
@@ -100,10 +102,14 @@ BEGIN
                            THEN (SELECT count(*) FROM unnest(w_fresh) f WHERE f)::int + ncand
                            ELSE n + greatest(remaining, 8) - 1 END);
       hi := greatest(hi, n);
-      -- touch the workers (last_seen_at at most once a second, offline ones back online), in id order
+      -- touch the workers (last_seen_at at most once a second, offline ones back online), locked in
+      -- id order
       UPDATE workers SET last_seen_at = now(),
                          state = CASE WHEN state = 'offline' THEN 'online' ELSE state END
-      WHERE id = ANY (w_worker[lo:hi]) AND (state = 'offline' OR last_seen_at < now() - interval '1 second');
+      WHERE id IN (SELECT k.id FROM workers k
+                   WHERE k.id = ANY (w_worker[lo:hi])
+                     AND (k.state = 'offline' OR k.last_seen_at < now() - interval '1 second')
+                   ORDER BY k.id FOR NO KEY UPDATE);
       SELECT array_agg(CASE WHEN w.id IS NULL THEN 'no_worker'
                             WHEN g.uuid IS NULL OR g.worker_id IS DISTINCT FROM x.wid THEN 'no_gpu'
                             WHEN g.state = 'quarantined' OR w.state <> 'online' THEN 'none' END ORDER BY x.k),

@@ -21,6 +21,8 @@
 
 #define AUTH_MEMO_MAX 65536 /* ownership answers kept, all tokens and scopes; past it the memo restarts */
 #define AUTH_SCOPES (AUTH_SCOPE_ATTEMPT + 1) /* the counters are kept by enum auth_scope */
+_Static_assert(AUTH_SCOPE_ATTEMPT == 3 && AUTH_SCOPE_WORKER < AUTH_SCOPES && AUTH_SCOPE_JOB < AUTH_SCOPES,
+	       "the memo's hash packs a scope in 2 bits and its counters end at the attempt scope");
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
 
@@ -250,12 +252,14 @@ struct auth_park {
 
 /* An ownership answer: the token owns the object (refusals are not kept), and a worker has `gpus`
  * GPUs. A job's owner never changes, nor the worker an attempt is leased to, so these answers are
- * kept as long as the token stays cached (attempt answers are forgotten when a worker registers
- * here: a takeover moves its attempts to another token); a worker's owner and GPUs change with a
- * registration, which other replicas do not see, so its answer is trusted for AUTH_CACHE_TTL_MS like
- * the token itself. scope AUTH_SCOPE_NONE marks an empty slot, at_ms -1 a stale answer. */
+ * kept as long as the token stays cached; an attempt is owned through its worker's token, and a
+ * worker's owner and GPUs change with a registration, so both are forgotten when that worker
+ * registers here, and a worker answer, which other replicas' registrations do not reach, is
+ * trusted for AUTH_CACHE_TTL_MS like the token itself. scope AUTH_SCOPE_NONE marks an empty slot,
+ * at_ms -1 a stale answer. */
 struct auth_memo {
 	long long token_id, object_id;
+	long long worker_id; /* the worker the answer depends on (itself, an attempt's), or 0 */
 	enum auth_scope scope;
 	int gpus;
 	int64_t at_ms; /* when the query that read it was sent */
@@ -268,7 +272,8 @@ struct auth {
 	size_t n, cap;
 	struct auth_memo *memo;       /* by (token, scope, object): open addressing, at most half full */
 	size_t memo_n, memo_cap;
-	unsigned long long memo_gen;  /* bumped by every invalidation: a worker answer read before it is not kept */
+	unsigned long long memo_gen;  /* bumped by every invalidation: a worker or attempt answer read
+				       * before it is not kept */
 	long long queries[AUTH_SCOPES], memo_hits[AUTH_SCOPES]; /* ownership checks by scope and source */
 	struct auth_park *parks;
 	size_t nparks, parks_cap;
@@ -343,7 +348,7 @@ static struct auth_memo *memo_slot(struct auth *a, long long token_id, enum auth
 			return &a->memo[i];
 	if (!insert)
 		return NULL;
-	a->memo[i] = (struct auth_memo){ token_id, id, scope, 0, -1 };
+	a->memo[i] = (struct auth_memo){ token_id, id, 0, scope, 0, -1 };
 	a->memo_n++;
 	return &a->memo[i];
 }
@@ -360,19 +365,16 @@ static const struct auth_memo *memo_get(struct auth *a, long long token_id, enum
 	return m;
 }
 
-/* Marks stale every answer about worker worker_id (> 0) and every attempt answer (an attempt is
- * owned through its worker's token, and which worker it ran on is not kept here), or, with
- * worker_id 0, every answer of token_id; a worker or attempt answer being read now is not kept
- * either (the generation moves on). */
+/* Marks stale every answer that depends on worker worker_id (> 0: the worker's own, its attempts')
+ * or, with worker_id 0, every answer of token_id; a worker or attempt answer being read now is not
+ * kept either (the generation moves on). */
 static void memo_expire(struct auth *a, long long token_id, long long worker_id)
 {
 	if (a)
 		a->memo_gen++;
 	for (size_t i = 0; a && i < a->memo_cap; i++) {
 		struct auth_memo *m = &a->memo[i];
-		if (m->scope && (worker_id ? (m->scope == AUTH_SCOPE_WORKER && m->object_id == worker_id) ||
-						     m->scope == AUTH_SCOPE_ATTEMPT
-					   : m->token_id == token_id))
+		if (m->scope && (worker_id ? m->worker_id == worker_id : m->token_id == token_id))
 			m->at_ms = -1;
 	}
 }
@@ -495,6 +497,10 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 		struct auth_memo *m = memo_slot(a, h->who.token_id, c->scope, c->object_id, true);
 		m->gpus = h->who.worker_gpus;
 		m->at_ms = c->sent_ms;
+		if (c->scope == AUTH_SCOPE_WORKER)
+			m->worker_id = c->object_id;
+		else if (c->scope == AUTH_SCOPE_ATTEMPT && PQnfields(res) > 1 && !PQgetisnull(res, 0, 1))
+			m->worker_id = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 	}
 	run_handler(c);
 }

@@ -56,8 +56,8 @@ struct auth_who {
 };
 
 /* A worker's ownership or GPUs may have changed (it registered again): the ownership memo forgets
- * its answers about it and every attempt answer, so the next call naming it, or an attempt, reads
- * ownership again. a may be NULL. */
+ * its answers about it and its attempts, so the next call naming one of them reads ownership
+ * again. a may be NULL. */
 void auth_worker_changed(struct auth *a, long long worker_id);
 /* Ownership checks of `scope` so far: answered by a query, and by the memo (a may be NULL). */
 void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits);

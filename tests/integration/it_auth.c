@@ -580,7 +580,7 @@ static void test_owner_memo(struct harness *h, const char *w1tok, const char *w2
 {
 	const char *saved = h->auth_token;
 	char *erin = api_token(h, "submitter", "erin", NULL), *frank = api_token(h, "submitter", "frank", NULL);
-	char *ejob = NULL, *fjob = NULL, *wid = NULL, *job = NULL, *aid = NULL;
+	char *ejob = NULL, *fjob = NULL, *wid = NULL, *job = NULL, *aid = NULL, *other = NULL;
 	json_t *lease = NULL, *facts = NULL, *j;
 	long q0, m0, st = 0;
 
@@ -624,6 +624,10 @@ static void test_owner_memo(struct harness *h, const char *w1tok, const char *w2
 	h->auth_token = w1tok;
 	json_decref(h_fake_heartbeat(h, aid, h_str(lease, "token"), &st));
 	h_ok(h, st == 200, "w1tok heartbeats its attempt");
+	h->auth_token = saved;
+	other = h_fake_register(h, "memo-other", "GPU-memo-5", 24576);
+	h_ok(h, other != NULL, "another worker registers (its attempts are not w1tok's)");
+	h->auth_token = w1tok;
 	json_decref(h_fake_heartbeat(h, aid, h_str(lease, "token"), &st));
 	h_ok(h, st == 200, "and again");
 	h->auth_token = w2tok;
@@ -635,8 +639,8 @@ static void test_owner_memo(struct harness *h, const char *w1tok, const char *w2
 	h_ok(h, st == 200, "w1tok finishes its attempt");
 	h->auth_token = saved;
 	h_ok(h, owner_checks(h, "attempt", "query") == q0 + 2 && owner_checks(h, "attempt", "memo") == m0 + 2,
-	     "the first heartbeat and w2tok's ran the ownership query; the second heartbeat and the finish "
-	     "were answered by the memo");
+	     "the first heartbeat and w2tok's ran the ownership query; the second heartbeat (after another "
+	     "worker registered) and the finish were answered by the memo");
 
 	/* Admin takes the worker over by registering it: w1tok no longer owns its attempts, at once. */
 	json_decref(lease);
@@ -669,6 +673,7 @@ out:
 	free(aid);
 	free(job);
 	free(wid);
+	free(other);
 	free(ejob);
 	free(fjob);
 	free(erin);
