@@ -3,8 +3,9 @@
 -- candidate job, itself a query for "did this job's config fail on this GPU before"): ~0.1 ms of
 -- Postgres per lease in a W=256 cycle, an N+1 inside the statement. Now a round reads the workers
 -- and GPUs of a slice of its waiters in one query (after touching those workers in one UPDATE, in
--- id order), reads once which GPUs each candidate job's current config failed on, and matches
--- waiters to candidates in memory. The slice is what the round can use: every fresh waiter (each
+-- id order), reads once on which GPUs each candidate job failed and with which config hashes (the
+-- current config's own hash only when a waiter has such a GPU), and matches waiters to candidates
+-- in memory. The slice is what the round can use: every fresh waiter (each
 -- gets an answer) and as many parked ones as there are candidates; a parked waiter past it is read
 -- (with the next few) only when the round still has a job for it, so a wake-up round of 128
 -- parked waiters and one job reads and touches the fresh waiters and one parked one, not 128. Rules, order, statuses and the set-wise start are those of
@@ -37,7 +38,10 @@ DECLARE
   ids bigint[];
   cons jsonb[];
   reran bigint[];     -- the candidates that ran before
-  failed jsonb := '{}'; -- job id -> GPUs on which the job's current config failed
+  failed jsonb := '{}'; -- job id -> {GPU -> config hashes that failed on it}
+  cur_hash text[];    -- per candidate: md5 of its current config, read when first needed
+  h text;
+  fits boolean;
   taken boolean[];
   ncand int;
   full_scan boolean;
@@ -78,16 +82,20 @@ BEGIN
   full_scan := ncand >= np;
   remaining := ncand;
   taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
+  cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);
   IF reran IS NOT NULL THEN
     -- a job is not offered again to a GPU on which its current config failed (rung_claim's rule);
     -- only a job that ran has attempts (attempts_count counts them: rung_release, which deletes an
-    -- attempt that never started, takes it back; it_chaos checks the two agree)
+    -- attempt that never started, takes it back; it_chaos checks the two agree). Printing and
+    -- hashing a config costs more than the rest of a lease, so the current config's hash is read
+    -- only for a candidate offered to a GPU it failed on (as rung_claim_eligible did).
     SELECT coalesce(jsonb_object_agg(t.job_id::text, t.gpus), '{}') INTO failed
-    FROM (SELECT f.job_id, jsonb_agg(DISTINCT f.gpu_uuid) AS gpus
-          FROM jobs c JOIN attempts f ON f.job_id = c.id
-          WHERE c.id = ANY (reran) AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL
-            AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)
-          GROUP BY f.job_id) t;
+    FROM (SELECT u.job_id, jsonb_object_agg(u.gpu_uuid, u.hashes) AS gpus
+          FROM (SELECT f.job_id, f.gpu_uuid, jsonb_agg(DISTINCT f.config_hash) AS hashes
+                FROM attempts f
+                WHERE f.job_id = ANY (reran) AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL
+                GROUP BY f.job_id, f.gpu_uuid) u
+          GROUP BY u.job_id) t;
   END IF;
 
   FOR n IN 1 .. np LOOP
@@ -139,10 +147,19 @@ BEGIN
            AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
            AND NOT coalesce(cons[k]->'exclude_workers' @> to_jsonb(w_worker[n]), false)
            AND NOT coalesce(cons[k]->'exclude_workers' ? w_worker[n]::text, false)
-           AND coalesce((cons[k]->>'min_gpu_memory_mib')::int, 0) <= w_mem[n]
-           AND NOT coalesce(failed->(ids[k]::text) ? w_gpu[n], false) THEN
-          chosen := k;
-          EXIT;
+           AND coalesce((cons[k]->>'min_gpu_memory_mib')::int, 0) <= w_mem[n] THEN
+          fits := true;
+          IF coalesce(failed->(ids[k]::text) ? w_gpu[n], false) THEN
+            IF cur_hash[k] IS NULL THEN
+              SELECT md5(coalesce(c.current_config, c.target_config)::text) INTO h FROM jobs c WHERE c.id = ids[k];
+              cur_hash[k] := h;
+            END IF;
+            fits := NOT (failed->(ids[k]::text)->w_gpu[n] ? cur_hash[k]);
+          END IF;
+          IF fits THEN
+            chosen := k;
+            EXIT;
+          END IF;
         END IF;
         k := k + 1;
       END LOOP;
