@@ -393,11 +393,6 @@ void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *q
 	*memo_hits = counted ? a->memo_hits[scope] : 0;
 }
 
-void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits)
-{
-	auth_owner_checks(a, AUTH_SCOPE_WORKER, queries, memo_hits);
-}
-
 static struct auth_entry *entry_by_id(struct auth *a, long long token_id)
 {
 	for (size_t i = 0; a && i < a->n; i++)

@@ -61,8 +61,6 @@ struct auth_who {
 void auth_worker_changed(struct auth *a, long long worker_id);
 /* Ownership checks of `scope` so far: answered by a query, and by the memo (a may be NULL). */
 void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits);
-/* auth_owner_checks of AUTH_SCOPE_WORKER. */
-void auth_worker_checks(const struct auth *a, long long *queries, long long *memo_hits);
 
 /* A token bucket: `rate` tokens a second up to `burst`; starts full. */
 struct auth_bucket {

@@ -302,8 +302,7 @@ static void write_db_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
 }
 
-/* Ownership checks by scope and by how they were answered; the worker series came first, under
- * their own name, and stay for the dashboards that read them. */
+/* Ownership checks by scope and by how they were answered. */
 static void write_auth_checks(struct evbuffer *b, const struct auth *a)
 {
 	static const struct {
@@ -312,13 +311,6 @@ static void write_auth_checks(struct evbuffer *b, const struct auth *a)
 	} scopes[] = { { AUTH_SCOPE_JOB, "job" }, { AUTH_SCOPE_ATTEMPT, "attempt" }, { AUTH_SCOPE_WORKER, "worker" } };
 	long long queries, memo;
 
-	auth_worker_checks(a, &queries, &memo);
-	metrics_write_head(b, "rung_auth_worker_checks_total", "counter",
-			   "Checks that a token may act for a worker, by how they were answered.");
-	metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "query", NULL },
-			     (double)queries);
-	metrics_write_sample(b, "rung_auth_worker_checks_total", (const char *const[]){ "source", "memo", NULL },
-			     (double)memo);
 	metrics_write_head(b, "rung_auth_owner_checks_total", "counter",
 			   "Ownership checks of the job, attempt or worker a route names, by how they were answered.");
 	for (size_t i = 0; i < ARRAY_LEN(scopes); i++) {
