@@ -12,7 +12,7 @@ PG_INC   := $(shell pg_config --includedir 2>/dev/null || echo /usr/include/post
 
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g $(OPT) \
 	-Wall -Wextra -Werror -Wformat=2 -Wmissing-prototypes -Wstrict-prototypes -Wvla -fno-common \
-	-Wno-format-nonliteral -MMD -MP -Icommon -Ibuild -I$(PG_INC)
+	-Wno-format-nonliteral -MMD -MP -Icommon -Irecovery -Ibuild -I$(PG_INC)
 LDLIBS   := -lpq -levent -ljansson -lcurl -lyaml -lm
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -22,6 +22,7 @@ CFLAGS := $(CFLAGS_BASE) $(EXTRA_CFLAGS)
 
 B := build
 COMMON_SRC := $(wildcard common/*.c)
+RECOVERY_SRC := $(wildcard recovery/*.c)
 SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
 WORKER_SRC := $(filter-out worker/main.c,$(wildcard worker/*.c))
 CLI_SRC    := $(filter-out cli/main.c,$(wildcard cli/*.c))
@@ -34,6 +35,7 @@ BENCH_SRC  := $(wildcard bench/*.c)
 obj = $(patsubst %.c,$(B)/%.o,$(1))
 
 LIBCOMMON := $(B)/libcommon.a
+LIBRECOVERY := $(B)/librecovery.a
 LIBSERVER := $(B)/libserver.a
 LIBWORKER := $(B)/libworker.a
 LIBCLI    := $(B)/libcli.a
@@ -65,6 +67,8 @@ $(B)/%.o: %.c | $(B)/.deps $(B)/sql.h
 
 $(LIBCOMMON): $(call obj,$(COMMON_SRC))
 	@rm -f $@ && ar rcs $@ $^
+$(LIBRECOVERY): $(call obj,$(RECOVERY_SRC))
+	@rm -f $@ && ar rcs $@ $^
 $(LIBSERVER): $(call obj,$(SERVER_SRC)) $(B)/build/sql.o
 	@rm -f $@ && ar rcs $@ $^
 $(LIBWORKER): $(call obj,$(WORKER_SRC)) | $(B)/.deps
@@ -78,26 +82,26 @@ $(B)/build/sql.o: $(B)/sql.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-bin/rungd: $(B)/server/main.o $(LIBSERVER) $(LIBCOMMON)
+bin/rungd: $(B)/server/main.o $(LIBSERVER) $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-bin/rung-worker: $(B)/worker/main.o $(LIBWORKER) $(LIBCOMMON)
+bin/rung-worker: $(B)/worker/main.o $(LIBWORKER) $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-# rungctl shares the policy with rungd (rungctl classify runs the service's own code path).
-bin/rungctl: $(B)/cli/main.o $(LIBCLI) $(LIBSERVER) $(LIBCOMMON)
+# rungctl links the recovery library (rungctl classify runs the service's own code path), never server/.
+bin/rungctl: $(B)/cli/main.o $(LIBCLI) $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-bin/sim/%: $(B)/sim/%.o $(LIBCOMMON)
+bin/sim/%: $(B)/sim/%.o $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-bin/tests/test_%: $(B)/tests/unit/test_%.o $(LIBCLI) $(LIBSERVER) $(LIBWORKER) $(LIBCOMMON)
+bin/tests/test_%: $(B)/tests/unit/test_%.o $(LIBCLI) $(LIBSERVER) $(LIBWORKER) $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-bin/tests/it_%: $(B)/tests/integration/it_%.o $(LIBIT) $(LIBCOMMON)
+bin/tests/it_%: $(B)/tests/integration/it_%.o $(LIBIT) $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
-bin/bench/%: $(B)/bench/%.o $(LIBCOMMON)
+bin/bench/%: $(B)/bench/%.o $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

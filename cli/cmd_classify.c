@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "../server/policy.h"
+#include "policy.h"
 #include "scan.h"
 #include "util.h"
 #include "yamljson.h"

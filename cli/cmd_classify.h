@@ -1,4 +1,4 @@
-/* `rungctl classify`: a saved trainer log through the worker's scanner (common/scan) and the server's
+/* `rungctl classify`: a saved trainer log through the worker's scanner (recovery/scan) and the server's
  * policy (policy_classify), without a server. The pure part is exported for tests. */
 #ifndef RUNG_CMD_CLASSIFY_H
 #define RUNG_CMD_CLASSIFY_H

@@ -1,6 +1,6 @@
 /* AI Toolkit config files as rung sees them: validation at submit (shape and sane ranges, with the
  * JSON path of the first problem), the job kind, and the process accessor. Pure code, no I/O; the
- * memory-related rewriting lives in server/ladder.c. */
+ * memory-related rewriting lives in recovery/ladder.c. */
 #include "atconfig.h"
 
 #include <stdarg.h>

@@ -50,8 +50,8 @@ cleanup() { [ "${FUZZ_KEEP:-0}" = 1 ] && say "work folder kept: $WORK" || rm -rf
 trap cleanup EXIT
 
 # ---- build: the project's pure modules compiled straight in, nothing that needs a database ----
-SRC_LIB=(common/*.c server/policy.c server/classify.c server/ladder.c server/report.c)
-CFLAGS_F=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Icommon -Iserver
+SRC_LIB=(common/*.c recovery/*.c)
+CFLAGS_F=(-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -Icommon -Irecovery -Iserver
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 PG_INC=$(pg_config --includedir 2>/dev/null || echo /usr/include/postgresql)
 build() {
@@ -67,7 +67,7 @@ build() {
 	for s in "${srcs[@]}"; do
 		b="$o/$(echo "$s" | tr / _).o"
 		objs+=("$b")
-		if [ ! -f "$b" ] || [ "$s" -nt "$b" ] || [ -n "$(find common server build/sql.h -name '*.h' -newer "$b" 2>/dev/null | head -1)" ]; then
+		if [ ! -f "$b" ] || [ "$s" -nt "$b" ] || [ -n "$(find common recovery server build/sql.h -name '*.h' -newer "$b" 2>/dev/null | head -1)" ]; then
 			"$CLANG" "${CFLAGS_F[@]/-fsanitize=fuzzer,address,undefined/-fsanitize=fuzzer-no-link,address,undefined}" \
 				-Ibuild -I"$PG_INC" -Wno-unknown-warning-option -c "$s" -o "$b" || return 1
 		fi

@@ -15,13 +15,13 @@
 
 #include "../../common/atconfig.h"
 #include "../../common/jpath.h"
-#include "../../common/scan.h"
+#include "../../recovery/scan.h"
 #include "../../server/api_jobs.h"
-#include "../../server/classify.h"
+#include "../../recovery/classify.h"
 #include "../../server/http.h"
-#include "../../server/ladder.h"
-#include "../../server/policy.h"
-#include "../../server/report.h"
+#include "../../recovery/ladder.h"
+#include "../../recovery/policy.h"
+#include "../../recovery/report.h"
 
 #define FZ_P0 "config.process[0]"
 #define FZ_MAX_WALK 200   /* rungs or settings one walk may take before it counts as endless */

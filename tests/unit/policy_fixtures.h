@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../../common/jpath.h"
-#include "../../server/policy.h"
+#include "../../recovery/policy.h"
 
 #define P0 "config.process[0]"
 

@@ -1,8 +1,8 @@
-/* Unit tests of the failure classes (server/classify.c through policy_classify and classify_run):
+/* Unit tests of the failure classes (recovery/classify.c through policy_classify and classify_run):
  * each rule with a positive case and a near miss, named after the guide section it implements. */
 #include "tap.h"
 #include "policy_fixtures.h"
-#include "../../server/classify.h"
+#include "../../recovery/classify.h"
 
 static const char *cls_of(const json_t *facts, const json_t *config, int succeeded_before, char *buf, size_t n)
 {

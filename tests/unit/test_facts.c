@@ -1,4 +1,4 @@
-/* Unit tests for common/facts: FACTS as the worker sends them pass; each wrong type or range is
+/* Unit tests for recovery/facts: FACTS as the worker sends them pass; each wrong type or range is
  * refused with the path of the offending key. */
 #include <stdlib.h>
 

@@ -1,9 +1,9 @@
-/* Unit tests of server/ladder.c: every rung config-in → config-out on the Flux image and Wan 2.2
+/* Unit tests of recovery/ladder.c: every rung config-in → config-out on the Flux image and Wan 2.2
  * video fixtures, skipped rungs, bucket never the last, frames on the grids with the floor,
  * batch x accumulation kept, lr/optimizer never touched, and the scale-up settings. */
 #include "tap.h"
 #include "policy_fixtures.h"
-#include "../../server/ladder.h"
+#include "../../recovery/ladder.h"
 
 static json_t *changes;
 

@@ -1,4 +1,4 @@
-/* Unit tests of policy_decide (server/policy.c): the action for each failure class, the plans per
+/* Unit tests of policy_decide (recovery/policy.c): the action for each failure class, the plans per
  * phase, exhausted ladders, environment faults, host OOM, budgets, scale-up with ceilings and name
  * suffixes, validate_steps. Each case names the guide section (or issue rule) it implements. */
 #include "tap.h"

@@ -1,8 +1,8 @@
-/* Unit tests of report_build (server/report.c): job, target vs last diff, attempts table, evidence,
+/* Unit tests of report_build (recovery/report.c): job, target vs last diff, attempts table, evidence,
  * GPU snapshots, last 40 log lines in fences, recommendation, Markdown escaping. */
 #include "tap.h"
 #include "policy_fixtures.h"
-#include "../../server/report.h"
+#include "../../recovery/report.h"
 
 int main(void)
 {

@@ -1,4 +1,4 @@
-/* Unit tests for common/scan: realistic AI Toolkit log excerpts, one table row each, checked for
+/* Unit tests for recovery/scan: realistic AI Toolkit log excerpts, one table row each, checked for
  * phase, OOM phase, steps, signatures, OOM numbers and error; every row is also fed one byte at a
  * time and must give the same facts. Edge cases: huge lines, binary bytes, \r redraws, no EOL. */
 #include <jansson.h>

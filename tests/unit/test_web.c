@@ -8,7 +8,7 @@
 #include <jansson.h>
 
 #include "../../server/html.h"
-#include "../../server/report.h"
+#include "../../recovery/report.h"
 #include "tap.h"
 #include "../../server/web.h"
 

@@ -1,5 +1,5 @@
 /* The recovery policy (docs/DESIGN.md, CTX → DECISION): classify the attempt that ended
- * (server/classify.c), then act on its class: walk the job's ladder (server/ladder.c), re-run on a
+ * (recovery/classify.c), then act on its class: walk the job's ladder (recovery/ladder.c), re-run on a
  * clean GPU, re-queue on a bigger GPU, scale back up after a success, or end the job, within the
  * budgets. Pure code; owns the shape of job.recovery_state. */
 #include "policy.h"
