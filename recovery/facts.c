@@ -19,6 +19,7 @@ enum facts_kind {
 	FK_OOM_OR_NULL,   /* the numbers of an OOM message, or null */
 	FK_GPU_OR_NULL,   /* a GPUSTATE, or null */
 	FK_LINES_OR_NULL, /* an array of strings, or null (its caps are checked by the handler) */
+	FK_PEAK_OR_NULL,  /* {"mib", "phase", "step"}: the attempt's memory peak, or null */
 };
 
 static const struct facts_key {
@@ -33,9 +34,12 @@ static const struct facts_key {
 	{ "oom", FK_OOM_OR_NULL },           { "error", FK_STR_OR_NULL },
 	{ "gpu_before", FK_GPU_OR_NULL },    { "gpu_after", FK_GPU_OR_NULL },
 	{ "duration_ms", FK_COUNT },         { "log_tail", FK_LINES_OR_NULL },
+	{ "peak", FK_PEAK_OR_NULL },
 };
 
 static const char *const facts_phases[] = { "start", "load", "baseline_sample", "train", "sample", "save", "done" };
+/* The phases a memory peak can be in (the trainer runs: not before it starts, not after it is done). */
+static const char *const facts_peak_phases[] = { "load", "baseline_sample", "train", "sample", "save" };
 
 /* Counts and sizes fit comfortably in 2^53, so a JSON number never loses precision on the way. */
 #define FACTS_MAX_INT 9007199254740991LL
@@ -92,6 +96,28 @@ static int check_numbers(const json_t *v, const char *at, const char *const *key
 	}
 	x = json_object_get(v, "processes");
 	return x && !json_is_null(x) ? check_processes(x, at, field, message) : 0;
+}
+
+/* FACTS.peak: {"mib": count, "phase": a peak phase, "step": count or null}. */
+static int check_peak(const json_t *v, const char *at, char **field, char **message)
+{
+	const json_t *phase = json_object_get(v, "phase"), *step = json_object_get(v, "step");
+	size_t i;
+
+	if (!json_is_object(v))
+		return fail(field, message, xstrdup(at), xstrdup("peak must be an object {mib, phase, step} or null"));
+	if (!is_count(json_object_get(v, "mib")))
+		return fail(field, message, xasprintf("%s.mib", at), xstrdup("peak.mib must be a non-negative integer"));
+	for (i = 0; json_is_string(phase) && i < ARRAY_LEN(facts_peak_phases); i++)
+		if (!strcmp(json_string_value(phase), facts_peak_phases[i]))
+			break;
+	if (!json_is_string(phase) || i == ARRAY_LEN(facts_peak_phases))
+		return fail(field, message, xasprintf("%s.phase", at),
+			    xstrdup("peak.phase must be one of load, baseline_sample, train, sample, save"));
+	if (step && !json_is_null(step) && !is_count(step))
+		return fail(field, message, xasprintf("%s.step", at),
+			    xstrdup("peak.step must be a non-negative integer or null"));
+	return 0;
 }
 
 static int check_key(const struct facts_key *k, const json_t *v, char **field, char **message)
@@ -173,6 +199,10 @@ static int check_key(const struct facts_key *k, const json_t *v, char **field, c
 				break;
 			}
 		}
+		break;
+	case FK_PEAK_OR_NULL:
+		if (!json_is_null(v))
+			rc = check_peak(v, at, field, message);
 		break;
 	default:
 		abort();

@@ -292,3 +292,47 @@ out:
 	free(procs);
 	return state;
 }
+
+long long gpu_used_mib(const char *smi, const char *uuid)
+{
+	struct gpu_info *gpus = NULL;
+	size_t ng = 0;
+	char *err = NULL;
+	long long used = -1;
+
+	if (gpu_list(smi, &gpus, &ng, &err) == 0)
+		for (size_t i = 0; i < ng; i++)
+			if (!strcmp(gpus[i].uuid, uuid))
+				used = gpus[i].used_mib;
+	free(err);
+	free(gpus);
+	return used;
+}
+
+void gpu_peak_init(struct gpu_peak *p)
+{
+	p->mib = -1;
+	p->phase[0] = '\0';
+	p->step = -1;
+}
+
+void gpu_peak_note(struct gpu_peak *p, long long used_mib, const char *phase, long long step)
+{
+	if (used_mib < 0 || used_mib <= p->mib)
+		return;
+	if (!phase || !strcmp(phase, "start"))
+		phase = "load";
+	else if (!strcmp(phase, "done"))
+		phase = "save";
+	p->mib = used_mib;
+	snprintf(p->phase, sizeof p->phase, "%s", phase);
+	p->step = !strcmp(p->phase, "load") ? -1 : step;
+}
+
+json_t *gpu_peak_json(const struct gpu_peak *p)
+{
+	if (p->mib < 0)
+		return json_null();
+	return json_pack("{s:I, s:s, s:o}", "mib", (json_int_t)p->mib, "phase", p->phase, "step",
+			 p->step >= 0 ? json_integer(p->step) : json_null());
+}

@@ -39,4 +39,24 @@ int gpu_procs(const char *smi, struct gpu_proc **out, size_t *n, char **err);
  * missing. */
 json_t *gpu_state(const char *smi, const char *uuid);
 
+/* memory.used of the GPU with UUID from one GPU query (cheaper than gpu_state: no process query);
+ * -1 when nvidia-smi fails, the GPU is missing or it said [N/A]. Logs nothing. */
+long long gpu_used_mib(const char *smi, const char *uuid);
+
+/* The peak of an attempt (FACTS.peak): the highest memory.used seen while the trainer ran, with
+ * the phase and step the scanner was in at that reading. Embedded; no heap. */
+struct gpu_peak {
+	long long mib;     /* -1 while nothing was read */
+	char phase[24];    /* load, baseline_sample, train, sample or save */
+	long long step;    /* -1 when unknown (load) */
+};
+
+/* Starts an empty peak. */
+void gpu_peak_init(struct gpu_peak *p);
+/* Notes one reading USED_MIB (ignored when < 0) taken in scanner phase PHASE (a scan phase name;
+ * "start" counts as load, "done" as save) at STEP (-1: unknown). Keeps the first of equal highs. */
+void gpu_peak_note(struct gpu_peak *p, long long used_mib, const char *phase, long long step);
+/* FACTS.peak: {"mib", "phase", "step": int|null}, or JSON null when nothing was read. New reference. */
+json_t *gpu_peak_json(const struct gpu_peak *p);
+
 #endif

@@ -269,9 +269,10 @@ static json_t *gpu_used_json(const json_t *state)
 	return v ? json_incref(v) : json_null();
 }
 
-/* One heartbeat. Returns the HTTP status (or -1); *cancel set from the answer. */
+/* One heartbeat; its nvidia-smi reading also goes into the attempt's peak PK. Returns the HTTP
+ * status (or -1); *cancel set from the answer. */
 static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, const char *token,
-			  const struct scan *sc, long timeout_ms, bool *cancel)
+			  const struct scan *sc, long timeout_ms, struct gpu_peak *pk, bool *cancel)
 {
 	struct worker *w = s->w;
 	json_t *state = gpu_state(w->o.smi, s->gpu.uuid), *ans = NULL;
@@ -283,8 +284,12 @@ static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, con
 		json_object_set_new(body, "step", json_integer(scan_step(sc)));
 	if (scan_total_steps(sc) >= 0)
 		json_object_set_new(body, "total_steps", json_integer(scan_total_steps(sc)));
-	if (state)
+	if (state) {
+		json_t *used = json_object_get(state, "memory_used_mib");
 		json_object_set_new(body, "memory_used_mib", gpu_used_json(state));
+		if (json_is_integer(used))
+			gpu_peak_note(pk, json_integer_value(used), scan_phase_name(scan_phase(sc)), scan_step(sc));
+	}
 	st = client_post(c, path, body, timeout_ms, NULL, &ans, &err);
 	if (st == 200 && json_is_true(json_object_get(ans, "cancel")))
 		*cancel = true;
@@ -332,7 +337,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	struct scan *sc = scan_new();
 	struct runner *r = NULL;
 	json_t *facts = NULL, *doc = NULL, *job_config = NULL;
-	int64_t started = util_mono_ms(), next_hb, kill_at = 0;
+	int64_t started = util_mono_ms(), next_hb, next_sample, kill_at = 0;
+	struct gpu_peak pk;
 	bool cancelled = false, drain_sent = false, dropped = false;
 	enum slot_state state = SLOT_RUNNING;
 
@@ -368,13 +374,21 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 		log_info("trainer started", "attempt=%s job=%s gpu=%s pid=%d", aid, jid, s->gpu.uuid,
 			 (int)runner_pid(r));
 	}
+	gpu_peak_init(&pk);
 	next_hb = util_mono_ms() + hb_ms;
+	next_sample = util_mono_ms(); /* the first reading at once: short attempts get one too */
 	while (r && runner_poll(r, 100) == RUNNER_RUNNING) {
 		int64_t now = util_mono_ms();
+		if (now >= next_sample && now < next_hb) { /* a heartbeat reads the GPU itself */
+			gpu_peak_note(&pk, gpu_used_mib(w->o.smi, s->gpu.uuid), scan_phase_name(scan_phase(sc)),
+				      scan_step(sc));
+			now = util_mono_ms();
+			next_sample = now + w->o.memory_sample_ms;
+		}
 		if (now >= next_hb) {
 			bool cancel = false;
 			int st = slot_heartbeat(s, c, aid, token, sc, hb_ms < 5000 ? (hb_ms > 1000 ? hb_ms : 1000) : 5000,
-						&cancel);
+						&pk, &cancel);
 			if (st == 409) {
 				log_warn("lease gone, trainer stopped, attempt dropped", "attempt=%s job=%s gpu=%s",
 					 aid, jid, s->gpu.uuid);
@@ -391,6 +405,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			}
 			now = util_mono_ms();
 			next_hb = now + hb_ms;
+			next_sample = now + w->o.memory_sample_ms;
 		}
 		if (atomic_load(&w->stopping) && !drain_sent && now >= atomic_load(&w->drain_deadline)) {
 			log_info("drain timeout, interrupting trainer", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
@@ -423,6 +438,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
 	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());
 	json_object_set_new(facts, "duration_ms", json_integer(util_mono_ms() - started));
+	json_object_set_new(facts, "peak", gpu_peak_json(&pk));
 	log_info("trainer ended", "attempt=%s job=%s gpu=%s exit_code=%d signal=%d phase=%s cancelled=%d", aid, jid,
 		 s->gpu.uuid, r ? runner_exit_code(r) : -1, r ? runner_signal(r) : 0,
 		 scan_phase_name(scan_phase(sc)), cancelled);
@@ -659,6 +675,8 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 		w->o.health_timeout_ms = HEALTH_TIMEOUT_MS_DEFAULT;
 	if (w->o.health_max_used_mib <= 0)
 		w->o.health_max_used_mib = HEALTH_MAX_USED_MIB_DEFAULT;
+	if (w->o.memory_sample_ms <= 0)
+		w->o.memory_sample_ms = WORKER_MEMORY_SAMPLE_MS_DEFAULT;
 	gethostname(host, sizeof host - 1);
 	w->host = xstrdup(host[0] ? host : "localhost");
 	if (spool_mkdir_p(opts->work_dir, err) < 0)

@@ -13,7 +13,8 @@ static const char *const good =
 	"          \"allocated_by_pytorch_mib\": null, \"processes\": [{\"pid\": 1234, \"used_mib\": 5816}]},"
 	" \"error\": \"Error running job: CUDA out of memory\","
 	" \"gpu_before\": {\"uuid\": \"GPU-1\", \"memory_total_mib\": 24564, \"memory_used_mib\": 12, \"processes\": []},"
-	" \"gpu_after\": null, \"duration_ms\": 61234, \"log_tail\": [\"a\", \"b\"], \"newer_worker_fact\": [1]}";
+	" \"gpu_after\": null, \"duration_ms\": 61234, \"log_tail\": [\"a\", \"b\"], \"newer_worker_fact\": [1],"
+	" \"peak\": {\"mib\": 23012, \"phase\": \"train\", \"step\": 3}}";
 
 static void check_bad(const char *key_json, const char *want_field, const char *name)
 {
@@ -64,6 +65,23 @@ int main(void)
 	check_bad("{\"cancelled\": \"yes\"}", "facts.cancelled", "facts: cancelled is a boolean");
 	check_bad("{\"error\": 5}", "facts.error", "facts: error is a string");
 	check_bad("{\"log_tail\": [1]}", "facts.log_tail[0]", "facts: log lines are strings");
+	check_bad("{\"peak\": 5}", "facts.peak", "facts: peak must be an object");
+	check_bad("{\"peak\": {\"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is required");
+	check_bad("{\"peak\": {\"mib\": -3, \"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is non-negative");
+	check_bad("{\"peak\": {\"mib\": 9000, \"phase\": \"done\"}}", "facts.peak.phase",
+		  "facts: peak.phase is a phase the trainer runs in (not done)");
+	check_bad("{\"peak\": {\"mib\": 9000, \"phase\": \"load\", \"step\": \"x\"}}", "facts.peak.step",
+		  "facts: peak.step is a count or null");
+	{
+		json_t *p = json_loads("{\"peak\": {\"mib\": 9000, \"phase\": \"load\", \"step\": null}}", 0, NULL);
+		json_t *g = json_loads(good, 0, NULL);
+		json_object_update(g, p);
+		TAP_INT_EQ(facts_validate(g, &field, &message), 0, "facts: a peak in load with no step passes");
+		json_object_set_new(g, "peak", json_null());
+		TAP_INT_EQ(facts_validate(g, &field, &message), 0, "facts: peak null passes (nothing was read)");
+		json_decref(g);
+		json_decref(p);
+	}
 	json_decref(arr);
 	json_decref(empty);
 	json_decref(f);

@@ -56,6 +56,8 @@ int main(void)
 	       "gpu_state from a fake nvidia-smi");
 	json_decref(st);
 	TAP_OK(gpu_state(smi, "GPU-zz") == NULL, "gpu_state of a missing GPU is NULL");
+	TAP_INT_EQ(gpu_used_mib(smi, "GPU-a1"), 300, "gpu_used_mib reads memory.used");
+	TAP_INT_EQ(gpu_used_mib(smi, "GPU-zz"), -1, "gpu_used_mib of a missing GPU is -1");
 	f = fopen(smi, "w");
 	fputs("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n", f);
 	fclose(f);
@@ -65,6 +67,34 @@ int main(void)
 	err = NULL;
 	TAP_INT_EQ(gpu_list("/nonexistent/nvidia-smi", &g, &n, &err), -1, "missing nvidia-smi: error");
 	free(err);
+	TAP_INT_EQ(gpu_used_mib(smi, "GPU-a1"), -1, "gpu_used_mib when nvidia-smi fails is -1");
+	{
+		struct gpu_peak pk;
+		json_t *j;
+		gpu_peak_init(&pk);
+		j = gpu_peak_json(&pk);
+		TAP_OK(json_is_null(j), "peak: nothing read is null");
+		json_decref(j);
+		gpu_peak_note(&pk, -1, "train", 4);
+		TAP_INT_EQ(pk.mib, -1, "peak: a failed reading (-1) is ignored");
+		gpu_peak_note(&pk, 9000, "start", 7);
+		gpu_peak_note(&pk, 21000, "train", 12);
+		gpu_peak_note(&pk, 21000, "sample", 20);
+		gpu_peak_note(&pk, 15000, "sample", 25);
+		j = gpu_peak_json(&pk);
+		TAP_INT_EQ(json_integer_value(json_object_get(j, "mib")), 21000, "peak: the highest reading");
+		TAP_STR_EQ(json_string_value(json_object_get(j, "phase")), "train", "peak: the phase of the first highest");
+		TAP_INT_EQ(json_integer_value(json_object_get(j, "step")), 12, "peak: its step");
+		json_decref(j);
+		gpu_peak_init(&pk);
+		gpu_peak_note(&pk, 9000, "start", 7);
+		j = gpu_peak_json(&pk);
+		TAP_STR_EQ(json_string_value(json_object_get(j, "phase")), "load", "peak: start counts as load");
+		TAP_OK(json_is_null(json_object_get(j, "step")), "peak: no step while loading");
+		json_decref(j);
+		gpu_peak_note(&pk, 9500, "done", 100);
+		TAP_STR_EQ(pk.phase, "save", "peak: done counts as save");
+	}
 	{
 		char *rm = xasprintf("rm -rf %s", dir);
 		if (system(rm)) {}

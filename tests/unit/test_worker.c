@@ -28,6 +28,7 @@ enum hb_mode { HB_OK, HB_CANCEL, HB_GONE };
 static struct fake {
 	pthread_mutex_t mu;
 	int registers, leases_given, heartbeats, finish_calls, finish_fail_first;
+	long long hb_mem;        /* memory_used_mib of the last heartbeat */
 	enum hb_mode hb;
 	json_t *finishes;        /* array of {"path", "body"} */
 	const char *trainer_tag; /* config.tag of the next lease */
@@ -76,6 +77,7 @@ static void handle(struct evhttp_request *req, void *arg)
 		}
 	} else if (strstr(uri, "/heartbeat")) {
 		fk.heartbeats++;
+		fk.hb_mem = json_integer_value(json_object_get(body, "memory_used_mib"));
 		if (fk.hb == HB_GONE)
 			reply(req, 409, json_pack("{s:s, s:s}", "error", "not_running", "message", "gone"));
 		else
@@ -198,7 +200,8 @@ int main(void)
 
 	write_script("nvidia-smi",
 		"#!/bin/sh\ncase \"$1\" in\n"
-		"--query-gpu*) echo '0, GPU-aaa, NVIDIA GeForce RTX 4090, 24564, 1200, 23364' ;;\n"
+		"--query-gpu*) u=$(cat \"$(dirname \"$0\")/used\" 2>/dev/null || echo 1200);"
+		" echo \"0, GPU-aaa, NVIDIA GeForce RTX 4090, 24564, $u, 23364\" ;;\n"
 		"--query-compute-apps*) echo 'GPU-aaa, 4242, 1100' ;;\nesac\n");
 	write_script("trainer",
 		"#!/bin/sh\n"
@@ -207,6 +210,8 @@ int main(void)
 		"  echo \"gpu=$CUDA_VISIBLE_DEVICES attempt=$2\";\n"
 		"  echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.99 GiB of which 0 bytes is free.' >&2; exit 1; }\n"
 		"trap 'echo Job stopped; exit 0' INT\n"
+		"grep -q '\"peak\"' \"$1\" && { echo 'Running 1 job'; echo '# Running job: my_lora';"
+		" printf 'my_lora:   5%%|  | 5/100 [00:01<?]\\n'; sleep 0.3; echo 9000 > \"$(dirname \"$0\")/used\"; }\n"
 		"while :; do sleep 0.05; done\n");
 	smi = xasprintf("%s/nvidia-smi", dir);
 	work = xasprintf("%s/work", dir);
@@ -317,7 +322,7 @@ int main(void)
 	/* the slot leases again once the attempt is dropped: give it a fourth, long-running one */
 	pthread_mutex_lock(&fk.mu);
 	fk.hb = HB_OK;
-	fk.trainer_tag = "loop";
+	fk.trainer_tag = "peak";
 	pthread_mutex_unlock(&fk.mu);
 	WAIT_FOR(fk.leases_given == 4);
 	pthread_mutex_lock(&fk.mu);
@@ -325,13 +330,19 @@ int main(void)
 	pthread_mutex_unlock(&fk.mu);
 
 	/* drain: stop with a short deadline; the running trainer gets SIGINT and is reported */
-	WAIT_FOR(fk.heartbeats >= 2);
+	/* the trainer raised memory.used to 9000 while training: a heartbeat saw it, so the peak has it */
+	WAIT_FOR(fk.heartbeats >= 2 && fk.hb_mem == 9000);
 	worker_stop(w, 1);
 	pthread_join(wt, NULL);
 	pthread_mutex_lock(&fk.mu);
 	TAP_INT_EQ(json_array_size(fk.finishes), 4, "drain: running attempt reported");
 	f = finish_facts(3);
 	TAP_OK(json_is_false(json_object_get(f, "cancelled")), "drain: cancelled false");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_object_get(f, "peak"), "mib")), 9000,
+		   "facts.peak: the highest memory.used read while the trainer ran");
+	TAP_STR_EQ(json_string_value(json_object_get(json_object_get(f, "peak"), "phase")), "train",
+		   "facts.peak: the phase the scanner was in");
+	TAP_INT_EQ(json_integer_value(json_object_get(json_object_get(f, "peak"), "step")), 5, "facts.peak: the step");
 	pthread_mutex_unlock(&fk.mu);
 	worker_free(w);
 
