@@ -1,0 +1,582 @@
+/* The memory model of issue 12: reads a config's memory-relevant settings (FEATURES), turns ended
+ * attempts into OBSERVATIONS, fits one PROFILE per (arch, GPU memory class) by least squares over a
+ * few derived terms, and predicts a candidate config's peak with its evidence. Owns the formula and
+ * the evidence rules; knows nothing of ladders, decisions or storage. Pure code; no I/O. */
+#include "memmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "jpath.h"
+#include "util.h"
+
+#define P0 "config.process[0]"
+#define MM_MIN_MARGIN_MIB 256   /* never predict closer to the limit than this */
+#define MM_RESERVE_MIB 64       /* driver and allocator slack: usable = total - this */
+#define MM_MAX_LIST 40          /* fits/ooms kept in a profile for the evidence rules */
+#define MM_MIN_EXACT 3          /* exact data points a profile needs before it predicts */
+#define MM_MAX_UNKNOWNS 12      /* 8 load terms + train, train^2, train without checkpointing, sample */
+#define MM_MPX (1024.0 * 1024.0)
+
+/* ---- features ---- */
+
+static long long max_ll(long long a, long long b)
+{
+	return a > b ? a : b;
+}
+
+static long long res_of(const json_t *res, long long *count)
+{
+	size_t i;
+	json_t *x;
+	long long m = 0;
+
+	*count = 0;
+	if (json_is_integer(res)) {
+		*count = 1;
+		return json_integer_value(res);
+	}
+	json_array_foreach(res, i, x) {
+		if (!json_is_integer(x))
+			continue;
+		(*count)++;
+		m = max_ll(m, json_integer_value(x));
+	}
+	return m;
+}
+
+json_t *memmodel_features(const json_t *config, const char *kind)
+{
+	const json_t *p = jpath_get(config, P0);
+	const json_t *ds = json_object_get(p, "datasets"), *d, *sample = json_object_get(p, "sample"), *items, *it;
+	long long res_max = 0, res_n = 1, n, r, batch = jpath_int(p, "train.batch_size", 1), frames = 1;
+	long long sw = jpath_int(sample, "width", 512), sh = jpath_int(sample, "height", 512);
+	long long ss = jpath_int(sample, "sample_steps", 20), sf = jpath_int(sample, "num_frames", 1);
+	long long spx = 0, ssteps = 0, sframes = 0;
+	bool sampling = !jpath_bool(p, "train.disable_sampling", 0) && json_is_object(sample);
+	bool image = kind && !strcmp(kind, "image");
+	size_t i, nitems;
+
+	json_array_foreach(ds, i, d) {
+		r = res_of(json_object_get(d, "resolution"), &n);
+		if (r > res_max) {
+			res_max = r;
+			res_n = n;
+		}
+		batch = max_ll(batch, jpath_int(d, "batch_size", 1));
+		frames = max_ll(frames, jpath_int(d, "num_frames", 1));
+	}
+	if (res_max <= 0) {
+		res_max = 512;
+		res_n = 1;
+	}
+	items = json_object_get(sample, "samples");
+	nitems = json_is_array(items) ? json_array_size(items) : 0;
+	for (i = 0; sampling && i < (nitems ? nitems : 1); i++) {
+		it = nitems ? json_array_get(items, i) : NULL;
+		long long px = jpath_int(it, "width", sw) * jpath_int(it, "height", sh);
+		long long st = jpath_int(it, "sample_steps", ss), f = jpath_int(it, "num_frames", sf);
+		if (px > spx || (px == spx && st > ssteps)) {
+			spx = px;
+			ssteps = st;
+		}
+		sframes = max_ll(sframes, f);
+	}
+	if (image)
+		frames = sframes = sampling ? 1 : 0;
+	if (!sampling)
+		sframes = 0;
+	return json_pack("{s:I, s:I, s:I, s:b, s:I, s:I, s:I, s:I, s:b, s:b, s:b, s:b}", "res_max", (json_int_t)res_max,
+			 "res_n", (json_int_t)res_n, "batch", (json_int_t)max_ll(batch, 1), "grad_ckpt",
+			 jpath_bool(p, "train.gradient_checkpointing", 1), "frames", (json_int_t)max_ll(image ? 1 : frames, 1),
+			 "sample_px", (json_int_t)spx, "sample_steps", (json_int_t)ssteps, "sample_frames",
+			 (json_int_t)sframes, "sampling", sampling, "low_vram", jpath_bool(p, "model.low_vram", 0),
+			 "quantize", jpath_bool(p, "model.quantize", 0), "offload",
+			 jpath_bool(p, "model.layer_offloading", 0));
+}
+
+void memmodel_arch(const json_t *config, char *buf, size_t cap)
+{
+	static const struct { const char *flag, *arch; } legacy[] = {
+		{ "is_flux", "flux" }, { "is_xl", "sdxl" }, { "is_v3", "sd3" },
+	};
+	const json_t *model = jpath_get(config, P0 ".model");
+	const char *a = jpath_str(model, "arch", NULL);
+	char *colon;
+	size_t i;
+
+	if (!cap)
+		return;
+	for (i = 0; !a && i < ARRAY_LEN(legacy); i++)
+		if (jpath_bool(model, legacy[i].flag, 0))
+			a = legacy[i].arch;
+	snprintf(buf, cap, "%s", a && *a ? a : "unknown");
+	colon = strchr(buf, ':');
+	if (colon)
+		*colon = '\0';
+}
+
+int memmodel_gpu_class(int gpu_mib)
+{
+	return gpu_mib <= 0 ? 0 : (int)((gpu_mib + 512) / 1024) * 1024;
+}
+
+bool memmodel_same_class(int a_mib, int b_mib)
+{
+	return a_mib > 0 && b_mib > 0 && (long long)llabs((long long)a_mib - b_mib) * 100 <= (long long)a_mib * MEMMODEL_CLASS_PCT;
+}
+
+int memmodel_need_mib(const json_t *facts)
+{
+	const json_t *oom = json_object_get(facts, "oom");
+	long long alloc = jpath_int(oom, "allocated_by_pytorch_mib", -1), tried = jpath_int(oom, "tried_to_allocate_mib", -1);
+	long long total = jpath_int(oom, "total_capacity_mib", -1);
+
+	if (alloc >= 0 && tried >= 0)
+		return (int)(alloc + tried);
+	return total > 0 ? (int)total : -1;
+}
+
+const char *memmodel_outcome(const char *cls)
+{
+	static const char *const ooms[] = { "oom_train_early", "oom_sample", "oom_load", "oom_train_intermittent" };
+	size_t i;
+
+	if (!cls)
+		return "other";
+	if (!strcmp(cls, "success"))
+		return "fit";
+	for (i = 0; i < ARRAY_LEN(ooms); i++)
+		if (!strcmp(cls, ooms[i]))
+			return "oom";
+	return "other";
+}
+
+json_t *memmodel_observation(const char *arch, int gpu_mib, const json_t *features, const char *cls,
+			     const json_t *facts, long long job_id, long long attempt_id)
+{
+	const char *outcome = memmodel_outcome(cls);
+	const json_t *peak = json_object_get(facts, "peak");
+	const char *phase = jpath_str(peak, "phase", NULL);
+	int need = memmodel_need_mib(facts);
+
+	if (!strcmp(outcome, "oom"))
+		phase = jpath_str(facts, "oom_phase", phase);
+	return json_pack("{s:s, s:i, s:O, s:s, s:s?, s:o, s:o, s:I, s:I, s:n}", "arch", arch ? arch : "unknown",
+			 "gpu_mib", gpu_mib, "features", features ? (json_t *)features : json_null(), "outcome", outcome,
+			 "phase", phase,
+			 "peak_mib", json_is_integer(json_object_get(peak, "mib")) ? json_integer(jpath_int(peak, "mib", 0)) : json_null(),
+			 "need_mib", need > 0 && !strcmp(outcome, "oom") ? json_integer(need) : json_null(), "job_id",
+			 (json_int_t)job_id, "attempt_id", (json_int_t)attempt_id, "at");
+}
+
+/* ---- the derived terms ---- */
+
+/* Frames per latent frame: Wan and most video VAEs compress time 4x, LTX 8x. */
+static int frame_grid(const char *arch)
+{
+	return arch && !strncasecmp(arch, "ltx", 3) ? 8 : 4;
+}
+
+static double latent_frames(long long f, int grid)
+{
+	return f <= 1 ? 1.0 : (double)((f - 1) / grid + 1);
+}
+
+struct terms {
+	int combo;     /* bit 0 low_vram, 1 quantize, 2 offload: which load term */
+	bool ckpt;     /* gradient checkpointing on */
+	bool sampling;
+	double xt;     /* training: (largest bucket / 1024)^2 x batch x latent frames, "megapixels" */
+	double xs;     /* sampling: sample w x h / 1024^2 x latent frames */
+};
+
+static struct terms terms_of(const json_t *f, const char *arch)
+{
+	struct terms t;
+	int g = frame_grid(arch);
+	double r = (double)jpath_int(f, "res_max", 512) / 1024.0;
+
+	t.combo = (jpath_bool(f, "low_vram", 0) ? 1 : 0) | (jpath_bool(f, "quantize", 0) ? 2 : 0) |
+		  (jpath_bool(f, "offload", 0) ? 4 : 0);
+	t.ckpt = jpath_bool(f, "grad_ckpt", 1);
+	t.sampling = jpath_bool(f, "sampling", 0) && jpath_int(f, "sample_px", 0) > 0;
+	t.xt = r * r * (double)jpath_int(f, "batch", 1) * latent_frames(jpath_int(f, "frames", 1), g);
+	t.xs = t.sampling ? (double)jpath_int(f, "sample_px", 0) / MM_MPX * latent_frames(jpath_int(f, "sample_frames", 1), g) : 0;
+	return t;
+}
+
+/* Unknowns: load[0..7] per memory-saving combination, then the slopes. */
+enum { U_LOAD = 0, U_TRAIN = 8, U_TRAIN2 = 9, U_NOCKPT = 10, U_SAMPLE = 11 };
+
+static const char *const COMBO_NAMES[8] = {
+	"plain", "low_vram", "quantize", "low_vram+quantize", "offload", "low_vram+offload", "quantize+offload",
+	"low_vram+quantize+offload",
+};
+
+/* The design row of one phase of one config: train, sample or load (load/save: the load term only). */
+static void row_of(const struct terms *t, const char *phase, double *x)
+{
+	memset(x, 0, sizeof(double) * MM_MAX_UNKNOWNS);
+	x[U_LOAD + t->combo] = 1;
+	if (!phase || !strcmp(phase, "train")) {
+		if (t->ckpt) {
+			x[U_TRAIN] = t->xt;
+			x[U_TRAIN2] = t->xt * t->xt;
+		} else {
+			x[U_NOCKPT] = t->xt;
+		}
+	} else if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample")) {
+		x[U_SAMPLE] = t->xs;
+	}
+}
+
+struct row {
+	double x[MM_MAX_UNKNOWNS];
+	double y;
+};
+
+struct fitstate {
+	struct row *rows;
+	size_t n, cap;
+	double coef[MM_MAX_UNKNOWNS];
+	bool known[MM_MAX_UNKNOWNS];
+};
+
+static void add_row(struct fitstate *s, const double *x, double y)
+{
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 32;
+		s->rows = realloc(s->rows, s->cap * sizeof(*s->rows));
+		if (!s->rows)
+			abort();
+	}
+	memcpy(s->rows[s->n].x, x, sizeof(double) * MM_MAX_UNKNOWNS);
+	s->rows[s->n].y = y;
+	s->n++;
+}
+
+/* Least squares over the columns that have data (use[j]), by Gaussian elimination on the normal
+ * equations with a tiny ridge; unused columns get 0. False when the system is singular. */
+static bool solve(struct fitstate *s, const bool *use)
+{
+	double a[MM_MAX_UNKNOWNS][MM_MAX_UNKNOWNS + 1];
+	int idx[MM_MAX_UNKNOWNS], m = 0, i, j, k, piv;
+	size_t r;
+
+	for (j = 0; j < MM_MAX_UNKNOWNS; j++)
+		if (use[j])
+			idx[m++] = j;
+	memset(a, 0, sizeof(a));
+	for (r = 0; r < s->n; r++)
+		for (i = 0; i < m; i++) {
+			for (j = 0; j < m; j++)
+				a[i][j] += s->rows[r].x[idx[i]] * s->rows[r].x[idx[j]];
+			a[i][m] += s->rows[r].x[idx[i]] * s->rows[r].y;
+		}
+	for (i = 0; i < m; i++)
+		a[i][i] += 1e-9 * (a[i][i] + 1.0);
+	for (i = 0; i < m; i++) {
+		piv = i;
+		for (k = i + 1; k < m; k++)
+			if (fabs(a[k][i]) > fabs(a[piv][i]))
+				piv = k;
+		if (fabs(a[piv][i]) < 1e-12)
+			return false;
+		for (j = 0; j <= m; j++) {
+			double tmp = a[i][j];
+			a[i][j] = a[piv][j];
+			a[piv][j] = tmp;
+		}
+		for (k = 0; k < m; k++) {
+			double f;
+			if (k == i)
+				continue;
+			f = a[k][i] / a[i][i];
+			for (j = i; j <= m; j++)
+				a[k][j] -= f * a[i][j];
+		}
+	}
+	memset(s->coef, 0, sizeof(s->coef));
+	for (i = 0; i < m; i++)
+		s->coef[idx[i]] = a[i][m] / a[i][i];
+	return true;
+}
+
+static double dot(const double *x, const double *c)
+{
+	double v = 0;
+	int j;
+
+	for (j = 0; j < MM_MAX_UNKNOWNS; j++)
+		v += x[j] * c[j];
+	return v;
+}
+
+/* Fits with the columns that have data; drops the curvature term when the data cannot carry it
+ * (fewer than 4 distinct training sizes) or when it comes out negative. */
+static bool fit_rows(struct fitstate *s)
+{
+	bool use[MM_MAX_UNKNOWNS] = { false };
+	double xts[8];
+	int nxt = 0, j, k;
+	size_t r;
+
+	for (r = 0; r < s->n; r++) {
+		for (j = 0; j < MM_MAX_UNKNOWNS; j++)
+			if (s->rows[r].x[j] != 0)
+				use[j] = true;
+		if (s->rows[r].x[U_TRAIN] != 0) {
+			for (k = 0; k < nxt && fabs(xts[k] - s->rows[r].x[U_TRAIN]) > 1e-6; k++)
+				;
+			if (k == nxt && nxt < 8)
+				xts[nxt++] = s->rows[r].x[U_TRAIN];
+		}
+	}
+	if (nxt < 4)
+		use[U_TRAIN2] = false;
+	if (!solve(s, use))
+		return false;
+	if (use[U_TRAIN2] && s->coef[U_TRAIN2] < 0) {
+		use[U_TRAIN2] = false;
+		if (!solve(s, use))
+			return false;
+	}
+	memcpy(s->known, use, sizeof(use));
+	return true;
+}
+
+/* ---- the profile ---- */
+
+static bool obs_usable(const json_t *o, const char *arch, int gpu_mib)
+{
+	const char *out = jpath_str(o, "outcome", "other");
+
+	return !strcmp(jpath_str(o, "arch", ""), arch) && json_is_object(json_object_get(o, "features")) &&
+	       memmodel_same_class(gpu_mib, (int)jpath_int(o, "gpu_mib", 0)) && (!strcmp(out, "fit") || !strcmp(out, "oom"));
+}
+
+/* Ceilings (guide 7) in the ladder's setting names: the largest value seen to fit, reported where
+ * an attempt with a larger value ran out of memory here. */
+static const struct { const char *setting, *feature; } CEILINGS[] = {
+	{ "bucket", "res_max" }, { "batch_size", "batch" }, { "num_frames", "frames" }, { "sample_size", "sample_px" },
+};
+
+static json_t *ceilings_of(const json_t *fits, const json_t *ooms)
+{
+	json_t *c = json_object(), *o;
+	size_t i, k;
+
+	for (k = 0; k < ARRAY_LEN(CEILINGS); k++) {
+		long long best = -1, worst = -1, v;
+		json_array_foreach(fits, i, o)
+			best = max_ll(best, jpath_int(o, CEILINGS[k].feature, -1));
+		json_array_foreach(ooms, i, o) {
+			v = jpath_int(o, CEILINGS[k].feature, -1);
+			if (worst < 0 || v > worst)
+				worst = v;
+		}
+		if (best > 0 && worst > best)
+			json_object_set_new(c, CEILINGS[k].setting, json_integer(best));
+	}
+	return c;
+}
+
+json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
+{
+	struct fitstate s;
+	json_t *fits = json_array(), *ooms = json_array(), *o, *coef, *prof, *lows;
+	size_t i, exact = 0;
+	int nfit = 0, noom = 0, pass, j;
+	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0;
+	bool ok = false;
+
+	memset(&s, 0, sizeof(s));
+	arch = arch ? arch : "unknown";
+	lows = json_array();
+	json_array_foreach(observations, i, o) {
+		const json_t *f = json_object_get(o, "features");
+		const char *phase = jpath_str(o, "phase", NULL);
+		struct terms t;
+		if (!obs_usable(o, arch, gpu_mib))
+			continue;
+		t = terms_of(f, arch);
+		if (!strcmp(jpath_str(o, "outcome", ""), "fit")) {
+			nfit++;
+			if (json_array_size(fits) < MM_MAX_LIST) {
+				json_t *c = json_deep_copy(f);
+				json_object_set(c, "peak_mib", json_object_get(o, "peak_mib") ? json_object_get(o, "peak_mib") : json_null());
+				json_object_set_new(c, "gpu_mib", json_integer(jpath_int(o, "gpu_mib", 0)));
+				json_array_append_new(fits, c);
+			}
+			if (jpath_int(o, "peak_mib", 0) > 0 && phase) {
+				row_of(&t, phase, x);
+				add_row(&s, x, (double)jpath_int(o, "peak_mib", 0));
+				exact++;
+			}
+		} else {
+			noom++;
+			if (json_array_size(ooms) < MM_MAX_LIST) {
+				json_t *c = json_deep_copy(f);
+				json_object_set_new(c, "gpu_mib", json_integer(jpath_int(o, "gpu_mib", 0)));
+				json_object_set(c, "phase", phase ? json_object_get(o, "phase") : json_null());
+				json_array_append_new(ooms, c);
+			}
+			/* The floor: the OOM's own figures, else the GPU's whole memory. */
+			json_array_append_new(lows, json_pack("{s:o, s:s?, s:I}", "f", json_deep_copy(f), "phase", phase,
+							      "need", (json_int_t)(jpath_int(o, "need_mib", 0) > 0 ?
+										jpath_int(o, "need_mib", 0) : jpath_int(o, "gpu_mib", 0))));
+		}
+	}
+	if (exact >= MM_MIN_EXACT && fit_rows(&s)) {
+		double resid;
+		size_t r;
+		for (r = 0; r < s.n; r++) {
+			resid = s.rows[r].y - dot(s.rows[r].x, s.coef);
+			ss += resid * resid;
+			if (fabs(resid) > maxres)
+				maxres = fabs(resid);
+		}
+		/* Floors the fit undershoots become data points (up to 3 passes): an OOM at X means the
+		 * phase needed more than X. */
+		for (pass = 0; pass < 3; pass++) {
+			bool added = false;
+			json_array_foreach(lows, i, o) {
+				struct terms t = terms_of(json_object_get(o, "f"), arch);
+				double need = (double)jpath_int(o, "need", 0);
+				if (jpath_bool(o, "used", 0))
+					continue;
+				row_of(&t, jpath_str(o, "phase", "train"), x);
+				if (dot(x, s.coef) < need) {
+					add_row(&s, x, need);
+					json_object_set_new(o, "used", json_true());
+					added = true;
+				}
+			}
+			if (!added || !fit_rows(&s))
+				break;
+		}
+		margin = 2.0 * sqrt(ss / (double)exact);
+		if (margin < maxres)
+			margin = maxres;
+		ok = true;
+	}
+	if (margin < MM_MIN_MARGIN_MIB)
+		margin = MM_MIN_MARGIN_MIB;
+	if (margin > gpu_mib / 8.0)
+		margin = gpu_mib / 8.0;
+	coef = json_object();
+	if (ok) {
+		json_t *loads = json_object();
+		for (j = 0; j < 8; j++)
+			if (s.known[U_LOAD + j])
+				json_object_set_new(loads, COMBO_NAMES[j], json_integer(lround(s.coef[U_LOAD + j])));
+		json_object_set_new(coef, "load_mib", loads);
+		json_object_set_new(coef, "train_mib_per_mpx", s.known[U_TRAIN] ? json_real(s.coef[U_TRAIN]) : json_null());
+		json_object_set_new(coef, "train_mib_per_mpx2", s.known[U_TRAIN2] ? json_real(s.coef[U_TRAIN2]) : json_null());
+		json_object_set_new(coef, "nockpt_mib_per_mpx", s.known[U_NOCKPT] ? json_real(s.coef[U_NOCKPT]) : json_null());
+		json_object_set_new(coef, "sample_mib_per_mpx", s.known[U_SAMPLE] ? json_real(s.coef[U_SAMPLE]) : json_null());
+	}
+	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch, "gpu_mib",
+			 gpu_mib, "n", nfit + noom, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n, "coef", coef,
+			 "margin_mib", (json_int_t)lround(margin), "usable_mib", (json_int_t)(gpu_mib - MM_RESERVE_MIB),
+			 "ceilings", ceilings_of(fits, ooms), "fits", fits, "ooms", ooms, "ok", ok);
+	json_decref(lows);
+	free(s.rows);
+	return prof;
+}
+
+/* ---- prediction ---- */
+
+/* How heavy a setting is: larger is heavier; the memory savers count as heavier when off. */
+static const char *const HEAVIER_WHEN_LARGER[] = { "res_max", "batch", "frames", "sample_px", "sample_frames", "sample_steps" };
+static const char *const HEAVIER_WHEN_OFF[] = { "grad_ckpt", "low_vram", "quantize", "offload" };
+
+/* True when config a needs at least as much memory as b in every setting. */
+static bool heavier_or_equal(const json_t *a, const json_t *b)
+{
+	size_t k;
+
+	for (k = 0; k < ARRAY_LEN(HEAVIER_WHEN_LARGER); k++)
+		if (jpath_int(a, HEAVIER_WHEN_LARGER[k], 0) < jpath_int(b, HEAVIER_WHEN_LARGER[k], 0))
+			return false;
+	for (k = 0; k < ARRAY_LEN(HEAVIER_WHEN_OFF); k++)
+		if (jpath_bool(a, HEAVIER_WHEN_OFF[k], 0) && !jpath_bool(b, HEAVIER_WHEN_OFF[k], 0))
+			return false;
+	return true;
+}
+
+static json_t *prediction(json_int_t peak, int fits, const char *basis, const char *phase, json_int_t margin,
+			  json_int_t usable, char *evidence)
+{
+	json_t *p = json_pack("{s:o, s:o, s:s, s:s, s:s?, s:I, s:I}", "peak_mib", peak >= 0 ? json_integer(peak) : json_null(),
+			      "fits", fits < 0 ? json_null() : json_boolean(fits), "evidence", evidence, "basis", basis,
+			      "phase", phase, "margin_mib", margin, "usable_mib", usable);
+
+	free(evidence);
+	return p;
+}
+
+json_t *memmodel_predict(const json_t *profile, const json_t *features)
+{
+	const char *arch = jpath_str(profile, "arch", "unknown");
+	const json_t *coef = json_object_get(profile, "coef"), *o;
+	json_int_t margin = jpath_int(profile, "margin_mib", MM_MIN_MARGIN_MIB), usable = jpath_int(profile, "usable_mib", 0);
+	int gpu = (int)jpath_int(profile, "gpu_mib", 0);
+	struct terms t = terms_of(features, arch);
+	double train, sample = 0, load, peak;
+	json_t *v;
+	const char *phase = "train";
+	size_t i;
+
+	/* Evidence first: a config at least as heavy ran fine here, or one no heavier ran out of memory
+	 * on a GPU at least this big. */
+	json_array_foreach(json_object_get(profile, "ooms"), i, o)
+		if (heavier_or_equal(features, o) && jpath_int(o, "gpu_mib", 0) >= gpu)
+			return prediction(-1, 0, "lighter_oom", jpath_str(o, "phase", NULL), margin, usable,
+					  xasprintf("%s: a config no heavier than this ran out of memory on a %lld MiB GPU",
+						    arch, jpath_int(o, "gpu_mib", 0)));
+	json_array_foreach(json_object_get(profile, "fits"), i, o)
+		if (heavier_or_equal(o, features) &&
+		    (jpath_int(o, "peak_mib", 0) > 0 ? jpath_int(o, "peak_mib", 0) <= usable : jpath_int(o, "gpu_mib", 0) <= gpu))
+			return prediction(jpath_int(o, "peak_mib", -1), 1, "heavier_fit", NULL, margin, usable,
+					  xasprintf("%s: a config at least as heavy ran fine here (peak %lld MiB)", arch,
+						    jpath_int(o, "peak_mib", 0)));
+	if (!jpath_bool(profile, "ok", 0))
+		return prediction(-1, -1, "none", NULL, margin, usable,
+				  xasprintf("%s: not enough history on this GPU class (%lld attempt(s))", arch,
+					    jpath_int(profile, "n", 0)));
+	v = jpath_get(coef, "load_mib");
+	if (!json_is_integer(json_object_get(v, COMBO_NAMES[t.combo])))
+		return prediction(-1, -1, "none", NULL, margin, usable,
+				  xasprintf("%s: the %s memory path has not run on this GPU class yet", arch, COMBO_NAMES[t.combo]));
+	load = (double)json_integer_value(json_object_get(v, COMBO_NAMES[t.combo]));
+	if (t.ckpt) {
+		if (!json_is_number(json_object_get(coef, "train_mib_per_mpx")))
+			return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: no training step measured yet", arch));
+		v = json_object_get(coef, "train_mib_per_mpx2");
+		train = t.xt * json_number_value(json_object_get(coef, "train_mib_per_mpx")) +
+			(json_is_number(v) ? t.xt * t.xt * json_number_value(v) : 0);
+	} else {
+		if (!json_is_number(json_object_get(coef, "nockpt_mib_per_mpx")))
+			return prediction(-1, -1, "none", NULL, margin, usable,
+					  xasprintf("%s: no step without gradient checkpointing measured yet", arch));
+		train = t.xt * json_number_value(json_object_get(coef, "nockpt_mib_per_mpx"));
+	}
+	if (t.sampling) {
+		if (!json_is_number(json_object_get(coef, "sample_mib_per_mpx")))
+			return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: no sample measured yet", arch));
+		sample = t.xs * json_number_value(json_object_get(coef, "sample_mib_per_mpx"));
+	}
+	if (sample > train)
+		phase = "sample";
+	peak = load + (sample > train ? sample : train);
+	return prediction(lround(peak), (json_int_t)lround(peak) + margin <= usable, "fit", phase, margin, usable,
+			  xasprintf("%s: est %.1f GiB = load %.1f + %s %.1f (train %.2f Mpx, sample %.2f Mpx); margin %.1f GiB "
+				    "of %.1f usable; fit over %lld attempt(s)", arch, peak / 1024.0, load / 1024.0, phase,
+				    (peak - load) / 1024.0, t.xt, t.xs, (double)margin / 1024.0, (double)usable / 1024.0,
+				    jpath_int(profile, "n", 0)));
+}

@@ -1,0 +1,276 @@
+/* Unit tests of recovery/memmodel.c: features agree with what the ladder changes, observations from
+ * FACTS, the per-(arch, GPU class) fit recovers a known law, OOM floors raise it, the evidence rules
+ * (a heavier config ran, a lighter one OOMed) win over the fit, and no history predicts nothing. */
+#include <math.h>
+
+#include "tap.h"
+#include "policy_fixtures.h"
+#include "../../recovery/ladder.h"
+#include "../../recovery/memmodel.h"
+#include "../../common/util.h"
+
+/* A features object: the defaults of a plain 1024 px, batch 1, checkpointed, sampling-off config,
+ * with the members of the JSON literal over them. */
+static json_t *feat(const char *over)
+{
+	json_t *f = fx_json("{\"res_max\": 1024, \"res_n\": 1, \"batch\": 1, \"grad_ckpt\": true, \"frames\": 1,"
+			    " \"sample_px\": 0, \"sample_steps\": 0, \"sample_frames\": 0, \"sampling\": false,"
+			    " \"low_vram\": false, \"quantize\": false, \"offload\": false}");
+	json_t *o = fx_json(over);
+
+	json_object_update(f, o);
+	json_decref(o);
+	return f;
+}
+
+/* The law the fit must recover: load 20000 MiB, 3000 MiB per training megapixel, 2000 per sample one. */
+static long long law(const json_t *f, const char **phase)
+{
+	double r = jpath_int(f, "res_max", 0) / 1024.0, xt = r * r * jpath_int(f, "batch", 1);
+	double train = 3000 * xt, sample = jpath_bool(f, "sampling", 0) ? 2000 * jpath_int(f, "sample_px", 0) / 1048576.0 : 0;
+
+	*phase = sample > train ? "sample" : "train";
+	return (long long)lround(20000 + (sample > train ? sample : train));
+}
+
+static json_t *obs_fit(json_t *f, int gpu)
+{
+	const char *phase;
+	long long peak = law(f, &phase);
+	json_t *o = json_pack("{s:s, s:i, s:o, s:s, s:s, s:I, s:n, s:i, s:i, s:n}", "arch", "flux", "gpu_mib", gpu,
+			      "features", f, "outcome", "fit", "phase", phase, "peak_mib", (json_int_t)peak, "need_mib",
+			      "job_id", 1, "attempt_id", 1, "at");
+	return o;
+}
+
+static void features(void)
+{
+	json_t *cfg = fx_load("flux_image.json"), *f, *ch = json_array(), *v = fx_load("wan22_video.json");
+	char arch[32];
+
+	f = memmodel_features(cfg, "image");
+	TAP_INT_EQ(jpath_int(f, "res_max", 0), 1024, "features: largest bucket");
+	TAP_INT_EQ(jpath_int(f, "res_n", 0), 3, "features: buckets of that dataset");
+	TAP_INT_EQ(jpath_int(f, "batch", 0), 4, "features: batch");
+	TAP_OK(!jpath_bool(f, "grad_ckpt", 1), "features: checkpointing off as written");
+	TAP_INT_EQ(jpath_int(f, "sample_px", 0), 1024 * 1024, "features: largest sample (1024x1024 over 1024x768)");
+	TAP_INT_EQ(jpath_int(f, "sample_steps", 0), 20, "features: sample steps");
+	TAP_OK(jpath_bool(f, "sampling", 0) && jpath_bool(f, "quantize", 0) && !jpath_bool(f, "low_vram", 1),
+	       "features: sampling on, quantize on, low_vram off");
+	json_decref(f);
+	/* Each rung the ladder applies shows in the features. */
+	ladder_step("oom_train_early", false, cfg, ch);
+	ladder_step("oom_train_early", false, cfg, ch);
+	ladder_step("oom_train_early", false, cfg, ch);
+	f = memmodel_features(cfg, "image");
+	TAP_OK(jpath_bool(f, "grad_ckpt", 0), "features follow the ladder: checkpointing on");
+	TAP_INT_EQ(jpath_int(f, "batch", 0), 1, "features follow the ladder: batch 1");
+	TAP_INT_EQ(jpath_int(f, "res_max", 0), 768, "features follow the ladder: 1024 bucket dropped");
+	json_decref(f);
+	ladder_step("oom_train_early", false, cfg, ch); /* the 768 bucket */
+	ladder_step("oom_train_early", false, cfg, ch);
+	f = memmodel_features(cfg, "image");
+	TAP_INT_EQ(jpath_int(f, "sample_px", 0), 512 * 512, "features follow the ladder: cheaper sampling 512x512");
+	TAP_INT_EQ(jpath_int(f, "sample_steps", 0), 10, "features follow the ladder: sample steps 10");
+	json_decref(f);
+	ladder_step("oom_train_early", false, cfg, ch);
+	f = memmodel_features(cfg, "image");
+	TAP_OK(!jpath_bool(f, "sampling", 1) && jpath_int(f, "sample_px", -1) == 0, "features follow the ladder: sampling off, no sample pixels");
+	json_decref(f);
+	f = memmodel_features(v, "video");
+	TAP_OK(jpath_int(f, "frames", 0) > 1, "features: video frames");
+	memmodel_arch(v, arch, sizeof(arch));
+	TAP_STR_EQ(arch, "wan22_14b", "arch: model.arch");
+	json_decref(f);
+	jpath_set(v, P0 ".model.arch", json_string("flux:dev"));
+	memmodel_arch(v, arch, sizeof(arch));
+	TAP_STR_EQ(arch, "flux", "arch: the :tag suffix dropped");
+	f = memmodel_features(json_null(), NULL);
+	TAP_INT_EQ(jpath_int(f, "res_max", 0), 512, "features: defaults on a config without process");
+	TAP_INT_EQ(jpath_int(f, "batch", 0), 1, "features: batch defaults to 1");
+	json_decref(f);
+	json_decref(ch);
+	json_decref(cfg);
+	json_decref(v);
+}
+
+static void helpers(void)
+{
+	json_t *facts = fx_oom("train", 2, 3), *o, *f = feat("{}");
+
+	TAP_INT_EQ(memmodel_gpu_class(24564), 24576, "GPU class: 24564 MiB is the 24 GiB class");
+	TAP_INT_EQ(memmodel_gpu_class(81559), 81920, "GPU class: 81559 MiB is the 80 GiB class");
+	TAP_OK(memmodel_same_class(24564, 24576) && !memmodel_same_class(24564, 49152), "same class within 10 %");
+	TAP_INT_EQ(memmodel_need_mib(facts), 23024, "need: allocated by PyTorch + tried to allocate");
+	json_object_del(json_object_get(facts, "oom"), "allocated_by_pytorch_mib");
+	TAP_INT_EQ(memmodel_need_mib(facts), 24564, "need: total capacity when the split is missing");
+	TAP_STR_EQ(memmodel_outcome("oom_sample"), "oom", "outcome: an OOM class");
+	TAP_STR_EQ(memmodel_outcome("success"), "fit", "outcome: success");
+	TAP_STR_EQ(memmodel_outcome("env_fault"), "other", "outcome: env faults teach nothing");
+	json_object_set_new(facts, "peak", fx_json("{\"mib\": 22000, \"phase\": \"train\", \"step\": 3}"));
+	o = memmodel_observation("flux", 24564, f, "oom_train_early", facts, 7, 101);
+	TAP_STR_EQ(jpath_str(o, "outcome", NULL), "oom", "observation: outcome");
+	TAP_STR_EQ(jpath_str(o, "phase", NULL), "train", "observation: the OOM's phase");
+	TAP_INT_EQ(jpath_int(o, "need_mib", 0), 24564, "observation: need");
+	TAP_INT_EQ(jpath_int(o, "peak_mib", 0), 22000, "observation: peak");
+	json_decref(o);
+	json_decref(f);
+	json_decref(facts);
+}
+
+static json_t *history(int gpu)
+{
+	json_t *obs = json_array();
+	static const char *const configs[] = {
+		"{\"res_max\": 512}", "{\"res_max\": 768}", "{\"res_max\": 1024}", "{\"res_max\": 512, \"batch\": 2}",
+		"{\"res_max\": 768, \"batch\": 2}", "{\"sampling\": true, \"sample_px\": 4194304}",
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(configs); i++)
+		json_array_append_new(obs, obs_fit(feat(configs[i]), gpu));
+	return obs;
+}
+
+static void fit_and_predict(void)
+{
+	json_t *obs = history(24564), *prof, *pred, *f;
+	const char *phase;
+	long long truth;
+
+	/* Noise the model must ignore: another arch, another GPU class, an env fault. */
+	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "sdxl", "gpu_mib", 24564, "features",
+					     feat("{}"), "outcome", "fit", "phase", "train", "peak_mib", 1000));
+	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 81920, "features",
+					     feat("{}"), "outcome", "fit", "phase", "train", "peak_mib", 1000));
+	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 24564, "features",
+					     feat("{}"), "outcome", "other", "phase", "load", "peak_mib", 1000));
+	prof = memmodel_fit(obs, "flux", 24564);
+	TAP_OK(jpath_bool(prof, "ok", 0), "fit: six measured attempts are enough");
+	TAP_INT_EQ(jpath_int(prof, "n", 0), 6, "fit: other arch, other class and env faults skipped");
+	TAP_OK(fabs(json_number_value(jpath_get(prof, "coef.train_mib_per_mpx")) - 3000) < 30, "fit: 3000 MiB per training Mpx recovered");
+	TAP_OK(fabs(json_number_value(jpath_get(prof, "coef.sample_mib_per_mpx")) - 2000) < 20, "fit: 2000 MiB per sample Mpx recovered");
+	TAP_OK(llabs(jpath_int(prof, "coef.load_mib.plain", 0) - 20000) < 50, "fit: load 20000 MiB recovered");
+	TAP_INT_EQ(jpath_int(prof, "margin_mib", 0), 256, "fit: exact data, minimum margin");
+	f = feat("{\"res_max\": 1024, \"batch\": 1, \"sampling\": true, \"sample_px\": 1048576}");
+	truth = law(f, &phase);
+	pred = memmodel_predict(prof, f);
+	TAP_OK(llabs(jpath_int(pred, "peak_mib", 0) - truth) < 100, "predict: within 100 MiB of the law");
+	TAP_OK(json_is_true(json_object_get(pred, "fits")), "predict: 23 GiB on a 24 GiB GPU fits with margin");
+	TAP_OK(strstr(jpath_str(pred, "evidence", ""), "est") != NULL, "predict: one line of evidence");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 1024, \"batch\": 2}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_false(json_object_get(pred, "fits")), "predict: 26 GiB does not fit 24 GiB");
+	TAP_STR_EQ(jpath_str(pred, "basis", NULL), "fit", "predict: from the fit");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 1280, \"low_vram\": true}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_null(json_object_get(pred, "fits")), "predict: a memory path never seen is unknown");
+	json_decref(pred);
+	json_decref(f);
+	json_decref(prof);
+	json_decref(obs);
+}
+
+static void floors_and_evidence(void)
+{
+	json_t *obs = history(24564), *prof, *pred, *f;
+
+	/* An OOM at 1024 px batch 2 without checkpointing: the fit knows nothing of it but the floor. */
+	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:n, s:i}", "arch", "flux", "gpu_mib", 24564,
+					     "features", feat("{\"batch\": 2, \"grad_ckpt\": false}"), "outcome", "oom",
+					     "phase", "train", "peak_mib", "need_mib", 40000));
+	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:n, s:i}", "arch", "flux", "gpu_mib", 24564,
+					     "features", feat("{\"batch\": 4}"), "outcome", "oom", "phase", "train",
+					     "peak_mib", "need_mib", 30000));
+	prof = memmodel_fit(obs, "flux", 24564);
+	f = feat("{\"batch\": 2, \"grad_ckpt\": false}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_false(json_object_get(pred, "fits")), "evidence: the same config OOMed here");
+	TAP_STR_EQ(jpath_str(pred, "basis", NULL), "lighter_oom", "evidence: basis names the OOM");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"batch\": 2, \"grad_ckpt\": false, \"res_max\": 768}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(jpath_int(pred, "peak_mib", 0) > 20000 + 18000 * 0.5, "floor: the no-checkpointing slope is learned from the OOM");
+	json_decref(pred);
+	json_decref(f);
+	/* A heavier config ran fine: the lighter one fits whatever the fit says. */
+	f = feat("{\"res_max\": 768, \"batch\": 2, \"quantize\": true}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_true(json_object_get(pred, "fits")), "evidence: a heavier config (768 px batch 2, no quantize) ran here");
+	TAP_STR_EQ(jpath_str(pred, "basis", NULL), "heavier_fit", "evidence: basis names the fit");
+	json_decref(pred);
+	json_decref(f);
+	TAP_OK(json_object_size(json_object_get(prof, "ceilings")) > 0, "ceilings: a larger batch OOMed, batch 2 is a ceiling");
+	TAP_INT_EQ(jpath_int(prof, "ceilings.batch_size", 0), 2, "ceilings: batch_size 2");
+	json_decref(prof);
+	json_decref(obs);
+}
+
+static void no_history(void)
+{
+	json_t *obs = json_array(), *prof, *pred, *f = feat("{}");
+
+	prof = memmodel_fit(obs, "flux", 24564);
+	TAP_OK(!jpath_bool(prof, "ok", 1) && jpath_int(prof, "n", -1) == 0, "no history: profile not ok, n 0");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_null(json_object_get(pred, "fits")) && json_is_null(json_object_get(pred, "peak_mib")),
+	       "no history: fits and peak unknown");
+	json_decref(pred);
+	json_decref(prof);
+	prof = memmodel_fit(NULL, NULL, 0);
+	TAP_OK(prof && !jpath_bool(prof, "ok", 1), "fit: NULL observations give an empty profile");
+	json_decref(prof);
+	json_decref(obs);
+	json_decref(f);
+}
+
+static const char *res_json(int res)
+{
+	static char buf[64];
+
+	snprintf(buf, sizeof(buf), "{\"res_max\": %d}", res);
+	return buf;
+}
+
+/* A law that is not the model's: activations quadratic in the training pixels (attention). */
+static void curved_law(void)
+{
+	json_t *obs = json_array(), *prof, *pred, *f;
+	static const int res[] = { 512, 640, 768, 896, 1024, 1152, 1280 };
+	size_t i;
+	double r;
+
+	for (i = 0; i < ARRAY_LEN(res); i++) {
+		r = res[i] / 1024.0;
+		json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 49152,
+						     "features", feat(res_json(res[i])), "outcome", "fit", "phase",
+						     "train", "peak_mib", (int)lround(15000 + 4000 * r * r + 3000 * r * r * r * r)));
+	}
+	prof = memmodel_fit(obs, "flux", 49152);
+	TAP_OK(json_is_number(jpath_get(prof, "coef.train_mib_per_mpx2")), "curved law: the curvature term is fitted");
+	f = feat("{\"res_max\": 1408}");
+	r = 1408 / 1024.0;
+	pred = memmodel_predict(prof, f);
+	TAP_OK(fabs(jpath_int(pred, "peak_mib", 0) - (15000 + 4000 * r * r + 3000 * r * r * r * r)) < 300,
+	       "curved law: extrapolates within 300 MiB");
+	json_decref(pred);
+	json_decref(f);
+	json_decref(prof);
+	json_decref(obs);
+}
+
+int main(void)
+{
+	features();
+	helpers();
+	fit_and_predict();
+	floors_and_evidence();
+	no_history();
+	curved_law();
+	return TAP_DONE();
+}
