@@ -13,6 +13,7 @@
 #include "facts.h"
 #include "http.h"
 #include "log.h"
+#include "memmodel.h"
 #include "policy.h"
 #include "report.h"
 #include "sql.h"
@@ -32,6 +33,7 @@ struct finish {
 	json_t *facts;            /* the reported FACTS */
 	json_t *decision;         /* the DECISION being applied */
 	json_t *report;           /* {"markdown", "json"} when it escalates, else NULL */
+	json_t *obs;              /* the memory OBSERVATION of the attempt (memmodel.h), stored with it */
 	json_t *ctx;
 	bool fallback;            /* already re-applied a fail-safe decision once */
 };
@@ -45,6 +47,7 @@ static void finish_free(struct finish *f)
 	json_decref(f->facts);
 	json_decref(f->decision);
 	json_decref(f->report);
+	json_decref(f->obs);
 	json_decref(f->ctx);
 	free(f);
 }
@@ -210,6 +213,27 @@ out:
 	finish_free(f);
 }
 
+/* The memory OBSERVATION of the attempt that ended (memmodel_observation): the FEATURES of the
+ * config it ran, its arch and GPU, the decision's class and FACTS (peak, OOM figures). Stored with
+ * the finish (migrations/014_memory.sql); the CTX and /v1/profiles read it back. */
+static json_t *finish_observation(const struct finish *f, const json_t *decision)
+{
+	const json_t *job = json_object_get(f->ctx, "job"), *a = json_object_get(f->ctx, "attempt");
+	const json_t *config = json_object_get(a, "config");
+	json_t *features, *obs;
+	char arch[64];
+
+	if (!json_is_object(config))
+		config = json_object_get(job, "target_config");
+	features = memmodel_features(config, json_string_value(json_object_get(job, "kind")));
+	memmodel_arch(config, arch, sizeof arch);
+	obs = memmodel_observation(arch, (int)json_integer_value(json_object_get(a, "gpu_memory_mib")), features,
+				   json_string_value(json_object_get(decision, "class")), f->facts,
+				   (long long)json_integer_value(json_object_get(job, "id")), f->attempt_id);
+	json_decref(features);
+	return obs;
+}
+
 /* Applies `decision` (stolen) with the report when it escalates: queued for the next coalesced
  * rung_finish_apply_batch() statement. */
 static void finish_apply(struct finish *f, json_t *decision)
@@ -224,6 +248,8 @@ static void finish_apply(struct finish *f, json_t *decision)
 		json_decref(r);
 	}
 	f->decision = decision;
+	json_decref(f->obs);
+	f->obs = f->ctx ? finish_observation(f, decision) : NULL;
 	batch_add(coalescers(f->h->app)->apply, f, -1);
 }
 
@@ -231,8 +257,8 @@ static json_t *apply_json(void *item)
 {
 	struct finish *f = item;
 
-	return json_pack("{s:I, s:s, s:O, s:O, s:O?}", "id", (json_int_t)f->attempt_id, "token", f->token,
-			 "facts", f->facts, "decision", f->decision, "report", f->report);
+	return json_pack("{s:I, s:s, s:O, s:O, s:O?, s:O?}", "id", (json_int_t)f->attempt_id, "token", f->token,
+			 "facts", f->facts, "decision", f->decision, "report", f->report, "obs", f->obs);
 }
 
 static long long finish_order(void *item)

@@ -20,6 +20,7 @@
 #include "api_fleet.h"
 #include "api_health.h"
 #include "api_jobs.h"
+#include "api_profiles.h"
 #include "api_tokens.h"
 #include "api_workers.h"
 #include "app.h"
@@ -49,6 +50,9 @@ static const struct route routes[] = {
 	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
+	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "GET", "/v1/profiles", api_profiles_list, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/profiles/{}/{}/reset", api_profiles_reset, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/workers", api_fleet_workers, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/lease", api_workers_lease, AUTH_WORKERS, AUTH_SCOPE_WORKER },

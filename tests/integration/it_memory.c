@@ -1,0 +1,284 @@
+/* Integration: the memory model's data and routes (issue 12, migrations/014_memory.sql) with the real
+ * rungd, rung-worker and simulated trainer: each ended attempt stores its peak, features and
+ * observation; the CTX of a later finish carries them; /v1/profiles lists the fitted profile and
+ * the reset empties it; /v1/jobs/{id}/memory estimates a job's config; bad input is a named 4xx. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "memmodel.h"
+#include "util.h"
+
+#define GPU_24G 24576
+
+/* The observations and arch of the CTX of running attempt AID (token TOK), read with the same
+ * statement rungd runs at a finish (STABLE: it changes nothing). *n_obs: -1 on error. */
+static char *ctx_memory(struct harness *h, const char *aid, const char *tok, long long *n_obs, long long *gpu)
+{
+	char *item = xasprintf("[{\"i\": 0, \"id\": %s, \"token\": \"%s\", \"facts\": {}}]", aid, tok);
+	const char *params[1] = { item };
+	PGresult *r = h_sql(h, "SELECT jsonb_array_length(ctx->'memory'->'observations'), ctx->'memory'->>'arch', "
+			       "(ctx->'memory'->>'gpu_mib')::int FROM rung_finish_ctx_batch($1::jsonb)", 1, params);
+	char *arch = NULL;
+
+	*n_obs = -1;
+	if (r && PQntuples(r) == 1) {
+		*n_obs = atoll(PQgetvalue(r, 0, 0));
+		arch = xstrdup(PQgetvalue(r, 0, 1));
+		*gpu = atoll(PQgetvalue(r, 0, 2));
+	}
+	PQclear(r);
+	free(item);
+	return arch;
+}
+
+/* The flux/24 GiB profile of GET /v1/profiles (new reference) or NULL. */
+static json_t *flux_profile(struct harness *h)
+{
+	long st = 0;
+	json_t *ans = h_get(h, "/v1/profiles", &st), *p, *out = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(ans, "profiles"), i, p)
+		if (!strcmp(h_str(p, "arch"), "flux") && h_int(p, "gpu_class_mib") == GPU_24G)
+			out = json_incref(p);
+	json_decref(ans);
+	return out;
+}
+
+/* The arch rungd stores (memmodel_arch, C) and the one the CTX picks (rung_config_arch, SQL) agree. */
+static void test_arch_agrees(struct harness *h)
+{
+	static const char *const models[] = {
+		"{\"arch\": \"flux\"}", "{\"arch\": \"wan22_14b:i2v\"}", "{\"is_flux\": true}", "{\"is_xl\": true}",
+		"{\"is_v3\": true}", "{}", "{\"arch\": \"\"}", "{\"arch\": 5, \"is_flux\": true}",
+		"{\"arch\": \"qwen_image\", \"is_flux\": true}",
+	};
+	int agree = 0;
+
+	for (size_t i = 0; i < ARRAY_LEN(models); i++) {
+		char *cfg = xasprintf("{\"config\": {\"process\": [{\"model\": %s}]}}", models[i]), c_arch[64];
+		json_t *j = json_loads(cfg, 0, NULL);
+		const char *params[1] = { cfg };
+		PGresult *r = h_sql(h, "SELECT rung_config_arch($1::jsonb)", 1, params);
+		memmodel_arch(j, c_arch, sizeof c_arch);
+		if (r && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), c_arch))
+			agree++;
+		else
+			h_diag("model %s: C says %s, SQL says %s", models[i], c_arch, r && PQntuples(r) ? PQgetvalue(r, 0, 0) : "?");
+		PQclear(r);
+		json_decref(j);
+		free(cfg);
+	}
+	h_ok(h, agree == (int)ARRAY_LEN(models), "SQL rung_config_arch agrees with memmodel_arch on %d/%zu models", agree,
+	     ARRAY_LEN(models));
+}
+
+/* A job that runs out of memory once and then fits: both attempts store peak, features and an
+ * observation; the profile rests on them; the job's estimate uses it. Returns the job id (heap). */
+static char *test_stored(struct harness *h)
+{
+	static const char *const env[] = { "RUNG_SIM_STEP_MS=60", "RUNG_SIM_LOAD_MS=400", NULL };
+	static const char *const args[] = { "--memory-sample-ms", "50", NULL };
+	char *gpus = h_sim_gpus("mem", 1, GPU_24G);
+	struct h_worker_opts o = { .gpus_json = gpus, .env = env, .args = args };
+	struct h_worker *w = h_worker_start(h, "wmem", &o);
+	json_t *cfg = h_config("mem_batch", 20), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *job, *done = NULL, *prof = NULL, *est = NULL;
+	char *id = NULL;
+	long st = 0;
+
+	h_config_set(cfg, "config.process[0].train.batch_size", json_integer(4));
+	job = h_submit(h, cfg, extra);
+	id = h_id(job, "id");
+	if (!h_ok(h, w && id, "worker and job started"))
+		goto out;
+	done = h_wait_job(h, id, "succeeded", 60000 * h_slow());
+	h_ok(h, done && h_int(done, "attempts") == 2, "batch 4 runs out of memory once, then fits (%lld attempts)",
+	     done ? h_int(done, "attempts") : -1);
+	{
+		const char *params[1] = { id };
+		PGresult *r = h_sql(h, "SELECT number, peak_mib, peak_phase, mem_arch, mem_gpu_mib, "
+				       "(mem_features->>'batch')::int, mem_obs->>'outcome', (mem_obs->>'need_mib')::int, "
+				       "(mem_obs->>'peak_mib')::int FROM attempts WHERE job_id = $1::bigint ORDER BY number", 1, params);
+		bool two = r && PQntuples(r) == 2;
+		h_ok(h, two, "two attempts stored");
+		if (two) {
+			/* the simulated trainer registers what each phase holds; idle memory.used is 12 MiB */
+			h_ok(h, atoi(PQgetvalue(r, 0, 1)) > 10000 && atoi(PQgetvalue(r, 1, 1)) > 10000,
+			     "each attempt stores the peak nvidia-smi read while it ran (%s, %s MiB)", PQgetvalue(r, 0, 1),
+			     PQgetvalue(r, 1, 1));
+			h_ok(h, atoi(PQgetvalue(r, 1, 1)) <= GPU_24G, "a peak never exceeds the GPU");
+			h_ok(h, !PQgetisnull(r, 0, 2) && !PQgetisnull(r, 1, 2), "and the phase it was in (%s, %s)",
+			     PQgetvalue(r, 0, 2), PQgetvalue(r, 1, 2));
+			h_ok(h, !strcmp(PQgetvalue(r, 0, 3), "flux") && atoi(PQgetvalue(r, 0, 4)) == GPU_24G,
+			     "arch and GPU stored (%s, %s)", PQgetvalue(r, 0, 3), PQgetvalue(r, 0, 4));
+			h_ok(h, atoi(PQgetvalue(r, 0, 5)) == 4 && atoi(PQgetvalue(r, 1, 5)) == 1,
+			     "features of the config each attempt ran (batch %s then %s)", PQgetvalue(r, 0, 5), PQgetvalue(r, 1, 5));
+			h_ok(h, !strcmp(PQgetvalue(r, 0, 6), "oom") && !strcmp(PQgetvalue(r, 1, 6), "fit"),
+			     "observations: oom then fit (%s, %s)", PQgetvalue(r, 0, 6), PQgetvalue(r, 1, 6));
+			/* AI Toolkit skips a training step's OOM without PyTorch's message: no figures, no bound */
+			h_ok(h, PQgetisnull(r, 0, 7), "a skipped-batch OOM has no lower bound (need_mib null)");
+			h_ok(h, !strcmp(PQgetvalue(r, 1, 8), PQgetvalue(r, 1, 1)), "the observation carries the stored peak");
+		}
+		PQclear(r);
+	}
+	prof = flux_profile(h);
+	h_ok(h, prof && h_int(prof, "n") == 2, "GET /v1/profiles: flux on 24 GiB rests on 2 attempts (n %lld)",
+	     prof ? h_int(prof, "n") : -1);
+	h_ok(h, prof && json_is_object(json_object_get(prof, "coef")) && json_is_array(json_object_get(prof, "fits")) &&
+	     json_is_null(json_object_get(prof, "reset_at")), "the profile shows its figures and fits, never reset");
+	est = h_getf(h, &st, "/v1/jobs/%s/memory", id);
+	h_ok(h, st == 200 && h_int(est, "gpu_mib") == GPU_24G && !strcmp(h_str(est, "arch"), "flux"),
+	     "GET /v1/jobs/ID/memory: the GPU of the latest attempt");
+	h_ok(h, h_int(json_object_get(est, "features"), "batch") == 1, "the estimate is of the current config (batch 1)");
+	h_ok(h, json_is_object(json_object_get(est, "estimate")) &&
+	     strlen(h_str(json_object_get(est, "estimate"), "evidence")) > 0, "with a prediction and its evidence");
+	if (h->failed)
+		h_diag_json("memory", est);
+	json_decref(est);
+	est = h_getf(h, &st, "/v1/jobs/%s/memory?gpu_mib=81920", id);
+	h_ok(h, st == 200 && h_int(est, "gpu_mib") == 81920 && h_int(json_object_get(est, "profile"), "n") == 0,
+	     "?gpu_mib picks another GPU class: nothing learned there");
+out:
+	if (w)
+		h_worker_stop(h, w, SIGTERM);
+	json_decref(est);
+	json_decref(prof);
+	json_decref(done);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+	free(gpus);
+	return id;
+}
+
+/* A later attempt's CTX carries the stored observations; a reset empties the profile and the CTX. */
+static void test_ctx_and_reset(struct harness *h)
+{
+	char *wid = h_fake_register(h, "fake-mem", "GPU-fake-mem", GPU_24G), *aid = NULL, *arch = NULL;
+	json_t *cfg = h_config("mem_ctx", 10), *job = h_submit(h, cfg, NULL), *lease = NULL, *ans = NULL, *prof = NULL;
+	json_t *facts = json_pack("{s:i, s:n, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:{s:i, s:i}, "
+				  "s:{s:i, s:i, s:i, s:i, s:[]}, s:s, s:i, s:[s], s:{s:i, s:s, s:i}}",
+				  "exit_code", 1, "signal", "cancelled", 0, "phase", "train", "oom_phase", "train",
+				  "first_step", 0, "last_step", 3, "steps_done", 3, "total_steps", 10, "signatures",
+				  "cuda_oom", 1, "error_running_job", 1, "oom", "tried_to_allocate_mib", 2048,
+				  "total_capacity_mib", 24564, "free_mib", 1100, "allocated_by_pytorch_mib", 21000,
+				  "processes", "error", "torch.OutOfMemoryError: CUDA out of memory", "duration_ms", 4000,
+				  "log_tail", "torch.OutOfMemoryError: CUDA out of memory", "peak", "mib", 23500, "phase",
+				  "train", "step", 3);
+	long long n = -1, gpu = -1;
+	long st = 0;
+
+	lease = wid ? h_fake_lease(h, wid, "GPU-fake-mem", 5000, &st) : NULL;
+	aid = h_id(lease, "attempt_id");
+	if (!h_ok(h, job && aid, "a fake worker leases a second flux job"))
+		goto out;
+	arch = ctx_memory(h, aid, h_str(lease, "token"), &n, &gpu);
+	h_ok(h, n == 2 && arch && !strcmp(arch, "flux") && gpu == GPU_24G,
+	     "its CTX carries the 2 observations of the first job (%lld, arch %s, gpu %lld)", n, arch ? arch : "?", gpu);
+	free(arch);
+
+	ans = h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "arch"), "flux") && h_int(ans, "gpu_class_mib") == GPU_24G &&
+	     strlen(h_str(ans, "reset_at")) > 0, "POST /v1/profiles/flux/24576/reset answers the reset");
+	json_decref(ans);
+	prof = flux_profile(h);
+	h_ok(h, prof && h_int(prof, "n") == 0 && !json_is_null(json_object_get(prof, "reset_at")),
+	     "after the reset the profile rests on nothing and says when it was reset");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE kind = 'profile_reset'", 0, NULL) == 1,
+	     "the reset is an event");
+	arch = ctx_memory(h, aid, h_str(lease, "token"), &n, &gpu);
+	h_ok(h, n == 0, "and the CTX no longer carries the old observations (%lld)", n);
+	free(arch);
+
+	ans = h_fake_finish(h, aid, h_str(lease, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(json_object_get(ans, "decision"), "class"), "oom_train_early"),
+	     "the fake attempt ends out of memory in training (%s)", h_str(json_object_get(ans, "decision"), "class"));
+	json_decref(ans);
+	{
+		const char *params[1] = { aid };
+		PGresult *r = h_sql(h, "SELECT peak_mib, peak_phase, mem_obs->>'outcome', (mem_obs->>'need_mib')::int, "
+				       "mem_obs->>'phase', (mem_obs->>'peak_mib')::int FROM attempts WHERE id = $1::bigint", 1, params);
+		h_ok(h, r && PQntuples(r) == 1 && atoi(PQgetvalue(r, 0, 0)) == 23500 && !strcmp(PQgetvalue(r, 0, 1), "train"),
+		     "FACTS.peak stored as reported (%s MiB in %s)", r ? PQgetvalue(r, 0, 0) : "?", r ? PQgetvalue(r, 0, 1) : "?");
+		h_ok(h, r && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 2), "oom") && atoi(PQgetvalue(r, 0, 3)) == 23048 &&
+		     !strcmp(PQgetvalue(r, 0, 4), "train") && atoi(PQgetvalue(r, 0, 5)) == 23500,
+		     "the observation keeps the OOM's lower bound (allocated 21000 + tried 2048 = %s MiB), phase and peak",
+		     r ? PQgetvalue(r, 0, 3) : "?");
+		PQclear(r);
+	}
+	json_decref(prof);
+	prof = flux_profile(h);
+	h_ok(h, prof && h_int(prof, "n") == 1, "an attempt after the reset counts again (n %lld)", prof ? h_int(prof, "n") : -1);
+	{
+		char *jid = h_id(lease, "job_id");
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", jid ? jid : "0"));
+		free(jid);
+	}
+out:
+	json_decref(prof);
+	json_decref(facts);
+	json_decref(lease);
+	json_decref(job);
+	json_decref(cfg);
+	free(aid);
+	free(wid);
+}
+
+/* Bad input to the routes: a 4xx JSON error naming the field; roles. */
+static void test_bad_input(struct harness *h, const char *job_id)
+{
+	static const struct {
+		const char *method, *path, *field;
+		long status;
+	} cases[] = {
+		{ "POST", "/v1/profiles/fl%20ux/24576/reset", "arch", 400 },
+		{ "POST", "/v1/profiles/flux/abc/reset", "gpu_class_mib", 400 },
+		{ "POST", "/v1/profiles/flux/0/reset", "gpu_class_mib", 400 },
+		{ "POST", "/v1/profiles/flux/99999999999/reset", "gpu_class_mib", 400 },
+		{ "GET", "/v1/profiles?arch=a;b", "arch", 400 },
+		{ "POST", "/v1/profiles/nosuch/24576/reset", NULL, 404 },
+	};
+	long st = 0;
+	json_t *ans;
+
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		ans = h_request(h, cases[i].method, cases[i].path, "", 0, NULL, &st);
+		h_ok(h, st == cases[i].status && json_is_string(json_object_get(ans, "error")) &&
+		     (!cases[i].field || !strcmp(h_str(ans, "field"), cases[i].field)), "%s %s: %ld naming %s (got %ld, %s)",
+		     cases[i].method, cases[i].path, cases[i].status, cases[i].field ? cases[i].field : "-", st,
+		     h_str(ans, "field"));
+		json_decref(ans);
+	}
+	ans = h_getf(h, &st, "/v1/jobs/%s/memory?gpu_mib=-5", job_id ? job_id : "1");
+	h_ok(h, st == 400 && !strcmp(h_str(ans, "field"), "gpu_mib"), "GET /v1/jobs/ID/memory?gpu_mib=-5: 400 naming gpu_mib");
+	json_decref(ans);
+	ans = h_get(h, "/v1/jobs/999999/memory", &st);
+	h_ok(h, st == 404, "the memory of a missing job: 404");
+	json_decref(ans);
+	h->auth_token = h->submitter_token;
+	ans = h_get(h, "/v1/profiles", &st);
+	h_ok(h, st == 403, "a submitter may not list profiles (403)");
+	json_decref(ans);
+	ans = h_post(h, "/v1/profiles/flux/24576/reset", NULL, &st);
+	h_ok(h, st == 403, "nor reset one (403)");
+	json_decref(ans);
+	h->auth_token = h->admin_token;
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_memory");
+	char *id;
+
+	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+		return h_free(h);
+	test_arch_agrees(h);
+	id = test_stored(h);
+	test_ctx_and_reset(h);
+	test_bad_input(h, id);
+	free(id);
+	return h_free(h);
+}
