@@ -1,6 +1,7 @@
 /* rungctl's shared plumbing (see cli.h): the command table, global help, option handling, and the
  * single place where an HTTP answer becomes an exit code and an error message. */
 #include "cli.h"
+#include "cmd_profiles.h"
 #include "cmd_token.h"
 
 #include <stdlib.h>
@@ -28,6 +29,11 @@ const struct cli_cmd cli_cmds[] = {
 	{ "workers", "workers", "Lists workers.", cmd_workers },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
+	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB",
+		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts that\n"
+		"ended before now no longer count.", cmd_profiles_reset },
+	{ "profiles", "profiles [--arch A]", "Lists what the memory model learned per (arch, GPU memory class):\n"
+		"attempts it rests on, fits and OOMs, margin, usable memory, ceilings (support/admin).", cmd_profiles },
 	{ "token create", "token create --role submitter|worker|support|admin [--name N]",
 		"Creates an API token (admin) and prints it on stdout; it is shown only this once.", cmd_token_create },
 	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, never the secrets.",

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_profiles.h"
 #include "jsondiff.h"
 #include "table.h"
 #include "util.h"
@@ -253,6 +254,15 @@ int cmd_show(struct cli *c, int argc, char **argv)
 	json_decref(d);
 	fprintf(c->out, "recovery_state    ");
 	cli_print_json(c, json_object_get(job, "recovery_state"));
+	{
+		json_t *mem = NULL;
+		if (get_job_part(c, ops[0], "/memory", &mem) == CLI_OK) { /* the memory model's estimate */
+			char *lines = cmd_memory_lines(mem);
+			fputs(lines, c->out);
+			free(lines);
+		}
+		json_decref(mem);
+	}
 out:
 	json_decref(job);
 	return rc;

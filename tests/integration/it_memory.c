@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "harness.h"
 #include "memmodel.h"
@@ -31,6 +32,24 @@ static char *ctx_memory(struct harness *h, const char *aid, const char *tok, lon
 	PQclear(r);
 	free(item);
 	return arch;
+}
+
+/* Runs `rungctl ARGS` against this rungd with the admin token; its stdout+stderr (heap) and *rc. */
+static char *ctl(struct harness *h, const char *args, int *rc)
+{
+	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
+			      args);
+	FILE *p = popen(cmd, "r");
+	char *out = xcalloc(1, 65536);
+	size_t n = 0, got;
+	int st;
+
+	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
+		n += got;
+	st = p ? pclose(p) : -1;
+	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	free(cmd);
+	return out;
 }
 
 /* The flux/24 GiB profile of GET /v1/profiles (new reference) or NULL. */
@@ -137,6 +156,26 @@ static char *test_stored(struct harness *h)
 	     strlen(h_str(json_object_get(est, "estimate"), "evidence")) > 0, "with a prediction and its evidence");
 	if (h->failed)
 		h_diag_json("memory", est);
+	{
+		int rc = -1;
+		char *args = xasprintf("show %s", id), *out = ctl(h, args, &rc);
+		h_ok(h, rc == 0 && strstr(out, "memory estimate   21.") && strstr(out, "  evidence        flux:") &&
+		     strstr(out, "learned from    2 attempt(s) of flux on 24576 MiB GPUs (1 fit, 1 out of memory)"),
+		     "rungctl show prints the estimate of the current config, its evidence and what it rests on");
+		if (h->failed)
+			h_diag("rungctl show: %s", out);
+		free(out);
+		out = ctl(h, "profiles", &rc);
+		h_ok(h, rc == 0 && strstr(out, "ARCH") && strstr(out, "\nflux  24576          2         1    1  "),
+		     "rungctl profiles lists flux on 24576 MiB resting on 2 attempts");
+		if (h->failed)
+			h_diag("rungctl profiles: %s", out);
+		free(out);
+		out = ctl(h, "profiles reset nosuch 24576", &rc);
+		h_ok(h, rc == 4 && strstr(out, "404"), "rungctl profiles reset of an unknown profile: exit 4");
+		free(out);
+		free(args);
+	}
 	json_decref(est);
 	est = h_getf(h, &st, "/v1/jobs/%s/memory?gpu_mib=81920", id);
 	h_ok(h, st == 200 && h_int(est, "gpu_mib") == 81920 && h_int(json_object_get(est, "profile"), "n") == 0,

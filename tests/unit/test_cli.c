@@ -1,6 +1,7 @@
 /* Unit tests for rungctl's pure parts: option parsing (cli/args), command lookup and exit codes
  * (cli/cli), table rendering (cli/table, the jobs and attempts tables), the config diff
- * (cli/jsondiff) and the submit body (cli/cmd_jobs). */
+ * (cli/jsondiff), the submit body (cli/cmd_jobs) and the memory model's table and show lines
+ * (cli/cmd_profiles). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "../../cli/cli.h"
 #include "../../cli/cmd_classify.h"
 #include "../../cli/cmd_jobs.h"
+#include "../../cli/cmd_profiles.h"
 #include "../../cli/jsondiff.h"
 #include "../../cli/table.h"
 #include "tap.h"
@@ -239,8 +241,58 @@ static void test_classify_facts(void)
 	json_decref(f);
 }
 
+/* rungctl profiles and the memory lines of show, from answers in the server's shapes. */
+static void test_profiles(void)
+{
+	char *a1[] = { "profiles", "reset", "flux", "24576" }, *a2[] = { "profiles", "--json" };
+	int words = 0;
+	const struct cli_cmd *k = cli_find(4, a1, &words);
+	json_t *list = json_loads("[{\"arch\": \"flux\", \"gpu_class_mib\": 24576, \"n\": 5, \"n_fit\": 3, \"n_oom\": 2,"
+				  " \"margin_mib\": 512, \"usable_mib\": 24064, \"ceilings\": {\"batch_size\": 1, \"res_max\": 768},"
+				  " \"reset_at\": null},"
+				  " {\"arch\": \"wan22_14b\", \"gpu_class_mib\": 81920, \"n\": 0, \"n_fit\": 0, \"n_oom\": 0,"
+				  " \"margin_mib\": 0, \"usable_mib\": 81408, \"ceilings\": {}, \"reset_at\": \"2026-12-01T10:00:00Z\"}]",
+				  0, NULL);
+	json_t *mem = json_loads("{\"job_id\": 7, \"arch\": \"flux\", \"gpu_mib\": 24576, \"features\": {\"batch\": 1},"
+				 " \"profile\": {\"n\": 5, \"n_fit\": 3, \"n_oom\": 2, \"margin_mib\": 512},"
+				 " \"estimate\": {\"peak_mib\": 22019, \"fits\": true, \"evidence\": \"flux: fit 22019 MiB\"}}", 0, NULL);
+	char *s;
+
+	TAP_OK(k && !strcmp(k->name, "profiles reset") && words == 2, "cli: profiles reset is a two-word command");
+	k = cli_find(2, a2, &words);
+	TAP_OK(k && !strcmp(k->name, "profiles") && words == 1, "cli: profiles alone lists");
+	s = cmd_profiles_table(list);
+	TAP_STR_EQ(s, "ARCH       GPU CLASS MIB  ATTEMPTS  FIT  OOM  MARGIN MIB  USABLE MIB  CEILINGS                  RESET\n"
+		   "flux       24576          5         3    2    512         24064       batch_size=1 res_max=768  -\n"
+		   "wan22_14b  81920          0         0    0    0           81408       -                         "
+		   "2026-12-01T10:00:00Z\n", "profiles: the table");
+	free(s);
+	s = cmd_memory_lines(mem);
+	TAP_STR_EQ(s, "memory estimate   21.5 GiB peak on a 24.0 GiB GPU: fits\n"
+		   "  evidence        flux: fit 22019 MiB\n"
+		   "  learned from    5 attempt(s) of flux on 24576 MiB GPUs (3 fit, 2 out of memory), margin 512 MiB\n",
+		   "show: the memory estimate, its evidence and what it rests on");
+	free(s);
+	json_object_set_new(json_object_get(mem, "estimate"), "fits", json_false());
+	s = cmd_memory_lines(mem);
+	TAP_OK(strstr(s, "does not fit") != NULL, "show: a config predicted not to fit says so");
+	free(s);
+	json_object_set_new(json_object_get(mem, "estimate"), "peak_mib", json_null());
+	json_object_set_new(json_object_get(mem, "estimate"), "fits", json_null());
+	s = cmd_memory_lines(mem);
+	TAP_OK(strstr(s, "unknown on a 24.0 GiB GPU: not enough history") != NULL, "show: no prediction without history");
+	free(s);
+	json_object_set_new(mem, "estimate", json_null());
+	s = cmd_memory_lines(mem);
+	TAP_STR_EQ(s, "memory estimate   none: the job has not run on a GPU yet\n", "show: no GPU yet, no estimate");
+	free(s);
+	json_decref(mem);
+	json_decref(list);
+}
+
 int main(void)
 {
+	test_profiles();
 	test_classify_facts();
 	test_args();
 	test_commands();

@@ -1,0 +1,153 @@
+/* rungctl profiles, profiles reset, and the memory lines of show (see cmd_profiles.h): one call
+ * each, then the server's JSON or a table / a few lines made by the pure formatters below. */
+#include "cmd_profiles.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "table.h"
+#include "util.h"
+
+/* "k=v k=v" of an object's members (ceilings), "-" when empty; heap. */
+static char *pairs(const json_t *o)
+{
+	const char *k;
+	json_t *v;
+	char *out = xstrdup("");
+
+	json_object_foreach((json_t *)o, k, v) {
+		char *cell = table_cell(v), *next = xasprintf("%s%s%s=%s", out, *out ? " " : "", k, cell);
+		free(cell);
+		free(out);
+		out = next;
+	}
+	if (!*out) {
+		free(out);
+		out = xstrdup("-");
+	}
+	return out;
+}
+
+char *cmd_profiles_table(const json_t *profiles)
+{
+	static const char *const head[] = { "ARCH", "GPU CLASS MIB", "ATTEMPTS", "FIT", "OOM", "MARGIN MIB",
+		"USABLE MIB", "CEILINGS", "RESET" };
+	struct table *t = table_new(ARRAY_LEN(head), head);
+	const json_t *p;
+	size_t i;
+	char *s;
+
+	json_array_foreach(profiles, i, p) {
+		static const char *const keys[] = { "arch", "gpu_class_mib", "n", "n_fit", "n_oom", "margin_mib",
+			"usable_mib" };
+		char *cells[ARRAY_LEN(head)];
+		size_t k;
+		for (k = 0; k < ARRAY_LEN(keys); k++)
+			cells[k] = table_cell(json_object_get(p, keys[k]));
+		cells[k++] = pairs(json_object_get(p, "ceilings"));
+		cells[k] = table_cell(json_object_get(p, "reset_at"));
+		table_add(t, (const char *const *)cells);
+		for (k = 0; k < ARRAY_LEN(head); k++)
+			free(cells[k]);
+	}
+	s = table_render(t);
+	table_free(t);
+	return s;
+}
+
+/* MiB as GiB with one decimal, into buf. */
+static const char *gib(char *buf, size_t n, long long mib)
+{
+	snprintf(buf, n, "%.1f GiB", (double)mib / 1024.0);
+	return buf;
+}
+
+char *cmd_memory_lines(const json_t *m)
+{
+	const json_t *est = json_object_get(m, "estimate"), *prof = json_object_get(m, "profile");
+	const json_t *fits = json_object_get(est, "fits"), *peak = json_object_get(est, "peak_mib");
+	long long gpu = json_integer_value(json_object_get(m, "gpu_mib"));
+	const char *ev = json_string_value(json_object_get(est, "evidence"));
+	char a[32], b[32], *line1, *out;
+
+	if (!json_is_object(est))
+		return xstrdup("memory estimate   none: the job has not run on a GPU yet\n");
+	if (json_is_integer(peak))
+		line1 = xasprintf("memory estimate   %s peak on a %s GPU: %s\n", gib(a, sizeof a, json_integer_value(peak)),
+				  gib(b, sizeof b, gpu), json_is_true(fits) ? "fits" : json_is_false(fits) ? "does not fit" :
+				  "unknown");
+	else
+		line1 = xasprintf("memory estimate   unknown on a %s GPU: %s\n", gib(b, sizeof b, gpu),
+				  json_is_true(fits) ? "fits" : json_is_false(fits) ? "does not fit" : "not enough history");
+	out = xasprintf("%s  evidence        %s\n  learned from    %lld attempt(s) of %s on %lld MiB GPUs (%lld fit, %lld out "
+			"of memory), margin %lld MiB\n", line1, ev ? ev : "-",
+			(long long)json_integer_value(json_object_get(prof, "n")),
+			json_string_value(json_object_get(m, "arch")) ?: "?", gpu,
+			(long long)json_integer_value(json_object_get(prof, "n_fit")),
+			(long long)json_integer_value(json_object_get(prof, "n_oom")),
+			(long long)json_integer_value(json_object_get(prof, "margin_mib")));
+	free(line1);
+	return out;
+}
+
+int cmd_profiles(struct cli *c, int argc, char **argv)
+{
+	const char *arch = NULL;
+	char *ops[1], *a = NULL, *path;
+	json_t *ans = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "arch", .type = ARGS_STRING, .str = &arch },
+	};
+	int rc = cli_args(c, cli_cmd_named("profiles"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	a = arch ? httpc_escape(arch) : NULL;
+	path = xasprintf("/v1/profiles%s%s", a ? "?arch=" : "", a ? a : "");
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *s = cmd_profiles_table(cli_list(ans, "profiles"));
+			fputs(s, c->out);
+			free(s);
+		}
+	}
+	json_decref(ans);
+	free(path);
+	free(a);
+	return rc;
+}
+
+int cmd_profiles_reset(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *a, *g, *path;
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("profiles reset"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	a = httpc_escape(ops[0]);
+	g = httpc_escape(ops[1]);
+	path = xasprintf("/v1/profiles/%s/%s/reset", a, g);
+	rc = cli_call(c, "POST", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *at = table_cell(json_object_get(ans, "reset_at"));
+			fprintf(c->out, "profile %s on %s MiB GPUs: reset at %s\n", ops[0], ops[1], at);
+			free(at);
+		}
+	}
+	json_decref(ans);
+	free(path);
+	free(g);
+	free(a);
+	return rc;
+}
