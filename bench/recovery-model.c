@@ -523,6 +523,10 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 			json_object_set_new(succeeded_configs, key, json_true());
 			free(key);
 		}
+		if (getenv("BENCH_TRACE") && way == W_MODEL && id >= NJOBS / 2 && strcmp(cls, "success"))
+			fprintf(stderr, "%s job %d n %d gpu %d cls %s prev_action %s secs %.0f reason %.200s\n", law->name, id, n,
+				GPU_MIB[s], cls, n > 1 ? jpath_str(json_array_get(attempts, n - 2), "action", "?") : "first",
+				secs, jpath_str(dec, "reason", ""));
 		if (!strcmp(cls, "env_fault"))
 			t->env_reruns++;
 		if (!strcmp(cls, "not_oom"))

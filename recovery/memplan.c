@@ -80,6 +80,20 @@ bool memplan_sure_fail(const json_t *pred)
 	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) > jpath_int(pred, "usable_mib", 0);
 }
 
+/* The failure class an OOM in phase would get (recovery/classify.c), dflt when phase is unknown. */
+static const char *class_of_phase(const char *phase, const char *dflt)
+{
+	if (!phase)
+		return dflt;
+	if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample"))
+		return "oom_sample";
+	if (!strcmp(phase, "load"))
+		return "oom_load";
+	if (!strcmp(phase, "train"))
+		return "oom_train_early";
+	return dflt;
+}
+
 json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
 			const struct ladder_rung **lastp)
 {
@@ -89,6 +103,10 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 	int k;
 
 	for (k = 0; k < MEMPLAN_MAX_RUNGS; k++) {
+		/* After the first rung, the class the next OOM is predicted to have picks the plan, as
+		 * the class of a real next OOM would. */
+		if (pred)
+			cls = class_of_phase(jpath_str(pred, "phase", NULL), cls);
 		ch = json_array();
 		r = ladder_step(cls, video, cur, ch);
 		json_decref(ch);
@@ -127,16 +145,10 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 json_t *memplan_initial(const json_t *profile, bool video, const json_t *config)
 {
 	json_t *pred = memplan_estimate(profile, video, config), *plan = NULL;
-	const char *phase, *cls = "oom_train_early";
 
 	if (!pred || !json_is_false(json_object_get(pred, "fits")))
 		goto out;
-	phase = jpath_str(pred, "phase", "train");
-	if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample"))
-		cls = "oom_sample";
-	else if (!strcmp(phase, "load"))
-		cls = "oom_load";
-	plan = memplan_descend(profile, cls, video, config, NULL);
+	plan = memplan_descend(profile, class_of_phase(jpath_str(pred, "phase", NULL), "oom_train_early"), video, config, NULL);
 	if (plan && jpath_bool(plan, "exhausted", 0)) {
 		json_decref(plan);
 		plan = NULL;
