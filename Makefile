@@ -47,7 +47,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,bin/tests/%,$(UNIT_SRC))
 IT_BINS   := $(patsubst tests/integration/%.c,bin/tests/%,$(IT_SRC))
 BENCH_BINS := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps run test unit tests bench clean valgrind fmt fuzz soak
+.PHONY: all deps run test unit tests bench bench-recovery clean valgrind fmt fuzz soak
 all: $(BINS)
 
 # Install what a fresh Debian machine lacks, once; a stamp keeps it from running again.
@@ -117,6 +117,11 @@ test: all $(UNIT_BINS) $(IT_BINS)
 
 bench: all $(BENCH_BINS)
 	@scripts/bench.sh
+
+# The memory model's benchmark (issue 12): in-process fleet, three ways, two memory laws; no Postgres.
+bench-recovery: bin/bench/recovery-model
+	@mkdir -p bench/results
+	@bin/bench/recovery-model --out bench/results/recovery.md
 
 # libFuzzer targets (clang) over the request validator, the trainer-log scanner and the ladder's config
 # rewriting; FUZZ_SECONDS per target (default 60). Crashes found are kept under tests/fuzz/crashes as regressions.

@@ -14,6 +14,7 @@
 #include "classify.h"
 #include "jpath.h"
 #include "ladder.h"
+#include "memplan.h"
 #include "util.h"
 
 /* What the policy reads from CTX (all borrowed). */
@@ -27,6 +28,7 @@ struct pctx {
 	bool succeeded_before; /* this exact config succeeded before */
 	bool scale_up;
 	long long max_attempts, max_env_retries, max_gpu_seconds, validate_steps, early_steps, quarantine_after;
+	json_t *profile;       /* issue 12: the memory profile of ctx.memory (owned), NULL without history */
 };
 
 /* The decision being built (owned references). */
@@ -40,6 +42,7 @@ struct dec {
 	const char *gpu_uuid;  /* borrowed from ctx */
 	const json_t *good;    /* the last config that succeeded (borrowed), NULL before the first success */
 	char *reason, *next_action;
+	json_t *estimate;      /* issue 12: the memory model's view of next_config, NULL without a profile */
 };
 
 static long long knob(const json_t *rec, const char *key, long long dflt)
@@ -287,6 +290,41 @@ static void requeue(const struct pctx *p, struct dec *d, const char *action)
 	d->job_state = "queued";
 }
 
+/* Issue 12: the next scale-up setting (ladder_scale_up into *next and *changes), skipping each one
+ * the memory model says fails for sure: its ceiling is recorded as on an OOM and its name added to
+ * recovery_state.predicted_ceilings. Without a profile it is ladder_scale_up. */
+static const struct ladder_setting *scale_up_step(const struct pctx *p, struct dec *d, const json_t *base, json_t **next,
+						  json_t **changes)
+{
+	json_t *ceil = json_object_get(d->rstate, "ceilings"), *pred, *skipped, *v;
+	const struct ladder_setting *s;
+
+	for (;;) {
+		s = ladder_scale_up(p->video, *next, p->target, ceil, !p->scale_up, *changes);
+		if (!s || !p->profile)
+			return s;
+		pred = memplan_estimate(p->profile, p->video, *next);
+		if (!memplan_sure_fail(pred)) {
+			json_decref(d->estimate);
+			d->estimate = pred;
+			return s;
+		}
+		v = json_object_get(json_array_get(*changes, 0), "new");
+		json_object_set(ceil, s->name, v ? v : json_true());
+		skipped = json_object_get(d->rstate, "predicted_ceilings");
+		if (!json_is_array(skipped)) {
+			skipped = json_array();
+			json_object_set_new(d->rstate, "predicted_ceilings", skipped);
+		}
+		json_array_append_new(skipped, json_string(s->name));
+		json_decref(pred);
+		json_decref(*next);
+		json_decref(*changes);
+		*next = json_deep_copy(base);
+		*changes = json_array();
+	}
+}
+
 /* Guide 7: the next heavier setting from base (the last good config); ends the job when none is left. */
 static void scale_next(const struct pctx *p, struct dec *d, const json_t *base, const char *prefix)
 {
@@ -301,7 +339,8 @@ static void scale_next(const struct pctx *p, struct dec *d, const json_t *base, 
 	}
 	next = json_deep_copy(base);
 	changes = json_array();
-	s = ladder_scale_up(p->video, next, p->target, ceil, !p->scale_up, changes);
+	(void)ceil;
+	s = scale_up_step(p, d, base, &next, &changes);
 	if (!s) {
 		json_decref(next);
 		json_decref(changes);
@@ -459,14 +498,87 @@ static void on_exhausted(const struct pctx *p, struct dec *d)
 	set_next_action(d, "support: see the escalation report");
 }
 
+/* Prefixes the decision's reason with text (heap reason replaced). */
+static void reason_prefix(struct dec *d, const char *text)
+{
+	char *old = d->reason;
+
+	d->reason = NULL;
+	set_reason(d, "%s; %s", text, old ? old : "");
+	free(old);
+}
+
+/* Issue 12: with a memory profile, the rungs predicted to fail are skipped and the first rung or
+ * smallest combination of rungs in ladder order that is not predicted to fail is taken at once
+ * (recovery/memplan.c). Every rung predicted to fail for sure: the ladder is spent, as on_exhausted.
+ * False when no rung is left (the caller goes on as without a model). The class is never changed. */
+static bool on_oom_model(const struct pctx *p, struct dec *d)
+{
+	const struct ladder_rung *last = NULL;
+	json_t *plan = memplan_descend(p->profile, cls_name(d), p->video, p->ran, &last), *rungs, *skipped;
+	char *txt, *names, *skip, *pre;
+	size_t i, n;
+
+	if (!plan)
+		return false;
+	json_decref(d->estimate);
+	d->estimate = json_incref(json_object_get(plan, "estimate"));
+	rungs = json_object_get(plan, "rungs");
+	skipped = json_object_get(plan, "skipped");
+	if (json_is_object(d->estimate)) {
+		json_object_set(d->estimate, "rungs", rungs);
+		json_object_set(d->estimate, "skipped", skipped);
+	}
+	if (jpath_bool(plan, "exhausted", 0)) {
+		on_exhausted(p, d);
+		pre = xasprintf("memory model: every rung of the ladder predicted not to fit (%s)",
+				jpath_str(plan, "estimate.evidence", "?"));
+		reason_prefix(d, pre);
+		free(pre);
+		json_decref(plan);
+		return true;
+	}
+	names = xstrdup("");
+	n = json_array_size(rungs);
+	for (i = 0; i < n; i++) {
+		txt = xasprintf("%s%s%s", names, i ? "+" : "", json_string_value(json_array_get(rungs, i)));
+		free(names);
+		names = txt;
+	}
+	skip = json_array_size(skipped) ? xasprintf("; %zu rung(s) before it predicted not to fit", json_array_size(skipped))
+					 : xstrdup("");
+	json_decref(d->next_config);
+	d->next_config = json_deep_copy(json_object_get(plan, "config"));
+	json_array_extend(d->changes, json_object_get(plan, "changes"));
+	if (p->validate_steps > 0)
+		ladder_cap_steps(d->next_config, p->validate_steps, d->changes);
+	d->rung = last->name;
+	json_object_set_new(d->rstate, "mode", json_string("recover"));
+	json_object_set_new(d->rstate, "ladder_position", json_integer(jpath_int(plan, "position", -1)));
+	txt = changes_text(d->changes);
+	set_reason(d, "%s: rung%s %s (%s): %s; memory model: %s%s", cls_name(d), n > 1 ? "s" : "", names,
+		   jpath_str(plan, "guide", "?"), txt, jpath_str(plan, "estimate.evidence", "no estimate"), skip);
+	set_next_action(d, "retry with %s; if it OOMs again: the next rung not predicted to fail", names);
+	free(txt);
+	free(names);
+	free(skip);
+	json_decref(plan);
+	requeue(p, d, "retry");
+	return true;
+}
+
 /* Guide 2 + 6: the plan of the failure class, one rung per attempt; the name is kept so AI Toolkit
  * resumes from its checkpoint. */
 static void on_oom_recover(const struct pctx *p, struct dec *d)
 {
-	json_t *next = json_deep_copy(p->ran), *probe, *pch;
-	const struct ladder_rung *r = ladder_step(cls_name(d), p->video, next, d->changes), *after;
+	json_t *next, *probe, *pch;
+	const struct ladder_rung *r, *after;
 	char *txt;
 
+	if (p->profile && on_oom_model(p, d))
+		return;
+	next = json_deep_copy(p->ran);
+	r = ladder_step(cls_name(d), p->video, next, d->changes);
 	if (!r) {
 		json_decref(next);
 		on_exhausted(p, d);
@@ -643,6 +755,7 @@ json_t *policy_decide(const json_t *ctx, char **err)
 	d.good = p.scaling ? last_good(&p) : NULL;
 	carry_constraints(&p, &d);
 	c = cls_name(&d);
+	p.profile = memplan_profile(ctx, c);
 
 	if (!strcmp(c, "cancelled")) {
 		end_job(&d, "fail", "cancelled");
@@ -661,7 +774,11 @@ json_t *policy_decide(const json_t *ctx, char **err)
 	} else {
 		on_oom_recover(&p, &d);
 	}
+	if (p.profile && d.next_config && !d.estimate)
+		d.estimate = memplan_estimate(p.profile, p.video, d.next_config);
 	out = build(&d);
+	if (out && d.estimate)
+		json_object_set(out, "estimate", d.estimate);
 	if (!out)
 		*err = xstrdup("cannot build the decision");
 	json_decref(d.cls);
@@ -672,6 +789,8 @@ json_t *policy_decide(const json_t *ctx, char **err)
 	json_decref(d.result);
 	json_decref(d.exclude_gpus);
 	json_decref(d.exclude_workers);
+	json_decref(d.estimate);
+	json_decref(p.profile);
 	free(d.reason);
 	free(d.next_action);
 	return out;
@@ -691,5 +810,46 @@ json_t *policy_classify(const json_t *facts, const json_t *config)
 				json_deep_copy(json_object_get(f, "signatures")) : json_object());
 	json_object_set(out, "oom", json_object_get(f, "oom") ? json_object_get(f, "oom") : json_null());
 	json_object_del(out, "guide");
+	return out;
+}
+
+json_t *policy_initial(const json_t *ctx, char **err)
+{
+	const json_t *job = json_object_get(ctx, "job"), *target = json_object_get(job, "target_config");
+	const json_t *cur = json_object_get(job, "current_config");
+	json_t *profile = NULL, *plan = NULL, *est = NULL, *out;
+	bool video;
+	char *reason;
+
+	*err = NULL;
+	if (!json_is_object(target)) {
+		*err = xstrdup("ctx.job.target_config must be an object");
+		return NULL;
+	}
+	cur = json_is_object(cur) ? cur : target;
+	video = !strcmp(jpath_str(job, "kind", atconfig_kind(target)), "video");
+	profile = memplan_profile(ctx, NULL);
+	plan = profile ? memplan_initial(profile, video, cur) : NULL;
+	if (!plan) {
+		est = memplan_estimate(profile, video, cur);
+		reason = xasprintf("start as submitted%s%s", est ? "; memory model: " : " (no memory history for this GPU class)",
+				   est ? jpath_str(est, "evidence", "") : "");
+		out = json_pack("{s:s, s:n, s:[], s:[], s:o, s:s}", "action", "as_is", "next_config", "changes", "rungs",
+				"estimate", est ? est : json_null(), "reason", reason);
+	} else {
+		json_t *next = json_deep_copy(json_object_get(plan, "config")), *changes = json_deep_copy(json_object_get(plan, "changes"));
+		long long cap = jpath_int(job, "recovery.validate_steps", 0);
+
+		if (cap > 0)
+			ladder_cap_steps(next, cap, changes);
+		reason = xasprintf("memory model: the config is predicted not to fit this GPU; start with %zu rung(s) applied (%s)",
+				   json_array_size(json_object_get(plan, "rungs")), jpath_str(plan, "estimate.evidence", "?"));
+		out = json_pack("{s:s, s:o, s:o, s:O, s:O, s:O, s:s}", "action", "start_lower", "next_config", next, "changes",
+				changes, "rungs", json_object_get(plan, "rungs"), "skipped", json_object_get(plan, "skipped"),
+				"estimate", json_object_get(plan, "estimate"), "reason", reason);
+	}
+	free(reason);
+	json_decref(plan);
+	json_decref(profile);
 	return out;
 }

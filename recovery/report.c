@@ -10,6 +10,7 @@
 
 #include "jpath.h"
 #include "ladder.h"
+#include "memplan.h"
 #include "util.h"
 
 #define REPORT_LOG_LINES 40
@@ -156,6 +157,57 @@ static void gpu_line(struct sb *b, const char *label, const json_t *g)
 	sb_add(b, "\n", 1);
 }
 
+static const char *fits_word(const json_t *pred)
+{
+	const json_t *f = json_object_get(pred, "fits");
+
+	return json_is_true(f) ? "fits" : json_is_false(f) ? "does not fit" : "unknown";
+}
+
+/* Issue 12: the memory model's estimate of the target, last and next configs with its evidence;
+ * JSON null (and a line saying so) when the CTX carries no memory history. */
+static json_t *memory_section(struct sb *b, const json_t *ctx, const json_t *decision, const json_t *target,
+			      const json_t *last)
+{
+	json_t *prof = memplan_profile(ctx, jpath_str(decision, "class", NULL)), *t, *l, *out, *ceil;
+	const json_t *next = json_object_get(decision, "estimate");
+	bool video = !strcmp(jpath_str(ctx, "job.kind", "image"), "video");
+	const char *k;
+	json_t *v;
+
+	sb_printf(b, "## Memory estimate\n\n");
+	if (!prof) {
+		sb_printf(b, "No memory history for this architecture and GPU class: the ladder ran one rung per attempt.\n\n");
+		return json_null();
+	}
+	t = memplan_estimate(prof, video, target);
+	l = json_is_object(last) ? memplan_estimate(prof, video, last) : json_null();
+	sb_printf(b, "- **Profile**: %s on the %lld MiB class, %lld attempt(s) (%lld fit, %lld OOM), margin %lld MiB%s\n",
+		  jpath_str(prof, "arch", "?"), jpath_int(prof, "gpu_mib", 0), jpath_int(prof, "n", 0),
+		  jpath_int(prof, "n_fit", 0), jpath_int(prof, "n_oom", 0), jpath_int(prof, "margin_mib", 0),
+		  jpath_bool(prof, "ok", 0) ? "" : " (too little history to fit; evidence rules only)");
+	ceil = json_object_get(prof, "ceilings");
+	if (json_object_size(ceil)) {
+		sb_printf(b, "- **Learned ceilings**:");
+		json_object_foreach(ceil, k, v)
+			sb_printf(b, " %s %lld;", k, (long long)json_integer_value(v));
+		sb_printf(b, "\n");
+	}
+	sb_printf(b, "- **Target config**: %s: %s\n", fits_word(t), jpath_str(t, "evidence", "-"));
+	if (json_is_object(l))
+		sb_printf(b, "- **Last config**: %s: %s\n", fits_word(l), jpath_str(l, "evidence", "-"));
+	if (json_is_object(next))
+		sb_printf(b, "- **Next config**: %s: %s\n", fits_word(next), jpath_str(next, "evidence", "-"));
+	sb_printf(b, "\n");
+	out = json_pack("{s:{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?}, s:o, s:o, s:O?}", "profile", "arch",
+			json_object_get(prof, "arch"), "gpu_mib", json_object_get(prof, "gpu_mib"), "n",
+			json_object_get(prof, "n"), "margin_mib", json_object_get(prof, "margin_mib"), "coef",
+			json_object_get(prof, "coef"), "ceilings", ceil, "target", t ? t : json_null(), "last", l, "next",
+			next);
+	json_decref(prof);
+	return out ? out : json_null();
+}
+
 json_t *report_build(const json_t *ctx, const json_t *decision)
 {
 	struct sb b = { NULL, 0, 0 };
@@ -163,7 +215,7 @@ json_t *report_build(const json_t *ctx, const json_t *decision)
 	const json_t *target = json_object_get(job, "target_config");
 	const json_t *last = jpath_get(ctx, "attempt.config");
 	json_t *attempts = all_attempts(ctx, decision), *diff = json_array(), *rows = json_array();
-	json_t *snaps = json_array(), *logs = json_array(), *a, *c, *e, *out;
+	json_t *snaps = json_array(), *logs = json_array(), *a, *c, *e, *out, *memory;
 	const char *name = jpath_str(target, "config.name", jpath_str(job, "name", "?"));
 	const char *rec = jpath_str(esc, "recommendation", NULL);
 	const char *next = rec ? rec : jpath_str(decision, "reason", "-");
@@ -200,6 +252,7 @@ json_t *report_build(const json_t *ctx, const json_t *decision)
 		sb_add(&b, "\n", 1);
 	}
 
+	memory = memory_section(&b, ctx, decision, target, last);
 	sb_printf(&b, "## Attempts\n\n| # | worker | GPU | phase | step | class | action | rung |\n"
 		      "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
 	json_array_foreach(attempts, i, a) {
@@ -245,13 +298,13 @@ json_t *report_build(const json_t *ctx, const json_t *decision)
 		json_array_append_new(logs, json_pack("{s:O?, s:o}", "number", json_object_get(a, "number"), "lines", t));
 	}
 
-	out = json_pack("{s:s, s:{s:{s:O?, s:s, s:O?}, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:o, s:o, s:o, s:o}}",
+	out = json_pack("{s:s, s:{s:{s:O?, s:s, s:O?}, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:o, s:o, s:o, s:o, s:o}}",
 			"markdown", b.s ? b.s : "", "json", "job", "id", json_object_get(job, "id"), "name", name, "kind",
 			json_object_get(job, "kind"), "escalation", esc, "class", json_object_get(decision, "class"),
 			"rule", json_object_get(decision, "rule"), "action", json_object_get(decision, "action"),
 			"reason", json_object_get(decision, "reason"), "evidence", json_object_get(decision, "evidence"),
 			"recommendation", next, "config_diff", diff, "attempts", rows, "gpu_snapshots", snaps, "logs",
-			logs);
+			logs, "memory", memory);
 	free(b.s);
 	json_decref(attempts);
 	if (!out)

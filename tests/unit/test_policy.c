@@ -358,6 +358,159 @@ static void malformed(void)
 	json_decref(bad);
 }
 
+/* ---- issue 12: the memory model in decisions ---- */
+
+/* An observation of flux on the 24 GiB class under the law load 16000 (quantized) + 9000 MiB per
+ * training Mpx, sampling 2000 per sample Mpx; features over a quantized 1024 px batch-1 default. */
+static json_t *mm_obs(const char *over, const char *outcome, long long attempt_id)
+{
+	json_t *f = fx_json("{\"res_max\": 1024, \"res_n\": 1, \"batch\": 1, \"grad_ckpt\": true, \"frames\": 1,"
+			    " \"sample_px\": 0, \"sample_steps\": 0, \"sample_frames\": 0, \"sampling\": false,"
+			    " \"low_vram\": false, \"quantize\": true, \"offload\": false}");
+	json_t *o = fx_json(over);
+	double r, train, sample;
+
+	json_object_update(f, o);
+	json_decref(o);
+	r = jpath_int(f, "res_max", 0) / 1024.0;
+	train = 9000 * r * r * jpath_int(f, "batch", 1);
+	sample = jpath_bool(f, "sampling", 0) ? 2000 * jpath_int(f, "sample_px", 0) / 1048576.0 : 0;
+	return json_pack("{s:s, s:i, s:o, s:s, s:s, s:i, s:n, s:i, s:I, s:n}", "arch", "flux", "gpu_mib", 24564, "features", f,
+			 "outcome", outcome, "phase", sample > train ? "sample" : "train", "peak_mib",
+			 (int)(16000 + (sample > train ? sample : train)), "need_mib", "job_id", 1, "attempt_id",
+			 (json_int_t)attempt_id, "at");
+}
+
+static json_t *mm_memory(void)
+{
+	json_t *obs = json_array();
+
+	json_array_append_new(obs, mm_obs("{\"res_max\": 512}", "fit", 1));
+	json_array_append_new(obs, mm_obs("{\"res_max\": 768}", "fit", 2));
+	json_array_append_new(obs, mm_obs("{\"res_max\": 512, \"batch\": 2}", "fit", 3));
+	json_array_append_new(obs, mm_obs("{\"res_max\": 512, \"sampling\": true, \"sample_px\": 2097152}", "fit", 4));
+	return json_pack("{s:s, s:i, s:o}", "arch", "flux", "gpu_mib", 24564, "observations", obs);
+}
+
+static void memory_model(void)
+{
+	json_t *ctx, *d, *plain, *lighter, *reduced, *mem, *init;
+	char *err = NULL;
+
+	/* No history: exactly today's ladder (absent and empty memory decide the same). */
+	plain = run(fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 24564));
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 24564);
+	json_object_set_new(ctx, "memory", fx_json("{\"arch\": \"flux\", \"gpu_mib\": 24564, \"observations\": []}"));
+	d = run(ctx);
+	TAP_OK(json_equal(d, plain), "issue 12: empty memory history decides exactly as today's ladder");
+	TAP_OK(json_object_get(d, "estimate") == NULL, "issue 12: no history, no estimate");
+	json_decref(d);
+
+	/* Checkpointing alone and batch 1 are predicted to fail (40 and 25 GiB), dropping 1024 fits (21 GiB). */
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 24564);
+	json_object_set_new(ctx, "memory", mm_memory());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "class"), "oom_train_early", "issue 12: the class is the classifier's, never the model's");
+	TAP_STR_EQ(S(d, "action"), "retry", "issue 12: a retry");
+	TAP_STR_EQ(S(d, "rung"), "drop_bucket", "issue 12: the first combination predicted to fit, in ladder order");
+	TAP_OK(fx_eq(jpath_get(d, "estimate.rungs"), "[\"gradient_checkpointing\", \"batch_size\", \"drop_bucket\"]"),
+	       "issue 12: three rungs at once, in ladder order");
+	TAP_INT_EQ(json_array_size(jpath_get(d, "estimate.skipped")), 2, "issue 12: two rungs skipped as predicted to fail");
+	TAP_OK(I(d, "next_config." P0 ".train.batch_size") == 1 && jpath_bool(d, "next_config." P0 ".train.gradient_checkpointing", 0),
+	       "issue 12: next config has checkpointing on and batch 1");
+	TAP_OK(fx_eq(jpath_get(d, "next_config." P0 ".datasets[0].resolution"), "[512, 768]"), "issue 12: and the 1024 bucket dropped");
+	TAP_INT_EQ(I(d, "next_config." P0 ".train.gradient_accumulation"), 4, "guide 3B still holds: accumulation 4");
+	TAP_OK(json_equal(jpath_get(d, "next_config." P0 ".train.lr"), jpath_get(flux, P0 ".train.lr")) &&
+	       !fx_touches(json_object_get(d, "changes"), "optimizer") && !fx_touches(json_object_get(d, "changes"), ".lr"),
+	       "issue 12: lr and optimizer never touched");
+	TAP_OK(json_is_true(jpath_get(d, "estimate.fits")) && I(d, "estimate.peak_mib") > 20000 && I(d, "estimate.peak_mib") < 22000,
+	       "issue 12: the estimate of the next config (about 21 GiB, fits)");
+	TAP_OK(strstr(S(d, "reason"), "memory model") != NULL, "issue 12: the reason names the model's evidence");
+	TAP_INT_EQ(I(d, "recovery_state.ladder_position"), 2, "issue 12: ladder position of the last rung applied");
+	json_decref(d);
+
+	/* The model never overrides a class: env faults re-run unchanged, not_oom is not retried. */
+	ctx = fx_ctx(flux, flux, fx_load("facts_zero_free_load.json"), 1, 24564);
+	jpath_set(json_object_get(ctx, "attempt"), "facts.gpu_before.memory_used_mib", json_integer(9000));
+	json_object_set_new(ctx, "memory", mm_memory());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "class"), "env_fault", "issue 12: env fault stays env fault with history");
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "issue 12: env fault re-runs on a clean GPU");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux), "issue 12: env fault re-runs the same config");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_json("{\"exit_code\": 1, \"signal\": null, \"cancelled\": false, \"phase\": \"load\","
+					   " \"signatures\": {\"file_not_found\": 1}, \"error\": \"No such file\", \"duration_ms\": 1000}"), 1, 24564);
+	json_object_set_new(ctx, "memory", mm_memory());
+	d = run(ctx);
+	TAP_OK(!strcmp(S(d, "class"), "not_oom") && !strcmp(S(d, "job_state"), "failed"), "issue 12: not_oom is never retried");
+	json_decref(d);
+
+	/* A lighter config than every rung can make ran out of memory here: the ladder is spent at once. */
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 1, 81920);
+	mem = mm_memory();
+	lighter = mm_obs("{\"res_max\": 256, \"low_vram\": true, \"offload\": true}", "oom", 9);
+	json_object_set_new(lighter, "need_mib", json_integer(30000));
+	json_array_append_new(json_object_get(mem, "observations"), lighter);
+	json_object_set_new(ctx, "memory", mem);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "requeue_bigger", "issue 12: every rung predicted to fail -> a bigger GPU at once");
+	TAP_OK(strstr(S(d, "reason"), "predicted not to fit") != NULL, "issue 12: the reason says it was predicted");
+	TAP_STR_EQ(S(d, "class"), "oom_train_early", "issue 12: class unchanged");
+	json_decref(d);
+
+	/* Scale-up skips a step predicted to fail for sure and records its ceiling. */
+	reduced = json_deep_copy(flux);
+	jpath_set(reduced, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
+	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	mem = mm_memory();
+	lighter = mm_obs("{\"res_max\": 1024, \"batch\": 1}", "oom", 9);
+	json_array_append_new(json_object_get(mem, "observations"), lighter);
+	json_object_set_new(ctx, "memory", mem);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "succeed", "issue 12: the only step left (bucket 1024) is predicted to fail: done");
+	TAP_OK(json_is_true(jpath_get(d, "recovery_state.ceilings.bucket")) || json_is_array(jpath_get(d, "recovery_state.ceilings.bucket")),
+	       "issue 12: the predicted step's ceiling is recorded");
+	TAP_OK(fx_eq(jpath_get(d, "recovery_state.predicted_ceilings"), "[\"bucket\"]"), "issue 12: predicted_ceilings names it");
+	json_decref(d);
+	/* Without history the same success scales up to the bucket (today). */
+	d = run(fx_ctx(flux, reduced, fx_success(2000), 2, 24564));
+	TAP_STR_EQ(S(d, "rung"), "bucket", "issue 12: without history scale-up tries the bucket");
+	json_decref(d);
+	json_decref(reduced);
+
+	/* A first attempt predicted not to fit starts at the config predicted to fit. Checkpointing off
+	 * was never measured: that target is unknown and runs as submitted. */
+	ctx = json_pack("{s:{s:s, s:O}, s:{s:i}, s:o}", "job", "kind", "image", "target_config", flux, "gpu",
+			"memory_total_mib", 24564, "memory", mm_memory());
+	init = policy_initial(ctx, &err);
+	TAP_STR_EQ(S(init, "action"), "as_is", "issue 12: policy_initial: an unmeasured setting (no checkpointing) runs as submitted");
+	json_decref(init);
+	json_decref(ctx);
+	reduced = json_deep_copy(flux);
+	jpath_set(reduced, P0 ".train.gradient_checkpointing", json_true());
+	ctx = json_pack("{s:{s:s, s:o}, s:{s:i}, s:o}", "job", "kind", "image", "target_config", reduced, "gpu",
+			"memory_total_mib", 24564, "memory", mm_memory());
+	init = policy_initial(ctx, &err);
+	TAP_STR_EQ(S(init, "action"), "start_lower", "issue 12: policy_initial starts lower");
+	TAP_OK(fx_eq(jpath_get(init, "rungs"), "[\"batch_size\", \"drop_bucket\"]"),
+	       "issue 12: policy_initial applies the rungs predicted to be needed");
+	TAP_INT_EQ(I(init, "next_config." P0 ".train.batch_size"), 1, "issue 12: policy_initial's next config: batch 1");
+	TAP_OK(json_is_true(jpath_get(init, "estimate.fits")), "issue 12: policy_initial's config is predicted to fit");
+	json_decref(init);
+	json_object_del(ctx, "memory");
+	init = policy_initial(ctx, &err);
+	TAP_OK(!strcmp(S(init, "action"), "as_is") && json_is_null(json_object_get(init, "next_config")),
+	       "issue 12: no history -> as submitted");
+	json_decref(init);
+	json_decref(ctx);
+	ctx = fx_json("{\"job\": {}}");
+	init = policy_initial(ctx, &err);
+	TAP_OK(!init && err, "issue 12: policy_initial refuses a ctx without target_config");
+	free(err);
+	json_decref(ctx);
+	json_decref(plain);
+}
+
 int main(void)
 {
 	flux = fx_load("flux_image.json");
@@ -373,6 +526,7 @@ int main(void)
 	validate_steps();
 	stored_nulls();
 	malformed();
+	memory_model();
 	json_decref(flux);
 	json_decref(wan);
 	return TAP_DONE();

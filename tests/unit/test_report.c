@@ -4,6 +4,36 @@
 #include "policy_fixtures.h"
 #include "../../recovery/report.h"
 
+/* Issue 12: the estimate section: profile, target and last config with the fit's evidence. */
+static void memory_estimate(const json_t *flux, const json_t *last)
+{
+	json_t *ctx = fx_ctx(flux, last, fx_load("facts_zero_free_load.json"), 2, 24564), *d, *r, *obs = json_array();
+	static const int res[] = { 512, 768, 1024 };
+	const char *md;
+	size_t i;
+
+	for (i = 0; i < 3; i++)
+		json_array_append_new(obs, json_pack("{s:s, s:i, s:{s:i, s:i, s:b, s:b, s:b}, s:s, s:s, s:i, s:i}", "arch", "flux",
+						     "gpu_mib", 24564, "features", "res_max", res[i], "batch", 1, "grad_ckpt", 1,
+						     "quantize", 1, "sampling", 0, "outcome", "fit", "phase", "train", "peak_mib",
+						     16000 + 9000 * res[i] / 1024 * res[i] / 1024, "attempt_id", (int)i + 1));
+	json_object_set_new(ctx, "memory", json_pack("{s:s, s:i, s:o}", "arch", "flux", "gpu_mib", 24564, "observations", obs));
+	d = fx_decide(ctx);
+	r = report_build(ctx, d);
+	md = json_string_value(json_object_get(r, "markdown"));
+	TAP_OK(strstr(md, "## Memory estimate") != NULL, "issue 12: report has the memory estimate section");
+	TAP_OK(strstr(md, "- **Profile**: flux on the 24564 MiB class, 4 attempt(s) (3 fit, 1 OOM)") != NULL,
+	       "issue 12: report names the profile and how many attempts it rests on");
+	TAP_OK(strstr(md, "- **Target config**: ") != NULL && strstr(md, "- **Last config**: ") != NULL,
+	       "issue 12: report estimates target and last config");
+	TAP_OK(strstr(md, "flux: a config no heavier than this ran out of memory") != NULL, "issue 12: report carries the evidence line (the last config OOMed)");
+	TAP_INT_EQ(jpath_int(r, "json.memory.profile.n", 0), 4, "issue 12: report json memory.profile.n");
+	TAP_OK(json_is_object(jpath_get(r, "json.memory.target")), "issue 12: report json memory.target");
+	json_decref(r);
+	json_decref(d);
+	json_decref(ctx);
+}
+
 int main(void)
 {
 	json_t *flux = fx_load("flux_image.json"), *last = json_deep_copy(flux), *facts = fx_load("facts_zero_free_load.json");
@@ -43,7 +73,10 @@ int main(void)
 	TAP_OK(json_array_size(jpath_get(r, "json.config_diff")) >= 4, "report json: config diff");
 	TAP_OK(jpath_get(r, "json.gpu_snapshots[1].gpu_after") != NULL, "report json: gpu snapshots");
 	TAP_STR_EQ(jpath_str(r, "json.escalation.trigger", NULL), "ladder_exhausted", "report json: escalation");
+	TAP_OK(strstr(md, "No memory history") != NULL, "issue 12: without history the report says the ladder ran blind");
+	TAP_OK(json_is_null(jpath_get(r, "json.memory")), "issue 12: report json memory null without history");
 	json_decref(r);
+	memory_estimate(flux, last);
 	r = report_build(NULL, NULL);
 	TAP_OK(json_is_string(json_object_get(r, "markdown")), "report_build never returns NULL, even on empty input");
 	json_decref(r);

@@ -1,0 +1,159 @@
+/* Where the memory model meets the ladders (issue 12): builds the profile of a CTX, walks the class
+ * plan of recovery/ladder.c past the rungs predicted to fail, and says when a config fails for sure.
+ * Owns no rule of its own about configs (the ladder does) nor about memory (memmodel does); policy.c
+ * decides what to do with the answers. Pure code; no I/O. */
+#include "memplan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "jpath.h"
+#include "ladder.h"
+#include "memmodel.h"
+
+#define MEMPLAN_MAX_RUNGS 24 /* more than any plan has; a guard, not a limit */
+
+static bool has_attempt(const json_t *obs, long long id)
+{
+	size_t i;
+	json_t *o;
+
+	json_array_foreach(obs, i, o)
+		if (jpath_int(o, "attempt_id", -1) == id)
+			return true;
+	return false;
+}
+
+json_t *memplan_profile(const json_t *ctx, const char *cls)
+{
+	const json_t *mem = json_object_get(ctx, "memory"), *obs = json_object_get(mem, "observations");
+	const json_t *attempt = json_object_get(ctx, "attempt"), *target = jpath_get(ctx, "job.target_config");
+	const json_t *ran = json_object_get(attempt, "config");
+	json_t *all, *prof, *f;
+	char arch[64];
+	int gpu;
+
+	if (!json_is_object(mem))
+		return NULL;
+	if (json_is_object(json_object_get(mem, "profile")))
+		return json_incref(json_object_get(mem, "profile"));
+	if (!json_is_array(obs) || json_array_size(obs) == 0)
+		return NULL;
+	if (json_is_string(json_object_get(mem, "arch")))
+		snprintf(arch, sizeof(arch), "%s", json_string_value(json_object_get(mem, "arch")));
+	else
+		memmodel_arch(target, arch, sizeof(arch));
+	gpu = (int)jpath_int(mem, "gpu_mib", jpath_int(attempt, "gpu_memory_mib", jpath_int(ctx, "gpu.memory_total_mib", 0)));
+	all = json_copy((json_t *)obs);
+	if (cls && json_is_object(ran) && json_is_object(json_object_get(attempt, "facts")) &&
+	    !has_attempt(obs, jpath_int(attempt, "id", -1))) {
+		f = memmodel_features(ran, jpath_str(ctx, "job.kind", NULL));
+		json_array_append_new(all, memmodel_observation(arch, (int)jpath_int(attempt, "gpu_memory_mib", gpu), f, cls,
+								json_object_get(attempt, "facts"), jpath_int(ctx, "job.id", 0),
+								jpath_int(attempt, "id", 0)));
+		json_decref(f);
+	}
+	prof = memmodel_fit(all, arch, gpu);
+	json_decref(all);
+	return prof;
+}
+
+json_t *memplan_estimate(const json_t *profile, bool video, const json_t *config)
+{
+	json_t *f, *p;
+
+	if (!profile)
+		return NULL;
+	f = memmodel_features(config, video ? "video" : "image");
+	p = memmodel_predict(profile, f);
+	json_decref(f);
+	return p;
+}
+
+bool memplan_sure_fail(const json_t *pred)
+{
+	const json_t *peak = json_object_get(pred, "peak_mib");
+
+	if (!strcmp(jpath_str(pred, "basis", ""), "lighter_oom"))
+		return true;
+	return json_is_false(json_object_get(pred, "fits")) && json_is_integer(peak) &&
+	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) > jpath_int(pred, "usable_mib", 0);
+}
+
+/* The failure class an OOM in phase would get (recovery/classify.c), dflt when phase is unknown. */
+static const char *class_of_phase(const char *phase, const char *dflt)
+{
+	if (!phase)
+		return dflt;
+	if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample"))
+		return "oom_sample";
+	if (!strcmp(phase, "load"))
+		return "oom_load";
+	if (!strcmp(phase, "train"))
+		return "oom_train_early";
+	return dflt;
+}
+
+json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
+			const struct ladder_rung **lastp)
+{
+	json_t *cur = json_deep_copy(ran), *rungs = json_array(), *skipped = json_array(), *pred = NULL, *ch, *out;
+	const struct ladder_rung *r = NULL, *last = NULL;
+	bool exhausted = false;
+	int k;
+
+	for (k = 0; k < MEMPLAN_MAX_RUNGS; k++) {
+		/* After the first rung, the class the next OOM is predicted to have picks the plan, as
+		 * the class of a real next OOM would. */
+		if (pred)
+			cls = class_of_phase(jpath_str(pred, "phase", NULL), cls);
+		ch = json_array();
+		r = ladder_step(cls, video, cur, ch);
+		json_decref(ch);
+		if (!r)
+			break;
+		last = r;
+		json_array_append_new(rungs, json_string(r->name));
+		json_decref(pred);
+		pred = memplan_estimate(profile, video, cur);
+		if (!pred || !json_is_false(json_object_get(pred, "fits")))
+			break;
+		json_array_append_new(skipped, json_string(r->name));
+	}
+	if (json_array_size(rungs) == 0) {
+		json_decref(cur);
+		json_decref(rungs);
+		json_decref(skipped);
+		json_decref(pred);
+		return NULL;
+	}
+	/* Every rung applied and still failing: the last one is not "skipped", it is the end. */
+	if (!r && json_array_size(skipped) == json_array_size(rungs)) {
+		json_array_remove(skipped, json_array_size(skipped) - 1);
+		exhausted = memplan_sure_fail(pred);
+	}
+	if (lastp)
+		*lastp = last;
+	ch = json_array();
+	ladder_diff(ran, cur, ch);
+	out = json_pack("{s:o, s:o, s:o, s:o, s:o, s:b, s:i, s:s}", "config", cur, "changes", ch, "rungs", rungs, "skipped",
+			skipped, "estimate", pred ? pred : json_null(), "exhausted", exhausted, "position",
+			ladder_position(last, video), "guide", last->guide);
+	return out;
+}
+
+json_t *memplan_initial(const json_t *profile, bool video, const json_t *config)
+{
+	json_t *pred = memplan_estimate(profile, video, config), *plan = NULL;
+
+	if (!pred || !json_is_false(json_object_get(pred, "fits")))
+		goto out;
+	plan = memplan_descend(profile, class_of_phase(jpath_str(pred, "phase", NULL), "oom_train_early"), video, config, NULL);
+	if (plan && jpath_bool(plan, "exhausted", 0)) {
+		json_decref(plan);
+		plan = NULL;
+	}
+out:
+	json_decref(pred);
+	return plan;
+}

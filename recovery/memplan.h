@@ -1,0 +1,43 @@
+/* The memory model's use in decisions (issue 12): from a CTX's "memory" section, the profile; after
+ * an OOM, the first rung or smallest combination of rungs, in ladder order, predicted to fit; before
+ * a first attempt, the config predicted to fit the leased GPU; during scale-up, whether a step is
+ * predicted to fail for sure. Pure code on jansson values; no I/O. */
+#ifndef RUNG_MEMPLAN_H
+#define RUNG_MEMPLAN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "ladder.h"
+
+/* The PROFILE a CTX carries (recovery/memmodel.h): ctx.memory.profile when the server cached one,
+ * else memmodel_fit over ctx.memory.observations plus the attempt that just ended (class cls, may be
+ * NULL; added when no observation has its attempt id). NULL when ctx has no "memory" or no
+ * observations: the policy is then today's ladder. The caller owns the result. */
+json_t *memplan_profile(const json_t *ctx, const char *cls);
+
+/* After an OOM of class cls on config ran: applies the class plan's rungs one after another (the
+ * same order ladder_step walks) until the config is not predicted to fail. Returns a new object
+ *   {"config": next config, "changes": [{"path","old","new"}] (ran -> config), "rungs": [names applied],
+ *    "skipped": [rungs whose config alone was predicted to fail], "estimate": PREDICTION of config,
+ *    "exhausted": bool (every rung applied and still predicted to fail for sure),
+ *    "position": ladder_position of the last rung, "guide": its guide section}
+ * or NULL when no rung is left. With a profile that predicts nothing the answer is ladder_step's one
+ * rung. Borrows its arguments; *last (may be NULL) gets the last rung applied (static). */
+json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
+			const struct ladder_rung **last);
+
+/* Before a job's first attempt: when config is predicted not to fit (fits false), the plan of
+ * memplan_descend for the class its predicted phase implies (sample: oom_sample, load: oom_load,
+ * else oom_train_early); NULL when it is predicted to fit, unknown, or every plan is predicted to
+ * fail for sure (then the first attempt runs it as today). */
+json_t *memplan_initial(const json_t *profile, bool video, const json_t *config);
+
+/* True when prediction (memmodel_predict's) says for sure that the config fails: a config no
+ * heavier ran out of memory, or the estimate minus the margin is above the usable memory. */
+bool memplan_sure_fail(const json_t *prediction);
+
+/* The prediction of config under profile (both borrowed), or NULL when profile is NULL. */
+json_t *memplan_estimate(const json_t *profile, bool video, const json_t *config);
+
+#endif
