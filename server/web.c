@@ -562,6 +562,13 @@ static void render_attempt(struct hbuf *b, const json_t *a, const json_t *prev_c
 	if (json_is_object(f) && json_is_integer(json_object_get(f, "duration_ms")))
 		html_printf(b, "<dt>duration</dt><dd>%.1f s</dd>",
 			    (double)json_integer_value(json_object_get(f, "duration_ms")) / 1000.0);
+	if (json_is_integer(jpath_get(f, "peak.mib"))) { /* FACTS.peak: nvidia-smi's highest reading */
+		html_printf(b, "<dt>memory peak</dt><dd>%lld MiB in ", (long long)json_integer_value(jpath_get(f, "peak.mib")));
+		html_esc(b, json_string_value(jpath_get(f, "peak.phase")));
+		if (json_is_integer(jpath_get(f, "peak.step")))
+			html_printf(b, " at step %lld", (long long)json_integer_value(jpath_get(f, "peak.step")));
+		html_add(b, "</dd>");
+	}
 	if (json_is_string(json_object_get(f, "error"))) {
 		html_add(b, "<dt>error</dt><dd><code>");
 		html_esc(b, json_string_value(json_object_get(f, "error")));

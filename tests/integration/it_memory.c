@@ -176,6 +176,15 @@ static char *test_stored(struct harness *h)
 		free(out);
 		free(args);
 	}
+	{
+		char *cookie = xasprintf("Cookie: rung_token=%s", h->admin_token), *path = xasprintf("/ui/jobs/%s", id);
+		const char *hdr[] = { cookie, NULL };
+		json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<dt>memory peak</dt><dd>2"),
+		     "the web job page shows each attempt's memory peak");
+		free(path);
+		free(cookie);
+	}
 	json_decref(est);
 	est = h_getf(h, &st, "/v1/jobs/%s/memory?gpu_mib=81920", id);
 	h_ok(h, st == 200 && h_int(est, "gpu_mib") == 81920 && h_int(json_object_get(est, "profile"), "n") == 0,
