@@ -1,5 +1,6 @@
 /* The trainer-log scanner (see scan.h): a line splitter with a capped line buffer, a matcher for
- * AI Toolkit's phase markers, tqdm bars and failure signatures, the OOM message numbers, and a
+ * AI Toolkit's phase markers, tqdm bars and failure signatures plus tables of other trainers'
+ * wordings, markers and traceback frames (tests/data/logs), the OOM message numbers, and a
  * ring of the last lines. It owns no I/O; the worker feeds it and adds exit code, GPU readings
  * and timing to the facts it builds. */
 #include "scan.h"
