@@ -475,15 +475,17 @@ static const struct sig_text {
 /* Phase markers of the trainers AI Toolkit users also run (kohya sd-scripts, musubi-tuner, diffusers
  * examples, fairseq-style trainers); AI Toolkit's own markers are matched in scan_line. */
 static const struct phase_text {
-	const char *text;       /* matched case-insensitively */
+	const char *text;       /* matched as written (strstr: the scanner must keep up with a flood) */
 	enum scan_phase phase;  /* SCAN_SAMPLE means "baseline or periodic", decided by train_started */
 } PHASE_TEXTS[] = {
 	{ "load StableDiffusion checkpoint", SCAN_LOAD },
 	{ "Loading pipeline components", SCAN_LOAD },
 	{ "caching latents", SCAN_LOAD },
-	{ "Running training", SCAN_TRAIN },            /* diffusers `***** Running training *****`, kohya */
+	{ "Running training", SCAN_TRAIN },            /* diffusers `***** Running training *****` */
+	{ "running training", SCAN_TRAIN },            /* kohya `running training / 学習開始` */
 	{ "begin training epoch", SCAN_TRAIN },
 	{ "generating sample images", SCAN_SAMPLE },  /* kohya, musubi-tuner */
+	{ "Generating sample images", SCAN_SAMPLE },
 	{ "Running validation", SCAN_SAMPLE },        /* diffusers examples */
 };
 
@@ -549,11 +551,13 @@ static const char *skip_line_prefix(const char *t)
 	}
 }
 
-static void scan_tables(struct scan *s, const char *l)
+/* BEFORE: the signature counts before this line, so that a signature already counted on it by
+ * scan_line's own checks is not counted twice. */
+static void scan_tables(struct scan *s, const char *l, const int *before)
 {
 	for (size_t i = 0; i < ARRAY_LEN(SIG_TEXTS); i++) {
 		const struct sig_text *r = &SIG_TEXTS[i];
-		if (!strstr(l, r->text) || (r->also && !strstr(l, r->also)))
+		if (s->sigs[r->sig] > before[r->sig] || !strstr(l, r->text) || (r->also && !strstr(l, r->also)))
 			continue;
 		s->sigs[r->sig]++;
 		if (r->gpu_oom)
@@ -563,7 +567,7 @@ static void scan_tables(struct scan *s, const char *l)
 	}
 	for (size_t i = 0; i < ARRAY_LEN(PHASE_TEXTS); i++) {
 		enum scan_phase p = PHASE_TEXTS[i].phase;
-		if (!strcasestr(l, PHASE_TEXTS[i].text))
+		if (!strstr(l, PHASE_TEXTS[i].text))
 			continue;
 		if (p == SCAN_SAMPLE)
 			p = s->train_started ? SCAN_SAMPLE : SCAN_BASELINE_SAMPLE;
@@ -587,6 +591,7 @@ static void scan_tables(struct scan *s, const char *l)
 static void scan_line(struct scan *s, char *l, size_t len)
 {
 	char desc[SCAN_NAME_CAP], exc[128];
+	int before[SIG_COUNT];
 	long long n, total;
 	const char *t, *k;
 	bool bar;
@@ -647,6 +652,7 @@ static void scan_line(struct scan *s, char *l, size_t len)
 	}
 
 	/* Signatures: each counted at most once per line. */
+	memcpy(before, s->sigs, sizeof before);
 	if (strstr(l, "OOM during training step, skipping batch")) {
 		s->sigs[SIG_SKIPPED_BATCH_OOM]++;
 		if (s->phase != SCAN_TRAIN && s->phase != SCAN_DONE) {
@@ -676,7 +682,6 @@ static void scan_line(struct scan *s, char *l, size_t len)
 		s->sigs[SIG_CUBLAS_NOT_INITIALIZED]++;
 		note_gpu_oom(s);
 	}
-	scan_tables(s, l);
 	if (has_killed(l, t))
 		s->sigs[SIG_HOST_KILLED]++;
 	if (has_memory_error(l))
@@ -700,6 +705,7 @@ static void scan_line(struct scan *s, char *l, size_t len)
 		if (is_config_exception(exc) && !s->loading_seen && !s->train_started)
 			s->sigs[SIG_CONFIG_ERROR]++;
 	}
+	scan_tables(s, l, before);
 	if (strstr(l, "allocate") || strstr(l, "capacity") || strstr(l, "free") || strstr(l, "Process "))
 		scan_oom_numbers(s, l);
 }

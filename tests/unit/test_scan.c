@@ -170,6 +170,10 @@ static const struct scan_case cases[] = {
 	  "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n",
 	  "start", "train", -1, -1, -1, { { "cuda_oom", 2 } }, 18, -1, -1, -1,
 	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.", 0 },
+	{ "kernel oom killer, older wording: one signature per line",
+	  "Out of memory: Kill process 10192 (python) score 398 or sacrifice child\n"
+	  "Killed process 10192, UID 1801, (python) total-vm:7804984kB, anon-rss:2460052kB, file-rss:284kB\n",
+	  "start", NULL, -1, -1, -1, { { "host_killed", 2 } }, -2, 0, 0, 0, NULL, 0 },
 	{ "kernel oom killer line (dmesg)",
 	  "[Tue Apr 14 16:07:00 2026] Out of memory: Killed process 1067104 (python)\n",
 	  "start", NULL, -1, -1, -1, { { "host_killed", 1 } }, -2, 0, 0, 0, NULL, 0 },
