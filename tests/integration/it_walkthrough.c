@@ -2,7 +2,8 @@
  * (the fenced blocks of its "Walkthrough" section that show `rungctl watch` output): examples/
  * flux_lora.json on a simulated 24 GiB GPU and AI Toolkit's Flux example on 16 GiB, each on a fresh
  * database and again after other jobs ran on it (a story must not depend on what ran before). Also
- * `rungctl watch` with its stdout to a pipe: each line arrives while the job still runs. */
+ * `rungctl watch` with its stdout to a pipe (each line arrives while the job still runs) and to a
+ * terminal (the speed between step reports, and the ETA). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -318,6 +319,84 @@ out:
 	free(err_path);
 }
 
+/* watch in a terminal (a pty): its progress line carries a speed and an ETA, and two redraws of the
+ * same step show the same speed (issue 18: the speed fell with every redraw of the same step). */
+static void test_watch_tty(struct harness *h)
+{
+	const char *env[] = { "RUNG_SIM_STEP_MS=20", "RUNG_SIM_LOAD_MS=5", "RUNG_SIM_SAMPLE_MS=2", NULL };
+	struct h_worker_opts o = { .env = env };
+	json_t *cfg = h_config("watch_tty", 100000), *job = h_submit(h, cfg, NULL);
+	char *id = h_id(job, "id"), *err_path = xasprintf("%s/watch-tty.err", h->tmp), *text = xstrdup("");
+	struct h_worker *w = h_worker_start(h, "tty-w", &o);
+	int master = posix_openpt(O_RDWR | O_NOCTTY), slave = -1;
+	pid_t pid = -1;
+	bool rate = false, eta = false, steady = true, same_step_seen = false;
+	long long last_step = -1;
+	char last_rate[32] = "";
+
+	if (!h_ok(h, id && w && master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0 &&
+		(slave = open(ptsname(master), O_RDWR | O_NOCTTY)) >= 0, "tty: a running job and a pty"))
+		goto out;
+	const char *args[] = { "watch", id, "--interval-ms", "100", NULL };
+	pid = ctl_spawn(h, args, slave, err_path);
+	close(slave);
+	/* read redraws until two of the same step both show a speed, or 30 s */
+	for (int64_t deadline = util_mono_ms() + 30000 * h_slow(); util_mono_ms() < deadline && !same_step_seen;) {
+		struct pollfd p = { .fd = master, .events = POLLIN };
+		char buf[4096], *seg, *save = NULL;
+		if (poll(&p, 1, 500) <= 0)
+			continue;
+		ssize_t n = read(master, buf, sizeof(buf) - 1);
+		if (n <= 0)
+			break;
+		buf[n] = '\0';
+		char *all = xasprintf("%s%s", text, buf);
+		free(text);
+		text = all;
+		char *end = strrchr(text, '\r'); /* complete redraws end where the next one starts */
+		if (!end)
+			continue;
+		*end = '\0';
+		for (seg = strtok_r(text, "\r", &save); seg; seg = strtok_r(NULL, "\r", &save)) {
+			long long step = -1, total = -1;
+			char r[32] = "";
+			const char *at = strstr(seg, ", step ");
+			if (!at || sscanf(at, ", step %lld/%lld, %31[0-9.] steps/s", &step, &total, r) != 3)
+				continue;
+			rate = true;
+			eta = eta || strstr(seg, ", ETA ") != NULL;
+			if (step == last_step && *last_rate) {
+				same_step_seen = true;
+				steady = steady && !strcmp(r, last_rate);
+			}
+			last_step = step;
+			snprintf(last_rate, sizeof(last_rate), "%s", r);
+		}
+		char *rest = xstrdup(end + 1);
+		free(text);
+		text = rest;
+	}
+	h_ok(h, rate && eta, "tty: the progress line shows steps/s and an ETA");
+	h_ok(h, same_step_seen && steady, "tty: redraws of the same step keep the same speed (last %s at step %lld)",
+		last_rate, last_step);
+out:
+	if (id) {
+		json_t *c = h_postf(h, NULL, NULL, "/v1/jobs/%s/cancel", id);
+		json_decref(c);
+	}
+	if (pid > 0)
+		h_ok(h, wait_exit(pid) == 1, "tty: watch exits 1 for the cancelled job");
+	if (w)
+		h_worker_stop(h, w, SIGTERM);
+	if (master >= 0)
+		close(master);
+	json_decref(cfg);
+	json_decref(job);
+	free(id);
+	free(err_path);
+	free(text);
+}
+
 /* Other jobs on the same database between two runs of a walk-through: AI Toolkit's example on
  * 24 GiB (it fits: one attempt, as the README says; its config then "succeeded before") and a
  * small job. */
@@ -399,6 +478,7 @@ int main(void)
 	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd started"))
 		goto out;
 	test_watch_pipe(h);
+	test_watch_tty(h);
 	w = h_worker_start(h, "w24", &o24);
 	if (!h_ok(h, w != NULL, "a worker with one simulated %d MiB GPU", WALKS[0].gpu_mib))
 		goto out;
