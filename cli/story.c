@@ -1,7 +1,8 @@
 /* rungctl's account of a job (see story.h): attempt lines with the config change against the
  * attempt before, and a finished job's verdict setting by setting. The settings table maps the
  * keys of result.target/achieved (recovery/ladder.c's ladder_summary) to the scale-up setting whose
- * ceiling covers them; anything else in the result is shown by its own key. */
+ * ceiling covers them; anything else in the result is shown by its own key. When the policy gives
+ * its own account (result.settings, result.good_attempt), that is what is told. */
 #include "story.h"
 
 #include <stdarg.h>
@@ -237,11 +238,13 @@ static char *why_below(const json_t *job, const json_t *attempts, const struct s
 /* Number of the attempt whose run is the result (borrowed value), or NULL. */
 static const json_t *result_attempt(const json_t *job, const json_t *attempts)
 {
-	const json_t *n = json_object_get(json_object_get(job, "recovery_state"), "last_good_attempt");
+	const json_t *n = json_object_get(json_object_get(job, "result"), "good_attempt");
 	const json_t *res = json_object_get(job, "result"), *a, *by_name = NULL, *last = NULL;
 	const char *name = str_of(res, "config_name");
 	size_t i;
 
+	if (!json_is_integer(n) || json_integer_value(n) <= 0)
+		n = json_object_get(json_object_get(job, "recovery_state"), "last_good_attempt");
 	if (json_is_integer(n) && json_integer_value(n) > 0)
 		return n;
 	json_array_foreach(attempts, i, a) {
@@ -256,6 +259,67 @@ static const json_t *result_attempt(const json_t *job, const json_t *attempts)
 	return a ? json_object_get(a, "number") : NULL;
 }
 
+/* The class of attempt number n (borrowed string) or NULL. */
+static const char *class_of(const json_t *attempts, const json_t *n)
+{
+	const json_t *a;
+	size_t i;
+
+	json_array_foreach(attempts, i, a)
+		if (json_is_integer(n) && json_integer_value(json_object_get(a, "number")) == json_integer_value(n))
+			return str_of(a, "class");
+	return NULL;
+}
+
+/* The policy's own account, when the result carries one: result.settings = [{"setting", "target",
+ * "achieved", "status": "at_target"|"ceiling"|"below_target"|"kept", "ceiling"?, "attempt"?, "why"?}].
+ * NULL when it does not. */
+static char *settings_story(const json_t *result, const json_t *attempts)
+{
+	const json_t *list = json_object_get(result, "settings"), *e;
+	char *out = NULL, *at = NULL;
+	size_t i;
+
+	if (!json_is_array(list) || json_array_size(list) == 0)
+		return NULL;
+	json_array_foreach(list, i, e) {
+		const char *name = str_of(e, "setting"), *status = str_of(e, "status"), *why = str_of(e, "why");
+		if (!name)
+			continue;
+		if ((status && !strcmp(status, "at_target")) || (!status && same(json_object_get(e, "target"),
+			json_object_get(e, "achieved")))) {
+			cat(&at, "%s%s", at ? ", " : "", name);
+			continue;
+		}
+		char *ts = table_cell(json_object_get(e, "target")), *gs = table_cell(json_object_get(e, "achieved"));
+		cat(&out, "  %s: target %s, achieved %s: ", name, ts, gs);
+		if (status && !strcmp(status, "ceiling")) {
+			const json_t *n = json_object_get(e, "attempt");
+			const char *cls = class_of(attempts, n);
+			char *cv = table_cell(json_object_get(e, "ceiling"));
+			cat(&out, "given up at %s: %s", cv, why ? why : "ran out of memory");
+			if (json_is_integer(n))
+				cat(&out, " (attempt %lld%s%s)", (long long)json_integer_value(n), cls ? ", " : "", cls ? cls : "");
+			free(cv);
+		} else if (status && !strcmp(status, "kept")) {
+			cat(&out, "kept: %s", why ? why : "a memory-saving setting stays after a success (guide 7)");
+		} else if (status && !strcmp(status, "below_target")) {
+			cat(&out, "not scaled back up: %s", why ? why : "no ceiling recorded");
+		} else {
+			cat(&out, "%s", why ? why : status ? status : "differs from the target");
+		}
+		cat(&out, "\n");
+		free(ts);
+		free(gs);
+	}
+	if (!out)
+		cat(&out, "  every setting at target\n");
+	else if (at)
+		cat(&out, "  at target: %s\n", at);
+	free(at);
+	return out;
+}
+
 static char *succeeded_story(const json_t *job, const json_t *attempts)
 {
 	const json_t *result = json_object_get(job, "result");
@@ -264,6 +328,8 @@ static char *succeeded_story(const json_t *job, const json_t *attempts)
 	const char *k;
 	json_t *v;
 
+	if ((out = settings_story(result, attempts)) != NULL)
+		return out;
 	if (!json_is_object(target) || !json_is_object(got))
 		return NULL;
 	for (size_t i = 0; i < ARRAY_LEN(SETTINGS); i++) {

@@ -24,7 +24,9 @@ char *story_attempt_text(const json_t *attempt, const json_t *next);
 /* The verdict of a finished job, lines ending in "\n" (heap string):
  *   succeeded: "job ID succeeded after N attempt(s) with attempt K's run (NAME)" then
  *     "  every setting at target", or per setting below target
- *     "  SETTING: target T, achieved A: WHY" and "  at target: S1, S2, ...";
+ *     "  SETTING: target T, achieved A: WHY" and "  at target: S1, S2, ..."; the settings and their
+ *     reasons come from result.settings when the policy gives them, else from result.target,
+ *     achieved and ceilings and the attempts (which scale-up attempt hit each ceiling);
  *   failed/cancelled: "job ID STATE after N attempt(s): REASON".
  * id: the job id as the user wrote it (NULL: the job's own). attempts may be NULL. */
 char *story_verdict(const json_t *job, const json_t *attempts, const char *id);

@@ -345,6 +345,24 @@ static void test_story(void)
 		"story: everything at target says so");
 	free(s);
 
+	/* the policy's own account (result.settings, good_attempt) wins when present */
+	json_object_set_new(r, "good_attempt", json_integer(3));
+	json_object_set_new(r, "settings", J("[{\"setting\": \"steps\", \"target\": 100, \"achieved\": 100, \"status\": \"at_target\"},"
+		" {\"setting\": \"bucket\", \"target\": [512,768,1024], \"achieved\": [512,768], \"status\": \"ceiling\","
+		" \"ceiling\": [512,768,1024], \"attempt\": 1, \"why\": \"ran out of memory\"},"
+		" {\"setting\": \"num_frames\", \"target\": 81, \"achieved\": 21, \"status\": \"below_target\","
+		" \"why\": \"recovery.max_attempts reached\"},"
+		" {\"setting\": \"low_vram\", \"target\": false, \"achieved\": true, \"status\": \"kept\","
+		" \"why\": \"a memory-saving rung stays after a success (guide 7)\"}]"));
+	s = story_verdict(job, atts, NULL);
+	TAP_STR_EQ(s, "job 7 succeeded after 4 attempt(s) with attempt 3's run (x)\n"
+		"  bucket: target [512,768,1024], achieved [512,768]: given up at [512,768,1024]: ran out of memory (attempt 1, oom_train_early)\n"
+		"  num_frames: target 81, achieved 21: not scaled back up: recovery.max_attempts reached\n"
+		"  low_vram: target false, achieved true: kept: a memory-saving rung stays after a success (guide 7)\n"
+		"  at target: steps\n",
+		"story: result.settings (the policy's account, branch fix16) is told setting by setting");
+	free(s);
+
 	json_t *f = J("{\"id\": 8, \"state\": \"failed\", \"attempts\": 2, \"result\": {\"reason\": \"not_oom: missing file\"}}");
 	s = story_verdict(f, NULL, NULL);
 	TAP_STR_EQ(s, "job 8 failed after 2 attempt(s): not_oom: missing file\n", "story: a failed job keeps its reason");
