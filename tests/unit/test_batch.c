@@ -1,5 +1,5 @@
 /* Tests for server/batch.c (the coalescer), the queue-timeout rule of server/db.c, and the batch
- * SQL of migrations/004_batch.sql against a real PostgreSQL: items arriving together share one
+ * functions of sql/functions/ against a real PostgreSQL: items arriving together share one
  * statement, keys and order, a failing item is isolated, a long queue on a healthy pool is not a
  * 503, and the claim/heartbeat/submit batch functions keep their per-item fences and rules.
  * Uses RUNG_TEST_DATABASE_URL (tests/run.sh), else starts its own cluster with tests/pg.sh. */
