@@ -1,12 +1,15 @@
 /* Integration: OOM recovery end to end with the simulated trainer's memory model (sim/README.md;
  * sizes checked with `rung-sim-trainer --estimate`): an OOM in each phase recovers through the
  * expected rung, a video job walks frames first, an environment fault on a dirty GPU is re-run on a
- * clean one and the dirty GPU quarantined, and a host OOM never walks the VRAM ladder. */
+ * clean one and the dirty GPU quarantined, and a host OOM never walks the VRAM ladder. Each case
+ * starts with the card's memory profile reset, so it sees the ladder and what its own job teaches
+ * the memory model, not what the cases before it taught (it_memory and it_walkthrough cover that). */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "memmodel.h"
 #include "util.h"
 
 /* Flux, quantized, batch 1, checkpointing on, buckets 512/768/1024, 1024² samples (--estimate):
@@ -46,6 +49,12 @@ static json_t *run_case(struct harness *h, const char *wname, int mib, const cha
 	struct h_worker_opts o = { .gpus_json = gpus, .env = env };
 	struct h_worker *w = h_worker_start(h, wname, &o);
 	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", scale_up);
+	char arch[64];
+	long rst = 0;
+	memmodel_arch(cfg, arch, sizeof arch);
+	json_decref(h_postf(h, NULL, &rst, "/v1/profiles/%s/%d/reset", arch, memmodel_gpu_class(mib)));
+	if (rst != 200 && rst != 404)
+		h_diag("profile reset of %s on %d MiB answered %ld", arch, mib, rst);
 	json_t *job = h_submit(h, cfg, extra);
 	json_decref(extra);
 	char *id = h_id(job, "id");
