@@ -553,6 +553,7 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 							  "action", jpath_str(dec, "action", "?"), "rung", json_object_get(dec, "rung"),
 							  "facts", facts, "duration_ms", (json_int_t)(secs * 1000)));
 		json_decref(ctx);
+		json_decref(facts);
 		if (strcmp(state, "queued")) {
 			if (!strcmp(state, "succeeded")) {
 				const json_t *rc = jpath_get(dec, "result.config");
