@@ -200,12 +200,12 @@ class Meter:
         if not self.fake:
             return
         held = self.resident + self.saved
+        if self.cap and held + working > self.cap:  # as on a GPU: the failed allocation is never held
+            raise torch.cuda.OutOfMemoryError(self.oom_text(working, held))
         if held + working > self.peak:
             self.peak = held + working
         if self.sim:
             self.sim.set_used(held + working)
-        if self.cap and held + working > self.cap:
-            raise torch.cuda.OutOfMemoryError(self.oom_text(working, held))
 
     def oom_text(self, want, held):
         free = max(0, self.cap - held)
@@ -738,7 +738,7 @@ class Run:
         if not path:
             return
         p = self.p
-        rec = {"name": p.name, "pid": os.getpid(), "start": round(self.t0, 3), "end": round(time.time(), 3),
+        rec = {"name": p.name, "config": os.path.abspath(self.path), "pid": os.getpid(), "start": round(self.t0, 3), "end": round(time.time(), 3),
                "outcome": outcome, "phase": self.meter.phase, "step": self.step, "device": self.dev.type,
                "fake": self.fake, "net": "tiny" if self.tiny else "full", "cap_mib": round(self.meter.cap / MIB, 1),
                "peaks": self.meter.phase_peaks,
