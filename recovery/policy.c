@@ -367,8 +367,8 @@ static json_t *result_settings(const struct pctx *p, const struct dec *d, const 
 			free(ta);
 			free(tt);
 		}
-	*summary = xasprintf("succeeded with %s (attempt %lld, %zu attempt(s) in all)%s%s%s%s%s%s%s%s%s",
-			     config_name(good), good_attempt(p, d, good), json_array_size(p->attempts) + 1,
+	*summary = xasprintf("succeeded with %s (attempt %lld)%s%s%s%s%s%s%s%s%s",
+			     config_name(good), good_attempt(p, d, good),
 			     below ? "" : up ? ": every setting at target or at a proven ceiling" : ": every setting at target",
 			     up ? "; given up at a ceiling: " : "", up ? up : "", below ? "; below target: " : "",
 			     below ? below : "", kept ? "; memory settings kept: " : "", kept ? kept : "",
