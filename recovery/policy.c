@@ -186,16 +186,21 @@ static void carry_constraints(const struct pctx *p, struct dec *d)
 	}
 }
 
-static void add_unique(json_t *arr, json_t *v)
+static bool in_array(const json_t *arr, const json_t *v)
 {
 	size_t i;
 	json_t *x;
 
-	if (!v || json_is_null(v))
-		return;
 	json_array_foreach(arr, i, x)
-		if (json_equal(x, v))
-			return;
+		if (v && json_equal(x, v))
+			return true;
+	return false;
+}
+
+static void add_unique(json_t *arr, json_t *v)
+{
+	if (!v || json_is_null(v) || in_array(arr, v))
+		return;
 	json_array_append(arr, v);
 }
 
@@ -237,7 +242,9 @@ static const json_t *alloc_failure_chain(const struct pctx *p)
 
 /* Issue 16.2: an attempt that ran out of GPU memory with a config asking no more than cand, on a
  * GPU no larger than this one, and failed no later than cand's last step: cand is certain to fail.
- * The attempt just ended counts when it failed. Returns the attempt or NULL. */
+ * The attempt just ended counts when it failed; an attempt on a GPU this job found at fault, or
+ * one that failed to allocate at load (the GPU's signature), proves nothing about memory. Returns
+ * the attempt or NULL. */
 static const json_t *failed_no_larger(const struct pctx *p, const struct dec *d, const json_t *cand)
 {
 	long long mem = gpu_memory(p), steps = jpath_int(cand, "config.process[0].train.steps", 0);
@@ -248,6 +255,8 @@ static const json_t *failed_no_larger(const struct pctx *p, const struct dec *d,
 		long long am, at;
 		a = i < n ? json_array_get(p->attempts, i) : p->attempt;
 		if (!oom_class(i < n ? jpath_str(a, "class", "") : cls_name(d)))
+			continue;
+		if (in_array(d->exclude_gpus, json_object_get(a, "gpu_uuid")) || alloc_failure(json_object_get(a, "facts")))
 			continue;
 		am = jpath_int(a, "gpu_memory_mib", 0);
 		at = jpath_int(json_object_get(a, "facts"), "last_step", 0);
@@ -632,7 +641,8 @@ static void on_env_fault(const struct pctx *p, struct dec *d)
 		   chain && json_array_size(d->changes) ? "the config of the first attempt that failed there is"
 							 : "the same config is",
 		   host_wide ? " on another worker" : "", d->gpu_mark);
-	set_next_action(d, "re-run unchanged away from GPU %s; up to %lld environment re-run(s)", uuid ? uuid : "?",
+	set_next_action(d, "re-run %s away from GPU %s; up to %lld environment re-run(s)",
+			json_array_size(d->changes) ? "with the rungs spent there given back" : "unchanged", uuid ? uuid : "?",
 			p->max_env_retries);
 	requeue(p, d, "retry_clean");
 }

@@ -437,6 +437,16 @@ static void scale_up_known_failure(void)
 	TAP_STR_EQ(S(d, "rung"), "bucket", "near miss: a failure with a larger batch does not rule out the bucket");
 	json_decref(d);
 	json_decref(bigger);
+
+	/* near miss: attempt 3 ran on a GPU this job later found at fault: no evidence about memory */
+	{
+		json_t *ctx = issue_ctx(x3);
+		jpath_set(ctx, "attempts[2].gpu_uuid", json_string("GPU-bad"));
+		fx_add_attempt(ctx, 4, x3, "failed", "env_fault", "retry_clean", "GPU-bad", 3);
+		d = run(ctx);
+		TAP_STR_EQ(S(d, "rung"), "bucket", "near miss: a failure on a GPU found at fault does not rule out the bucket");
+		json_decref(d);
+	}
 }
 
 /* Issue 16.2, video: 41 frames failed, 21 succeeded: scale-up tries the grid midpoint, not 41. */
