@@ -274,6 +274,28 @@ static const char *class_of(const json_t *attempts, const json_t *n)
 /* The policy's own account, when the result carries one: result.settings = [{"setting", "target",
  * "achieved", "status": "at_target"|"ceiling"|"below_target"|"kept", "ceiling"?, "attempt"?, "why"?}].
  * NULL when it does not. */
+/* A setting's value as people write it: {"width":1024,"height":1024} as 1024x1024, other objects as
+ * "key value, ..." in their order, anything else as a table cell. Heap string. */
+static char *setting_value(const json_t *v)
+{
+	const json_t *w = json_object_get(v, "width"), *h = json_object_get(v, "height"), *x;
+	char *out = NULL;
+	const char *k;
+
+	if (!json_is_object(v))
+		return table_cell(v);
+	if (json_is_integer(w) && json_is_integer(h) && json_object_size(v) == 2) {
+		cat(&out, "%lldx%lld", (long long)json_integer_value(w), (long long)json_integer_value(h));
+		return out;
+	}
+	json_object_foreach((json_t *)v, k, x) {
+		char *c = table_cell(x);
+		cat(&out, "%s%s %s", out ? ", " : "", k, c);
+		free(c);
+	}
+	return out ? out : xstrdup("{}");
+}
+
 static char *settings_story(const json_t *result, const json_t *attempts)
 {
 	const json_t *list = json_object_get(result, "settings"), *e;
@@ -291,15 +313,20 @@ static char *settings_story(const json_t *result, const json_t *attempts)
 			cat(&at, "%s%s", at ? ", " : "", name);
 			continue;
 		}
-		char *ts = table_cell(json_object_get(e, "target")), *gs = table_cell(json_object_get(e, "achieved"));
+		char *ts = setting_value(json_object_get(e, "target")), *gs = setting_value(json_object_get(e, "achieved"));
 		cat(&out, "  %s: target %s, achieved %s: ", name, ts, gs);
 		if (status && !strcmp(status, "ceiling")) {
 			const json_t *n = json_object_get(e, "attempt");
 			const char *cls = class_of(attempts, n);
-			char *cv = table_cell(json_object_get(e, "ceiling"));
-			cat(&out, "given up at %s: %s", cv, why ? why : "ran out of memory");
-			if (json_is_integer(n))
-				cat(&out, " (attempt %lld%s%s)", (long long)json_integer_value(n), cls ? ", " : "", cls ? cls : "");
+			char *cv = setting_value(json_object_get(e, "ceiling"));
+			cat(&out, "given up at %s: ", cv);
+			if (why) /* the policy's sentence names the attempt that proved the ceiling */
+				cat(&out, "%s", why);
+			else if (json_is_integer(n))
+				cat(&out, "attempt %lld ran out of memory%s%s%s", (long long)json_integer_value(n), cls ? " (" : "",
+				    cls ? cls : "", cls ? ")" : "");
+			else
+				cat(&out, "ran out of memory");
 			free(cv);
 		} else if (status && !strcmp(status, "kept")) {
 			cat(&out, "kept: %s", why ? why : "a memory-saving setting stays after a success (guide 7)");

@@ -1,5 +1,5 @@
 /* The failure classes of guide sections 1, 2 and 5 as an ordered rule table: cancelled, success,
- * env_fault (busy GPU), not_oom, host_oom, env_fault (three ways), oom_train_early (phase unknown),
+ * env_fault (busy GPU), not_oom, host_oom, env_fault (four ways), oom_train_early (phase unknown),
  * oom_load, oom_sample, oom_train_early, oom_train_intermittent. First match wins; each rule writes
  * its own evidence. Owns no state. */
 #include "classify.h"
@@ -189,6 +189,13 @@ static bool m_foreign(const struct view *v, json_t *e)
 	return foreign;
 }
 
+/* An allocation failure before training really started: the environment's signatures, at load. */
+static bool alloc_failure_at_load(const struct view *v)
+{
+	return (sig(v, "zero_bytes_free") || sig(v, "cublas_alloc_failed") || sig(v, "cublas_not_initialized")) &&
+	       v->steps == 0 && (!v->oom_phase || phase_is(v, "start", "load"));
+}
+
 /* Guide 5: `0 bytes is free` or a CUBLAS allocation failure with a conservative config, before
  * training really started. */
 static bool m_zero_free(const struct view *v, json_t *e)
@@ -205,16 +212,43 @@ static bool m_zero_free(const struct view *v, json_t *e)
 	return true;
 }
 
+/* Issue 16.1: the guide's evidence that memory is not the cause: the allocation failure at load
+ * persists on this GPU after the low-memory rungs lowered what the config asks. */
+static bool m_alloc_persists(const struct view *v, json_t *e)
+{
+	if (v->in->alloc_failed_before <= 0 || !alloc_failure_at_load(v))
+		return false;
+	ev_sigs(v, e, ENV_SIGS);
+	ev(e, "attempt %lld failed the same way on this GPU before training, with a config asking no less memory",
+	   v->in->alloc_failed_before);
+	ev(e, "the low-memory rungs changed nothing: memory is not the cause; the GPU is suspect");
+	return true;
+}
+
+/* "N MiB", or "unknown" when the log did not give the figure (issue 16.1: never "0 MiB"). */
+static const char *mib(const json_t *oom, const char *key, char *buf, size_t n)
+{
+	json_t *x = json_object_get(oom, key);
+
+	if (!json_is_integer(x))
+		return "unknown";
+	snprintf(buf, n, "%lld MiB", (long long)json_integer_value(x));
+	return buf;
+}
+
 static void ev_oom(const struct view *v, json_t *e)
 {
 	const json_t *oom = json_object_get(v->in->facts, "oom");
+	char a[32], b[32], c[32], d[32];
 
 	ev_sigs(v, e, GPU_SIGS);
-	ev(e, "oom_phase=%s, %lld step(s) completed in this attempt", v->oom_phase ? v->oom_phase : "?", v->steps);
+	ev(e, "oom_phase=%s, %lld step(s) completed in this attempt%s", v->oom_phase ? v->oom_phase : "?", v->steps,
+	   jpath_bool(v->in->facts, "last_step_estimated", 0) ? " (the last step is the progress bar's, an estimate)"
+							     : "");
 	if (json_is_object(oom))
-		ev(e, "tried to allocate %lld MiB of %lld MiB total, %lld MiB free, %lld MiB allocated by PyTorch",
-		   jpath_int(oom, "tried_to_allocate_mib", 0), jpath_int(oom, "total_capacity_mib", 0),
-		   jpath_int(oom, "free_mib", 0), jpath_int(oom, "allocated_by_pytorch_mib", 0));
+		ev(e, "tried to allocate %s of %s total, %s free, %s allocated by PyTorch",
+		   mib(oom, "tried_to_allocate_mib", a, sizeof(a)), mib(oom, "total_capacity_mib", b, sizeof(b)),
+		   mib(oom, "free_mib", c, sizeof(c)), mib(oom, "allocated_by_pytorch_mib", d, sizeof(d)));
 }
 
 /* A GPU OOM with no phase marker before it (a log cut to its error, another trainer's wording): no
@@ -294,6 +328,7 @@ static const struct rule {
 	{ "env_fault", "gpu_not_clean_at_start", "guide 5", m_dirty_gpu },
 	{ "env_fault", "foreign_processes_in_oom", "guide 5", m_foreign },
 	{ "env_fault", "zero_free_conservative_config", "guide 5", m_zero_free },
+	{ "env_fault", "alloc_failure_persists", "guide 5, issue 16.1", m_alloc_persists },
 	{ "oom_train_early", "oom_phase_unknown", "guide 6 (phase unknown)", m_phase_unknown },
 	{ "oom_load", "oom_before_training", "guide 2A", m_load },
 	{ "oom_sample", "oom_while_sampling", "guide 2C", m_sample },

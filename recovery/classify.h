@@ -13,6 +13,9 @@ struct classify_in {
 	const json_t *config;   /* the config file the attempt ran (borrowed, may be NULL) */
 	long long early_steps;  /* recovery.early_steps */
 	bool succeeded_before;  /* this exact config succeeded before (this job or another) */
+	long long alloc_failed_before; /* number of an earlier attempt of this job that failed with an
+					* allocation failure before training on the same GPU, with a config
+					* no smaller than this one; 0 when none (issue 16.1) */
 };
 
 /* Returns a new object {"class", "rule", "guide", "evidence": [STRING...]} (the caller owns it).

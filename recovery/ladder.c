@@ -436,8 +436,9 @@ static bool restore(json_t *cur, const json_t *target, json_t *ch, const char *p
 	return ladder_set(cur, ch, path, t ? json_deep_copy(t) : NULL);
 }
 
-static bool up_steps(json_t *cur, const json_t *target, json_t *ch)
+static bool up_steps(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	if (jpath_int(cur, P0 ".train.steps", 0) >= jpath_int(target, P0 ".train.steps", 0))
 		return false;
 	return restore(cur, target, ch, P0 ".train.steps");
@@ -457,8 +458,9 @@ static bool res_has(const json_t *res, long long v)
 }
 
 /* One larger bucket back per dataset: the smallest of the removed ones. */
-static bool up_bucket(json_t *cur, const json_t *target, json_t *ch)
+static bool up_bucket(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	size_t i, j;
 	json_t *d, *tres, *cres, *x, *nv;
 	bool changed = false;
@@ -486,8 +488,9 @@ static bool up_bucket(json_t *cur, const json_t *target, json_t *ch)
 	return changed;
 }
 
-static bool up_sampling_on(json_t *cur, const json_t *target, json_t *ch)
+static bool up_sampling_on(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	if (!jpath_bool(cur, P0 ".train.disable_sampling", 0) || jpath_bool(target, P0 ".train.disable_sampling", 0))
 		return false;
 	return restore(cur, target, ch, P0 ".train.disable_sampling");
@@ -517,30 +520,48 @@ static bool restore_sample_keys(json_t *cur, const json_t *target, json_t *ch, c
 	return changed;
 }
 
-static bool up_sample_size(json_t *cur, const json_t *target, json_t *ch)
+static bool up_sample_size(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	static const char *const keys[] = { "width", "height", NULL };
 
 	return restore_sample_keys(cur, target, ch, keys);
 }
 
-static bool up_sample_rate(json_t *cur, const json_t *target, json_t *ch)
+static bool up_sample_rate(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	static const char *const keys[] = { "sample_steps", "sample_every", NULL };
 
 	return restore_sample_keys(cur, target, ch, keys);
 }
 
-static bool frames_up_at(json_t *cur, const json_t *target, json_t *ch, const char *path, int grid)
+/* One grid step up from cur toward target, below ceil (a frame count known to fail; <= 0: none):
+ * where the next step would reach the ceiling, the midpoint on the grid instead (issue 16.2: 29 or
+ * 33 between 21 and 41, never the known failure). */
+static bool frames_up_at(json_t *cur, const json_t *target, json_t *ch, const char *path, int grid, long long ceil)
 {
-	long long c = jpath_int(cur, path, 1), t = jpath_int(target, path, 1);
+	long long c = jpath_int(cur, path, 1), t = jpath_int(target, path, 1), n;
 
 	if (c >= t)
 		return false;
-	return set_int(cur, ch, path, frames_up(c, t, grid));
+	n = frames_up(c, t, grid);
+	if (ceil > 0 && n >= ceil)
+		n = snap_down(c + (ceil - c) / 2, grid);
+	if (n <= c)
+		return false;
+	return set_int(cur, ch, path, n);
 }
 
-static bool up_frames(json_t *cur, const json_t *target, json_t *ch)
+/* The frame ceiling of dataset i: the ceiling itself, or its i-th element for several datasets. */
+static long long frames_ceiling(const json_t *ceil, size_t i)
+{
+	if (json_is_array(ceil))
+		ceil = json_array_get(ceil, i);
+	return json_is_integer(ceil) ? json_integer_value(ceil) : 0;
+}
+
+static bool up_frames(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
 	int grid = ladder_frame_grid(target);
 	size_t i;
@@ -550,12 +571,12 @@ static bool up_frames(json_t *cur, const json_t *target, json_t *ch)
 
 	json_array_foreach(datasets(cur), i, d) {
 		snprintf(path, sizeof(path), P0 ".datasets[%zu].num_frames", i);
-		changed |= frames_up_at(cur, target, ch, path, grid);
+		changed |= frames_up_at(cur, target, ch, path, grid, frames_ceiling(ceil, i));
 	}
-	changed |= frames_up_at(cur, target, ch, P0 ".sample.num_frames", grid);
+	changed |= frames_up_at(cur, target, ch, P0 ".sample.num_frames", grid, frames_ceiling(ceil, 0));
 	json_array_foreach(jpath_get(cur, P0 ".sample.samples"), i, d) {
 		snprintf(path, sizeof(path), P0 ".sample.samples[%zu].num_frames", i);
-		changed |= frames_up_at(cur, target, ch, path, grid);
+		changed |= frames_up_at(cur, target, ch, path, grid, frames_ceiling(ceil, 0));
 	}
 	return changed;
 }
@@ -564,8 +585,9 @@ static bool up_frames(json_t *cur, const json_t *target, json_t *ch)
  * target's; at the target the accumulation keys are restored exactly as the user wrote them. */
 /* Guide 7 step 5: double the batch toward the target, dividing accumulation so batch x accumulation
  * stays what the target asked for; the last step restores the target's own batch keys exactly. */
-static bool up_batch(json_t *cur, const json_t *target, json_t *ch)
+static bool up_batch(json_t *cur, const json_t *target, const json_t *ceil, json_t *ch)
 {
+	(void)ceil;
 	long long cb = max_batch(cur), tb = max_batch(target), nb, b;
 	long long tga = jpath_int(target, P0 ".train.gradient_accumulation", 1);
 	long long tgas = jpath_int(target, P0 ".train.gradient_accumulation_steps", 1);
@@ -604,13 +626,68 @@ static bool up_batch(json_t *cur, const json_t *target, json_t *ch)
 	return changed;
 }
 
-static const struct ladder_setting S_STEPS = { "steps", "guide 7 step 2", up_steps };
-static const struct ladder_setting S_BUCKET = { "bucket", "guide 7 step 3, 3 Fix C", up_bucket };
-static const struct ladder_setting S_SAMPLING_ON = { "sampling_on", "guide 7 step 4, 3 Fix D", up_sampling_on };
-static const struct ladder_setting S_SAMPLE_SIZE = { "sample_size", "guide 7 step 4", up_sample_size };
-static const struct ladder_setting S_SAMPLE_RATE = { "sample_rate", "guide 7 step 4", up_sample_rate };
-static const struct ladder_setting S_FRAMES = { "num_frames", "guide 7 step 5 (longer video)", up_frames };
-static const struct ladder_setting S_BATCH = { "batch_size", "guide 7 step 5 (larger batch)", up_batch };
+/* ---- what a setting is worth in a config (results, ceilings) ---- */
+
+/* One value per dataset: the value itself for one dataset, else an array (new reference). */
+static json_t *per_dataset(const json_t *f, const char *key, long long dflt)
+{
+	json_t *out = json_array(), *d, *v;
+	size_t i;
+
+	json_array_foreach(datasets(f), i, d) {
+		v = json_object_get(d, key);
+		json_array_append_new(out, v ? json_deep_copy(v) : json_integer(dflt));
+	}
+	if (json_array_size(out) == 1) {
+		v = json_incref(json_array_get(out, 0));
+		json_decref(out);
+		return v;
+	}
+	return out;
+}
+
+static json_t *v_steps(const json_t *f) { return json_integer(jpath_int(f, P0 ".train.steps", 0)); }
+static json_t *v_bucket(const json_t *f) { return per_dataset(f, "resolution", 512); }
+static json_t *v_sampling_on(const json_t *f) { return json_boolean(sampling_on(f)); }
+static json_t *v_frames(const json_t *f) { return per_dataset(f, "num_frames", 1); }
+static json_t *v_batch(const json_t *f) { return json_integer(max_batch(f)); }
+
+static json_t *v_sample_size(const json_t *f)
+{
+	return json_pack("{s:I, s:I}", "width", (json_int_t)jpath_int(f, P0 ".sample.width", 0), "height",
+			 (json_int_t)jpath_int(f, P0 ".sample.height", 0));
+}
+
+static json_t *v_sample_rate(const json_t *f)
+{
+	return json_pack("{s:I, s:I}", "sample_steps", (json_int_t)jpath_int(f, P0 ".sample.sample_steps", 0),
+			 "sample_every", (json_int_t)jpath_int(f, P0 ".sample.sample_every", 0));
+}
+
+static json_t *v_checkpointing(const json_t *f)
+{
+	return json_boolean(jpath_bool(f, P0 ".train.gradient_checkpointing", 1));
+}
+
+static json_t *v_low_vram(const json_t *f) { return json_boolean(jpath_bool(f, P0 ".model.low_vram", 0)); }
+static json_t *v_quantize(const json_t *f) { return json_boolean(jpath_bool(f, P0 ".model.quantize", 0)); }
+static json_t *v_offload(const json_t *f) { return json_boolean(jpath_bool(f, P0 ".model.layer_offloading", 0)); }
+
+static const struct ladder_setting S_STEPS = { "steps", "guide 7 step 2", up_steps, v_steps, false };
+static const struct ladder_setting S_BUCKET = { "bucket", "guide 7 step 3, 3 Fix C", up_bucket, v_bucket, false };
+static const struct ladder_setting S_SAMPLING_ON = { "sampling_on", "guide 7 step 4, 3 Fix D", up_sampling_on,
+						     v_sampling_on, false };
+static const struct ladder_setting S_SAMPLE_SIZE = { "sample_size", "guide 7 step 4", up_sample_size, v_sample_size, false };
+static const struct ladder_setting S_SAMPLE_RATE = { "sample_rate", "guide 7 step 4", up_sample_rate, v_sample_rate, false };
+static const struct ladder_setting S_FRAMES = { "num_frames", "guide 7 step 5 (longer video)", up_frames, v_frames, true };
+static const struct ladder_setting S_BATCH = { "batch_size", "guide 7 step 5 (larger batch)", up_batch, v_batch, false };
+
+/* Guide 7 step 1: the memory settings a rung applied stay after the success (no step back). */
+static const struct ladder_setting K_CHECKPOINTING = { "gradient_checkpointing", "guide 7 step 1", NULL, v_checkpointing, false };
+static const struct ladder_setting K_LOW_VRAM = { "low_vram", "guide 7 step 1", NULL, v_low_vram, false };
+static const struct ladder_setting K_QUANTIZE = { "quantize", "guide 7 step 1", NULL, v_quantize, false };
+static const struct ladder_setting K_OFFLOAD = { "layer_offloading", "guide 7 step 1", NULL, v_offload, false };
+static const struct ladder_setting *const KEPT[] = { &K_CHECKPOINTING, &K_LOW_VRAM, &K_QUANTIZE, &K_OFFLOAD, NULL };
 
 /* Guide section 7: memory settings stay (checkpointing, low_vram, quantization, offloading are not
  * here); steps, one larger bucket, richer sampling, only then batch or, for video, frames. */
@@ -627,13 +704,34 @@ const struct ladder_setting *ladder_scale_up(bool video, json_t *cur, const json
 	const struct ladder_setting *const *s;
 
 	for (s = video ? SCALE_UP_VIDEO : SCALE_UP_IMAGE; *s; s++) {
+		const json_t *ceil = json_object_get(ceilings, (*s)->name);
 		if (steps_only && *s != &S_STEPS)
 			continue;
-		if (json_object_get(ceilings, (*s)->name))
+		if (ceil && !(*s)->below_ceiling)
 			continue;
-		if ((*s)->step(cur, target, changes))
+		if ((*s)->step(cur, target, ceil, changes))
 			return *s;
 	}
+	return NULL;
+}
+
+const struct ladder_setting *const *ladder_scale_up_order(bool video)
+{
+	return video ? SCALE_UP_VIDEO : SCALE_UP_IMAGE;
+}
+
+const struct ladder_setting *const *ladder_kept_settings(void)
+{
+	return KEPT;
+}
+
+const struct ladder_setting *ladder_setting_named(const char *name)
+{
+	const struct ladder_setting *const *s;
+
+	for (s = SCALE_UP_VIDEO; name && *s; s++)
+		if (!strcmp((*s)->name, name))
+			return *s;
 	return NULL;
 }
 
@@ -662,6 +760,160 @@ bool ladder_conservative(const json_t *file, const char **why)
 	if (why)
 		*why = w;
 	return w == NULL;
+}
+
+/* ---- comparing runs by what they ask of GPU memory (issue 16.2) ---- */
+
+/* What a config asks of GPU memory, setting by setting (guide 3); larger asks more. */
+struct mem_ask {
+	bool checkpointing, sampling;
+	bool saves[6];              /* low_vram, quantize, quantize_te, layer_offloading, cache_te, unload_te */
+	double offload_pct[2];      /* transformer, text encoder; only with layer_offloading */
+	long long sample_area, sample_steps, sample_frames;
+};
+
+/* Paths that never change GPU memory, or that mem_ask (and the per-dataset checks) already weigh:
+ * left out of the "everything else is the same" comparison. */
+static const char *const NOT_COMPARED[] = {
+	"config.name", P0 ".training_folder", P0 ".train.steps", P0 ".train.gradient_accumulation",
+	P0 ".train.gradient_accumulation_steps", P0 ".train.batch_size", P0 ".train.gradient_checkpointing",
+	P0 ".train.disable_sampling", P0 ".train.cache_text_embeddings", P0 ".train.unload_text_encoder",
+	P0 ".model.low_vram", P0 ".model.quantize", P0 ".model.quantize_te", P0 ".model.layer_offloading",
+	P0 ".model.layer_offloading_transformer_percent", P0 ".model.layer_offloading_text_encoder_percent",
+	P0 ".sample.width", P0 ".sample.height", P0 ".sample.sample_steps", P0 ".sample.sample_every",
+	P0 ".sample.num_frames", P0 ".sample.prompts", NULL,
+};
+static const char *const DATASET_KEYS[] = { "batch_size", "resolution", "num_frames", NULL };
+static const char *const SAMPLE_ITEM_KEYS[] = { "width", "height", "sample_steps", "num_frames", "prompt", NULL };
+
+static double num_at(const json_t *f, const char *path, double dflt)
+{
+	json_t *v = jpath_get(f, path);
+
+	return json_is_number(v) ? json_number_value(v) : dflt;
+}
+
+static void mem_ask_of(const json_t *f, struct mem_ask *m)
+{
+	static const char *const saves[] = { P0 ".model.low_vram", P0 ".model.quantize", P0 ".model.quantize_te",
+					     P0 ".model.layer_offloading", P0 ".train.cache_text_embeddings",
+					     P0 ".train.unload_text_encoder" };
+	long long w0 = jpath_int(f, P0 ".sample.width", 512), h0 = jpath_int(f, P0 ".sample.height", 512);
+	long long st0 = jpath_int(f, P0 ".sample.sample_steps", 20), fr0 = jpath_int(f, P0 ".sample.num_frames", 1);
+	json_t *items = jpath_get(f, P0 ".sample.samples"), *it;
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	m->checkpointing = jpath_bool(f, P0 ".train.gradient_checkpointing", 1);
+	for (i = 0; i < ARRAY_LEN(saves); i++)
+		m->saves[i] = jpath_bool(f, saves[i], i == 2 ? jpath_bool(f, P0 ".model.quantize", 0) : 0);
+	m->offload_pct[0] = num_at(f, P0 ".model.layer_offloading_transformer_percent", 1);
+	m->offload_pct[1] = num_at(f, P0 ".model.layer_offloading_text_encoder_percent", 1);
+	m->sampling = sampling_on(f);
+	m->sample_area = w0 * h0;
+	m->sample_steps = st0;
+	m->sample_frames = fr0;
+	json_array_foreach(items, i, it) {
+		long long w = jpath_int(it, "width", w0), h = jpath_int(it, "height", h0);
+		if (w * h > m->sample_area)
+			m->sample_area = w * h;
+		if (jpath_int(it, "sample_steps", st0) > m->sample_steps)
+			m->sample_steps = jpath_int(it, "sample_steps", st0);
+		if (jpath_int(it, "num_frames", fr0) > m->sample_frames)
+			m->sample_frames = jpath_int(it, "num_frames", fr0);
+	}
+}
+
+/* Buckets of a dataset, largest first, into out (at most n); returns how many. */
+static size_t buckets_desc(const json_t *res, long long *out, size_t n)
+{
+	size_t k = 0, i, j;
+	json_t *x;
+
+	if (json_is_integer(res) && n)
+		out[k++] = json_integer_value(res);
+	json_array_foreach(res, i, x)
+		if (json_is_integer(x) && k < n)
+			out[k++] = json_integer_value(x);
+	for (i = 1; i < k; i++)
+		for (j = i; j > 0 && out[j] > out[j - 1]; j--) {
+			long long t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return k;
+}
+
+/* Dataset i of a asks no more than dataset i of b: batch, frames, and each bucket (largest first). */
+static bool dataset_no_larger(const json_t *fa, const json_t *fb, size_t i)
+{
+	const json_t *a = json_array_get(datasets(fa), i), *b = json_array_get(datasets(fb), i);
+	long long ba[16], bb[16];
+	size_t na, nb, k;
+
+	if (jpath_int(a, "batch_size", jpath_int(fa, P0 ".train.batch_size", 1)) >
+	    jpath_int(b, "batch_size", jpath_int(fb, P0 ".train.batch_size", 1)))
+		return false;
+	if (jpath_int(a, "num_frames", 1) > jpath_int(b, "num_frames", 1))
+		return false;
+	na = buckets_desc(json_object_get(a, "resolution"), ba, ARRAY_LEN(ba));
+	nb = buckets_desc(json_object_get(b, "resolution"), bb, ARRAY_LEN(bb));
+	if (na > nb)
+		return false;
+	for (k = 0; k < na; k++)
+		if (ba[k] > bb[k])
+			return false;
+	return true;
+}
+
+/* A copy of f without the paths compared setting by setting. */
+static json_t *rest_of(const json_t *f)
+{
+	json_t *c = json_deep_copy(f), *x;
+	const char *const *k;
+	size_t i;
+
+	for (k = NOT_COMPARED; *k; k++)
+		jpath_del(c, *k);
+	json_array_foreach(datasets(c), i, x)
+		for (k = DATASET_KEYS; *k; k++)
+			json_object_del(x, *k);
+	json_array_foreach(jpath_get(c, P0 ".sample.samples"), i, x)
+		for (k = SAMPLE_ITEM_KEYS; *k; k++)
+			json_object_del(x, *k);
+	return c;
+}
+
+bool ladder_no_larger(const json_t *a, const json_t *b)
+{
+	struct mem_ask ma, mb;
+	json_t *ra, *rb;
+	size_t i, n = json_array_size(datasets(a));
+	bool same;
+
+	if (!json_is_object(a) || !json_is_object(b) || n != json_array_size(datasets(b)))
+		return false;
+	mem_ask_of(a, &ma);
+	mem_ask_of(b, &mb);
+	if (!ma.checkpointing && mb.checkpointing)
+		return false;
+	for (i = 0; i < ARRAY_LEN(ma.saves); i++)
+		if (mb.saves[i] && !ma.saves[i])
+			return false;
+	if (ma.saves[3] && mb.saves[3] && (ma.offload_pct[0] < mb.offload_pct[0] || ma.offload_pct[1] < mb.offload_pct[1]))
+		return false;
+	if (ma.sampling && (!mb.sampling || ma.sample_area > mb.sample_area || ma.sample_steps > mb.sample_steps ||
+			    ma.sample_frames > mb.sample_frames))
+		return false;
+	for (i = 0; i < n; i++)
+		if (!dataset_no_larger(a, b, i))
+			return false;
+	ra = rest_of(a);
+	rb = rest_of(b);
+	same = json_equal(ra, rb);
+	json_decref(ra);
+	json_decref(rb);
+	return same;
 }
 
 json_t *ladder_summary(const json_t *file)

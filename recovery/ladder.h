@@ -21,7 +21,11 @@ struct ladder_rung {
 struct ladder_setting {
 	const char *name;  /* e.g. "bucket"; the key of recovery_state.ceilings */
 	const char *guide;
-	bool (*step)(json_t *cur, const json_t *target, json_t *changes); /* one step toward target */
+	/* one step toward target, below ceil (the setting's recorded ceiling or NULL); NULL for the
+	 * memory settings that stay (guide 7 step 1) */
+	bool (*step)(json_t *cur, const json_t *target, const json_t *ceil, json_t *changes);
+	json_t *(*value)(const json_t *file); /* the setting's value in file (new reference) */
+	bool below_ceiling; /* a ceiling bounds the setting (frames: the grid midpoint) instead of ending it */
 };
 
 /* Applies to file the first rung that changes something in the plan for failure class cls
@@ -34,11 +38,29 @@ const struct ladder_rung *ladder_step(const char *cls, bool video, json_t *file,
 int ladder_position(const struct ladder_rung *r, bool video);
 
 /* Moves cur one setting back toward target (guide section 7): the first setting of the scale-up
- * order that is not in ceilings (object of NAME: value, may be NULL) and still below target. When
+ * order that is not in ceilings (object of NAME: value, may be NULL; frames step below their ceiling
+ * to the grid midpoint instead of stopping) and still below target. When
  * steps_only, only the "steps" setting is considered. Returns the setting or NULL when all are at
  * target or ceiling. Changes are appended to changes. */
 const struct ladder_setting *ladder_scale_up(bool video, json_t *cur, const json_t *target,
 					     const json_t *ceilings, bool steps_only, json_t *changes);
+
+/* The scale-up order of an image or video job (NULL-terminated table, static). */
+const struct ladder_setting *const *ladder_scale_up_order(bool video);
+
+/* The memory settings a rung may apply and scale-up keeps (guide 7 step 1): checkpointing,
+ * low_vram, quantize, layer_offloading (NULL-terminated table, static). */
+const struct ladder_setting *const *ladder_kept_settings(void);
+
+/* The scale-up setting called name, or NULL. */
+const struct ladder_setting *ladder_setting_named(const char *name);
+
+/* True when config a asks no more of GPU memory than config b in every setting the ladder and
+ * scale-up change (batch, buckets, frames, checkpointing, the low-memory path, sampling) and is
+ * otherwise the same, leaving out what does not change memory (config.name, training_folder,
+ * steps, accumulation, sample prompts and frequency). A run of b can then only fail where a run of
+ * a failed (issue 16.2). */
+bool ladder_no_larger(const json_t *a, const json_t *b);
 
 /* Caps train.steps at cap (recovery.validate_steps); true when it changed something. */
 bool ladder_cap_steps(json_t *file, long long cap, json_t *changes);

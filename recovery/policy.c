@@ -189,31 +189,223 @@ static void carry_constraints(const struct pctx *p, struct dec *d)
 	}
 }
 
-static void add_unique(json_t *arr, json_t *v)
+static bool in_array(const json_t *arr, const json_t *v)
 {
 	size_t i;
 	json_t *x;
 
-	if (!v || json_is_null(v))
-		return;
 	json_array_foreach(arr, i, x)
-		if (json_equal(x, v))
-			return;
+		if (v && json_equal(x, v))
+			return true;
+	return false;
+}
+
+static void add_unique(json_t *arr, json_t *v)
+{
+	if (!v || json_is_null(v) || in_array(arr, v))
+		return;
 	json_array_append(arr, v);
 }
 
+/* ---- evidence from earlier attempts (issue 16) ---- */
+
+static bool oom_class(const char *c)
+{
+	return !strncmp(c, "oom_", 4);
+}
+
+/* An allocation failure before training (CUBLAS_STATUS_ALLOC_FAILED, `0 bytes is free`) in facts. */
+static bool alloc_failure(const json_t *facts)
+{
+	const char *ph = jpath_str(facts, "oom_phase", jpath_str(facts, "phase", "load"));
+
+	return (jpath_int(facts, "signatures.zero_bytes_free", 0) > 0 ||
+		jpath_int(facts, "signatures.cublas_alloc_failed", 0) > 0 ||
+		jpath_int(facts, "signatures.cublas_not_initialized", 0) > 0) &&
+	       classify_steps_in_attempt(facts) == 0 && (!strcmp(ph, "start") || !strcmp(ph, "load"));
+}
+
+/* Issue 16.1: the first earlier attempt on this attempt's GPU that failed with an allocation
+ * failure before training and asked no less memory than what just ran (a low-memory rung came in
+ * between and changed nothing), or NULL. */
+static const json_t *alloc_failure_chain(const struct pctx *p)
+{
+	const char *gpu = jpath_str(p->attempt, "gpu_uuid", NULL);
+	size_t i;
+	json_t *a;
+
+	if (!gpu || !alloc_failure(p->facts))
+		return NULL;
+	json_array_foreach(p->attempts, i, a)
+		if (!strcmp(jpath_str(a, "gpu_uuid", ""), gpu) && alloc_failure(json_object_get(a, "facts")) &&
+		    ladder_no_larger(p->ran, attempt_config(a)))
+			return a;
+	return NULL;
+}
+
+/* Issue 16.2: an attempt that ran out of GPU memory with a config asking no more than cand, on a
+ * GPU no larger than this one, and failed no later than cand's last step: cand is certain to fail.
+ * The attempt just ended counts when it failed; an attempt on a GPU this job found at fault, or
+ * one that failed to allocate at load (the GPU's signature), proves nothing about memory. Returns
+ * the attempt or NULL. */
+static const json_t *failed_no_larger(const struct pctx *p, const struct dec *d, const json_t *cand)
+{
+	long long mem = gpu_memory(p), steps = jpath_int(cand, "config.process[0].train.steps", 0);
+	size_t i, n = json_array_size(p->attempts);
+	const json_t *a;
+
+	for (i = 0; i <= n; i++) {
+		long long am, at;
+		a = i < n ? json_array_get(p->attempts, i) : p->attempt;
+		if (!oom_class(i < n ? jpath_str(a, "class", "") : cls_name(d)))
+			continue;
+		if (in_array(d->exclude_gpus, json_object_get(a, "gpu_uuid")) || alloc_failure(json_object_get(a, "facts")))
+			continue;
+		am = jpath_int(a, "gpu_memory_mib", 0);
+		at = jpath_int(json_object_get(a, "facts"), "last_step", 0);
+		if ((am > 0 && mem > 0 && am < mem) || !attempt_config(a) || !ladder_no_larger(attempt_config(a), cand))
+			continue;
+		if (at <= steps || jpath_int(attempt_config(a), "config.process[0].train.steps", 0) <= steps)
+			return a;
+	}
+	return NULL;
+}
+
+/* Records value(file) as the ceiling of setting s, proven by attempt a (class cls); inferred when
+ * the value was not run again but a no larger run had failed with it. */
+static void record_ceiling(struct dec *d, const struct ladder_setting *s, const json_t *file, const json_t *a,
+			   const char *cls, bool inferred)
+{
+	json_t *v = s->value(file), *why;
+	long long n = jpath_int(a, "number", 0);
+
+	json_object_set(json_object_get(d->rstate, "ceilings"), s->name, v);
+	if (!json_is_object(json_object_get(d->rstate, "ceiling_attempts")))
+		json_object_set_new(d->rstate, "ceiling_attempts", json_object());
+	if (!json_is_object(json_object_get(d->rstate, "ceiling_why")))
+		json_object_set_new(d->rstate, "ceiling_why", json_object());
+	json_object_set_new(json_object_get(d->rstate, "ceiling_attempts"), s->name, json_integer(n));
+	/* the value itself is the ceiling, shown beside this sentence */
+	why = inferred ? json_sprintf("attempt %lld ran out of memory (%s) with it and every other setting no larger: "
+				      "not run again", n, cls)
+		       : json_sprintf("attempt %lld ran out of memory (%s) with it", n, cls);
+	json_object_set_new(json_object_get(d->rstate, "ceiling_why"), s->name, why);
+	json_decref(v);
+}
+
+/* Appends "text" to *acc, separated by ", " (heap strings; *acc may be NULL). */
+static void append(char **acc, const char *text)
+{
+	char *n = *acc ? xasprintf("%s, %s", *acc, text) : xstrdup(text);
+
+	free(*acc);
+	*acc = n;
+}
+
+/* A setting's value for people: "1024x768" for a sample size, "20 steps every 250" for a sample
+ * rate, else compact JSON (heap). */
+static char *compact(const json_t *v)
+{
+	char *t;
+
+	if (json_is_integer(json_object_get(v, "width")))
+		return xasprintf("%lldx%lld", jpath_int(v, "width", 0), jpath_int(v, "height", 0));
+	if (json_is_integer(json_object_get(v, "sample_steps")))
+		return xasprintf("%lld steps every %lld", jpath_int(v, "sample_steps", 0), jpath_int(v, "sample_every", 0));
+	t = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	return t ? t : xstrdup("?");
+}
+
+/* The number of the attempt whose run is the job's result. */
+static long long good_attempt(const struct pctx *p, const struct dec *d, const json_t *good)
+{
+	return good == p->ran ? jpath_int(p->attempt, "number", 0) : jpath_int(d->rstate, "last_good_attempt", 0);
+}
+
+/* Issue 16.3: one entry per setting, what the result achieved against the target and, where it
+ * gave something up, why: {"setting", "target", "achieved", "status": "at_target" | "ceiling" |
+ * "below_target" | "kept", "ceiling"?, "attempt"?, "why"?}. stop says why scaling up stopped early
+ * (NULL: it ran its course). *summary gets the sentence people read (heap). */
+static json_t *result_settings(const struct pctx *p, const struct dec *d, const json_t *good, const char *stop,
+			       char **summary)
+{
+	const struct ladder_setting *const *s;
+	json_t *out = json_array(), *ceil = json_object_get(d->rstate, "ceilings");
+	char *at = NULL, *up = NULL, *below = NULL, *kept = NULL, *t;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++)
+		for (s = pass ? ladder_kept_settings() : ladder_scale_up_order(p->video); *s; s++) {
+			json_t *tv = (*s)->value(p->target), *av = (*s)->value(good), *e;
+			const json_t *cv = json_object_get(ceil, (*s)->name);
+			char *ta = compact(av), *tt = compact(tv);
+			e = json_pack("{s:s, s:o, s:o}", "setting", (*s)->name, "target", tv, "achieved", av);
+			if (json_equal(tv, av)) {
+				json_object_set_new(e, "status", json_string("at_target"));
+				if (!pass)
+					append(&at, (*s)->name);
+			} else if (pass) {
+				json_object_set_new(e, "status", json_string("kept"));
+				json_object_set_new(e, "why", json_string("a memory-saving rung stays after a success (guide 7)"));
+				t = xasprintf("%s %s (target %s)", (*s)->name, ta, tt);
+				append(&kept, t);
+				free(t);
+			} else if (cv) {
+				const char *why = jpath_str(json_object_get(d->rstate, "ceiling_why"), (*s)->name, "ran out of memory");
+				long long n = jpath_int(json_object_get(d->rstate, "ceiling_attempts"), (*s)->name, 0);
+				char *tc = compact(cv), *by = n > 0 ? xasprintf(", attempt %lld", n) : xstrdup("");
+				json_object_set_new(e, "status", json_string("ceiling"));
+				json_object_set(e, "ceiling", (json_t *)cv);
+				if (json_object_get(json_object_get(d->rstate, "ceiling_attempts"), (*s)->name))
+					json_object_set(e, "attempt", json_object_get(json_object_get(d->rstate, "ceiling_attempts"),
+										      (*s)->name));
+				json_object_set_new(e, "why", json_string(why));
+				t = xasprintf("%s %s of %s (ran out of memory at %s%s)", (*s)->name, ta, tt, tc, by);
+				append(&up, t);
+				free(t);
+				free(tc);
+				free(by);
+			} else {
+				const char *why = stop ? stop : "scale-up did not reach it";
+				json_object_set_new(e, "status", json_string("below_target"));
+				json_object_set_new(e, "why", json_string(why));
+				t = xasprintf("%s %s of %s (%s)", (*s)->name, ta, tt, why);
+				append(&below, t);
+				free(t);
+			}
+			json_array_append_new(out, e);
+			free(ta);
+			free(tt);
+		}
+	*summary = xasprintf("succeeded with %s (attempt %lld)%s%s%s%s%s%s%s%s%s",
+			     config_name(good), good_attempt(p, d, good),
+			     below ? "" : up ? ": every setting at target or at a proven ceiling" : ": every setting at target",
+			     up ? "; given up at a ceiling: " : "", up ? up : "", below ? "; below target: " : "",
+			     below ? below : "", kept ? "; memory settings kept: " : "", kept ? kept : "",
+			     at ? "; at target: " : "", at ? at : "");
+	free(at);
+	free(up);
+	free(below);
+	free(kept);
+	return out;
+}
+
 /* The job's result: the config that produced the good run (not the scale-up try that OOMed after
- * it), and achieved vs target settings. "config" is there only where it replaces the server's
- * default, the config of the attempt that just ended: most successes would otherwise carry a copy
- * of the ~3 KB config through the apply statement and into the job row. */
-static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good)
+ * it), achieved vs target settings, and the story setting by setting (result_settings). "config"
+ * is there only where it replaces the server's default, the config of the attempt that just ended:
+ * most successes would otherwise carry a copy of the ~3 KB config through the apply statement and
+ * into the job row. "reason" replaces the server's (the decision's reason with its next action). */
+static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good, const char *stop,
+			 char **summary)
 {
 	json_t *target = ladder_summary(p->target);
-	json_t *r = json_pack("{s:o, s:o, s:O, s:O, s:s}", "achieved",
+	json_t *settings = result_settings(p, d, good, stop, summary);
+	json_t *r = json_pack("{s:o, s:o, s:O, s:O, s:s, s:o, s:s, s:s, s:I}", "achieved",
 			      json_equal(good, p->target) ? json_deep_copy(target) : ladder_summary(good), "target", target,
 			      "ceilings", json_object_get(d->rstate, "ceilings"),
 			      "scale_up_done", json_object_get(d->rstate, "scale_up_done"), "config_name",
-			      config_name(good));
+			      config_name(good), "settings", settings, "summary", *summary, "reason", *summary,
+			      "good_attempt", (json_int_t)good_attempt(p, d, good));
 
 	if (r && !json_equal(good, p->ran))
 		json_object_set(r, "config", (json_t *)good);
@@ -231,15 +423,18 @@ static void end_job(struct dec *d, const char *action, const char *state)
 }
 
 /* The job ends succeeded with the last good result (guide 7: the job is done when every setting is
- * at target or ceiling, or when scaling up must stop). */
-static void succeed_with(const struct pctx *p, struct dec *d, const json_t *good, const char *why)
+ * at target or ceiling, or when scaling up must stop: stop says why, NULL when it ran its course). */
+static void succeed_with(const struct pctx *p, struct dec *d, const json_t *good, const char *stop)
 {
+	char *summary = NULL;
+
 	end_job(d, "succeed", "succeeded");
 	json_decref(d->result);
-	d->result = result_of(p, d, good);
 	json_object_set_new(d->rstate, "mode", json_string("done"));
-	set_reason(d, "%s: job succeeded with %s (%s)", cls_name(d), config_name(good), why);
+	d->result = result_of(p, d, good, stop, &summary);
+	set_reason(d, "%s", summary);
 	set_next_action(d, "none: the job is finished; result lists achieved vs target settings");
+	free(summary);
 }
 
 /* Budgets (max_attempts, max_gpu_seconds): NULL when another attempt may run, else a static why. */
@@ -269,8 +464,9 @@ static void out_of_budget(const struct pctx *p, struct dec *d, const char *why)
 		return;
 	}
 	end_job(d, "fail", "failed");
-	sum = xasprintf("job %s: %s after %zu attempt(s); last failure %s", config_name(p->target), why,
-			json_array_size(p->attempts) + 1, cls_name(d));
+	sum = xasprintf("job %s: %s after %zu attempt(s); last failure %s%s", config_name(p->target), why,
+			json_array_size(p->attempts) + 1, cls_name(d),
+			strcmp(cls_name(d), "env_fault") ? "" : ": suspected environment fault (the GPU or worker, not the config)");
 	escalate(d, "budget_exhausted", sum, "review the attempts and the config; raise the budget or fix the cause");
 	set_reason(d, "%s: %s, job failed", cls_name(d), why);
 	set_next_action(d, "support: see the escalation report");
@@ -290,62 +486,73 @@ static void requeue(const struct pctx *p, struct dec *d, const char *action)
 	d->job_state = "queued";
 }
 
-/* Issue 12: the next scale-up setting (ladder_scale_up into *next and *changes), skipping each one
- * the memory model says fails for sure: its ceiling is recorded as on an OOM and its name added to
- * recovery_state.predicted_ceilings. Without a profile it is ladder_scale_up. */
-static const struct ladder_setting *scale_up_step(const struct pctx *p, struct dec *d, const json_t *base, json_t **next,
-						  json_t **changes)
+/* Issue 12: records value(file) as the ceiling of setting s because the memory model predicts for
+ * sure that file fails (pred, memplan_sure_fail): the step is not run; its name is added to
+ * recovery_state.predicted_ceilings and the why names the model's evidence. */
+static void record_predicted_ceiling(struct dec *d, const struct ladder_setting *s, const json_t *file,
+				     const json_t *pred)
 {
-	json_t *ceil = json_object_get(d->rstate, "ceilings"), *pred, *skipped, *v;
-	const struct ladder_setting *s;
+	json_t *v = s->value(file), *skipped;
 
-	for (;;) {
-		s = ladder_scale_up(p->video, *next, p->target, ceil, !p->scale_up, *changes);
-		if (!s || !p->profile)
-			return s;
-		pred = memplan_estimate(p->profile, p->video, *next);
-		if (!memplan_sure_fail(pred)) {
-			json_decref(d->estimate);
-			d->estimate = pred;
-			return s;
-		}
-		v = json_object_get(json_array_get(*changes, 0), "new");
-		json_object_set(ceil, s->name, v ? v : json_true());
-		skipped = json_object_get(d->rstate, "predicted_ceilings");
-		if (!json_is_array(skipped)) {
-			skipped = json_array();
-			json_object_set_new(d->rstate, "predicted_ceilings", skipped);
-		}
-		json_array_append_new(skipped, json_string(s->name));
-		json_decref(pred);
-		json_decref(*next);
-		json_decref(*changes);
-		*next = json_deep_copy(base);
-		*changes = json_array();
+	json_object_set(json_object_get(d->rstate, "ceilings"), s->name, v);
+	if (!json_is_object(json_object_get(d->rstate, "ceiling_why")))
+		json_object_set_new(d->rstate, "ceiling_why", json_object());
+	json_object_set_new(json_object_get(d->rstate, "ceiling_why"), s->name,
+			    json_sprintf("memory model: predicted not to fit (%s): not run",
+					 jpath_str(pred, "evidence", "?")));
+	skipped = json_object_get(d->rstate, "predicted_ceilings");
+	if (!json_is_array(skipped)) {
+		skipped = json_array();
+		json_object_set_new(d->rstate, "predicted_ceilings", skipped);
 	}
+	json_array_append_new(skipped, json_string(s->name));
+	json_decref(v);
 }
 
 /* Guide 7: the next heavier setting from base (the last good config); ends the job when none is left. */
 static void scale_next(const struct pctx *p, struct dec *d, const json_t *base, const char *prefix)
 {
-	json_t *next, *changes, *ceil = json_object_get(d->rstate, "ceilings");
+	json_t *next, *prev, *changes, *ceil = json_object_get(d->rstate, "ceilings");
 	const struct ladder_setting *s;
+	bool stuck;
 	long long k;
 	char *name, *txt;
 
 	if (json_equal(base, p->target)) { /* the target itself ran: nothing to scale up (most successes) */
-		succeed_with(p, d, base, "every setting at target or ceiling");
+		succeed_with(p, d, base, NULL);
 		return;
 	}
-	next = json_deep_copy(base);
-	changes = json_array();
-	(void)ceil;
-	s = scale_up_step(p, d, base, &next, &changes);
-	if (!s) {
-		json_decref(next);
+	for (prev = NULL;; prev = next) { /* issue 16.2: a step a failed run no larger took is a ceiling */
+		const json_t *proof;
+		json_t *pred;
+		next = json_deep_copy(base);
+		changes = json_array();
+		s = ladder_scale_up(p->video, next, p->target, ceil, !p->scale_up, changes);
+		stuck = s && prev && json_equal(prev, next); /* a ceiling that does not move the step */
+		json_decref(prev);
+		if (!s || stuck) {
+			json_decref(next);
+			json_decref(changes);
+			succeed_with(p, d, base, !p->scale_up ? "recovery.scale_up is off" :
+					     stuck ? "every step left repeats a run that failed" : NULL);
+			return;
+		}
+		proof = failed_no_larger(p, d, next);
+		if (proof) {
+			record_ceiling(d, s, next, proof, proof == p->attempt ? cls_name(d) : jpath_str(proof, "class", "?"),
+				       true);
+			json_decref(changes);
+			continue;
+		}
+		pred = p->profile ? memplan_estimate(p->profile, p->video, next) : NULL;
+		if (!memplan_sure_fail(pred)) { /* issue 12: only a certain failure is skipped */
+			json_decref(d->estimate);
+			d->estimate = pred;
+			break;
+		}
+		record_predicted_ceiling(d, s, next, pred);
+		json_decref(pred);
 		json_decref(changes);
-		succeed_with(p, d, base, "every setting at target or ceiling");
-		return;
 	}
 	/* A finished run would be resumed under its old name: each scale-up attempt gets its own. */
 	k = jpath_int(d->rstate, "scale_ups", 0) + 1;
@@ -431,6 +638,8 @@ static void on_env_fault(const struct pctx *p, struct dec *d)
 	bool quarantine = in_window + 1 >= p->quarantine_after;
 	bool host_wide = jpath_int(p->facts, "signatures.cublas_not_initialized", 0) > 0;
 	bool regression = p->succeeded_before && classify_steps_in_attempt(p->facts) == 0;
+	/* issue 16.1: the low-memory rungs spent on this GPU were answers to a fault, not to memory */
+	const json_t *chain = alloc_failure_chain(p);
 	const char *uuid = jpath_str(p->attempt, "gpu_uuid", jpath_str(p->gpu, "uuid", NULL));
 	char *sum;
 
@@ -459,21 +668,47 @@ static void on_env_fault(const struct pctx *p, struct dec *d)
 		return;
 	}
 	json_decref(d->next_config);
-	d->next_config = json_deep_copy(p->ran);
-	set_reason(d, "env_fault (%s): same config re-run on a clean GPU%s; GPU marked %s",
-		   jpath_str(d->cls, "rule", "?"), host_wide ? " on another worker" : "", d->gpu_mark);
-	set_next_action(d, "re-run unchanged away from GPU %s; up to %lld environment re-run(s)", uuid ? uuid : "?",
+	d->next_config = json_deep_copy(chain ? attempt_config(chain) : p->ran);
+	if (chain)
+		ladder_diff(p->ran, d->next_config, d->changes);
+	set_reason(d, "env_fault (%s): suspected environment fault; %s re-run on a clean GPU%s; GPU marked %s",
+		   jpath_str(d->cls, "rule", "?"),
+		   chain && json_array_size(d->changes) ? "the config of the first attempt that failed there is"
+							 : "the same config is",
+		   host_wide ? " on another worker" : "", d->gpu_mark);
+	set_next_action(d, "re-run %s away from GPU %s; up to %lld environment re-run(s)",
+			json_array_size(d->changes) ? "with the rungs spent there given back" : "unchanged", uuid ? uuid : "?",
 			p->max_env_retries);
 	requeue(p, d, "retry_clean");
+}
+
+/* Issue 16.1: at the latest before the ladder is declared exhausted, an allocation failure at load
+ * is taken for the GPU's fault: the verdict becomes env_fault and the job tries a clean GPU. */
+static void env_fault_instead(const struct pctx *p, struct dec *d)
+{
+	json_t *ev = json_deep_copy(json_object_get(d->cls, "evidence"));
+
+	json_array_append_new(ev, json_string("every rung of the ladder is spent and allocations still fail before "
+					      "training: a clean GPU is tried before the ladder is declared exhausted"));
+	json_decref(d->cls);
+	d->cls = json_pack("{s:s, s:s, s:s, s:o}", "class", "env_fault", "rule", "alloc_failure_at_ladder_end", "guide",
+			   "guide 5, issue 16.1", "evidence", ev);
+	json_array_clear(d->changes);
+	on_env_fault(p, d);
 }
 
 /* Every rung exhausted: a bigger GPU class if the fleet has one, else support (guide 6). */
 static void on_exhausted(const struct pctx *p, struct dec *d)
 {
 	long long mem = gpu_memory(p), fleet = jpath_int(p->fleet, "max_gpu_memory_mib", 0);
+	bool env = alloc_failure(p->facts);
 	char *sum;
 
-	if (fleet > mem && mem > 0) {
+	if (env && count_class(p, "env_fault") == 0) {
+		env_fault_instead(p, d);
+		return;
+	}
+	if (fleet > mem && mem > 0 && !env) {
 		if (mem + 1 > d->min_gpu_mib)
 			d->min_gpu_mib = mem + 1;
 		json_decref(d->next_config);
@@ -489,6 +724,18 @@ static void on_exhausted(const struct pctx *p, struct dec *d)
 		return;
 	}
 	end_job(d, "fail", "failed");
+	if (env) {
+		sum = xasprintf("job %s: suspected environment fault: allocations still fail before training "
+				"(CUBLAS_STATUS_ALLOC_FAILED or 0 bytes free) with every rung of the ladder applied, "
+				"on clean GPUs too; memory is not shown to be the cause", config_name(p->target));
+		escalate(d, "ladder_exhausted", sum,
+			 "check the workers and GPUs (driver, Xid errors, stale processes, CUDA install) before the config");
+		set_reason(d, "%s: ladder exhausted with allocation failures at load: suspected environment fault; "
+			      "job failed", cls_name(d));
+		free(sum);
+		set_next_action(d, "support: see the escalation report");
+		return;
+	}
 	sum = xasprintf("job %s: still out of memory (%s) with every rung of the ladder applied on a %lld MiB GPU; "
 			"cannot fit this GPU class", config_name(p->target), cls_name(d), mem);
 	escalate(d, "ladder_exhausted", sum,
@@ -611,9 +858,12 @@ static void on_oom_recover(const struct pctx *p, struct dec *d)
 static void on_oom_scaling(const struct pctx *p, struct dec *d, const json_t *good)
 {
 	const char *setting = jpath_str(d->rstate, "pending.setting", NULL);
+	const struct ladder_setting *s = ladder_setting_named(setting);
 	char *prefix;
 
-	if (setting) {
+	if (s) {
+		record_ceiling(d, s, p->ran, p->attempt, cls_name(d), false);
+	} else if (setting) {
 		json_t *v = jpath_get(d->rstate, "pending.value");
 		json_object_set(json_object_get(d->rstate, "ceilings"), setting, v ? v : json_true());
 	}
@@ -735,6 +985,7 @@ json_t *policy_decide(const json_t *ctx, char **err)
 	struct dec d;
 	struct classify_in in;
 	const char *c;
+	const json_t *alloc;
 	json_t *out = NULL;
 
 	*err = NULL;
@@ -745,6 +996,8 @@ json_t *policy_decide(const json_t *ctx, char **err)
 	in.config = p.ran;
 	in.early_steps = p.early_steps;
 	in.succeeded_before = p.succeeded_before;
+	alloc = alloc_failure_chain(&p);
+	in.alloc_failed_before = alloc ? jpath_int(alloc, "number", 0) : 0;
 	d.cls = classify_run(&in);
 	d.changes = json_array();
 	d.rstate = new_rstate(p.rstate);
@@ -798,7 +1051,7 @@ json_t *policy_decide(const json_t *ctx, char **err)
 
 json_t *policy_classify(const json_t *facts, const json_t *config)
 {
-	struct classify_in in = { facts, config, 10, false };
+	struct classify_in in = { facts, config, 10, false, 0 };
 	json_t *out = classify_run(&in), *f = json_is_object(facts) ? (json_t *)facts : NULL;
 	json_t *phase = json_object_get(f, "oom_phase");
 

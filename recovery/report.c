@@ -140,6 +140,15 @@ static json_t *tail(const json_t *lines, size_t n)
 	return out;
 }
 
+/* A figure in MiB, or "unknown" when the worker did not report it (issue 16.1: never "0"). */
+static void mib_or_unknown(struct sb *b, const json_t *v)
+{
+	if (json_is_integer(v))
+		sb_printf(b, "%lld", (long long)json_integer_value(v));
+	else
+		sb_add(b, "unknown", 7);
+}
+
 static void gpu_line(struct sb *b, const char *label, const json_t *g)
 {
 	json_t *p;
@@ -149,8 +158,11 @@ static void gpu_line(struct sb *b, const char *label, const json_t *g)
 		sb_printf(b, "  - %s: not reported\n", label);
 		return;
 	}
-	sb_printf(b, "  - %s: %lld / %lld MiB used", label, jpath_int(g, "memory_used_mib", 0),
-		  jpath_int(g, "memory_total_mib", 0));
+	sb_printf(b, "  - %s: ", label);
+	mib_or_unknown(b, json_object_get(g, "memory_used_mib"));
+	sb_add(b, " / ", 3);
+	mib_or_unknown(b, json_object_get(g, "memory_total_mib"));
+	sb_add(b, " MiB used", 9);
 	json_array_foreach(json_object_get(g, "processes"), i, p)
 		sb_printf(b, "%s pid %lld %lld MiB", i ? "," : "; processes:", jpath_int(p, "pid", 0),
 			  jpath_int(p, "used_mib", 0));

@@ -47,6 +47,7 @@ struct scan {
 	enum scan_phase phase;        /* last phase seen */
 	int oom_phase;                /* phase of the first GPU-OOM signature, -1 when none */
 	long long first_step, last_step, total_steps; /* -1 while unknown */
+	bool step_named;              /* last_step comes from a line naming it, not a progress bar */
 	bool train_started;           /* a training bar was seen */
 	bool loading_seen;            /* a model/dataset loading marker was seen */
 	bool in_trace;                /* a Python traceback header was seen */
@@ -588,6 +589,32 @@ static void scan_tables(struct scan *s, const char *l, const int *before)
 	}
 }
 
+/* Issue 16.4: the step a trainer line names ("Saving at step N", a skip, abort or error line with
+ * "step N"), or -1. tqdm redraws its bar only now and then, so these are the exact readings; the
+ * "3" of "step 3 times in a row" is not a step. */
+static long long named_step(const char *l)
+{
+	const char *k = l, *p;
+	char *end;
+	long long n, found = -1;
+
+	if (!strstr(l, "Saving at step") && !strstr(l, "OOM during training step") && !strstr(l, "Error running job:"))
+		return -1;
+	while ((k = strcasestr(k, "step"))) {
+		for (p = k + 4; *p == ' ' || *p == ':' || *p == '='; p++)
+			;
+		k += 4;
+		if (!isdigit((unsigned char)*p))
+			continue;
+		n = strtoll(p, &end, 10);
+		while (*end == ' ')
+			end++;
+		if (strncasecmp(end, "time", 4))
+			found = n;
+	}
+	return found;
+}
+
 static void scan_line(struct scan *s, char *l, size_t len)
 {
 	char desc[SCAN_NAME_CAP], exc[128];
@@ -611,6 +638,7 @@ static void scan_line(struct scan *s, char *l, size_t len)
 			if (s->first_step < 0)
 				s->first_step = n;
 			s->last_step = n;
+			s->step_named = false;
 			s->total_steps = total;
 			s->train_started = true;
 			set_phase(s, SCAN_TRAIN);
@@ -653,7 +681,11 @@ static void scan_line(struct scan *s, char *l, size_t len)
 
 	/* Signatures: each counted at most once per line. */
 	memcpy(before, s->sigs, sizeof before);
-	if (strstr(l, "OOM during training step, skipping batch")) {
+	if ((n = named_step(l)) >= 0 && n >= s->last_step) {
+		s->last_step = n;
+		s->step_named = true;
+	}
+	if ((k = strstr(l, "OOM during training step")) && strstr(k, "skipping batch")) {
 		s->sigs[SIG_SKIPPED_BATCH_OOM]++;
 		if (s->phase != SCAN_TRAIN && s->phase != SCAN_DONE) {
 			s->train_started = true;
@@ -766,6 +798,9 @@ json_t *scan_facts(const struct scan *s)
 	json_object_set_new(f, "steps_done", json_integer(s->first_step < 0 || s->last_step < s->first_step ? 0 :
 			    s->last_step - s->first_step));
 	json_object_set_new(f, "total_steps", ll_or_null(s->total_steps));
+	/* Issue 16.4: a GPU OOM whose step only the progress bar gave: the trainer got further. */
+	json_object_set_new(f, "last_step_estimated",
+			    json_boolean(s->last_step >= 0 && !s->step_named && s->oom_phase >= 0));
 	for (int i = 0; i < SIG_COUNT; i++)
 		if (s->sigs[i])
 			json_object_set_new(sigs, sig_names[i], json_integer(s->sigs[i]));

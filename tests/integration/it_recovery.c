@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "memmodel.h"
 #include "util.h"
+#include "yamljson.h"
 
 /* Flux, quantized, batch 1, checkpointing on, buckets 512/768/1024, 1024² samples (--estimate):
  * load 18547, train 21607, sample 22007 MiB: fits a 24 GiB GPU. */
@@ -371,6 +372,65 @@ static void test_env_fault(struct harness *h)
 	json_decref(extra);
 }
 
+/* "class/action/rung" of each attempt, joined by spaces (heap). */
+static char *story(const json_t *as)
+{
+	char *out = xstrdup(""), *n;
+	size_t i;
+	json_t *a;
+	json_array_foreach(as, i, a) {
+		n = xasprintf("%s%s%s/%s/%s", out, i ? " " : "", h_str(a, "class"), h_str(a, "action"),
+			json_is_string(json_object_get(a, "rung")) ? h_str(a, "rung") : "-");
+		free(out);
+		out = n;
+	}
+	return out;
+}
+
+/* The README's two walkthroughs, as `watch` prints them: examples/flux_lora.json on the simulated
+ * 24 GiB card, and AI Toolkit's own Flux example on a 16 GiB one. Scale-up never runs a config a
+ * no larger run already failed with (issue 16.2): batch 4 is a ceiling from attempt 1's failure. */
+static void test_readme_walkthroughs(struct harness *h)
+{
+	static const struct {
+		const char *file, *worker, *story, *ceiling;
+		int mib;
+		long long ceiling_attempt;
+	} walks[] = {
+		{ "examples/flux_lora.json", "rw24", "oom_train_early/retry/batch_size success/scale_up/batch_size "
+		  "success/succeed/-", "batch_size", 24564, 1 },
+		{ "tests/data/aitk_flux_lora_24gb.yaml", "rw16", "oom_load/retry/low_vram oom_sample/retry/cheaper_sampling "
+		  "success/scale_up/sample_size oom_sample/scale_up/sample_rate success/succeed/-", "sample_size", 16376, 4 },
+	};
+	static const char *const fast[] = { "RUNG_SIM_STEP_MS=0", "RUNG_SIM_SAMPLE_MS=0", NULL }; /* 2000 steps */
+	for (size_t k = 0; k < ARRAY_LEN(walks); k++) {
+		char *path = xasprintf("%s/%s", h->root, walks[k].file), *err = NULL;
+		json_t *cfg = yamljson_load_file(path, &err), *job = NULL;
+		json_t *as = cfg ? run_case(h, walks[k].worker, walks[k].mib, fast, cfg, true, "succeeded", &job) : NULL;
+		char *got = story(as);
+		const json_t *st = NULL, *x;
+		size_t i;
+		json_array_foreach(json_object_get(json_object_get(job, "result"), "settings"), i, x)
+			if (!strcmp(h_str(x, "setting"), walks[k].ceiling))
+				st = x;
+		h_ok(h, job && !strcmp(got, walks[k].story), "README walkthrough %zu: %s (%s)", k + 1, walks[k].story, got);
+		h_ok(h, st && !strcmp(h_str(st, "status"), "ceiling") && h_int(st, "attempt") == walks[k].ceiling_attempt,
+			"README walkthrough %zu: %s given up at the ceiling attempt %lld ran out of memory with", k + 1,
+			walks[k].ceiling, walks[k].ceiling_attempt);
+		if (h->failed) {
+			h_diag_json("result", json_object_get(job, "result"));
+			if (err)
+				h_diag("%s: %s", path, err);
+		}
+		free(got);
+		free(err);
+		free(path);
+		json_decref(as);
+		json_decref(job);
+		json_decref(cfg);
+	}
+}
+
 /* RUNG_IT_CASES=a,b runs only the cases whose name contains one of the words (for debugging). */
 static bool want(const char *name)
 {
@@ -399,6 +459,7 @@ int main(void)
 		{ "host_oom", test_host_oom },
 		{ "scale_up", test_scale_up },
 		{ "env_fault", test_env_fault },
+		{ "readme_walkthroughs", test_readme_walkthroughs },
 	};
 	struct harness *h = h_new("it_recovery");
 	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))

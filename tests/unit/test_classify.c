@@ -6,7 +6,7 @@
 
 static const char *cls_of(const json_t *facts, const json_t *config, int succeeded_before, char *buf, size_t n)
 {
-	struct classify_in in = { facts, config, 10, succeeded_before };
+	struct classify_in in = { facts, config, 10, succeeded_before, 0 };
 	json_t *r = classify_run(&in);
 
 	snprintf(buf, n, "%s/%s", json_string_value(json_object_get(r, "class")), json_string_value(json_object_get(r, "rule")));
@@ -118,6 +118,44 @@ int main(void)
 	json_decref(f);
 	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"signatures\": {\"host_shm\": 1}}");
 	TAP_STR_EQ(CLS(f, cfg, 0), "host_oom/host_oom_killer", "guide 1: the DataLoader out of shared memory is host memory");
+	/* env_fault, issue 16.1: an allocation failure at load that persists after a low-memory rung on the
+	 * same GPU is evidence that memory is not the cause, whatever the config */
+	f = fx_json("{\"exit_code\": 1, \"phase\": \"load\", \"oom_phase\": \"load\", \"first_step\": null, "
+		    "\"last_step\": null, \"signatures\": {\"cublas_alloc_failed\": 1, \"error_running_job\": 1}, "
+		    "\"oom\": {\"tried_to_allocate_mib\": null, \"total_capacity_mib\": null, \"free_mib\": null, "
+		    "\"allocated_by_pytorch_mib\": null, \"processes\": []}, "
+		    "\"error\": \"CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\"}");
+	{
+		struct classify_in in = { f, cfg, 10, false, 0 };
+		json_t *ev;
+		char *txt;
+
+		r = classify_run(&in);
+		TAP_STR_EQ(jpath_str(r, "rule", NULL), "oom_before_training",
+			   "near miss: the first CUBLAS failure at load with a 1024 bucket may still be memory (2A)");
+		txt = json_dumps(json_object_get(r, "evidence"), 0);
+		TAP_OK(txt && !strstr(txt, "0 MiB of 0 MiB") && strstr(txt, "unknown"),
+		       "issue 16.1: figures the log did not give read unknown, not 0 MiB of 0 MiB total");
+		free(txt);
+		json_decref(r);
+		in.alloc_failed_before = 1;
+		r = classify_run(&in);
+		TAP_STR_EQ(jpath_str(r, "class", NULL), "env_fault", "issue 16.1: the allocation failure persists after a "
+			   "low-memory rung on the same GPU: env_fault");
+		TAP_STR_EQ(jpath_str(r, "rule", NULL), "alloc_failure_persists", "issue 16.1: rule alloc_failure_persists");
+		ev = json_object_get(r, "evidence");
+		txt = json_dumps(ev, 0);
+		TAP_OK(txt && strstr(txt, "attempt 1"), "issue 16.1: the evidence names the earlier attempt");
+		free(txt);
+		json_decref(r);
+		jpath_set(f, "first_step", json_integer(1));
+		jpath_set(f, "last_step", json_integer(30));
+		jpath_set(f, "oom_phase", json_string("train"));
+		r = classify_run(&in);
+		TAP_STR_EQ(jpath_str(r, "class", NULL), "oom_train_intermittent",
+			   "near miss: a failure after 30 training steps is not an allocation failure at load");
+		json_decref(r);
+	}
 	json_decref(f);
 
 	/* oom_load: guide 2A */

@@ -350,14 +350,17 @@ static void test_story(void)
 	json_object_set_new(r, "good_attempt", json_integer(3));
 	json_object_set_new(r, "settings", J("[{\"setting\": \"steps\", \"target\": 100, \"achieved\": 100, \"status\": \"at_target\"},"
 		" {\"setting\": \"bucket\", \"target\": [512,768,1024], \"achieved\": [512,768], \"status\": \"ceiling\","
-		" \"ceiling\": [512,768,1024], \"attempt\": 1, \"why\": \"ran out of memory\"},"
+		" \"ceiling\": [512,768,1024], \"attempt\": 1, \"why\": \"attempt 1 ran out of memory (oom_train_early) with it\"},"
+		" {\"setting\": \"sample_size\", \"target\": {\"width\": 1024, \"height\": 1024}, \"achieved\": {\"width\": 512, \"height\": 512},"
+		" \"status\": \"ceiling\", \"ceiling\": {\"width\": 1024, \"height\": 1024}, \"attempt\": 1},"
 		" {\"setting\": \"num_frames\", \"target\": 81, \"achieved\": 21, \"status\": \"below_target\","
 		" \"why\": \"recovery.max_attempts reached\"},"
 		" {\"setting\": \"low_vram\", \"target\": false, \"achieved\": true, \"status\": \"kept\","
 		" \"why\": \"a memory-saving rung stays after a success (guide 7)\"}]"));
 	s = story_verdict(job, atts, NULL);
 	TAP_STR_EQ(s, "job 7 succeeded after 4 attempt(s) with attempt 3's run (x)\n"
-		"  bucket: target [512,768,1024], achieved [512,768]: given up at [512,768,1024]: ran out of memory (attempt 1, oom_train_early)\n"
+		"  bucket: target [512,768,1024], achieved [512,768]: given up at [512,768,1024]: attempt 1 ran out of memory (oom_train_early) with it\n"
+		"  sample_size: target 1024x1024, achieved 512x512: given up at 1024x1024: attempt 1 ran out of memory (oom_train_early)\n"
 		"  num_frames: target 81, achieved 21: not scaled back up: recovery.max_attempts reached\n"
 		"  low_vram: target false, achieved true: kept: a memory-saving rung stays after a success (guide 7)\n"
 		"  at target: steps\n",

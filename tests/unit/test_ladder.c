@@ -230,8 +230,48 @@ static void scale_up(void)
 	TAP_STR_EQ(s ? s->name : NULL, "num_frames", "guide 7.5 video: longer video");
 	TAP_INT_EQ(jpath_int(cur, P0 ".datasets[0].num_frames", 0), 41, "guide 7.5: 21 -> 41 (one grid step)");
 	json_decref(cur);
+
+	/* issue 16.2: below a frame ceiling, the grid midpoint; at the grid's neighbour, nothing */
+	cur = json_deep_copy(target);
+	jpath_set(cur, P0 ".datasets[0].num_frames", json_integer(21));
+	ceil = fx_json("{\"num_frames\": 41}");
+	s = ladder_scale_up(1, cur, target, ceil, 0, ch);
+	TAP_STR_EQ(s ? s->name : NULL, "num_frames", "issue 16.2: frames still step up below their ceiling");
+	TAP_INT_EQ(jpath_int(cur, P0 ".datasets[0].num_frames", 0), 29, "issue 16.2: 21 -> 29 (midpoint on 4n+1), not 41");
+	jpath_set(cur, P0 ".datasets[0].num_frames", json_integer(37));
+	s = ladder_scale_up(1, cur, target, ceil, 0, ch);
+	TAP_OK(jpath_int(cur, P0 ".datasets[0].num_frames", 0) == 37 && (!s || strcmp(s->name, "num_frames")),
+	       "issue 16.2: 37 below a ceiling of 41 has no grid point left between");
+	json_decref(ceil);
+	json_decref(cur);
 	json_decref(target);
 	json_decref(ch);
+}
+
+/* Issue 16.2: runs compared by what they ask of GPU memory, without the name, folder, steps or prompts. */
+static void no_larger(void)
+{
+	json_t *a = fx_load("flux_image.json"), *b = json_deep_copy(a);
+
+	jpath_set(b, "config.name", json_string("renamed_s1"));
+	jpath_set(b, P0 ".training_folder", json_string("/elsewhere"));
+	jpath_set(b, P0 ".train.steps", json_integer(200));
+	jpath_set(b, P0 ".sample.prompts", fx_json("[\"another prompt\"]"));
+	TAP_OK(ladder_no_larger(a, b) && ladder_no_larger(b, a), "issue 16.2: name, folder, steps and prompts do not count");
+	jpath_set(b, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
+	TAP_OK(ladder_no_larger(b, a) && !ladder_no_larger(a, b), "issue 16.2: fewer buckets ask less");
+	jpath_set(b, P0 ".model.low_vram", json_true());
+	TAP_OK(ladder_no_larger(b, a) && !ladder_no_larger(a, b), "issue 16.2: low_vram asks less");
+	jpath_set(b, P0 ".train.batch_size", json_integer(8));
+	TAP_OK(!ladder_no_larger(b, a) && !ladder_no_larger(a, b), "near miss: a larger batch and fewer buckets: no order");
+	json_decref(b);
+	b = json_deep_copy(a);
+	jpath_set(b, P0 ".train.disable_sampling", json_true());
+	TAP_OK(ladder_no_larger(b, a) && !ladder_no_larger(a, b), "issue 16.2: no sampling asks less than sampling");
+	jpath_set(b, P0 ".train.lr", json_real(0.001));
+	TAP_OK(!ladder_no_larger(b, a) && !ladder_no_larger(a, b), "near miss: a different lr is another run altogether");
+	json_decref(b);
+	json_decref(a);
 }
 
 static void conservative(void)
@@ -258,6 +298,7 @@ int main(void)
 	per_dataset_batch();
 	plans();
 	scale_up();
+	no_larger();
 	conservative();
 	json_decref(changes);
 	return TAP_DONE();

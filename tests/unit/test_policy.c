@@ -3,6 +3,7 @@
  * suffixes, validate_steps. Each case names the guide section (or issue rule) it implements. */
 #include "tap.h"
 #include "policy_fixtures.h"
+#include "../../recovery/ladder.h"
 
 #define S(j, path) jpath_str((j), (path), NULL)
 #define I(j, path) jpath_int((j), (path), -999)
@@ -238,8 +239,9 @@ static void scale_up_flow(void)
 	       "the config that just ran is the server's default: the result does not repeat it");
 	json_decref(d);
 
+	/* attempt 1 failed for the GPU's sake (no memory evidence: issue 16.2 would rule 1024 out) */
 	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
-	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-9", 3);
 	d = run(ctx);
 	TAP_STR_EQ(S(d, "action"), "scale_up", "guide 7: after a success below target, scale up");
 	TAP_STR_EQ(S(d, "rung"), "bucket", "guide 7.3: one larger bucket");
@@ -251,7 +253,7 @@ static void scale_up_flow(void)
 
 	/* attempt 3 (the scale-up) OOMs: revert, ceiling, go on; nothing else is below target -> done */
 	ctx = fx_ctx(flux, s1, fx_oom("train", 1, 200), 3, 24564);
-	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-9", 3);
 	fx_add_attempt(ctx, 2, reduced, "succeeded", "success", "scale_up", "GPU-1", 3);
 	json_object_set(json_object_get(ctx, "job"), "recovery_state", json_object_get(d, "recovery_state"));
 	json_decref(d);
@@ -287,6 +289,262 @@ static void scale_up_flow(void)
 	json_decref(d);
 	json_decref(s1);
 	json_decref(reduced);
+}
+
+/* FACTS of a GPU whose every allocation fails at model load: CUBLAS_STATUS_ALLOC_FAILED, no numbers. */
+static json_t *cublas_load_facts(void)
+{
+	return fx_json("{\"exit_code\": 1, \"signal\": null, \"cancelled\": false, \"phase\": \"load\", \"oom_phase\": \"load\","
+		       " \"first_step\": null, \"last_step\": null, \"steps_done\": 0, \"total_steps\": null,"
+		       " \"signatures\": {\"cublas_alloc_failed\": 1, \"error_running_job\": 1},"
+		       " \"oom\": {\"tried_to_allocate_mib\": null, \"total_capacity_mib\": null, \"free_mib\": null,"
+		       " \"allocated_by_pytorch_mib\": null, \"processes\": []},"
+		       " \"error\": \"CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\","
+		       " \"duration_ms\": 5000, \"log_tail\": []}");
+}
+
+/* Issue 16.1: a broken GPU must not walk the whole VRAM ladder. */
+static void broken_gpu(void)
+{
+	json_t *lv = json_deep_copy(flux), *ctx, *d, *c = exhausted_config();
+	char *txt;
+
+	jpath_set(lv, P0 ".model.low_vram", json_true());
+	d = run(fx_ctx(flux, flux, cublas_load_facts(), 1, 24564));
+	TAP_STR_EQ(S(d, "rung"), "low_vram", "issue 16.1: the first allocation failure at load may be memory: low_vram");
+	json_decref(d);
+
+	/* attempt 2 ran low_vram on the same GPU and failed the same way */
+	ctx = fx_ctx(flux, lv, cublas_load_facts(), 2, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_load", "retry", "GPU-1", 3);
+	json_object_set_new(json_array_get(json_object_get(ctx, "attempts"), 0), "facts", cublas_load_facts());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "class"), "env_fault", "issue 16.1: the failure persists after low_vram: environment fault");
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "issue 16.1: try a clean GPU before spending more load rungs");
+	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "issue 16.1: this GPU is marked suspect");
+	TAP_STR_EQ(S(d, "constraints.exclude_gpus[0]"), "GPU-1", "issue 16.1: and excluded for this job");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux),
+	       "issue 16.1: the rung spent on the broken GPU is given back (the clean GPU runs attempt 1's config)");
+	TAP_OK(fx_change(json_object_get(d, "changes"), P0 ".model.low_vram") != NULL, "the revert is recorded as a change");
+	json_decref(d);
+
+	/* near miss: the earlier failure was on another GPU: nothing persisted on this one yet */
+	ctx = fx_ctx(flux, lv, cublas_load_facts(), 2, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_load", "retry", "GPU-2", 3);
+	json_object_set_new(json_array_get(json_object_get(ctx, "attempts"), 0), "facts", cublas_load_facts());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "class"), "oom_load", "near miss: a failure on another GPU proves nothing about this one");
+	json_decref(d);
+
+	/* at the latest before declaring the ladder exhausted: a clean GPU first */
+	d = run(fx_ctx(flux, c, cublas_load_facts(), 4, 24564));
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "issue 16.1: an allocation failure at the ladder's end tries a clean GPU");
+	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "issue 16.1: ... and marks this GPU suspect");
+	TAP_OK(json_is_null(json_object_get(d, "escalation")) || strcmp(S(d, "escalation.trigger"), "ladder_exhausted"),
+	       "issue 16.1: not 'ladder exhausted' while a clean GPU is untried");
+	json_decref(d);
+
+	/* clean GPUs tried (env re-runs spent): the escalation says what the evidence shows */
+	ctx = fx_ctx(flux, c, cublas_load_facts(), 4, 24564);
+	fx_add_attempt(ctx, 1, c, "failed", "env_fault", "retry_clean", "GPU-7", 3);
+	fx_add_attempt(ctx, 2, c, "failed", "env_fault", "retry_clean", "GPU-8", 3);
+	fx_add_attempt(ctx, 3, c, "failed", "env_fault", "retry_clean", "GPU-9", 3);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "fail", "env re-runs spent: the job fails");
+	TAP_OK(S(d, "escalation.summary") && strstr(S(d, "escalation.summary"), "suspected environment fault"),
+	       "issue 16.1: the escalation says suspected environment fault");
+	TAP_OK(S(d, "escalation.summary") && !strstr(S(d, "escalation.summary"), "cannot fit"),
+	       "issue 16.1: and does not blame memory");
+	txt = json_dumps(json_object_get(d, "evidence"), 0);
+	TAP_OK(txt && !strstr(txt, "0 MiB of 0 MiB"), "issue 16.1: unknown figures are not printed as 0 MiB of 0 MiB");
+	free(txt);
+	json_decref(d);
+
+	/* a plain OOM at the end of the ladder is still memory */
+	d = run(fx_ctx(flux, c, fx_oom("load", -1, -1), 4, 24564));
+	TAP_STR_EQ(S(d, "escalation.trigger"), "ladder_exhausted", "near miss: a plain OOM with every rung spent: exhausted");
+	json_decref(d);
+	json_decref(c);
+	json_decref(lv);
+}
+
+/* Configs of the 16 GiB image job of issue 16.2: the target (batch 1, checkpointing on, buckets
+ * 512/768/1024), then low_vram, cheaper sampling, and the 1024 bucket dropped. */
+static json_t *issue_target, *x2, *x3, *x4;
+
+static json_t *next_rung(const json_t *from, const char *cls, bool video)
+{
+	json_t *c = json_deep_copy(from), *ch = json_array();
+
+	ladder_step(cls, video, c, ch);
+	json_decref(ch);
+	return c;
+}
+
+static void issue_configs(void)
+{
+	issue_target = json_deep_copy(flux);
+	jpath_set(issue_target, P0 ".train.batch_size", json_integer(1));
+	jpath_set(issue_target, P0 ".train.gradient_checkpointing", json_true());
+	x2 = next_rung(issue_target, "oom_load", false);
+	x3 = next_rung(x2, "oom_sample", false);
+	x4 = next_rung(x3, "oom_train_intermittent", false);
+}
+
+/* CTX: attempt 4 (x4) just succeeded after attempts 1-3 failed as in the issue. */
+static json_t *issue_ctx(const json_t *a3)
+{
+	json_t *ctx = fx_ctx(issue_target, x4, fx_success(2000), 4, 16376);
+
+	fx_add_attempt(ctx, 1, issue_target, "failed", "oom_load", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 2, x2, "failed", "oom_sample", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 3, a3, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	return ctx;
+}
+
+/* The config without its name: what would run, memory-wise. */
+static bool same_but_name(const json_t *a, const json_t *b)
+{
+	json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
+	bool eq;
+
+	jpath_del(x, "config.name");
+	jpath_del(y, "config.name");
+	eq = json_equal(x, y);
+	json_decref(x);
+	json_decref(y);
+	return eq;
+}
+
+/* Issue 16.2: scale-up never re-runs a config that already failed, whatever its name. */
+static void scale_up_known_failure(void)
+{
+	json_t *d, *bigger;
+
+	d = run(issue_ctx(x3));
+	TAP_OK(!same_but_name(json_object_get(d, "next_config"), x3),
+	       "issue 16.2: scale-up does not re-run attempt 3's config under a new name");
+	TAP_OK(strcmp(S(d, "rung") ? S(d, "rung") : "-", "bucket"), "issue 16.2: the 1024 bucket is not tried again");
+	TAP_OK(fx_eq(jpath_get(d, "recovery_state.ceilings.bucket"), "[512, 768, 1024]"),
+	       "issue 16.2: a value that failed with settings no larger is a ceiling before scale-up tries it");
+	TAP_INT_EQ(I(d, "recovery_state.ceiling_attempts.bucket"), 3, "issue 16.2: the ceiling names attempt 3");
+	json_decref(d);
+
+	/* near miss: attempt 3 failed with a larger batch too: 1024 at batch 1 is not proven to fail */
+	bigger = json_deep_copy(x3);
+	jpath_set(bigger, P0 ".train.batch_size", json_integer(2));
+	d = run(issue_ctx(bigger));
+	TAP_STR_EQ(S(d, "rung"), "bucket", "near miss: a failure with a larger batch does not rule out the bucket");
+	json_decref(d);
+	json_decref(bigger);
+
+	/* near miss: attempt 3 ran on a GPU this job later found at fault: no evidence about memory */
+	{
+		json_t *ctx = issue_ctx(x3);
+		jpath_set(ctx, "attempts[2].gpu_uuid", json_string("GPU-bad"));
+		fx_add_attempt(ctx, 4, x3, "failed", "env_fault", "retry_clean", "GPU-bad", 3);
+		d = run(ctx);
+		TAP_STR_EQ(S(d, "rung"), "bucket", "near miss: a failure on a GPU found at fault does not rule out the bucket");
+		json_decref(d);
+	}
+}
+
+/* Issue 16.2, video: 41 frames failed, 21 succeeded: scale-up tries the grid midpoint, not 41. */
+static void scale_up_frames_midpoint(void)
+{
+	json_t *w41 = next_rung(wan, "oom_train_intermittent", true), *w21 = next_rung(w41, "oom_train_intermittent", true);
+	json_t *ctx, *d;
+	long long f;
+
+	TAP_INT_EQ(I(w21, P0 ".datasets[0].num_frames"), 21, "fixture: 81 -> 41 -> 21");
+	ctx = fx_ctx(wan, w21, fx_success(2000), 3, 24564);
+	fx_add_attempt(ctx, 1, wan, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 2, w41, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	d = run(ctx);
+	f = I(d, "next_config." P0 ".datasets[0].num_frames");
+	TAP_STR_EQ(S(d, "rung"), "num_frames", "issue 16.2: scale-up goes on with frames");
+	TAP_OK(f > 21 && f < 41 && (f - 1) % 4 == 0, "issue 16.2: the midpoint on Wan's 4n+1 grid between 21 and 41 (29 or 33)");
+	TAP_INT_EQ(I(d, "recovery_state.ceilings.num_frames"), 41, "issue 16.2: 41 is a ceiling (attempt 2)");
+	json_decref(d);
+	json_decref(w41);
+	json_decref(w21);
+}
+
+/* Issue 16.3: a succeeded job's result says, setting by setting, what was achieved against the
+ * target and what was given up and why; never the last failed class. */
+static const json_t *setting_of(const json_t *d, const char *name)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(jpath_get(d, "result.settings"), i, s)
+		if (!strcmp(jpath_str(s, "setting", ""), name))
+			return s;
+	return NULL;
+}
+
+static void result_story(void)
+{
+	json_t *w21, *ctx, *d, *s5;
+	const json_t *st;
+
+	/* video left at 21 of 81 frames with scale-up off: not "every setting at target or ceiling" */
+	s5 = next_rung(wan, "oom_train_intermittent", true);
+	w21 = next_rung(s5, "oom_train_intermittent", true);
+	json_decref(s5);
+	ctx = fx_ctx(wan, w21, fx_success(2000), 3, 24564);
+	jpath_set(ctx, "job.recovery.scale_up", json_false());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "succeed", "scale_up off: the job ends");
+	TAP_OK(!strstr(S(d, "reason"), "every setting at target"), "issue 16.3: 21 of 81 frames is not 'every setting at target'");
+	st = setting_of(d, "num_frames");
+	TAP_STR_EQ(jpath_str(st, "status", NULL), "below_target", "issue 16.3: frames below target without a proven ceiling");
+	TAP_INT_EQ(jpath_int(st, "achieved", -1), 21, "issue 16.3: achieved 21");
+	TAP_INT_EQ(jpath_int(st, "target", -1), 81, "issue 16.3: target 81");
+	TAP_OK(jpath_str(st, "why", NULL) && strstr(jpath_str(st, "why", ""), "scale_up"), "issue 16.3: why: scale-up is off");
+	TAP_OK(strstr(jpath_str(d, "result.summary", ""), "21") && strstr(jpath_str(d, "result.summary", ""), "81"),
+	       "issue 16.3: the summary says 21 of 81 frames");
+	json_decref(d);
+	json_decref(w21);
+
+	/* the scale-up of sample_size OOMs (attempt 5): the job succeeds with attempt 4's config */
+	ctx = issue_ctx(x3);
+	d = fx_decide(ctx);
+	json_decref(ctx);
+	s5 = json_deep_copy(json_object_get(d, "next_config"));
+	ctx = fx_ctx(issue_target, s5, fx_oom("baseline_sample", -1, -1), 5, 16376);
+	fx_add_attempt(ctx, 1, issue_target, "failed", "oom_load", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 2, x2, "failed", "oom_sample", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 3, x3, "failed", "oom_train_intermittent", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 4, x4, "succeeded", "success", "scale_up", "GPU-1", 3);
+	json_object_set(json_object_get(ctx, "job"), "recovery_state", json_object_get(d, "recovery_state"));
+	TAP_STR_EQ(S(d, "rung"), "sample_size", "fixture: the scale-up after the bucket ceiling is sample_size");
+	json_decref(d);
+	d = run(ctx);
+	while (!strcmp(S(d, "action"), "scale_up")) { /* let any further setting succeed until the job ends */
+		json_t *n = json_deep_copy(json_object_get(d, "next_config")), *rs = json_deep_copy(json_object_get(d, "recovery_state"));
+		ctx = fx_ctx(issue_target, n, fx_success(2000), 6, 16376);
+		json_object_set_new(json_object_get(ctx, "job"), "recovery_state", rs);
+		json_decref(d);
+		d = run(ctx);
+		json_decref(n);
+	}
+	TAP_STR_EQ(S(d, "job_state"), "succeeded", "the job ends succeeded");
+	TAP_OK(strncmp(S(d, "reason"), "oom_", 4) && strncmp(jpath_str(d, "result.summary", "oom_"), "oom_", 4),
+	       "issue 16.3: a succeeded job is not summed up with the last failed class");
+	st = setting_of(d, "bucket");
+	TAP_STR_EQ(jpath_str(st, "status", NULL), "ceiling", "issue 16.3: bucket given up at a ceiling");
+	TAP_INT_EQ(jpath_int(st, "attempt", -1), 3, "issue 16.3: ... proven by attempt 3");
+	TAP_OK(fx_eq(json_object_get(st, "ceiling"), "[512, 768, 1024]"), "issue 16.3: ... at [512, 768, 1024]");
+	st = setting_of(d, "sample_size");
+	TAP_STR_EQ(jpath_str(st, "status", NULL), "ceiling", "issue 16.3: sample size given up at a ceiling");
+	TAP_INT_EQ(jpath_int(st, "attempt", -1), 5, "issue 16.3: ... proven by attempt 5");
+	st = setting_of(d, "steps");
+	TAP_STR_EQ(jpath_str(st, "status", NULL), "at_target", "issue 16.3: steps at target");
+	TAP_OK(strstr(jpath_str(d, "result.summary", ""), "ceiling"), "issue 16.3: the summary names the ceilings");
+	TAP_STR_EQ(S(d, "result.reason"), S(d, "result.summary"), "issue 16.3: result.reason is the summary");
+	json_decref(d);
+	json_decref(s5);
 }
 
 static void validate_steps(void)
@@ -523,6 +781,15 @@ int main(void)
 	host_and_not_oom();
 	budgets();
 	scale_up_flow();
+	broken_gpu();
+	issue_configs();
+	scale_up_known_failure();
+	scale_up_frames_midpoint();
+	result_story();
+	json_decref(issue_target);
+	json_decref(x2);
+	json_decref(x3);
+	json_decref(x4);
 	validate_steps();
 	stored_nulls();
 	malformed();

@@ -7,11 +7,16 @@
 /* Issue 12: the estimate section: profile, target and last config with the fit's evidence. */
 static void memory_estimate(const json_t *flux, const json_t *last)
 {
-	json_t *ctx = fx_ctx(flux, last, fx_load("facts_zero_free_load.json"), 2, 24564), *d, *r, *obs = json_array();
+	json_t *facts = fx_load("facts_zero_free_load.json"), *ctx, *d, *r, *obs = json_array();
 	static const int res[] = { 512, 768, 1024 };
 	const char *md;
 	size_t i;
 
+	/* a plain OOM at load: with the GPU's alloc-failure signatures at the ladder's end it would be an
+	 * env fault (issue 16), which teaches the model nothing */
+	jpath_del(facts, "signatures.zero_bytes_free");
+	jpath_del(facts, "signatures.cublas_alloc_failed");
+	ctx = fx_ctx(flux, last, facts, 2, 24564);
 	for (i = 0; i < 3; i++)
 		json_array_append_new(obs, json_pack("{s:s, s:i, s:{s:i, s:i, s:b, s:b, s:b}, s:s, s:s, s:i, s:i}", "arch", "flux",
 						     "gpu_mib", 24564, "features", "res_max", res[i], "batch", 1, "grad_ckpt", 1,
@@ -49,6 +54,11 @@ int main(void)
 		json_array_append_new(lines, json_sprintf("line %d", i));
 	json_array_append_new(lines, json_string("weird | pipe ``` fence"));
 	json_object_set_new(facts, "log_tail", lines);
+	/* a plain OOM at load (no CUBLAS or 0-bytes-free evidence) with every rung spent: ladder exhausted */
+	jpath_del(facts, "signatures.zero_bytes_free");
+	jpath_del(facts, "signatures.cublas_alloc_failed");
+	jpath_set(facts, "oom.free_mib", json_integer(12));
+	jpath_set(facts, "gpu_before", fx_json("{\"uuid\": \"GPU-1\", \"memory_total_mib\": null, \"processes\": []}"));
 	ctx = fx_ctx(flux, last, facts, 2, 24564);
 	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_early", "retry", "GPU-|x", 3);
 	d = fx_decide(ctx);
@@ -63,8 +73,10 @@ int main(void)
 	TAP_OK(strstr(md, "GPU-\\|x") != NULL, "report: table cells escape pipes");
 	TAP_OK(strstr(md, "| 2 | 3 | GPU-1 | load |") != NULL, "report: the last attempt's row");
 	TAP_OK(strstr(md, "## Evidence") != NULL, "report: evidence section");
-	TAP_OK(strstr(md, "signature zero_bytes_free") != NULL, "report: evidence lines");
+	TAP_OK(strstr(md, "signature cuda_oom") != NULL, "report: evidence lines");
 	TAP_OK(strstr(md, "after: 23800 / 24564 MiB used; processes: pid 4242 23800 MiB") != NULL, "report: gpu_after snapshot");
+	TAP_OK(strstr(md, "before: unknown / unknown MiB used") != NULL && !strstr(md, "0 / 0 MiB"),
+	       "issue 16.1: a figure the worker did not report reads unknown, not 0 MiB");
 	TAP_OK(strstr(md, "line 21\n") != NULL && strstr(md, "line 20\n") == NULL, "report: only the last 40 log lines");
 	TAP_OK(strstr(md, "````text\n") != NULL, "report: fence longer than any backtick run in the log");
 	TAP_OK(strstr(md, "**Recommended next step**") != NULL, "report: recommended next step");

@@ -9,6 +9,7 @@
 
 #include "scan.h"
 #include "tap.h"
+#include "jpath.h"
 #include "util.h"
 
 #define LOAD_LINES \
@@ -347,6 +348,42 @@ static void test_tail_cap_and_bars(void)
 	scan_free(s);
 }
 
+/* Issue 16.4: the step of an intermittent OOM is the last step the trainer's own lines name before
+ * the error (skip, abort and error lines, "Saving at step N"), not the last progress bar drawn (tqdm
+ * redraws only now and then); when no line names it, the bar's step is kept and marked an estimate. */
+static void test_oom_step_marker(void)
+{
+	const char *marked = LOAD_LINES BAR(0) "\r" BAR(90) "\n"
+		"# OOM during training step 103, skipping batch 1/3 #\n"
+		"# OOM during training step 103, skipping batch 2/3 #\n"
+		"# OOM during training step 103, skipping batch 3/3 #\n"
+		"OOM during training step 3 times in a row, aborting training\n"
+		"Error running job: OOM during training step 3 times in a row, aborting training\n";
+	const char *unmarked = LOAD_LINES BAR(0) "\r" BAR(90) "\n"
+		"# OOM during training step, skipping batch 1/3 #\n"
+		"OOM during training step 3 times in a row, aborting training\n";
+	const char *saved = LOAD_LINES BAR(0) "\r" BAR(90) "\nSaving at step 100\n"
+		"# OOM during training step, skipping batch 1/3 #\n";
+	json_t *f = facts_of(marked, strlen(marked), 0), *g = facts_of(marked, strlen(marked), 1);
+
+	TAP_INT_EQ(jpath_int(f, "last_step", -1), 103, "issue 16.4: the step named by the skip lines (103), not the bar (90)");
+	TAP_OK(json_is_false(json_object_get(f, "last_step_estimated")), "issue 16.4: a step the trainer named is no estimate");
+	TAP_INT_EQ(jpath_int(f, "first_step", -1), 0, "issue 16.4: first_step stays the first bar reading");
+	TAP_INT_EQ(jpath_int(f, "signatures.skipped_batch_oom", 0), 3, "skip lines that name the step still count as skips");
+	TAP_INT_EQ(jpath_int(f, "signatures.oom_3_in_row", 0), 2, "'3 times in a row' is not read as step 3");
+	TAP_OK(json_equal(f, g), "issue 16.4: byte-at-a-time gives the same facts");
+	json_decref(f);
+	json_decref(g);
+	f = facts_of(unmarked, strlen(unmarked), 0);
+	TAP_INT_EQ(jpath_int(f, "last_step", -1), 90, "near miss: no line names the step: the last bar reading");
+	TAP_OK(json_is_true(json_object_get(f, "last_step_estimated")), "issue 16.4: the facts say it is an estimate");
+	json_decref(f);
+	f = facts_of(saved, strlen(saved), 0);
+	TAP_INT_EQ(jpath_int(f, "last_step", -1), 100, "issue 16.4: Saving at step 100 is a step marker after the bar");
+	TAP_OK(json_is_false(json_object_get(f, "last_step_estimated")), "a Saving marker is exact");
+	json_decref(f);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
@@ -355,6 +392,7 @@ int main(void)
 	test_huge_line();
 	test_binary_and_utf8();
 	test_tail_cap_and_bars();
+	test_oom_step_marker();
 	scan_free(NULL);
 	TAP_OK(1, "scan_free(NULL) is a no-op");
 	return TAP_DONE();
