@@ -338,9 +338,10 @@ static const char *fail_class(const struct law *law, const json_t *cfg, int gpu)
 /* The config that fits gpu after the class plans (NULL: none), then scaled up while steps fit. */
 static json_t *oracle_config(const struct law *law, const json_t *target, int gpu, bool video)
 {
-	json_t *cur = json_deep_copy(target), *ch = json_array(), *ceil = json_object(), *next;
+	json_t *cur = json_deep_copy(target), *ch = json_array(), *ceil = json_object(), *next, *prev;
 	const char *cls;
 	const struct ladder_setting *s;
+	bool stuck;
 
 	while ((cls = fail_class(law, cur, gpu))) {
 		if (!ladder_step(cls, video, cur, ch)) {
@@ -349,20 +350,22 @@ static json_t *oracle_config(const struct law *law, const json_t *target, int gp
 			goto out;
 		}
 	}
-	for (;;) {
+	for (prev = NULL;; prev = next) {
 		next = json_deep_copy(cur);
 		s = ladder_scale_up(video, next, target, ceil, false, ch);
-		if (!s) {
+		stuck = s && prev && json_equal(prev, next); /* as the policy: a ceiling that does not move the step */
+		json_decref(prev);
+		if (!s || stuck) {
 			json_decref(next);
 			break;
 		}
-		if (fail_class(law, next, gpu)) {
-			json_object_set_new(ceil, s->name, json_true());
-			json_decref(next);
+		if (fail_class(law, next, gpu)) { /* the value is the ceiling (frames then try the midpoint) */
+			json_object_set_new(ceil, s->name, s->value(next));
 			continue;
 		}
 		json_decref(cur);
 		cur = next;
+		next = NULL;
 	}
 out:
 	json_decref(ch);

@@ -322,6 +322,16 @@ static long long good_attempt(const struct pctx *p, const struct dec *d, const j
 	return good == p->ran ? jpath_int(p->attempt, "number", 0) : jpath_int(d->rstate, "last_good_attempt", 0);
 }
 
+/* Issue 12: whether setting's ceiling came from the memory model (recovery_state.predicted_ceilings). */
+static bool predicted(const struct dec *d, const char *setting)
+{
+	json_t *name = json_string(setting);
+	bool in = in_array(json_object_get(d->rstate, "predicted_ceilings"), name);
+
+	json_decref(name);
+	return in;
+}
+
 /* Issue 16.3: one entry per setting, what the result achieved against the target and, where it
  * gave something up, why: {"setting", "target", "achieved", "status": "at_target" | "ceiling" |
  * "below_target" | "kept", "ceiling"?, "attempt"?, "why"?}. stop says why scaling up stopped early
@@ -360,7 +370,9 @@ static json_t *result_settings(const struct pctx *p, const struct dec *d, const 
 					json_object_set(e, "attempt", json_object_get(json_object_get(d->rstate, "ceiling_attempts"),
 										      (*s)->name));
 				json_object_set_new(e, "why", json_string(why));
-				t = xasprintf("%s %s of %s (ran out of memory at %s%s)", (*s)->name, ta, tt, tc, by);
+				t = xasprintf("%s %s of %s (%s at %s%s)", (*s)->name, ta, tt,
+					      n > 0 || !predicted(d, (*s)->name) ? "ran out of memory" : "predicted not to fit",
+					      tc, by);
 				append(&up, t);
 				free(t);
 				free(tc);

@@ -53,7 +53,7 @@ static json_t *run_case(struct harness *h, const char *wname, int mib, const cha
 	char arch[64];
 	long rst = 0;
 	memmodel_arch(cfg, arch, sizeof arch);
-	json_decref(h_postf(h, NULL, &rst, "/v1/profiles/%s/%d/reset", arch, memmodel_gpu_class(mib)));
+	if (!getenv("NORESET")) json_decref(h_postf(h, NULL, &rst, "/v1/profiles/%s/%d/reset", arch, memmodel_gpu_class(mib)));
 	if (rst != 200 && rst != 404)
 		h_diag("profile reset of %s on %d MiB answered %ld", arch, mib, rst);
 	json_t *job = h_submit(h, cfg, extra);
@@ -251,6 +251,11 @@ static void test_scale_up(struct harness *h)
 	long long achieved = h_int(json_object_get(result, "achieved"), "batch_size");
 	h_ok(h, achieved >= 1 && achieved < 4, "result.achieved stays below the recorded ceiling (batch %lld < 4)",
 		achieved);
+	/* issue 12: batch 2 trains at 24007 MiB of 24576, within any margin but fits: whatever earlier
+	 * cases taught the memory model, it is run, not given up on a prediction */
+	h_ok(h, achieved == 2, "batch 2 fits and is reached (achieved batch %lld)", achieved);
+	h_ok(h, h_int(json_object_get(rs, "ceilings"), "batch_size") == 4,
+		"the batch's ceiling is 4, the run that failed (%lld)", h_int(json_object_get(rs, "ceilings"), "batch_size"));
 	if (h->failed) {
 		h_diag_json("job recovery_state", rs);
 		h_diag_json("job result", json_object_get(job, "result"));
