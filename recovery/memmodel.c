@@ -391,7 +391,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 	json_t *fits = json_array(), *ooms = json_array(), *o, *coef, *prof, *lows;
 	size_t i, exact = 0;
 	int nfit = 0, noom = 0, pass, j;
-	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0;
+	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0, max_xt = 0, max_xs = 0;
 	bool ok = false;
 
 	memset(&s, 0, sizeof(s));
@@ -416,6 +416,11 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 				row_of(&t, phase, x);
 				add_row(&s, x, (double)jpath_int(o, "peak_mib", 0));
 				exact++;
+				/* the largest sizes a measured run trained and sampled: beyond them a fit extrapolates */
+				if (t.xt > max_xt)
+					max_xt = t.xt;
+				if (t.sampling && t.xs > max_xs)
+					max_xs = t.xs;
 			}
 		} else {
 			noom++;
@@ -480,8 +485,9 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		json_object_set_new(coef, "nockpt_mib_per_mpx", s.known[U_NOCKPT] ? json_real(s.coef[U_NOCKPT]) : json_null());
 		json_object_set_new(coef, "sample_mib_per_mpx", s.known[U_SAMPLE] ? json_real(s.coef[U_SAMPLE]) : json_null());
 	}
-	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch, "gpu_mib",
-			 gpu_mib, "n", nfit + noom, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n, "coef", coef,
+	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
+			 "gpu_mib", gpu_mib, "n", nfit + noom, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n,
+			 "n_measured", (json_int_t)exact, "max_train_mpx", max_xt, "max_sample_mpx", max_xs, "coef", coef,
 			 "margin_mib", (json_int_t)lround(margin), "usable_mib", (json_int_t)(gpu_mib - MM_RESERVE_MIB),
 			 "ceilings", ceilings_of(fits, ooms), "fits", fits, "ooms", ooms, "ok", ok);
 	json_decref(lows);
@@ -527,8 +533,8 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 	json_int_t margin = jpath_int(profile, "margin_mib", MM_MIN_MARGIN_MIB), usable = jpath_int(profile, "usable_mib", 0);
 	int gpu = (int)jpath_int(profile, "gpu_mib", 0);
 	struct terms t = terms_of(features, arch);
-	double train, sample = 0, load, peak;
-	json_t *v;
+	double train, sample = 0, load, peak, top;
+	json_t *v, *p;
 	const char *phase = "train";
 	size_t i;
 
@@ -574,9 +580,15 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 	if (sample > train)
 		phase = "sample";
 	peak = load + (sample > train ? sample : train);
-	return prediction(lround(peak), (json_int_t)lround(peak) + margin <= usable, "fit", phase, margin, usable,
+	p = prediction(lround(peak), (json_int_t)lround(peak) + margin <= usable, "fit", phase, margin, usable,
 			  xasprintf("%s: est %.1f GiB = load %.1f + %s %.1f (train %.2f Mpx, sample %.2f Mpx); margin %.1f GiB "
 				    "of %.1f usable; fit over %lld attempt(s)", arch, peak / 1024.0, load / 1024.0, phase,
 				    (peak - load) / 1024.0, t.xt, t.xs, (double)margin / 1024.0, (double)usable / 1024.0,
 				    jpath_int(profile, "n", 0)));
+	/* what a "fails for sure" rests on (memplan_sure_fail): the measured runs, and how far past the
+	 * largest measured size of the deciding phase this estimate reaches (1.0: within them) */
+	top = json_number_value(json_object_get(profile, sample > train ? "max_sample_mpx" : "max_train_mpx"));
+	json_object_set_new(p, "n_measured", json_integer(jpath_int(profile, "n_measured", 0)));
+	json_object_set_new(p, "reach", json_real(top > 0 ? (sample > train ? t.xs : t.xt) / top : 1e9));
+	return p;
 }

@@ -53,7 +53,8 @@ json_t *memmodel_observation(const char *arch, int gpu_mib, const json_t *featur
 
 /* Fits a PROFILE of (arch, gpu_mib) over observations (array, borrowed; those of another arch or
  * memory class and outcome "other" are skipped):
- *   {"arch", "gpu_mib", "n": observations used, "n_fit", "n_oom",
+ *   {"arch", "gpu_mib", "n": observations used, "n_fit", "n_oom", "n_exact": fitted rows (floors
+ *    included), "n_measured": measured peaks, "max_train_mpx", "max_sample_mpx": largest measured sizes,
  *    "coef": {"load_mib", "train_mib_per_mpx", "sample_mib_per_mpx", "nockpt_factor",
  *             "low_vram", "quantize", "offload"},   the fitted figures (see memmodel.c)
  *    "margin_mib": safety margin from the residuals, "usable_mib": what a config may use here,
@@ -63,7 +64,10 @@ json_t *memmodel_observation(const char *arch, int gpu_mib, const json_t *featur
 json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib);
 
 /* Predicts the peak of FEATURES under PROFILE (both borrowed): a new object
- *   {"peak_mib": int|null, "fits": true|false|null (null = unknown), "evidence": "one line"}.
+ *   {"peak_mib": int|null, "fits": true|false|null (null = unknown), "evidence": "one line",
+ *    "basis": "lighter_oom|heavier_fit|fit|none", "phase", "margin_mib", "usable_mib",
+ *    "n_measured"?, "reach"? (basis "fit": the measured runs the fit rests on, and the estimated
+ *    size over the largest measured size of the deciding phase)}.
  * fits is true only when peak + margin <= usable memory (or the same features ran fine), false
  * when the peak exceeds it or the same or a heavier config OOMed; null when the profile is not ok. */
 json_t *memmodel_predict(const json_t *profile, const json_t *features);

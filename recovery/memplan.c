@@ -12,6 +12,11 @@
 #include "memmodel.h"
 
 #define MEMPLAN_MAX_RUNGS 24 /* more than any plan has; a guard, not a limit */
+/* A fit alone makes a failure certain only when it rests on this many measured runs and the config
+ * reaches no further than this past the largest size they measured (issue 12: a fit of three runs
+ * at batch 1 once called batch 2 failing at 24007 MiB of 24552, and scale-up gave it up). */
+#define MEMPLAN_SURE_MIN_MEASURED 6
+#define MEMPLAN_SURE_MAX_REACH 1.5
 
 static bool has_attempt(const json_t *obs, long long id)
 {
@@ -77,7 +82,9 @@ bool memplan_sure_fail(const json_t *pred)
 	if (!strcmp(jpath_str(pred, "basis", ""), "lighter_oom"))
 		return true;
 	return json_is_false(json_object_get(pred, "fits")) && json_is_integer(peak) &&
-	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) > jpath_int(pred, "usable_mib", 0);
+	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) > jpath_int(pred, "usable_mib", 0) &&
+	       jpath_int(pred, "n_measured", 0) >= MEMPLAN_SURE_MIN_MEASURED &&
+	       json_number_value(json_object_get(pred, "reach")) <= MEMPLAN_SURE_MAX_REACH;
 }
 
 /* The failure class an OOM in phase would get (recovery/classify.c), dflt when phase is unknown. */

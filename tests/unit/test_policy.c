@@ -730,6 +730,36 @@ static void memory_model(void)
 	       "issue 12: the predicted step's ceiling is recorded");
 	TAP_OK(fx_eq(jpath_get(d, "recovery_state.predicted_ceilings"), "[\"bucket\"]"), "issue 12: predicted_ceilings names it");
 	json_decref(d);
+	/* A fit alone may skip a step only when it rests on enough measured runs near the step's size:
+	 * four runs, none above 0.57 Mpx, put bucket 1024 (1.0 Mpx) at 25000 MiB of 24500 usable, past
+	 * the margin, yet that is tried, not given up (the it_recovery batch 2 case). Checkpointing on,
+	 * the path the runs measured. */
+	jpath_set(reduced, P0 ".train.gradient_checkpointing", json_true());
+	jpath_set(reduced, P0 ".train.batch_size", json_integer(1));
+	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	json_object_set_new(ctx, "memory", mm_memory());
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "rung"), "bucket", "issue 12: a fit on 4 runs far below the step does not skip it: bucket 1024 is tried");
+	TAP_OK(json_is_false(jpath_get(d, "estimate.fits")) && I(d, "estimate.peak_mib") - I(d, "estimate.margin_mib") > 24500,
+	       "issue 12: ... although its estimate minus the margin is above the usable memory");
+	TAP_OK(jpath_get(d, "recovery_state.predicted_ceilings") == NULL, "issue 12: no predicted ceiling");
+	json_decref(d);
+	/* Six measured runs, the largest at 0.88 Mpx (reach 1.14): the same estimate is certain. */
+	ctx = fx_ctx(flux, reduced, fx_success(2000), 2, 24564);
+	mem = mm_memory();
+	json_array_append_new(json_object_get(mem, "observations"), mm_obs("{\"res_max\": 896}", "fit", 5));
+	json_array_append_new(json_object_get(mem, "observations"), mm_obs("{\"res_max\": 960}", "fit", 6));
+	json_object_set_new(ctx, "memory", mem);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "succeed", "issue 12: a fit on 6 runs near the step skips it");
+	TAP_STR_EQ(json_string_value(jpath_get(d, "recovery_state.predicted_ceilings[0]")), "bucket",
+		   "issue 12: and names it in predicted_ceilings");
+	TAP_OK(strstr(jpath_str(d, "recovery_state.ceiling_why.bucket", ""), "memory model: predicted not to fit") != NULL,
+	       "issue 12: the ceiling's why names the model");
+	TAP_OK(strstr(jpath_str(d, "result.summary", ""), "predicted not to fit") != NULL, "issue 12: the summary says predicted, not ran out");
+	json_decref(d);
+	jpath_set(reduced, P0 ".train.gradient_checkpointing", json_false());
+	jpath_set(reduced, P0 ".train.batch_size", json_integer(I(flux, P0 ".train.batch_size")));
 	/* Without history the same success scales up to the bucket (today). */
 	d = run(fx_ctx(flux, reduced, fx_success(2000), 2, 24564));
 	TAP_STR_EQ(S(d, "rung"), "bucket", "issue 12: without history scale-up tries the bucket");
