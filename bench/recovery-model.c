@@ -435,13 +435,18 @@ static int lease(int size, long long min_mib, const json_t *exclude, char *uuid,
 static json_t *memory_of(const json_t *history, const char *arch, int gpu, long long job_id)
 {
 	json_t *obs = json_array(), *o;
-	size_t i;
+	size_t i, mine = 0, others = 0;
 
+	/* as rung_memory_ctx_observations: the job's own and the newest of the class, 48 in all */
+	json_array_foreach(history, i, o)
+		mine += jpath_int(o, "job_id", -1) == job_id;
 	json_array_foreach(history, i, o) {
-		bool mine = jpath_int(o, "job_id", -1) == job_id;
-		if (!mine && (json_array_size(obs) >= MEMMODEL_MAX_OBSERVATIONS || strcmp(jpath_str(o, "arch", ""), arch) ||
-			      !memmodel_same_class(gpu, (int)jpath_int(o, "gpu_mib", 0))))
-			continue;
+		if (jpath_int(o, "job_id", -1) != job_id) {
+			if (others + mine >= MEMMODEL_CTX_OBSERVATIONS || strcmp(jpath_str(o, "arch", ""), arch) ||
+			    !memmodel_same_class(gpu, (int)jpath_int(o, "gpu_mib", 0)))
+				continue;
+			others++;
+		}
 		json_array_append(obs, o);
 	}
 	return json_pack("{s:s, s:i, s:o}", "arch", arch, "gpu_mib", gpu, "observations", obs);

@@ -8,7 +8,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define MEMMODEL_MAX_OBSERVATIONS 200 /* the CTX carries at most this many (newest first) */
+#define MEMMODEL_MAX_OBSERVATIONS 200 /* GET /v1/profiles fits at most this many (newest first) */
+#define MEMMODEL_CTX_OBSERVATIONS 48  /* a finish's CTX: the job's own and the newest, this many in all */
 #define MEMMODEL_CLASS_PCT 10         /* same GPU memory class: total memory within ±10 % */
 
 /* A new object of the memory-relevant settings of an AI Toolkit config file (the first process),

@@ -32,3 +32,30 @@ LANGUAGE sql STABLE AS $$
   SELECT coalesce(jsonb_agg(o.mem_obs || jsonb_build_object('at', o.ended_at) ORDER BY o.id DESC), '[]')
   FROM o WHERE p_gpu_mib IS NOT NULL
 $$;
+
+-- The CTX's share of rung_memory_observations (issue 12, finish cost): every observation of job
+-- P_JOB and the newest of (P_ARCH, class of P_GPU_MIB) up to 48 in all, newest first, compact: no
+-- "at", no null figures, and FEATURES without the false or 0 settings memmodel reads as their
+-- default anyway (grad_ckpt is kept: it defaults to on). The policy refits on these at each finish;
+-- 200 full observations were ~90 KB of CTX, 48 compact ones are under a sixth of that.
+CREATE OR REPLACE FUNCTION rung_memory_ctx_observations(p_arch text, p_gpu_mib int, p_job bigint) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  WITH r AS (SELECT coalesce((SELECT m.reset_at FROM memory_profiles m
+                              WHERE m.arch = p_arch AND m.gpu_class_mib = ((p_gpu_mib + 512) / 1024) * 1024),
+                             '-infinity') AS t),
+  o AS ((SELECT a.id, a.mem_obs, false AS own FROM attempts a, r
+         WHERE a.mem_arch = p_arch AND a.mem_obs IS NOT NULL AND a.ended_at > r.t
+           AND abs(a.mem_gpu_mib::bigint - p_gpu_mib) * 100 <= p_gpu_mib::bigint * 10
+         ORDER BY a.mem_arch, a.id DESC LIMIT 48)
+        UNION ALL
+        SELECT a.id, a.mem_obs, true FROM attempts a, r
+        WHERE a.job_id = p_job AND a.mem_obs IS NOT NULL AND a.ended_at > r.t),
+  k AS (SELECT DISTINCT ON (o.id) o.id, o.mem_obs, o.own FROM o ORDER BY o.id, o.own DESC),
+  s AS (SELECT k.id, k.mem_obs FROM k ORDER BY k.own DESC, k.id DESC LIMIT 48)
+  SELECT coalesce(jsonb_agg(jsonb_strip_nulls(s.mem_obs - 'at') ||
+                            jsonb_build_object('features', (
+                              SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}') FROM jsonb_each(s.mem_obs->'features') e
+                              WHERE e.key = 'grad_ckpt' OR e.value NOT IN ('false'::jsonb, '0'::jsonb)))
+                            ORDER BY s.id DESC), '[]')
+  FROM s WHERE p_gpu_mib IS NOT NULL
+$$;

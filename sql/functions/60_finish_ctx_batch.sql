@@ -42,8 +42,8 @@ LANGUAGE sql STABLE AS $$
     'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
                                        WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'),
     'memory', jsonb_build_object('arch', rung_config_arch(j.target_config), 'gpu_mib', g.memory_total_mib,
-                                 'observations', rung_memory_observations(rung_config_arch(j.target_config),
-                                                                          g.memory_total_mib, j.id)))
+                                 'observations', rung_memory_ctx_observations(rung_config_arch(j.target_config),
+                                                                              g.memory_total_mib, j.id)))
   -- one primary-key probe per item and per row it joins (OFFSET 0: planned alone; see the
   -- heartbeats)
   FROM x CROSS JOIN f

@@ -202,6 +202,41 @@ out:
 	return id;
 }
 
+/* The finish cost (issue 12): with 200 more flux/24 GiB observations stored (copies of the first
+ * job's, under its job), the CTX of running attempt AID carries 48, compact (no "at", no false or 0
+ * features but grad_ckpt), and is far smaller than the 200 full ones GET /v1/profiles reads. The
+ * copies are removed again. */
+static void ctx_cost(struct harness *h, const char *aid, const char *tok)
+{
+	char *item = xasprintf("[{\"i\": 0, \"id\": %s, \"token\": \"%s\", \"facts\": {}}]", aid, tok);
+	const char *params[1] = { item };
+	PGresult *r;
+	long long added;
+
+	added = h_sql_int(h, "WITH ins AS (INSERT INTO attempts (job_id, number, config, config_hash, token, lease_expires_at, "
+			  "state, outcome, ended_at, mem_features, mem_arch, mem_gpu_mib, mem_obs) "
+			  "SELECT a.job_id, 1000 + g, a.config, a.config_hash, 'copy' || g, now(), 'ended', a.outcome, now(), "
+			  "a.mem_features, a.mem_arch, a.mem_gpu_mib, a.mem_obs "
+			  "FROM (SELECT * FROM attempts WHERE mem_obs IS NOT NULL ORDER BY id LIMIT 1) a, generate_series(1, 200) g "
+			  "RETURNING 1) SELECT count(*) FROM ins", 0, NULL);
+	r = h_sql(h, "SELECT jsonb_array_length(c.o), octet_length(c.o::text), "
+		     "octet_length(rung_memory_observations('flux', (c.ctx->'memory'->>'gpu_mib')::int, NULL)::text), "
+		     "(SELECT count(*) FROM jsonb_array_elements(c.o) e WHERE e ? 'at' OR NOT e->'features' ? 'grad_ckpt' "
+		     "   OR e->'features' @> '{\"low_vram\": false}'), octet_length(c.ctx::text) "
+		     "FROM (SELECT ctx, ctx->'memory'->'observations' AS o FROM rung_finish_ctx_batch($1::jsonb)) c", 1, params);
+	if (h_ok(h, added == 200 && r && PQntuples(r) == 1, "200 more observations stored (%lld)", added)) {
+		long long n = atoll(PQgetvalue(r, 0, 0)), now = atoll(PQgetvalue(r, 0, 1)), full = atoll(PQgetvalue(r, 0, 2));
+		h_ok(h, n == 48, "the CTX carries at most 48 observations (%lld)", n);
+		h_ok(h, atoll(PQgetvalue(r, 0, 3)) == 0, "compact: no \"at\", grad_ckpt kept, false settings left out");
+		h_ok(h, now * 4 < full, "the CTX's observations are %lld bytes, the 200 full ones %lld (CTX %s bytes)", now, full,
+		     PQgetvalue(r, 0, 4));
+	}
+	PQclear(r);
+	h_sql_int(h, "WITH d AS (DELETE FROM attempts WHERE number > 1000 AND token LIKE 'copy%' RETURNING 1) "
+		     "SELECT count(*) FROM d", 0, NULL);
+	free(item);
+}
+
 /* A later attempt's CTX carries the stored observations; a reset empties the profile and the CTX. */
 static void test_ctx_and_reset(struct harness *h)
 {
@@ -227,6 +262,7 @@ static void test_ctx_and_reset(struct harness *h)
 	h_ok(h, n == 2 && arch && !strcmp(arch, "flux") && gpu == GPU_24G,
 	     "its CTX carries the 2 observations of the first job (%lld, arch %s, gpu %lld)", n, arch ? arch : "?", gpu);
 	free(arch);
+	ctx_cost(h, aid, h_str(lease, "token"));
 
 	ans = h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "arch"), "flux") && h_int(ans, "gpu_class_mib") == GPU_24G &&
