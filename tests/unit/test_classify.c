@@ -118,6 +118,7 @@ int main(void)
 	json_decref(f);
 	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"signatures\": {\"host_shm\": 1}}");
 	TAP_STR_EQ(CLS(f, cfg, 0), "host_oom/host_oom_killer", "guide 1: the DataLoader out of shared memory is host memory");
+	json_decref(f);
 	/* env_fault, issue 16.1: an allocation failure at load that persists after a low-memory rung on the
 	 * same GPU is evidence that memory is not the cause, whatever the config */
 	f = fx_json("{\"exit_code\": 1, \"phase\": \"load\", \"oom_phase\": \"load\", \"first_step\": null, "
