@@ -56,8 +56,10 @@ $(B)/.deps:
 	@mkdir -p $(B) && touch $@
 deps: $(B)/.deps
 
-# SQL lives in sql/ and migrations/; it is embedded at build time so the binaries need no files beside them.
-$(B)/sql.c $(B)/sql.h &: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard migrations/*.sql) | $(B)/.deps
+# SQL lives in sql/ (queries), sql/functions/ (functions and triggers, applied after the migrations) and
+# migrations/ (the schema); it is embedded at build time so the binaries need no files beside them.
+$(B)/sql.c $(B)/sql.h &: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard sql/functions/*.sql) \
+		$(wildcard migrations/*.sql) | $(B)/.deps
 	@mkdir -p $(B)
 	@scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h
 

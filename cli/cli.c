@@ -14,13 +14,16 @@ const struct cli_cmd cli_cmds[] = {
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job).", cmd_submit },
 	{ "jobs", "jobs [--state S] [--limit N]", "Lists jobs, newest first.", cmd_jobs },
-	{ "show", "show JOB", "Shows a job: summary, target vs current config (changed paths), recovery state.",
-		cmd_show },
+	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
+		"target, achieved, why a setting was given up); each attempt with the config change it led to,\n"
+		"against its own config; target vs current config (changed paths); recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
 	{ "cancel", "cancel JOB", "Cancels a job (a running one stops at its next heartbeat).", cmd_cancel },
-	{ "watch", "watch JOB", "Follows a job until it ends: progress, each attempt's ending and config change,\n"
-		"the verdict. Exits 0 when the job succeeded, 1 otherwise.", cmd_watch },
+	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"
+		"it led to (against its own config), the verdict as show prints it. Each line is written as it happens,\n"
+		"also into a pipe; in a terminal a progress line shows the speed between the last two step reports\n"
+		"and the ETA. Exits 0 when the job succeeded, 1 otherwise.", cmd_watch },
 	{ "escalations", "escalations [--state open|acknowledged|resolved]", "Lists escalations.", cmd_escalations },
 	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },

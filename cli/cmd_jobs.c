@@ -2,6 +2,7 @@
  * options, makes its calls through cli_call and prints a table, lines or the server's JSON. */
 #include "cmd_jobs.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -9,6 +10,8 @@
 
 #include "cli.h"
 #include "jsondiff.h"
+#include "progress.h"
+#include "story.h"
 #include "table.h"
 #include "util.h"
 #include "yamljson.h"
@@ -214,6 +217,12 @@ static int get_job_part(struct cli *c, const char *id, const char *suffix, json_
 	return rc;
 }
 
+static const json_t *first_of(const json_t *o, const char *a, const char *b)
+{
+	const json_t *v = json_object_get(o, a);
+	return v ? v : json_object_get(o, b);
+}
+
 static void print_kv(struct cli *c, const char *label, const json_t *v)
 {
 	char *s = table_cell(v);
@@ -221,10 +230,44 @@ static void print_kv(struct cli *c, const char *label, const json_t *v)
 	free(s);
 }
 
+/* show's story: the verdict of a finished job (setting by setting for a success), then each attempt
+ * with the config change it led to, against its own config. */
+static void show_story(struct cli *c, const json_t *job, const json_t *attempts, const char *id)
+{
+	const char *st = json_string_value(json_object_get(job, "state"));
+	size_t i;
+	json_t *a;
+
+	if (st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") || !strcmp(st, "cancelled"))) {
+		char *v = story_verdict(job, attempts, id);
+		fprintf(c->out, "%-17s %s", "result", v);
+		free(v);
+	} else {
+		print_kv(c, "result", json_object_get(job, "result"));
+	}
+	json_array_foreach(attempts, i, a) {
+		const char *as = json_string_value(json_object_get(a, "state"));
+		bool known = true;
+		if (as && !strcmp(as, "running")) {
+			char *wk = table_cell(first_of(a, "worker_name", "worker_id"));
+			char *gpu = table_cell(first_of(a, "gpu_uuid", "gpu"));
+			fprintf(c->out, "attempt %lld running on worker %s gpu %s\n",
+				(long long)json_integer_value(json_object_get(a, "number")), wk, gpu);
+			free(wk);
+			free(gpu);
+			continue;
+		}
+		const json_t *next = story_next_config(job, attempts, i, &known);
+		char *txt = story_attempt_text(a, next);
+		fputs(txt, c->out);
+		free(txt);
+	}
+}
+
 int cmd_show(struct cli *c, int argc, char **argv)
 {
 	char *ops[1];
-	json_t *job = NULL;
+	json_t *job = NULL, *att = NULL;
 	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
 	int rc = cli_args(c, cli_cmd_named("show"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 	if (rc)
@@ -236,10 +279,14 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		cli_print_json(c, job);
 		goto out;
 	}
+	rc = get_job_part(c, ops[0], "/attempts", &att);
+	if (rc != CLI_OK)
+		goto out;
 	static const char *const keys[] = { "id", "name", "state", "kind", "priority", "owner", "attempts",
-		"cancel_requested", "created_at", "updated_at", "finished_at", "result", "next_action" };
+		"cancel_requested", "created_at", "updated_at", "finished_at", "next_action" };
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
+	show_story(c, job, cli_list(att, "attempts"), ops[0]);
 	json_t *d = jsondiff_paths(json_object_get(job, "target_config"), json_object_get(job, "current_config"));
 	if (json_array_size(d) == 0) {
 		fprintf(c->out, "config            current = target (no changes)\n");
@@ -254,6 +301,7 @@ int cmd_show(struct cli *c, int argc, char **argv)
 	fprintf(c->out, "recovery_state    ");
 	cli_print_json(c, json_object_get(job, "recovery_state"));
 out:
+	json_decref(att);
 	json_decref(job);
 	return rc;
 }
@@ -275,12 +323,6 @@ int cmd_attempts(struct cli *c, int argc, char **argv)
 	}
 	json_decref(ans);
 	return rc;
-}
-
-static const json_t *first_of(const json_t *o, const char *a, const char *b)
-{
-	const json_t *v = json_object_get(o, a);
-	return v ? v : json_object_get(o, b);
 }
 
 int cmd_events(struct cli *c, int argc, char **argv)
@@ -360,8 +402,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 struct watch_attempt {
 	long long number;
 	char *state;            /* last state printed */
-	long long step0;        /* first step seen, for the speed */
-	int64_t t0_ms;
+	struct progress prog;   /* step reports, for the rate and the ETA */
 };
 
 struct watch {
@@ -374,6 +415,12 @@ struct watch {
 	size_t natt;
 	char *job_state;        /* job state last printed */
 };
+
+/* Every line watch prints goes out at once: a pipe (tee, a CI log, a systemd unit) is block-buffered. */
+static void watch_flush(struct watch *w)
+{
+	fflush(w->c->out);
+}
 
 static void watch_clear(struct watch *w)
 {
@@ -388,64 +435,37 @@ static struct watch_attempt *watch_slot(struct watch *w, long long number)
 		if (w->att[i].number == number)
 			return &w->att[i];
 	w->att = xrealloc(w->att, (w->natt + 1) * sizeof(*w->att));
-	w->att[w->natt] = (struct watch_attempt){ .number = number, .step0 = -1 };
+	w->att[w->natt] = (struct watch_attempt){ .number = number };
+	progress_reset(&w->att[w->natt].prog);
 	return &w->att[w->natt++];
-}
-
-/* One line for an attempt whose state changed: start, or ending with outcome/class/rung. */
-static void watch_attempt_line(struct watch *w, const json_t *a, long long number, const char *state)
-{
-	watch_clear(w);
-	if (!strcmp(state, "running")) {
-		char *wk = table_cell(first_of(a, "worker_name", "worker_id"));
-		char *gpu = table_cell(first_of(a, "gpu_uuid", "gpu"));
-		fprintf(w->c->out, "attempt %lld running on worker %s gpu %s\n", number, wk, gpu);
-		free(wk);
-		free(gpu);
-		return;
-	}
-	char *outcome = table_cell(json_object_get(a, "outcome"));
-	char *cls = table_cell(json_object_get(a, "class"));
-	char *rung = table_cell(json_object_get(a, "rung"));
-	char *act = table_cell(json_object_get(a, "action"));
-	fprintf(w->c->out, "attempt %lld %s: outcome %s, class %s, action %s, rung %s\n", number, state, outcome,
-		cls, act, rung);
-	/* the decision's config changes for the next attempt, in DECISION.changes form */
-	char *txt = jsondiff_format(json_object_get(a, "changes"));
-	for (char *save = NULL, *l = strtok_r(txt, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-		fprintf(w->c->out, "  config change: %s\n", l);
-	free(txt);
-	free(outcome);
-	free(cls);
-	free(rung);
-	free(act);
 }
 
 static void watch_progress(struct watch *w, const json_t *a, long long number)
 {
 	struct watch_attempt *s = watch_slot(w, number);
 	const json_t *step = cmd_attempt_field(a, "step", "last_step");
+	const json_t *total = cmd_attempt_field(a, "total_steps", "total_steps");
 	char *phase = table_cell(cmd_attempt_field(a, "phase", "phase"));
 	char *st = step_text(a);
-	char speed[64] = "";
-	int64_t now = util_mono_ms();
-	if (json_is_integer(step)) {
-		long long v = json_integer_value(step);
-		if (s->step0 < 0 || v < s->step0) {
-			s->step0 = v;
-			s->t0_ms = now;
-		} else if (v > s->step0 && now > s->t0_ms) {
-			snprintf(speed, sizeof(speed), ", %.2f steps/s", (double)(v - s->step0) * 1000.0 / (double)(now - s->t0_ms));
-		}
-	}
-	fprintf(w->c->out, "\r\033[Kattempt %lld: phase %s, step %s%s", number, phase, st ? st : "-", speed);
-	fflush(w->c->out);
+	char speed[96];
+	int64_t at;
+
+	/* a step report is timed by the heartbeat that brought it (server time), else by when it was seen */
+	if (progress_parse_time(json_string_value(json_object_get(a, "last_heartbeat_at")), &at) != 0)
+		at = util_wall_ms();
+	if (json_is_integer(step))
+		progress_note(&s->prog, json_integer_value(step), json_is_integer(total) ? json_integer_value(total) : 0,
+			at);
+	fprintf(w->c->out, "\r\033[Kattempt %lld: phase %s, step %s%s", number, phase, st ? st : "-",
+		progress_suffix(&s->prog, speed, sizeof(speed)));
+	watch_flush(w);
 	w->progress_shown = 1;
 	free(phase);
 	free(st);
 }
 
-/* Prints what changed since the last poll; returns 1 when the job has ended. */
+/* Prints what changed since the last poll; returns 1 when the job has ended. An attempt's ending is
+ * printed once the config after it is known (the config change is against the attempt's own). */
 static int watch_step(struct watch *w, const json_t *job, const json_t *attempts)
 {
 	size_t i;
@@ -461,7 +481,24 @@ static int watch_step(struct watch *w, const json_t *job, const json_t *attempts
 		if (!state)
 			continue;
 		if (!s->state || strcmp(s->state, state)) {
-			watch_attempt_line(w, a, number, state);
+			if (!strcmp(state, "running")) {
+				char *wk = table_cell(first_of(a, "worker_name", "worker_id"));
+				char *gpu = table_cell(first_of(a, "gpu_uuid", "gpu"));
+				watch_clear(w);
+				fprintf(w->c->out, "attempt %lld running on worker %s gpu %s\n", number, wk, gpu);
+				free(wk);
+				free(gpu);
+			} else {
+				bool known = true;
+				const json_t *next = story_next_config(job, attempts, i, &known);
+				if (!known)
+					break; /* the job was read before this attempt ended: the next poll tells */
+				char *txt = story_attempt_text(a, next);
+				watch_clear(w);
+				fputs(txt, w->c->out);
+				free(txt);
+			}
+			watch_flush(w);
 			free(s->state);
 			s->state = xstrdup(state);
 		}
@@ -471,27 +508,20 @@ static int watch_step(struct watch *w, const json_t *job, const json_t *attempts
 	if (js && !terminal && (!w->job_state || strcmp(w->job_state, js))) {
 		watch_clear(w);
 		fprintf(w->c->out, "job %s %s\n", w->id, js);
+		watch_flush(w);
 		free(w->job_state);
 		w->job_state = xstrdup(js);
 	}
 	return terminal;
 }
 
-static void watch_verdict(struct watch *w, const json_t *job)
+static void watch_verdict(struct watch *w, const json_t *job, const json_t *attempts)
 {
-	const char *st = json_string_value(json_object_get(job, "state"));
-	const json_t *res = json_object_get(job, "result");
-	const json_t *why = json_is_object(res) ? first_of(res, "reason", "message") : res;
-	char *n = table_cell(json_object_get(job, "attempts"));
+	char *v = story_verdict(job, attempts, w->id);
 	watch_clear(w);
-	fprintf(w->c->out, "job %s %s after %s attempt(s)", w->id, st, n);
-	if (why && !json_is_null(why)) {
-		char *r = table_cell(why);
-		fprintf(w->c->out, ": %s", r);
-		free(r);
-	}
-	fputc('\n', w->c->out);
-	free(n);
+	fputs(v, w->c->out);
+	watch_flush(w);
+	free(v);
 }
 
 int cmd_watch(struct cli *c, int argc, char **argv)
@@ -519,7 +549,7 @@ int cmd_watch(struct cli *c, int argc, char **argv)
 				if (c->json)
 					cli_print_json(c, job);
 				else
-					watch_verdict(&w, job);
+					watch_verdict(&w, job, cli_list(att, "attempts"));
 				const char *st = json_string_value(json_object_get(job, "state"));
 				rc = st && !strcmp(st, "succeeded") ? CLI_OK : CLI_REFUSED;
 			}
@@ -537,6 +567,7 @@ int cmd_watch(struct cli *c, int argc, char **argv)
 		nanosleep(&ts, NULL); /* the polling cadence, not a synchronisation */
 	}
 	watch_clear(&w);
+	watch_flush(&w);
 	for (size_t i = 0; i < w.natt; i++)
 		free(w.att[i].state);
 	free(w.att);

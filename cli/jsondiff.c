@@ -23,6 +23,17 @@ static void add(json_t *out, const char *path, const json_t *a, const json_t *b)
 		"old", a ? (json_t *)a : json_null(), "new", b ? (json_t *)b : json_null()));
 }
 
+/* True when no element of the array is an object or an array. */
+static int scalars(const json_t *arr)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+		if (json_is_object(v) || json_is_array(v))
+			return 0;
+	return 1;
+}
+
 static void diff(json_t *out, const char *path, const json_t *a, const json_t *b)
 {
 	const char *k;
@@ -46,6 +57,10 @@ static void diff(json_t *out, const char *path, const json_t *a, const json_t *b
 	}
 	if (json_is_array(a) && json_is_array(b)) {
 		size_t na = json_array_size(a), nb = json_array_size(b);
+		if (na != nb && scalars(a) && scalars(b)) { /* a list that grew or shrank: [512,768,1024] -> [512,768] */
+			add(out, path, a, b);
+			return;
+		}
 		for (size_t i = 0; i < na || i < nb; i++) {
 			char *p = xasprintf("%s[%zu]", path, i);
 			diff(out, p, json_array_get(a, i), json_array_get(b, i));

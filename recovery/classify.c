@@ -1,6 +1,7 @@
 /* The failure classes of guide sections 1, 2 and 5 as an ordered rule table: cancelled, success,
- * not_oom, host_oom, env_fault (three ways), oom_load, oom_sample, oom_train_early,
- * oom_train_intermittent. First match wins; each rule writes its own evidence. Owns no state. */
+ * env_fault (busy GPU), not_oom, host_oom, env_fault (three ways), oom_train_early (phase unknown),
+ * oom_load, oom_sample, oom_train_early, oom_train_intermittent. First match wins; each rule writes
+ * its own evidence. Owns no state. */
 #include "classify.h"
 
 #include <stdarg.h>
@@ -54,7 +55,7 @@ static bool ev_sigs(const struct view *v, json_t *e, const char *const *names)
 
 static const char *const GPU_SIGS[] = { "cuda_oom", "skipped_batch_oom", "oom_3_in_row", "zero_bytes_free",
 					"cublas_alloc_failed", "cublas_not_initialized", NULL };
-static const char *const HOST_SIGS[] = { "host_killed", "memory_error", NULL };
+static const char *const HOST_SIGS[] = { "host_killed", "memory_error", "host_shm", NULL };
 static const char *const ENV_SIGS[] = { "zero_bytes_free", "cublas_alloc_failed", "cublas_not_initialized", NULL };
 static const char *const OTHER_SIGS[] = { "nan_loss", "file_not_found", "nccl_timeout", "config_error",
 					  "error_running_job", "job_stopped", NULL };
@@ -92,6 +93,17 @@ static bool m_success(const struct view *v, json_t *e)
 	if (sig(v, "skipped_batch_oom"))
 		ev(e, "AI Toolkit skipped %lld batch(es) for OOM on the way: the config is near the limit",
 		   sig(v, "skipped_batch_oom"));
+	return true;
+}
+
+/* Guide 5: the GPU was busy or unavailable (another process holds it in exclusive mode, or it is in a
+ * bad state): the worker's problem whatever the config; never the VRAM ladder. */
+static bool m_gpu_busy(const struct view *v, json_t *e)
+{
+	if (!sig(v, "gpu_busy"))
+		return false;
+	ev(e, "signature gpu_busy x%lld: `CUDA-capable device(s) is/are busy or unavailable`", sig(v, "gpu_busy"));
+	ev(e, "the GPU could not be used at all: run again on a clean GPU, not with a smaller config");
 	return true;
 }
 
@@ -152,14 +164,23 @@ static bool m_foreign(const struct view *v, json_t *e)
 	const json_t *oom = json_object_get(v->in->facts, "oom");
 	long long alloc = jpath_int(oom, "allocated_by_pytorch_mib", 0);
 	json_t *p;
-	size_t i;
+	size_t i, trainer = (size_t)-1;
+	long long trainer_used = 0;
 	bool foreign = false;
 
 	if (!v->gpu_sig)
 		return false;
+	/* At most one process is the trainer: the smallest that holds at least what PyTorch allocated. */
 	json_array_foreach(json_object_get(oom, "processes"), i, p) {
 		long long used = jpath_int(p, "used_mib", 0);
-		if (used <= 0 || (alloc > 0 && used >= alloc))
+		if (alloc > 0 && used >= alloc && (trainer == (size_t)-1 || used < trainer_used)) {
+			trainer = i;
+			trainer_used = used;
+		}
+	}
+	json_array_foreach(json_object_get(oom, "processes"), i, p) {
+		long long used = jpath_int(p, "used_mib", 0);
+		if (used <= 0 || i == trainer)
 			continue;
 		ev(e, "the OOM message names process %lld holding %lld MiB besides the trainer", jpath_int(p, "pid", 0),
 		   used);
@@ -196,10 +217,22 @@ static void ev_oom(const struct view *v, json_t *e)
 		   jpath_int(oom, "free_mib", 0), jpath_int(oom, "allocated_by_pytorch_mib", 0));
 }
 
+/* A GPU OOM with no phase marker before it (a log cut to its error, another trainer's wording): no
+ * phase is invented; the class is the one whose plan walks the whole ladder from its first rung. */
+static bool m_phase_unknown(const struct view *v, json_t *e)
+{
+	if (!v->gpu_sig || (v->oom_phase && strcmp(v->oom_phase, "start")))
+		return false;
+	ev_oom(v, e);
+	ev(e, "no phase marker or trainer frame before the OOM: the phase is unknown, so the whole ladder "
+	   "from its first rung (guide 6) rather than a phase's own first rung");
+	return true;
+}
+
 /* Guide 2A: before the baseline sample or the first step. */
 static bool m_load(const struct view *v, json_t *e)
 {
-	if (!v->gpu_sig || !phase_is(v, "start", "load"))
+	if (!v->gpu_sig || !phase_is(v, "load", NULL))
 		return false;
 	ev_oom(v, e);
 	ev(e, "out of memory while loading, before the baseline sample or the first step");
@@ -255,11 +288,13 @@ static const struct rule {
 } RULES[] = {
 	{ "cancelled", "cancel_requested", "DESIGN states", m_cancelled },
 	{ "success", "exit_zero", "guide 7", m_success },
+	{ "env_fault", "gpu_busy_or_unavailable", "guide 5", m_gpu_busy },
 	{ "not_oom", "no_gpu_memory_signature", "guide 1", m_not_oom },
 	{ "host_oom", "host_oom_killer", "guide 1 (not GPU memory)", m_host_oom },
 	{ "env_fault", "gpu_not_clean_at_start", "guide 5", m_dirty_gpu },
 	{ "env_fault", "foreign_processes_in_oom", "guide 5", m_foreign },
 	{ "env_fault", "zero_free_conservative_config", "guide 5", m_zero_free },
+	{ "oom_train_early", "oom_phase_unknown", "guide 6 (phase unknown)", m_phase_unknown },
 	{ "oom_load", "oom_before_training", "guide 2A", m_load },
 	{ "oom_sample", "oom_while_sampling", "guide 2C", m_sample },
 	{ "oom_train_early", "oom_in_first_steps", "guide 2B", m_early },
@@ -301,9 +336,9 @@ json_t *classify_run(const struct classify_in *in)
 		v.oom_phase = jpath_str(in->facts, "phase", NULL);
 	v.steps = classify_steps_in_attempt(in->facts);
 	v.gpu_sig = classify_gpu_signature(in->facts);
-	v.host_sig = jpath_int(in->facts, "signatures.host_killed", 0) > 0 ||
-		     jpath_int(in->facts, "signatures.memory_error", 0) > 0 || signal_no(&v) == 9 ||
-		     exit_code(&v) == 137;
+	v.host_sig = signal_no(&v) == 9 || exit_code(&v) == 137;
+	for (i = 0; HOST_SIGS[i]; i++)
+		v.host_sig = v.host_sig || sig(&v, HOST_SIGS[i]) > 0;
 	for (i = 0; i < ARRAY_LEN(RULES); i++) {
 		e = json_array();
 		if (RULES[i].matches(&v, e)) {

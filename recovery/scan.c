@@ -1,5 +1,6 @@
 /* The trainer-log scanner (see scan.h): a line splitter with a capped line buffer, a matcher for
- * AI Toolkit's phase markers, tqdm bars and failure signatures, the OOM message numbers, and a
+ * AI Toolkit's phase markers, tqdm bars and failure signatures plus tables of other trainers'
+ * wordings, markers and traceback frames (tests/data/logs), the OOM message numbers, and a
  * ring of the last lines. It owns no I/O; the worker feeds it and adds exit code, GPU readings
  * and timing to the facts it builds. */
 #include "scan.h"
@@ -18,14 +19,14 @@ enum scan_sig {
 	SIG_CUDA_OOM, SIG_SKIPPED_BATCH_OOM, SIG_OOM_3_IN_ROW, SIG_ZERO_BYTES_FREE,
 	SIG_CUBLAS_ALLOC_FAILED, SIG_CUBLAS_NOT_INITIALIZED, SIG_HOST_KILLED, SIG_MEMORY_ERROR,
 	SIG_NAN_LOSS, SIG_FILE_NOT_FOUND, SIG_NCCL_TIMEOUT, SIG_CONFIG_ERROR, SIG_ERROR_RUNNING_JOB,
-	SIG_JOB_STOPPED, SIG_RESUMING, SIG_COUNT
+	SIG_JOB_STOPPED, SIG_RESUMING, SIG_GPU_BUSY, SIG_HOST_SHM, SIG_COUNT
 };
 
 static const char *const sig_names[SIG_COUNT] = {
 	"cuda_oom", "skipped_batch_oom", "oom_3_in_row", "zero_bytes_free",
 	"cublas_alloc_failed", "cublas_not_initialized", "host_killed", "memory_error",
 	"nan_loss", "file_not_found", "nccl_timeout", "config_error", "error_running_job",
-	"job_stopped", "resuming",
+	"job_stopped", "resuming", "gpu_busy", "host_shm",
 };
 
 static const char *const phase_names[] = {
@@ -48,6 +49,8 @@ struct scan {
 	long long first_step, last_step, total_steps; /* -1 while unknown */
 	bool train_started;           /* a training bar was seen */
 	bool loading_seen;            /* a model/dataset loading marker was seen */
+	bool in_trace;                /* a Python traceback header was seen */
+	int trace_phase;              /* phase of the innermost known trainer frame of the last traceback, -1 */
 	char job_name[SCAN_NAME_CAP]; /* from "# Running job: NAME", "" while unknown */
 	int sigs[SIG_COUNT];
 	double tried_mib, total_mib, free_mib, alloc_mib; /* OOM numbers, NAN while unknown */
@@ -65,6 +68,7 @@ struct scan *scan_new(void)
 	struct scan *s = xcalloc(1, sizeof *s);
 	s->phase = SCAN_START;
 	s->oom_phase = -1;
+	s->trace_phase = -1;
 	s->first_step = s->last_step = s->total_steps = -1;
 	s->tried_mib = s->total_mib = s->free_mib = s->alloc_mib = NAN;
 	return s;
@@ -444,15 +448,157 @@ static void set_phase(struct scan *s, enum scan_phase p)
 		s->phase = p;
 }
 
+/* ---- what real trainer logs say (tests/data/logs): tables, each row tried on every line ---- */
+
+/* Signature wordings beyond AI Toolkit's own, as other trainers, PyTorch versions, the kernel and
+ * launchers print them. A row matches when the line holds TEXT (and ALSO, when set). */
+static const struct sig_text {
+	enum scan_sig sig;
+	const char *text;
+	const char *also;
+	bool gpu_oom;            /* a GPU-memory failure: note the OOM phase */
+} SIG_TEXTS[] = {
+	{ SIG_CUDA_OOM, "cuda runtime error (2) : out of memory", NULL, true },   /* PyTorch 0.x */
+	{ SIG_CUDA_OOM, "error=2 : out of memory", "THCudaCheck", true },          /* PyTorch 0.x THC */
+	{ SIG_CUDA_OOM, "CUDA_ERROR_OUT_OF_MEMORY", NULL, true },
+	{ SIG_HOST_KILLED, "Out of memory: Kill", NULL, false },          /* kernel OOM killer (dmesg) */
+	{ SIG_HOST_KILLED, "Killed process ", NULL, false },
+	{ SIG_HOST_KILLED, "died with <Signals.SIGKILL: 9>", NULL, false }, /* accelerate/subprocess */
+	{ SIG_HOST_KILLED, "(exitcode: -9)", NULL, false },                /* torch elastic */
+	{ SIG_HOST_KILLED, "oom-kill event", NULL, false },               /* Slurm cgroup */
+	{ SIG_HOST_KILLED, "Out Of Memory", "srun: error:", false },
+	{ SIG_HOST_SHM, "out of shared memory", NULL, false },            /* DataLoader Bus error */
+	{ SIG_GPU_BUSY, "CUDA-capable device(s) is/are busy or unavailable", NULL, false },
+	{ SIG_GPU_BUSY, "CUDA-capable devices are busy or unavailable", NULL, false },
+};
+
+/* Phase markers of the trainers AI Toolkit users also run (kohya sd-scripts, musubi-tuner, diffusers
+ * examples, fairseq-style trainers); AI Toolkit's own markers are matched in scan_line. */
+static const struct phase_text {
+	const char *text;       /* matched as written (strstr: the scanner must keep up with a flood) */
+	enum scan_phase phase;  /* SCAN_SAMPLE means "baseline or periodic", decided by train_started */
+} PHASE_TEXTS[] = {
+	{ "load StableDiffusion checkpoint", SCAN_LOAD },
+	{ "Loading pipeline components", SCAN_LOAD },
+	{ "caching latents", SCAN_LOAD },
+	{ "Running training", SCAN_TRAIN },            /* diffusers `***** Running training *****` */
+	{ "running training", SCAN_TRAIN },            /* kohya `running training / 学習開始` */
+	{ "begin training epoch", SCAN_TRAIN },
+	{ "generating sample images", SCAN_SAMPLE },  /* kohya, musubi-tuner */
+	{ "Generating sample images", SCAN_SAMPLE },
+	{ "Running validation", SCAN_SAMPLE },        /* diffusers examples */
+};
+
+/* Where a traceback says the trainer was: the innermost line of the last traceback that names a
+ * known trainer function (real AI Toolkit tracebacks go from run() into load_model(), sample(),
+ * hook_train_loop() or save(); kohya's into sample_images(), process_batch(), ...). */
+static const struct frame_text {
+	const char *text;
+	enum scan_phase phase;
+} FRAME_TEXTS[] = {
+	{ "load_model", SCAN_LOAD }, { "from_pretrained", SCAN_LOAD }, { "quantize_model", SCAN_LOAD },
+	{ ", in load_", SCAN_LOAD }, { "cache_latents", SCAN_LOAD }, { "cache_text_e", SCAN_LOAD },
+	{ "self.sample(", SCAN_SAMPLE }, { "generate_images", SCAN_SAMPLE }, { "sample_images", SCAN_SAMPLE },
+	{ "sample_image_inference", SCAN_SAMPLE }, { "log_validation", SCAN_SAMPLE },
+	{ "hook_train_loop", SCAN_TRAIN }, { "train_single_accumulation", SCAN_TRAIN },
+	{ "process_batch", SCAN_TRAIN }, { "backward(", SCAN_TRAIN }, { ", in backward", SCAN_TRAIN },
+	{ "training_step", SCAN_TRAIN },
+	{ "self.save(", SCAN_SAVE }, { "save_model(", SCAN_SAVE }, { "save_weights", SCAN_SAVE },
+};
+
+/* Removes ANSI escape sequences (colours, cursor moves) anywhere in the line, in place; returns the new length. */
+static size_t strip_ansi(char *l, size_t len)
+{
+	size_t i = 0, o = 0;
+
+	while (i < len) {
+		if (l[i] == 0x1b) {
+			i++;
+			if (i < len && l[i] == '[') {
+				i++;
+				while (i < len && !isalpha((unsigned char)l[i]))
+					i++;
+			}
+			if (i < len)
+				i++;
+			continue;
+		}
+		l[o++] = l[i++];
+	}
+	l[o] = '\0';
+	return o;
+}
+
+/* Skips what launchers and people put before a trainer's line: `[rank3]:` (torchrun), `> ` (a
+ * quoted paste), then spaces. */
+static const char *skip_line_prefix(const char *t)
+{
+	for (;;) {
+		if (!strncmp(t, "[rank", 5)) {
+			const char *p = t + 5;
+			while (isdigit((unsigned char)*p))
+				p++;
+			if (p > t + 5 && p[0] == ']' && p[1] == ':') {
+				t = skip_space_esc(p + 2);
+				continue;
+			}
+		}
+		if (t[0] == '>' && (t[1] == ' ' || t[1] == '\0')) {
+			t = skip_space_esc(t + 1);
+			continue;
+		}
+		return t;
+	}
+}
+
+/* BEFORE: the signature counts before this line, so that a signature already counted on it by
+ * scan_line's own checks is not counted twice. */
+static void scan_tables(struct scan *s, const char *l, const int *before)
+{
+	for (size_t i = 0; i < ARRAY_LEN(SIG_TEXTS); i++) {
+		const struct sig_text *r = &SIG_TEXTS[i];
+		if (s->sigs[r->sig] > before[r->sig] || !strstr(l, r->text) || (r->also && !strstr(l, r->also)))
+			continue;
+		s->sigs[r->sig]++;
+		if (r->gpu_oom)
+			note_gpu_oom(s);
+		while (i + 1 < ARRAY_LEN(SIG_TEXTS) && SIG_TEXTS[i + 1].sig == r->sig)
+			i++; /* once per line and signature */
+	}
+	for (size_t i = 0; i < ARRAY_LEN(PHASE_TEXTS); i++) {
+		enum scan_phase p = PHASE_TEXTS[i].phase;
+		if (!strstr(l, PHASE_TEXTS[i].text))
+			continue;
+		if (p == SCAN_SAMPLE)
+			p = s->train_started ? SCAN_SAMPLE : SCAN_BASELINE_SAMPLE;
+		if (p == SCAN_LOAD && s->phase != SCAN_START && s->phase != SCAN_LOAD)
+			continue;
+		set_phase(s, p);
+		break;
+	}
+	if (strstr(l, "Traceback (most recent call last)"))
+		s->in_trace = true;
+	if (!s->in_trace)
+		return;
+	for (size_t i = 0; i < ARRAY_LEN(FRAME_TEXTS); i++) {
+		if (strstr(l, FRAME_TEXTS[i].text)) {
+			s->trace_phase = (int)FRAME_TEXTS[i].phase;
+			break;
+		}
+	}
+}
+
 static void scan_line(struct scan *s, char *l, size_t len)
 {
 	char desc[SCAN_NAME_CAP], exc[128];
+	int before[SIG_COUNT];
 	long long n, total;
 	const char *t, *k;
 	bool bar;
 
 	l[len] = '\0';
-	t = skip_space_esc(l);
+	len = strip_ansi(l, len);
+	t = skip_line_prefix(skip_space_esc(l));
 	if (!*t)
 		return;
 	bar = parse_bar(l, desc, sizeof desc, &n, &total);
@@ -506,6 +652,7 @@ static void scan_line(struct scan *s, char *l, size_t len)
 	}
 
 	/* Signatures: each counted at most once per line. */
+	memcpy(before, s->sigs, sizeof before);
 	if (strstr(l, "OOM during training step, skipping batch")) {
 		s->sigs[SIG_SKIPPED_BATCH_OOM]++;
 		if (s->phase != SCAN_TRAIN && s->phase != SCAN_DONE) {
@@ -531,8 +678,10 @@ static void scan_line(struct scan *s, char *l, size_t len)
 		s->sigs[SIG_CUBLAS_ALLOC_FAILED]++;
 		note_gpu_oom(s);
 	}
-	if (strstr(l, "CUBLAS_STATUS_NOT_INITIALIZED"))
+	if (strstr(l, "CUBLAS_STATUS_NOT_INITIALIZED")) {
 		s->sigs[SIG_CUBLAS_NOT_INITIALIZED]++;
+		note_gpu_oom(s);
+	}
 	if (has_killed(l, t))
 		s->sigs[SIG_HOST_KILLED]++;
 	if (has_memory_error(l))
@@ -556,6 +705,7 @@ static void scan_line(struct scan *s, char *l, size_t len)
 		if (is_config_exception(exc) && !s->loading_seen && !s->train_started)
 			s->sigs[SIG_CONFIG_ERROR]++;
 	}
+	scan_tables(s, l, before);
 	if (strstr(l, "allocate") || strstr(l, "capacity") || strstr(l, "free") || strstr(l, "Process "))
 		scan_oom_numbers(s, l);
 }
@@ -590,13 +740,26 @@ static json_t *ll_or_null(long long v)
 	return v < 0 ? json_null() : json_integer(v);
 }
 
+/* The phase of the first GPU OOM: where the traceback says the trainer was when there is one (the
+ * innermost known frame), else the marker phase when the OOM was first seen; -1 when no GPU OOM. */
+static int oom_phase_of(const struct scan *s)
+{
+	if (s->oom_phase < 0 || s->trace_phase < 0)
+		return s->oom_phase;
+	if (s->trace_phase == SCAN_SAMPLE && !s->train_started)
+		return SCAN_BASELINE_SAMPLE;
+	return s->trace_phase;
+}
+
 json_t *scan_facts(const struct scan *s)
 {
+	int oom_phase = oom_phase_of(s);
+
 	json_t *f = json_object(), *sigs = json_object(), *tail = json_array(), *oom;
 
 	json_object_set_new(f, "phase", json_string(scan_phase_name(s->phase)));
-	json_object_set_new(f, "oom_phase", s->oom_phase < 0 ? json_null() :
-			    json_string(scan_phase_name((enum scan_phase)s->oom_phase)));
+	json_object_set_new(f, "oom_phase", oom_phase < 0 ? json_null() :
+			    json_string(scan_phase_name((enum scan_phase)oom_phase)));
 	json_object_set_new(f, "first_step", ll_or_null(s->first_step));
 	json_object_set_new(f, "last_step", ll_or_null(s->last_step));
 	/* A bar that went backwards (a restarted loop) must not report negative progress. */
@@ -607,7 +770,7 @@ json_t *scan_facts(const struct scan *s)
 		if (s->sigs[i])
 			json_object_set_new(sigs, sig_names[i], json_integer(s->sigs[i]));
 	json_object_set_new(f, "signatures", sigs);
-	if (s->oom_phase >= 0 || !isnan(s->tried_mib) || !isnan(s->total_mib) || s->nprocs) {
+	if (oom_phase >= 0 || !isnan(s->tried_mib) || !isnan(s->total_mib) || s->nprocs) {
 		json_t *procs = json_array();
 		oom = json_object();
 		json_object_set_new(oom, "tried_to_allocate_mib", mib_or_null(s->tried_mib));

@@ -64,7 +64,11 @@ if [ -z "${RUNG_DATABASE_URL:-}" ]; then
 	echo "run.sh: starting PostgreSQL in $PG_DIR on port $port"
 	tests/pg.sh start "$PG_DIR" "$port" || { echo "run.sh: PostgreSQL did not start" >&2; exit 1; }
 	PG_STARTED=1
-	createdb -h 127.0.0.1 -p "$port" -U postgres rung 2>/dev/null || true
+	# A new database numbers its jobs from 1 again: the worker keeps each job's checkpoints in
+	# var/work/jobs/ID/, and an older database's job 1 must not be resumed by this one's.
+	if createdb -h 127.0.0.1 -p "$port" -U postgres rung 2>/dev/null; then
+		rm -rf "$VAR/work/jobs"
+	fi
 	RUNG_DATABASE_URL=$(tests/pg.sh url "$port" rung)
 fi
 export RUNG_DATABASE_URL

@@ -1,7 +1,8 @@
 /* /v1/attempts handlers: heartbeat (a fenced UPDATE) and finish, in three steps: the CTX in a
  * fenced statement, then policy_decide (and report_build when it escalates) on the loop, then the
  * DECISION applied in a statement fenced again by (attempt id, token, state running). Each step is
- * coalesced across requests (batch.c, migrations/004_batch.sql); replies only after the commit. */
+ * coalesced across requests (batch.c; sql/functions/60_finish_ctx_batch.sql, 62_finish_apply_batch.sql);
+ * replies only after the commit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* The GPU health report route, POST /v1/gpus/{uuid}/health: a worker (for its own GPUs) or staff
  * reports a health check; the server records it and may lift a quarantine or clear a suspect GPU
- * (migrations/005_gpu_health.sql). Validation is separate and pure, for the unit tests. */
+ * (sql/functions/85_gpus.sql). Validation is separate and pure, for the unit tests. */
 #ifndef RUNG_API_HEALTH_H
 #define RUNG_API_HEALTH_H
 

@@ -16,13 +16,30 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "sql.h"
 #include "util.h"
 
 #define AUTH_MEMO_MAX 65536 /* ownership answers kept, all tokens and scopes; past it the memo restarts */
-#define AUTH_SCOPES (AUTH_SCOPE_ATTEMPT + 1) /* the counters are kept by enum auth_scope */
-_Static_assert(AUTH_SCOPE_ATTEMPT == 3 && AUTH_SCOPE_WORKER < AUTH_SCOPES && AUTH_SCOPE_JOB < AUTH_SCOPES,
-	       "the memo's hash packs a scope in 2 bits and its counters end at the attempt scope");
+_Static_assert(AUTH_SCOPE_ATTEMPT == 3 && AUTH_SCOPE_WORKER < AUTH_SCOPE_ATTEMPT && AUTH_SCOPE_JOB < AUTH_SCOPE_ATTEMPT,
+	       "the memo's hash packs a scope in 2 bits");
+
+/* rung_auth_owner_checks_total{scope, source}: the samples auth registers in metrics.h and pushes
+ * into, by owner_sample(). */
+static const char *const owner_l0[] = { "scope", "job", "source", "query", NULL };
+static const char *const owner_l1[] = { "scope", "job", "source", "memo", NULL };
+static const char *const owner_l2[] = { "scope", "attempt", "source", "query", NULL };
+static const char *const owner_l3[] = { "scope", "attempt", "source", "memo", NULL };
+static const char *const owner_l4[] = { "scope", "worker", "source", "query", NULL };
+static const char *const owner_l5[] = { "scope", "worker", "source", "memo", NULL };
+static const char *const *const owner_labels[] = { owner_l0, owner_l1, owner_l2, owner_l3, owner_l4, owner_l5 };
+
+static size_t owner_sample(enum auth_scope scope, bool memo)
+{
+	size_t s = scope == AUTH_SCOPE_JOB ? 0 : scope == AUTH_SCOPE_ATTEMPT ? 1 : 2;
+
+	return s * 2 + (memo ? 1 : 0);
+}
 
 /* ---- SHA-256 (FIPS 180-4) ---- */
 
@@ -274,7 +291,7 @@ struct auth {
 	size_t memo_n, memo_cap;
 	unsigned long long memo_gen;  /* bumped by every invalidation: a worker or attempt answer read
 				       * before it is not kept */
-	long long queries[AUTH_SCOPES], memo_hits[AUTH_SCOPES]; /* ownership checks by scope and source */
+	struct metrics_family *owner_checks; /* by scope and source (owner_sample) */
 	struct auth_park *parks;
 	size_t nparks, parks_cap;
 };
@@ -285,6 +302,9 @@ struct auth *auth_new(struct app *app, int submit_rate)
 
 	a->app = app;
 	a->submit_rate = submit_rate > 0 ? submit_rate : AUTH_SUBMIT_RATE_DEFAULT;
+	a->owner_checks = metrics_register(app ? app->metrics : NULL, "rung_auth_owner_checks_total", "counter",
+		"Ownership checks of the job, attempt or worker a route names, by how they were answered.",
+		ARRAY_LEN(owner_labels), owner_labels);
 	return a;
 }
 
@@ -383,14 +403,6 @@ void auth_worker_changed(struct auth *a, long long worker_id)
 {
 	if (worker_id > 0)
 		memo_expire(a, 0, worker_id);
-}
-
-void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits)
-{
-	bool counted = a && (unsigned)scope < AUTH_SCOPES;
-
-	*queries = counted ? a->queries[scope] : 0;
-	*memo_hits = counted ? a->memo_hits[scope] : 0;
 }
 
 static struct auth_entry *entry_by_id(struct auth *a, long long token_id)
@@ -536,12 +548,12 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 	 * tools poll its jobs: an owner once read is remembered (see struct auth_memo). */
 	m = memo_get(a, e->token_id, c->scope, c->object_id);
 	if (m) {
-		a->memo_hits[c->scope]++;
+		metrics_add(a->owner_checks, owner_sample(c->scope, true), 1);
 		h->who.worker_gpus = m->gpus;
 		run_handler(c);
 		return;
 	}
-	a->queries[c->scope]++;
+	metrics_add(a->owner_checks, owner_sample(c->scope, false), 1);
 	c->memo_gen = a->memo_gen;
 	c->sent_ms = util_mono_ms();
 	snprintf(c->token_id_s, sizeof c->token_id_s, "%lld", e->token_id);
@@ -708,4 +720,12 @@ void auth_hreq_release(struct hreq *h)
 	h->who.parked_worker = 0;
 	if (p && --p->count <= 0)
 		*p = a->parks[--a->nparks];
+}
+
+bool auth_body_check(struct hreq *h, const char *buf, size_t len)
+{
+	if (auth_json_depth(buf, len, AUTH_JSON_MAX_DEPTH) <= AUTH_JSON_MAX_DEPTH)
+		return true;
+	hreq_error(h, 400, "json_too_deep", NULL, "JSON nesting is deeper than the limit of %d", AUTH_JSON_MAX_DEPTH);
+	return false;
 }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth_who.h"
+
 struct app;
 struct hreq;
 struct auth;
@@ -18,20 +20,13 @@ struct auth;
 #define AUTH_TOKEN_BYTES 32                 /* random bytes in a token */
 #define AUTH_TOKEN_LEN (5 + 2 * AUTH_TOKEN_BYTES) /* "rung_" + 64 hex digits */
 #define AUTH_HASH_HEX 64                    /* hex SHA-256 */
-#define AUTH_NAME_MAX 64                    /* token names: 1..64 bytes of [A-Za-z0-9._@-] */
 #define AUTH_CACHE_TTL_MS 5000              /* a verified token is trusted this long: revocation
 					     * takes effect on every replica within it */
 #define AUTH_JSON_MAX_DEPTH 64              /* deeper request bodies are answered 400 */
 #define AUTH_SUBMIT_RATE_DEFAULT 200        /* submits per second per token (--submit-rate) */
 
-/* Roles, usable as bits in a route's allowed set. */
-enum auth_role {
-	AUTH_NONE = 0,
-	AUTH_SUBMITTER = 1 << 0, /* submits; sees and cancels only its own jobs */
-	AUTH_WORKER = 1 << 1,    /* registers, leases, heartbeats and finishes only its own attempts */
-	AUTH_SUPPORT = 1 << 2,   /* reads everything, acks/resolves escalations, releases GPUs */
-	AUTH_ADMIN = 1 << 3,     /* everything, and tokens */
-};
+/* enum auth_role (the roles, usable as bits in a route's allowed set) and struct auth_who (the
+ * caller) are in auth_who.h. */
 #define AUTH_OPEN (1u << 4)  /* route flag: no token needed (/healthz) */
 #define AUTH_ANY (AUTH_SUBMITTER | AUTH_WORKER | AUTH_SUPPORT | AUTH_ADMIN)
 #define AUTH_READERS (AUTH_SUBMITTER | AUTH_SUPPORT | AUTH_ADMIN) /* job views */
@@ -46,21 +41,10 @@ enum auth_scope {
 	AUTH_SCOPE_ATTEMPT, /* an attempt: leased to a worker bound to the worker token */
 };
 
-/* The caller, filled in by the router before the handler runs (zeroed on open routes). */
-struct auth_who {
-	enum auth_role role;
-	long long token_id;
-	char name[AUTH_NAME_MAX + 1];
-	int worker_gpus;          /* AUTH_SCOPE_WORKER: GPUs of the worker named by the route */
-	long long parked_worker;  /* set by auth_park_enter, released when the request is answered */
-};
-
 /* A worker's ownership or GPUs may have changed (it registered again): the ownership memo forgets
  * its answers about it and its attempts, so the next call naming one of them reads ownership
  * again. a may be NULL. */
 void auth_worker_changed(struct auth *a, long long worker_id);
-/* Ownership checks of `scope` so far: answered by a query, and by the memo (a may be NULL). */
-void auth_owner_checks(const struct auth *a, enum auth_scope scope, long long *queries, long long *memo_hits);
 
 /* A token bucket: `rate` tokens a second up to `burst`; starts full. */
 struct auth_bucket {
@@ -90,11 +74,12 @@ bool auth_bucket_take(struct auth_bucket *b, double rate, double burst, int64_t 
 int auth_json_depth(const char *buf, size_t len, int cap);
 
 /* The auth state of one rungd (token cache, buckets, parked counts); submit_rate per second per
- * token, burst twice that. auth_free(NULL) is a no-op. */
+ * token, burst twice that. Registers rung_auth_owner_checks_total in app->metrics (when there is
+ * one: create it first) and counts every ownership check there. auth_free(NULL) is a no-op. */
 struct auth *auth_new(struct app *app, int submit_rate);
 void auth_free(struct auth *a);
 
-/* The router's entry: checks the bearer token (cache, else one async lookup), the role against
+/* The router's guard (routes.c): checks the bearer token (cache, else one async lookup), the role against
  * `roles` (AUTH_* bits or AUTH_OPEN), and ownership of param[0] per `scope`; then calls
  * handler(h) with h->who filled in. Refusals answer 401/403/404 JSON and free h. */
 void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h));
@@ -106,8 +91,12 @@ bool auth_submit_allowed(struct hreq *h);
 /* Counts a parked long-poll of worker_id against its limit (GPUs + 1); on excess answers 429,
  * frees h and returns false. The count is released when h is answered (auth_hreq_release). */
 bool auth_park_enter(struct hreq *h, long long worker_id);
-/* Called by http.c when h is freed: releases what the request holds (its parked slot). */
+/* The router's release hook (routes.c): when h is freed, releases what the request holds (its
+ * parked slot). */
 void auth_hreq_release(struct hreq *h);
+/* The router's body check (routes.c), before a request body is parsed: a body nested deeper than
+ * AUTH_JSON_MAX_DEPTH is answered 400 json_too_deep (h freed) and false returned; else true. */
+bool auth_body_check(struct hreq *h, const char *buf, size_t len);
 /* Parked long-polls currently counted for worker_id (tests, logs). */
 int auth_parked(const struct auth *a, long long worker_id);
 

@@ -1,7 +1,7 @@
-/* evhttp plumbing for rungd: routes requests to the api_* handlers, wraps each request in a
- * struct hreq that is answered exactly once (also after the client went away: evhttp keeps a
- * request it has not seen answered, and our reply then only frees it), and renders JSON
- * replies and errors. Handlers and their SQL live in api_*.c. */
+/* evhttp plumbing for rungd: routes requests over the table routes.c installs, wraps each request
+ * in a struct hreq that is answered exactly once (also after the client went away: evhttp keeps a
+ * request it has not seen answered, and our reply then only frees it), and renders JSON replies
+ * and errors. Who may call a route, and what is counted, are the hooks' business (http.h). */
 #include <ctype.h>
 #include <errno.h>
 #include <sys/socket.h>
@@ -16,68 +16,23 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#include "api_attempts.h"
-#include "api_fleet.h"
-#include "api_health.h"
-#include "api_jobs.h"
-#include "api_tokens.h"
-#include "api_workers.h"
 #include "app.h"
-#include "auth.h"
 #include "http.h"
 #include "log.h"
-#include "metrics.h"
 #include "util.h"
-#include "web.h"
 
 /* evhttp refuses bodies past this with its own (HTML) 413; between HTTP_MAX_BODY and this we
  * answer a JSON 413 ourselves. */
 #define HTTP_HARD_MAX_BODY (16 * 1024 * 1024)
 
-struct route {
-	const char *method;
-	const char *pattern; /* segments; "{}" matches any one segment */
-	void (*handler)(struct hreq *h);
-	unsigned roles;         /* AUTH_* roles allowed, or AUTH_OPEN; 0 means any valid token */
-	enum auth_scope scope;  /* what param[0] names, for the ownership check (auth.h) */
-};
+static const struct http_hooks no_hooks;
 
-static const struct route routes[] = {
-	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/jobs", api_jobs_list, AUTH_READERS, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/jobs/{}", api_jobs_get, AUTH_READERS, AUTH_SCOPE_JOB },
-	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts, AUTH_READERS, AUTH_SCOPE_JOB },
-	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
-	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
-	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/workers", api_fleet_workers, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/workers/{}/lease", api_workers_lease, AUTH_WORKERS, AUTH_SCOPE_WORKER },
-	{ "POST", "/v1/attempts/{}/heartbeat", api_attempts_heartbeat, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
-	{ "POST", "/v1/attempts/{}/finish", api_attempts_finish, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
-	{ "GET", "/v1/escalations", api_fleet_escalations, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/escalations/{}", api_fleet_escalation_get, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/escalations/{}/ack", api_fleet_escalation_ack, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/escalations/{}/resolve", api_fleet_escalation_resolve, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/gpus", api_fleet_gpus, AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/gpus/{}/release", api_fleet_gpu_release, AUTH_STAFF, AUTH_SCOPE_NONE },
-	/* workers only for GPUs of their own workers: checked in rung_gpu_health against the token */
-	{ "POST", "/v1/gpus/{}/health", api_health_report, AUTH_WORKER | AUTH_STAFF, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/tokens", api_tokens_create, AUTH_ADMIN, AUTH_SCOPE_NONE },
-	{ "GET", "/v1/tokens", api_tokens_list, AUTH_ADMIN, AUTH_SCOPE_NONE },
-	{ "POST", "/v1/tokens/{}/revoke", api_tokens_revoke, AUTH_ADMIN, AUTH_SCOPE_NONE },
-	{ "GET", "/healthz", api_fleet_healthz, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/metrics", metrics_handle, AUTH_STAFF, AUTH_SCOPE_NONE },
-	/* web pages: open here, web.c checks the rung_token cookie with auth_dispatch itself */
-	{ "GET", "/ui", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/jobs", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/jobs/{}", web_job, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "GET", "/ui/login", web_login_form, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "POST", "/ui/login", web_login, AUTH_OPEN, AUTH_SCOPE_NONE },
-	{ "POST", "/ui/logout", web_logout, AUTH_OPEN, AUTH_SCOPE_NONE },
-};
+/* The router of this process (http_setup). */
+static struct {
+	const struct http_route *routes;
+	size_t n;
+	const struct http_hooks *hooks;
+} router = { NULL, 0, &no_hooks };
 
 static const char *method_name(enum evhttp_cmd_type cmd)
 {
@@ -132,7 +87,8 @@ fail:
 
 static void hreq_free(struct hreq *h)
 {
-	auth_hreq_release(h);
+	if (router.hooks->release)
+		router.hooks->release(h);
 	for (int i = 0; i < HTTP_MAX_PARAMS; i++)
 		free(h->param[i]);
 	free(h->path);
@@ -252,8 +208,9 @@ static void hreq_send(struct hreq *h, int code, const char *ctype, const char *t
 	}
 	log_debug("request", "method=%s path=%s status=%d ms=%lld gone=%d", h->method, h->path, code,
 		  (long long)(util_mono_ms() - h->t0_ms), h->gone);
-	metrics_http_observe(app->metrics, h->method, h->route ? h->route : "unmatched", code,
-			     (double)(util_mono_ms() - h->t0_ms) / 1000.0);
+	if (router.hooks->observe)
+		router.hooks->observe(h, h->route ? h->route : "unmatched", code,
+				      (double)(util_mono_ms() - h->t0_ms) / 1000.0);
 	hreq_free(h);
 	app->inflight--;
 	if (app->request_done)
@@ -406,11 +363,8 @@ int hreq_body(struct hreq *h, json_t **out)
 		*out = json_object();
 		return 0;
 	}
-	if (auth_json_depth((const char *)evbuffer_pullup(in, -1), len, AUTH_JSON_MAX_DEPTH) > AUTH_JSON_MAX_DEPTH) {
-		hreq_error(h, 400, "json_too_deep", NULL, "JSON nesting is deeper than the limit of %d",
-			   AUTH_JSON_MAX_DEPTH);
+	if (router.hooks->body_check && !router.hooks->body_check(h, (const char *)evbuffer_pullup(in, -1), len))
 		return -1;
-	}
 	body = json_loadb((const char *)evbuffer_pullup(in, -1), len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
 		hreq_error(h, 400, "invalid_json", NULL, "malformed JSON at line %d column %d: %s", jerr.line,
@@ -465,20 +419,18 @@ long long http_parse_id(const char *s)
 	return v;
 }
 
-int http_route_access(const char *method, const char *path, unsigned *roles, enum auth_scope *scope)
+const struct http_route *http_route_find(const struct http_route *routes, size_t n, const char *method,
+	const char *path)
 {
-	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+	for (size_t i = 0; i < n; i++) {
 		char *params[HTTP_MAX_PARAMS] = { NULL };
 		bool match = strcmp(routes[i].method, method) == 0 && route_match(routes[i].pattern, path, params);
 		for (int k = 0; k < HTTP_MAX_PARAMS; k++)
 			free(params[k]);
-		if (match) {
-			*roles = routes[i].roles;
-			*scope = routes[i].scope;
-			return 0;
-		}
+		if (match)
+			return &routes[i];
 	}
-	return -1;
+	return NULL;
 }
 
 static void http_dispatch(struct evhttp_request *req, void *arg)
@@ -488,7 +440,7 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 	const char *raw_path = uri ? evhttp_uri_get_path(uri) : NULL;
 	const char *raw_query = uri ? evhttp_uri_get_query(uri) : NULL;
 	struct hreq *h = xcalloc(1, sizeof *h);
-	const struct route *found = NULL;
+	const struct http_route *found = NULL;
 	bool path_known = false, bad_path = false;
 	char allow[64] = "";
 	size_t path_len = 0;
@@ -532,27 +484,31 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 		free(nul_key);
 		return;
 	}
-	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
+	for (size_t i = 0; i < router.n; i++) {
+		const struct http_route *r = &router.routes[i];
 		char *params[HTTP_MAX_PARAMS] = { NULL };
-		if (!route_match(routes[i].pattern, h->path, params))
+		if (!route_match(r->pattern, h->path, params))
 			continue;
 		path_known = true;
-		if (strcmp(routes[i].method, h->method) == 0) {
-			found = &routes[i];
+		if (strcmp(r->method, h->method) == 0) {
+			found = r;
 			h->route = found->pattern;
 			memcpy(h->param, params, sizeof params);
 			break;
 		}
-		if (strlen(allow) + strlen(routes[i].method) + 3 < sizeof allow) {
+		if (strlen(allow) + strlen(r->method) + 3 < sizeof allow) {
 			if (allow[0])
 				strcat(allow, ", ");
-			strcat(allow, routes[i].method);
+			strcat(allow, r->method);
 		}
 		for (int k = 0; k < HTTP_MAX_PARAMS; k++)
 			free(params[k]);
 	}
 	if (found) {
-		auth_dispatch(h, found->roles ? found->roles : AUTH_ANY, found->scope, found->handler);
+		if (router.hooks->guard)
+			router.hooks->guard(h, found);
+		else
+			found->handler(h);
 		return;
 	}
 	if (path_known) {
@@ -564,8 +520,11 @@ static void http_dispatch(struct evhttp_request *req, void *arg)
 	hreq_error(h, 404, "not_found", NULL, "no route for %s %s", h->method, h->path);
 }
 
-void http_setup(struct app *app)
+void http_setup(struct app *app, const struct http_route *routes, size_t n, const struct http_hooks *hooks)
 {
+	router.routes = routes;
+	router.n = routes ? n : 0;
+	router.hooks = hooks ? hooks : &no_hooks;
 	evhttp_set_allowed_methods(app->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
 				   EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
 	evhttp_set_max_body_size(app->http, HTTP_HARD_MAX_BODY);

@@ -1,6 +1,8 @@
-/* HTTP plumbing of rungd on evhttp: the router (404/405 as JSON), one `struct hreq` per request
- * that guarantees exactly one reply (also after the client has gone), capped JSON bodies, JSON
- * replies and errors {"error", "message", "field"}. It knows the routes but not what they do. */
+/* HTTP plumbing of rungd on evhttp: the router over a route table it is given (404/405 as JSON),
+ * one `struct hreq` per request that guarantees exactly one reply (also after the client has
+ * gone), capped JSON bodies, JSON replies and errors {"error", "message", "field"}. It knows no
+ * route, handler, role or metric: routes.c gives it the table and the hooks (the guard that checks
+ * the caller, the body check, the reply observer, the release of what a request holds). */
 #ifndef RUNG_HTTP_H
 #define RUNG_HTTP_H
 
@@ -9,7 +11,7 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "auth.h"
+#include "auth_who.h"
 
 struct app;
 struct evhttp_request;
@@ -32,11 +34,38 @@ struct hreq {
 	int64_t t0_ms;                 /* monotonic start, for the access log */
 	const char *route;             /* matched route pattern (static) or "unmatched": for /metrics */
 	struct event *watch;           /* EOF watch on the client socket while unanswered */
-	struct auth_who who;           /* the caller, set by the router (auth.c) before the handler */
+	struct auth_who who;           /* the caller, set by the guard (auth.c) before the handler */
 };
 
-/* Installs the router as evhttp's generic callback and the body-size cap. */
-void http_setup(struct app *app);
+/* A route: METHOD and PATTERN (segments; "{}" matches any one segment, copied into param[]) to a
+ * handler, with an access rule that http.c passes to the guard without reading it. */
+struct http_route {
+	const char *method;
+	const char *pattern;
+	void (*handler)(struct hreq *h);
+	unsigned access;  /* the guard's rule (routes.c: AUTH_* roles, AUTH_OPEN; 0 = any caller) */
+	int scope;        /* the guard's object scope (routes.c: enum auth_scope of param[0]) */
+};
+
+/* What the layers above plug into the request path; any may be NULL. */
+struct http_hooks {
+	/* Runs the matched route's handler, or refuses the request by answering it (NULL: calls
+	 * r->handler(h) at once). h->route and h->param are set. */
+	void (*guard)(struct hreq *h, const struct http_route *r);
+	/* Before a non-empty body is parsed: returns false after answering h to refuse it. */
+	bool (*body_check)(struct hreq *h, const char *buf, size_t len);
+	/* After each reply: h->method, the route pattern ("unmatched" when none), the status. */
+	void (*observe)(struct hreq *h, const char *route, int status, double seconds);
+	/* When h is freed: releases what the request held. */
+	void (*release)(struct hreq *h);
+};
+
+/* Installs the router as evhttp's generic callback, with the body-size cap, over routes[0..n) (in
+ * match order) and hooks (both borrowed: static storage). One router per process. */
+void http_setup(struct app *app, const struct http_route *routes, size_t n, const struct http_hooks *hooks);
+/* The route of routes[0..n) that METHOD PATH matches, or NULL. */
+const struct http_route *http_route_find(const struct http_route *routes, size_t n, const char *method,
+	const char *path);
 
 /* Parses the body as a JSON object into *out (new reference; an empty body reads as {}).
  * On failure answers 400 (malformed or not an object) or 413 (over HTTP_MAX_BODY), frees h, and
@@ -67,10 +96,6 @@ void hreq_db_error(struct hreq *h, const char *err);
  * row (borrowed from res; NULL when there is no row or it is SQL NULL), or answers 503 (no
  * connection, connection-class errors) or 500 (any other error), frees h and returns -1. */
 int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **value);
-
-/* The access rule of the route METHOD PATH: its AUTH_* roles (0 = any valid token) and scope.
- * Returns 0, or -1 when no route matches (for tests and docs of who may do what). */
-int http_route_access(const char *method, const char *path, unsigned *roles, enum auth_scope *scope);
 
 /* Parses a positive decimal id; returns -1 when it is not one. */
 long long http_parse_id(const char *s);

@@ -1,6 +1,7 @@
 /* Long-poll leases: parked waiters live in memory only, and claim rounds serve them. A round is
- * one rung_claim_batch() statement (migrations/004_batch.sql) for up to LEASE_ROUND_MAX waiters;
- * at most one round is in flight per process. Owns the waiters, their timers and the round. */
+ * one rung_claim_batch() statement (sql/functions/41_claim_batch.sql) for up to LEASE_ROUND_MAX
+ * waiters; at most one round is in flight per process. Owns the waiters, their timers and the
+ * round; pushes the number of waiters into the rung_lease_waiters gauge it registers (metrics.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "http.h"
 #include "lease.h"
 #include "log.h"
+#include "metrics.h"
 #include "sql.h"
 #include "util.h"
 
@@ -48,6 +50,7 @@ struct lease_mgr {
 	struct app *app;
 	struct wlist fresh, parked;
 	int count;
+	struct metrics_family *waiters; /* rung_lease_waiters: count */
 	bool stopping;
 	bool woken;              /* parked waiters should be tried in the next round */
 	struct event *poll;      /* --poll-fallback-ms */
@@ -98,6 +101,7 @@ static void waiter_unlink_free(struct waiter *w)
 	else if (w->state == W_PARKED)
 		wlist_unlink(&m->parked, w);
 	m->count--;
+	metrics_set(m->waiters, 0, m->count);
 	if (w->deadline)
 		event_free(w->deadline);
 	free(w->gpu_uuid);
@@ -371,6 +375,7 @@ struct lease_mgr *lease_new(struct app *app)
 	struct timeval tv = { app->poll_fallback_ms / 1000, (app->poll_fallback_ms % 1000) * 1000 };
 
 	m->app = app;
+	m->waiters = metrics_register(app->metrics, "rung_lease_waiters", "gauge", "Parked lease long-polls.", 1, NULL);
 	m->poll = event_new(app->base, -1, EV_PERSIST, on_poll, m);
 	m->kick = event_new(app->base, -1, 0, on_kick, m);
 	if (!m->poll || !m->kick)
@@ -419,6 +424,7 @@ void lease_park(struct lease_mgr *m, struct hreq *h, long long worker_id, const 
 	}
 	wlist_append(&m->fresh, w);
 	m->count++;
+	metrics_set(m->waiters, 0, m->count);
 	h->on_gone = on_gone;
 	h->on_gone_arg = w;
 	if (m->stopping) {

@@ -21,6 +21,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "reaper.h"
+#include "routes.h"
 #include "util.h"
 #include "webhook.h"
 
@@ -190,13 +191,13 @@ int main(int argc, char **argv)
 		log_error("cannot listen", "listen=%s", o.listen);
 		goto out;
 	}
-	http_setup(&app);
+	routes_setup(&app);
 	app.db = db_new(app.base, o.database_url, o.db_pool);
 	if (!app.db)
 		goto out;
+	app.metrics = metrics_new(); /* first: lease and auth register their families in it */
 	app.lease = lease_new(&app);
 	app.auth = auth_new(&app, o.submit_rate);
-	app.metrics = metrics_new();
 	if (o.escalation_webhook) {
 		struct webhook_opts wo = { o.escalation_webhook, o.webhook_poll_ms, o.webhook_backoff_ms,
 					   o.webhook_backoff_max_ms, o.webhook_timeout_ms };

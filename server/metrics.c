@@ -1,7 +1,8 @@
 /* Prometheus exposition for rungd (metrics.h): histogram bookkeeping, the text-format writers
- * (HELP/TYPE, escaped labels, cumulative buckets), the in-process HTTP latency registry fed by
- * http.c's reply path, and the GET /metrics handler that adds the database counts of
- * sql/metrics_counts.sql. Owns the registry; the counts themselves live in PostgreSQL. */
+ * (HELP/TYPE, escaped labels, cumulative buckets), the in-process registry (HTTP latencies fed by
+ * the router's observe hook, and the families other modules register and push into), and the GET
+ * /metrics handler that adds the database counts of sql/metrics_counts.sql. Owns the registry;
+ * reads no other module's state but the database pool's statistics. */
 #include "metrics.h"
 
 #include <math.h>
@@ -13,10 +14,8 @@
 #include <jansson.h>
 
 #include "app.h"
-#include "auth.h"
 #include "db.h"
 #include "http.h"
-#include "lease.h"
 #include "log.h"
 #include "sql.h"
 #include "util.h"
@@ -38,9 +37,18 @@ struct http_series {
 	struct metrics_hist hist;
 };
 
+struct metrics_family {
+	const char *name, *type, *help;   /* static */
+	size_t n;                         /* samples */
+	const char *const *const *labels; /* per sample (static): "key", "value", ..., NULL */
+	double *values;
+};
+
 struct metrics {
 	struct http_series *http;
 	size_t nhttp, caphttp;
+	struct metrics_family **fam;      /* in registration order */
+	size_t nfam;
 };
 
 void metrics_hist_init(struct metrics_hist *hi, const double *bounds, int nbounds)
@@ -187,6 +195,11 @@ void metrics_free(struct metrics *m)
 	for (size_t i = 0; i < m->nhttp; i++)
 		metrics_hist_release(&m->http[i].hist);
 	free(m->http);
+	for (size_t i = 0; i < m->nfam; i++) {
+		free(m->fam[i]->values);
+		free(m->fam[i]);
+	}
+	free(m->fam);
 	free(m);
 }
 
@@ -302,25 +315,48 @@ static void write_db_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
 }
 
-/* Ownership checks by scope and by how they were answered. */
-static void write_auth_checks(struct evbuffer *b, const struct auth *a)
+struct metrics_family *metrics_register(struct metrics *m, const char *name, const char *type, const char *help,
+	size_t n, const char *const *const *labels)
 {
-	static const struct {
-		enum auth_scope scope;
-		const char *name;
-	} scopes[] = { { AUTH_SCOPE_JOB, "job" }, { AUTH_SCOPE_ATTEMPT, "attempt" }, { AUTH_SCOPE_WORKER, "worker" } };
-	long long queries, memo;
+	struct metrics_family *f;
 
-	metrics_write_head(b, "rung_auth_owner_checks_total", "counter",
-			   "Ownership checks of the job, attempt or worker a route names, by how they were answered.");
-	for (size_t i = 0; i < ARRAY_LEN(scopes); i++) {
-		auth_owner_checks(a, scopes[i].scope, &queries, &memo);
-		metrics_write_sample(b, "rung_auth_owner_checks_total",
-				     (const char *const[]){ "scope", scopes[i].name, "source", "query", NULL },
-				     (double)queries);
-		metrics_write_sample(b, "rung_auth_owner_checks_total",
-				     (const char *const[]){ "scope", scopes[i].name, "source", "memo", NULL },
-				     (double)memo);
+	if (!m)
+		return NULL;
+	for (size_t i = 0; i < m->nfam; i++)
+		if (!strcmp(m->fam[i]->name, name))
+			return m->fam[i]->n == n ? m->fam[i] : NULL;
+	f = xcalloc(1, sizeof *f);
+	f->name = name;
+	f->type = type;
+	f->help = help;
+	f->n = n;
+	f->labels = labels;
+	f->values = xcalloc(n ? n : 1, sizeof *f->values);
+	m->fam = xrealloc(m->fam, (m->nfam + 1) * sizeof *m->fam);
+	m->fam[m->nfam++] = f;
+	return f;
+}
+
+void metrics_add(struct metrics_family *f, size_t sample, double v)
+{
+	if (f && sample < f->n)
+		f->values[sample] += v;
+}
+
+void metrics_set(struct metrics_family *f, size_t sample, double v)
+{
+	if (f && sample < f->n)
+		f->values[sample] = v;
+}
+
+void metrics_write_families(const struct metrics *m, struct evbuffer *b)
+{
+	for (size_t i = 0; m && i < m->nfam; i++) {
+		const struct metrics_family *f = m->fam[i];
+
+		metrics_write_head(b, f->name, f->type, f->help);
+		for (size_t k = 0; k < f->n; k++)
+			metrics_write_sample(b, f->name, f->labels ? f->labels[k] : NULL, f->values[k]);
 	}
 }
 
@@ -348,9 +384,7 @@ static void on_counts(PGresult *res, const char *err, void *arg)
 	metrics_write_sample(b, "rung_db_connections", (const char *const[]){ "state", "idle", NULL }, idle);
 	metrics_write_head(b, "rung_db_queued_statements", "gauge", "Statements waiting for a connection.");
 	metrics_write_sample(b, "rung_db_queued_statements", NULL, queued);
-	metrics_write_head(b, "rung_lease_waiters", "gauge", "Parked lease long-polls.");
-	metrics_write_sample(b, "rung_lease_waiters", NULL, app->lease ? lease_waiting(app->lease) : 0);
-	write_auth_checks(b, app->auth);
+	metrics_write_families(app->metrics, b); /* lease waiters, auth's ownership checks */
 	hreq_reply_typed(h, 200, "text/plain; version=0.0.4; charset=utf-8",
 			 (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
 	evbuffer_free(b);

@@ -1,10 +1,12 @@
 /* GET /metrics for rungd in the Prometheus text exposition format (version 0.0.4): the counts
  * kept in the database (jobs, attempts, rungs, queue, lease waits, heartbeats, GPUs,
  * escalations, webhook outbox; one statement), and what only the process knows (HTTP request
- * latency by route and status class, the database pool, parked long-polls). */
+ * latency by route and status class, the database pool, and the families other modules register
+ * here and push into: parked long-polls, ownership checks). It includes none of those modules. */
 #ifndef RUNG_METRICS_H
 #define RUNG_METRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct evbuffer;
@@ -47,6 +49,19 @@ void metrics_free(struct metrics *m);
 void metrics_http_observe(struct metrics *m, const char *method, const char *route, int status, double seconds);
 /* Appends the in-process metrics (HTTP histograms) to b. */
 void metrics_write_http(const struct metrics *m, struct evbuffer *b);
+
+/* A family of `n` samples that its owner pushes into: a counter (metrics_add) or a gauge
+ * (metrics_set), written after the HTTP histograms in registration order. name, type
+ * ("counter" | "gauge"), help and labels (per sample: "key", "value", ..., NULL; or NULL for
+ * none) are borrowed and must be static. Registering a name again returns the same family (NULL
+ * when n differs). Returns NULL when m is NULL; metrics_add/metrics_set on NULL, or with
+ * sample >= n, do nothing. Freed with m. */
+struct metrics_family *metrics_register(struct metrics *m, const char *name, const char *type, const char *help,
+	size_t n, const char *const *const *labels);
+void metrics_add(struct metrics_family *f, size_t sample, double v);
+void metrics_set(struct metrics_family *f, size_t sample, double v);
+/* Appends every registered family to b. */
+void metrics_write_families(const struct metrics *m, struct evbuffer *b);
 
 /* The GET /metrics handler: one statement for the database counts, then the in-process ones;
  * answers 200 text/plain even when the database is down (rung_database_up 0). */

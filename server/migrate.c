@@ -1,6 +1,7 @@
-/* Applies the embedded migrations (see migrate.h): blocking libpq, one transaction per migration,
- * a session advisory lock around the whole run, and the schema_migrations bookkeeping table.
- * Owns nothing after it returns; knows nothing about what the migrations contain. */
+/* Applies the embedded migrations and then the repeatable function files (see migrate.h):
+ * blocking libpq, one transaction per migration and one for the whole repeatable set, a session
+ * advisory lock around the whole run, and the schema_migrations / schema_repeatables bookkeeping
+ * tables. Owns nothing after it returns; knows nothing about what the files contain. */
 #include "migrate.h"
 
 #include <stdbool.h>
@@ -24,6 +25,17 @@ static const char migrate_sql_table[] =
 	" applied_at timestamptz NOT NULL DEFAULT now())";
 static const char migrate_sql_applied[] = "SELECT 1 FROM schema_migrations WHERE name = $1";
 static const char migrate_sql_record[] = "INSERT INTO schema_migrations (name) VALUES ($1)";
+/* The repeatable files as last applied: one row per file with the md5 of its text. */
+static const char migrate_sql_rep_table[] =
+	"CREATE TABLE IF NOT EXISTS schema_repeatables ("
+	" name text PRIMARY KEY,"
+	" checksum text NOT NULL,"
+	" applied_at timestamptz NOT NULL DEFAULT now())";
+static const char migrate_sql_rep_same[] =
+	"SELECT 1 FROM schema_repeatables WHERE name = $1 AND checksum = md5($2)";
+static const char migrate_sql_rep_count[] = "SELECT 1 FROM schema_repeatables HAVING count(*) = $1::int";
+static const char migrate_sql_rep_clear[] = "DELETE FROM schema_repeatables";
+static const char migrate_sql_rep_record[] = "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, md5($2))";
 
 /* Postgres NOTICEs ("already exists, skipping") are debug noise here. */
 static void migrate_notice(void *arg, const char *msg)
@@ -86,29 +98,37 @@ static PGconn *migrate_connect(const char *conninfo, int wait_ms)
 	}
 }
 
+/* Runs one multi-statement file inside the open transaction; false (logged) when it failed or
+ * ended the transaction itself. */
+static bool migrate_file(PGconn *pg, const struct sql_migration *m, const char *kind)
+{
+	PGresult *res = PQexec(pg, m->text); /* simple query protocol: many statements */
+	ExecStatusType st = PQresultStatus(res);
+	char err[256];
+	bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || st == PGRES_EMPTY_QUERY;
+
+	if (!ok)
+		log_error("migration failed", "%s=\"%s\" error=\"%s\"", kind, m->name,
+			migrate_errline(err, sizeof err, PQresultErrorMessage(res)));
+	else if (PQtransactionStatus(pg) != PQTRANS_INTRANS) {
+		log_error("migration failed", "%s=\"%s\" error=\"%s\"", kind, m->name,
+			"the file must not end the transaction itself (no COMMIT/ROLLBACK)");
+		ok = false;
+	}
+	PQclear(res);
+	return ok;
+}
+
 /* Applies one migration in its own transaction; rolls it back on failure. */
 static int migrate_one(PGconn *pg, const struct sql_migration *m)
 {
 	const char *params[1] = { m->name };
-	PGresult *res = NULL;
-	char err[256];
 	int rc = -1;
 
 	if (!migrate_exec(pg, "BEGIN", 0, NULL, "begin", m->name, NULL))
 		goto out;
-	/* PQexec: a migration file may hold many statements (simple query protocol). */
-	res = PQexec(pg, m->text);
-	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK &&
-		PQresultStatus(res) != PGRES_EMPTY_QUERY) {
-		log_error("migration failed", "migration=\"%s\" error=\"%s\"", m->name,
-			migrate_errline(err, sizeof err, PQresultErrorMessage(res)));
+	if (!migrate_file(pg, m, "migration"))
 		goto rollback;
-	}
-	if (PQtransactionStatus(pg) != PQTRANS_INTRANS) {
-		log_error("migration failed", "migration=\"%s\" error=\"%s\"", m->name,
-			"the migration must not end the transaction itself (no COMMIT/ROLLBACK in migrations)");
-		goto rollback;
-	}
 	if (!migrate_exec(pg, migrate_sql_record, 1, params, "record", m->name, NULL))
 		goto rollback;
 	if (!migrate_exec(pg, "COMMIT", 0, NULL, "commit", m->name, NULL))
@@ -119,19 +139,75 @@ static int migrate_one(PGconn *pg, const struct sql_migration *m)
 rollback:
 	PQclear(PQexec(pg, "ROLLBACK"));
 out:
-	PQclear(res);
 	return rc;
 }
 
+/* Whether the repeatable set recorded in schema_repeatables is exactly rep[0..n) (same names,
+ * same checksums). -1 when a query failed. */
+static int migrate_rep_current(PGconn *pg, const struct sql_migration *rep, size_t n)
+{
+	char count[24];
+	const char *cp[1] = { count };
+	bool found = false;
+	size_t i;
+
+	snprintf(count, sizeof count, "%zu", n);
+	if (!migrate_exec(pg, migrate_sql_rep_count, 1, cp, "check", NULL, &found))
+		return -1;
+	for (i = 0; found && i < n; i++) {
+		const char *params[2] = { rep[i].name, rep[i].text };
+
+		if (!migrate_exec(pg, migrate_sql_rep_same, 2, params, "check", rep[i].name, &found))
+			return -1;
+	}
+	return found ? 1 : 0;
+}
+
+/* Applies every repeatable file, in order, in one transaction, and records their checksums;
+ * rolls the whole set back when one fails. The record is cleared first, on its own: should a
+ * file commit part of itself before failing, the next run applies the set again. */
+static int migrate_repeatables(PGconn *pg, const struct sql_migration *rep, size_t n)
+{
+	size_t i;
+
+	if (!migrate_exec(pg, migrate_sql_rep_clear, 0, NULL, "record", NULL, NULL) ||
+		!migrate_exec(pg, "BEGIN", 0, NULL, "begin", NULL, NULL))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (!migrate_file(pg, &rep[i], "repeatable"))
+			goto rollback;
+	if (!migrate_exec(pg, migrate_sql_rep_clear, 0, NULL, "record", NULL, NULL))
+		goto rollback;
+	for (i = 0; i < n; i++) {
+		const char *params[2] = { rep[i].name, rep[i].text };
+
+		if (!migrate_exec(pg, migrate_sql_rep_record, 2, params, "record", rep[i].name, NULL))
+			goto rollback;
+	}
+	if (!migrate_exec(pg, "COMMIT", 0, NULL, "commit", NULL, NULL))
+		return -1;
+	log_info("functions applied", "files=%zu", n);
+	return 0;
+rollback:
+	PQclear(PQexec(pg, "ROLLBACK"));
+	return -1;
+}
+
 int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n)
+{
+	return migrate_apply_all(conninfo, wait_ms, list, n, NULL, 0);
+}
+
+int migrate_apply_all(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n,
+	const struct sql_migration *rep, size_t nrep)
 {
 	const char *key[1] = { MIGRATE_LOCK_KEY };
 	PGconn *pg = NULL;
 	bool locked = false, found = false;
 	size_t i, applied = 0;
-	int rc = -1;
+	int rc = -1, current;
 
-	if (!conninfo || (n && !list))
+	if (!conninfo || (n && !list) || (nrep && !rep))
 		goto out;
 	pg = migrate_connect(conninfo, wait_ms);
 	if (!pg)
@@ -154,6 +230,17 @@ int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration 
 		applied++;
 	}
 	log_info("schema up to date", "migrations=%zu applied_now=%zu", n, applied);
+	if (nrep) {
+		/* After any migration the whole set runs again (a migration may have dropped what a
+		 * function or trigger needed); otherwise only when a file changed, came or went. */
+		if (!migrate_exec(pg, migrate_sql_rep_table, 0, NULL, "create_table", NULL, NULL))
+			goto out;
+		current = applied ? 0 : migrate_rep_current(pg, rep, nrep);
+		if (current < 0 || (!current && migrate_repeatables(pg, rep, nrep) < 0))
+			goto out;
+		if (current)
+			log_info("functions up to date", "files=%zu", nrep);
+	}
 	rc = 0;
 out:
 	if (locked)
@@ -164,5 +251,6 @@ out:
 
 int migrate_run(const char *conninfo, int wait_ms)
 {
-	return migrate_apply(conninfo, wait_ms, sql_migrations, sql_migrations_count);
+	return migrate_apply_all(conninfo, wait_ms, sql_migrations, sql_migrations_count, sql_repeatables,
+		sql_repeatables_count);
 }

@@ -1,6 +1,8 @@
 /* Schema migrations for rungd: applies the embedded migrations/ files (build/sql.h) in name
- * order, each in its own transaction, under a Postgres advisory lock so that concurrent rungd
- * processes never apply one twice. Blocking libpq: runs before the event loop starts. */
+ * order, each in its own transaction, then the repeatable sql/functions/ files (every function and
+ * trigger, CREATE OR REPLACE) in one transaction when they changed, all under a Postgres advisory
+ * lock so that concurrent rungd processes never apply one twice. Blocking libpq: runs before the
+ * event loop starts. */
 #ifndef RUNG_MIGRATE_H
 #define RUNG_MIGRATE_H
 
@@ -13,13 +15,22 @@
 
 /* Connects to `conninfo`, retrying until `wait_ms` has elapsed (so rungd can start while
  * Postgres is still coming up), then applies every sql_migrations[] entry not yet recorded in
- * schema_migrations (created if missing). Returns 0 when the schema is current, -1 after
- * logging the reason (connection, or which migration failed with Postgres's message; that
- * migration is rolled back, earlier ones stay applied). Idempotent. */
+ * schema_migrations (created if missing), then all of sql_repeatables[], in order and in one
+ * transaction, when a migration was applied now or the files differ from those recorded in
+ * schema_repeatables (names and md5 of their text). Returns 0 when the schema and functions are
+ * current, -1 after logging the reason (connection, or which file failed with Postgres's
+ * message; that migration, or the whole repeatable set, is rolled back, earlier migrations stay
+ * applied). Idempotent: a second run changes nothing. */
 int migrate_run(const char *conninfo, int wait_ms);
 
-/* migrate_run over an explicit list (for tests and tools): `list[0..n)` in the given order,
- * names unique; the list is borrowed. Same contract as migrate_run. */
+/* migrate_run over explicit lists (for tests and tools): migrations `list[0..n)` and repeatable
+ * files `rep[0..nrep)`, each in the given order, names unique; the lists are borrowed. With
+ * nrep == 0 the repeatable step (and schema_repeatables) is left alone. Same contract as
+ * migrate_run. */
+int migrate_apply_all(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n,
+	const struct sql_migration *rep, size_t nrep);
+
+/* migrate_apply_all with migrations only. */
 int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n);
 
 #endif

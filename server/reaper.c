@@ -1,4 +1,4 @@
-/* Lease-expiry reaper of rungd: a persistent timer runs rung_reap() (migrations/001_init.sql)
+/* Lease-expiry reaper of rungd: a persistent timer runs rung_reap() (sql/functions/70_reap.sql)
  * when no earlier run is in flight, logs each lost attempt and wakes parked long-polls when
  * something was re-queued. Owns only its timer. */
 #include <stdbool.h>

@@ -342,8 +342,9 @@ static void sim_bar(const char *desc, long n, long total, long done, long ms_per
 		snprintf(rem, sizeof(rem), "?");
 		snprintf(rate, sizeof(rate), "?it/s");
 	}
-	sim_err("\r%s: %3d%%|%s| %ld/%ld [%s<%s, %s%s%s]", desc, (int)(frac * 100), bar, n, total, el, rem,
-		rate, postfix ? ", " : "", postfix ? postfix : "");
+	/* An empty DESC draws tqdm's unnamed bar, as AI Toolkit's block quantizer does. */
+	sim_err("\r%s%s%3d%%|%s| %ld/%ld [%s<%s, %s%s%s]", desc, *desc ? ": " : "", (int)(frac * 100), bar, n, total,
+		el, rem, rate, postfix ? ", " : "", postfix ? postfix : "");
 }
 
 /* ---- GPU bookkeeping ---- */
@@ -627,6 +628,10 @@ static void sim_load(struct sim_run *r)
 	sim_register(r, used);
 	sim_out("Loading %s model", r->arch);
 	sim_out("Loading transformer");
+	/* The load as real AI Toolkit logs show it (tests/data/logs 003, 027): a shards bar, then an
+	 * unnamed bar per quantized block list; neither is the training bar. */
+	sim_bar("Loading checkpoint shards", 3, 3, 3, 50, NULL);
+	sim_err("\n");
 	sim_wait(r, r->load_ms / 4);
 	if (!strcmp(fault, "host_oom")) {
 		sim_err("Killed\n");
@@ -642,6 +647,10 @@ static void sim_load(struct sim_run *r)
 	sim_check(r, used);
 	if (sim_bool(model, "quantize", 0)) {
 		sim_out("Quantizing Transformer");
+		sim_out(" - quantizing 40 transformer blocks");
+		sim_bar("", 40, 40, 40, 5, NULL);
+		sim_err("\n");
+		sim_out(" - quantizing extras");
 		sim_wait(r, r->load_ms / 4);
 	}
 	sim_out("Loading text encoder");
@@ -658,6 +667,11 @@ static void sim_load(struct sim_run *r)
 	sim_out("Making pipe");
 	sim_out("Preparing Model");
 	sim_out("Model Loaded");
+	sim_out("create LoRA network. base dim (rank): 16, alpha: 16");
+	sim_out("neuron dropout: p=None, rank dropout: p=None, module dropout: p=None");
+	sim_out("create LoRA for Text Encoder: 0 modules.");
+	sim_out("create LoRA for U-Net: 494 modules.");
+	sim_out("enable LoRA for U-Net");
 	sim_wait(r, r->load_ms / 4);
 }
 

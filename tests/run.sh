@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The test runner behind `make test`: one throwaway PostgreSQL for the whole run, then every
-# bin/tests/test_* (unit) and bin/tests/it_* (integration), each with a fresh database of its own
-# and a timeout. Counts the TAP-like `ok - ` / `not ok - ` lines; ends with `N passed, N failed`.
+# The test runner behind `make test`: one throwaway PostgreSQL for the whole run, then the structure
+# check (scripts/check-structure.sh), every bin/tests/test_* (unit) and bin/tests/it_* (integration),
+# each with a fresh database of its own and a timeout. Counts the TAP-like `ok - ` / `not ok - `
+# lines; ends with `N passed, N failed`.
 #   tests/run.sh [PATTERN...]   run only the binaries whose name contains one of the patterns
 # Env: RUNG_TEST_TIMEOUT (seconds per binary, default 300), RUNG_TEST_VERBOSE=1 (print every log),
 #      RUNG_TEST_SLOW (deadline factor for volume-bound waits; 3 under SANITIZE), RUNG_SKIP_BROWSER=1.
@@ -100,6 +101,32 @@ passed=0
 failed=0
 failed_bins=()
 n=0
+
+# The structure check (scripts/check-structure.sh: no include or call circle in server/ and recovery/,
+# recovery/ pure, one CREATE per SQL function): one more "binary", run first; it reads build/'s objects.
+run_structure=0
+if [ $# -eq 0 ]; then run_structure=1; else
+	for pat in "$@"; do case structure in *"$pat"*) run_structure=1 ;; esac; done
+fi
+if [ $run_structure = 1 ]; then
+	log="$TMP/structure.log"
+	scripts/check-structure.sh "$ROOT" >"$log" 2>&1
+	rc=$?
+	ok=$(grep -c '^ok - ' "$log")
+	bad=$(grep -c '^not ok - ' "$log")
+	[ "$rc" -ne 0 ] && [ "$bad" -eq 0 ] && bad=1
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+	if [ "$bad" -gt 0 ]; then
+		failed_bins+=(check-structure)
+		echo "=== check-structure: output ==="
+		cat "$log"
+		echo "=== FAIL check-structure: $ok passed, $bad failed"
+	else
+		[ "$VERBOSE" = 1 ] && cat "$log"
+		echo "PASS check-structure: $ok passed"
+	fi
+fi
 for b in "${bins[@]}"; do
 	n=$((n + 1))
 	name=$(basename "$b")
@@ -181,7 +208,7 @@ if [ $run_browser = 1 ]; then
 	fi
 fi
 
-if [ ${#bins[@]} -eq 0 ] && [ $run_browser = 0 ]; then
+if [ ${#bins[@]} -eq 0 ] && [ $run_browser = 0 ] && [ $run_structure = 0 ]; then
 	echo "run.sh: no test binaries matched${*:+ ($*)}"
 fi
 if [ ${#failed_bins[@]} -gt 0 ]; then

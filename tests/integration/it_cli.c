@@ -514,6 +514,14 @@ static void test_yaml_fixture_run(struct harness *h)
 	if (rc != 0)
 		h_diag("watch stdout: %s stderr: %s", g_out, g_err);
 	h_ok(h, ctl(h, "attempts", id) == 0 && strstr(g_out, "succeeded"), "attempts: the succeeded attempt");
+	char *verdict = xasprintf("result            job %s succeeded after 1 attempt(s) with attempt 1's run "
+		"(flux_lora_test_v1)\n  every setting at target\n", id);
+	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, verdict) &&
+		strstr(g_out, "attempt 1 ended: outcome succeeded, class success, action succeed, rung -\n"),
+		"show: a succeeded job's verdict setting by setting, and its attempts");
+	if (!strstr(g_out, verdict))
+		h_diag("show stdout: %s", g_out);
+	free(verdict);
 out:
 	json_decref(want);
 	free(err);

@@ -1,11 +1,12 @@
 /* Unit tests of server/auth: SHA-256 against the FIPS 180-4 vectors, token and name shapes, the
  * role names, the submit token bucket, the JSON depth scan, and the route table's who-may-do-what
- * (http_route_access). No database: the router's async path is covered by it_auth. */
+ * (routes_access). No database: the router's async path is covered by it_auth. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../server/auth.h"
 #include "../../server/http.h"
+#include "../../server/routes.h"
 #include "tap.h"
 
 static void test_sha256(void)
@@ -135,34 +136,34 @@ static void test_route_table(void)
 	unsigned roles = 0;
 	enum auth_scope scope = AUTH_SCOPE_NONE;
 
-	TAP_INT_EQ(http_route_access("GET", "/healthz", &roles, &scope), 0, "healthz is a route");
+	TAP_INT_EQ(routes_access("GET", "/healthz", &roles, &scope), 0, "healthz is a route");
 	TAP_OK(roles & AUTH_OPEN, "healthz is open");
-	http_route_access("POST", "/v1/jobs", &roles, &scope);
+	routes_access("POST", "/v1/jobs", &roles, &scope);
 	TAP_OK((roles & AUTH_SUBMITTER) && !(roles & AUTH_WORKER) && !(roles & AUTH_SUPPORT), "submit: submitters, not workers or support");
-	http_route_access("GET", "/v1/jobs/7", &roles, &scope);
+	routes_access("GET", "/v1/jobs/7", &roles, &scope);
 	TAP_OK((roles & AUTH_SUBMITTER) && (roles & AUTH_SUPPORT) && !(roles & AUTH_WORKER) && scope == AUTH_SCOPE_JOB,
 	       "job view: submitter (own) and support, not worker");
-	http_route_access("POST", "/v1/jobs/7/cancel", &roles, &scope);
+	routes_access("POST", "/v1/jobs/7/cancel", &roles, &scope);
 	TAP_OK((roles & AUTH_SUBMITTER) && !(roles & AUTH_SUPPORT) && scope == AUTH_SCOPE_JOB, "cancel: submitter (own), not support");
-	http_route_access("POST", "/v1/workers/3/lease", &roles, &scope);
+	routes_access("POST", "/v1/workers/3/lease", &roles, &scope);
 	TAP_OK(roles == (AUTH_WORKER | AUTH_ADMIN) && scope == AUTH_SCOPE_WORKER, "lease: worker (own) and admin");
-	http_route_access("POST", "/v1/attempts/3/heartbeat", &roles, &scope);
+	routes_access("POST", "/v1/attempts/3/heartbeat", &roles, &scope);
 	TAP_OK(roles == (AUTH_WORKER | AUTH_ADMIN) && scope == AUTH_SCOPE_ATTEMPT, "heartbeat: worker (own) and admin");
-	http_route_access("POST", "/v1/attempts/3/finish", &roles, &scope);
+	routes_access("POST", "/v1/attempts/3/finish", &roles, &scope);
 	TAP_OK(roles == (AUTH_WORKER | AUTH_ADMIN) && scope == AUTH_SCOPE_ATTEMPT, "finish: worker (own) and admin");
-	http_route_access("POST", "/v1/escalations/3/ack", &roles, &scope);
+	routes_access("POST", "/v1/escalations/3/ack", &roles, &scope);
 	TAP_OK(roles == (AUTH_SUPPORT | AUTH_ADMIN), "ack: support and admin");
-	http_route_access("POST", "/v1/gpus/GPU-1/release", &roles, &scope);
+	routes_access("POST", "/v1/gpus/GPU-1/release", &roles, &scope);
 	TAP_OK(roles == (AUTH_SUPPORT | AUTH_ADMIN), "gpu release: support and admin");
-	http_route_access("GET", "/v1/workers", &roles, &scope);
+	routes_access("GET", "/v1/workers", &roles, &scope);
 	TAP_OK(!(roles & AUTH_SUBMITTER) && !(roles & AUTH_WORKER), "worker list: not submitters or workers");
-	TAP_INT_EQ(http_route_access("POST", "/v1/tokens", &roles, &scope), 0, "token create is a route");
+	TAP_INT_EQ(routes_access("POST", "/v1/tokens", &roles, &scope), 0, "token create is a route");
 	TAP_OK(roles == AUTH_ADMIN, "token create: admin only");
-	http_route_access("GET", "/v1/tokens", &roles, &scope);
+	routes_access("GET", "/v1/tokens", &roles, &scope);
 	TAP_OK(roles == AUTH_ADMIN, "token list: admin only");
-	http_route_access("POST", "/v1/tokens/5/revoke", &roles, &scope);
+	routes_access("POST", "/v1/tokens/5/revoke", &roles, &scope);
 	TAP_OK(roles == AUTH_ADMIN, "token revoke: admin only");
-	TAP_INT_EQ(http_route_access("DELETE", "/v1/jobs/1", &roles, &scope), -1, "no route, no rule");
+	TAP_INT_EQ(routes_access("DELETE", "/v1/jobs/1", &roles, &scope), -1, "no route, no rule");
 }
 
 int main(void)

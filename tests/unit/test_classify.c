@@ -96,6 +96,30 @@ int main(void)
 		   "near miss: after 30 steps training had really started");
 	json_decref(f);
 
+	/* Real logs (tests/data/logs): only one process in an OOM message can be the trainer; a busy GPU
+	 * is the worker's problem; an OOM of unknown phase walks the whole ladder, never 2A's plan. */
+	f = fx_oom("train", 1, 3);
+	jpath_set(f, "oom.processes", fx_json("[{\"pid\": 1, \"used_mib\": 74772}, {\"pid\": 2, \"used_mib\": 22487}]"));
+	TAP_STR_EQ(CLS(f, cfg, 0), "env_fault/foreign_processes_in_oom",
+		   "guide 5: a 73 GiB process beside the trainer's own 22 GiB is foreign, though above PyTorch's 22000 MiB");
+	jpath_set(f, "oom.processes", fx_json("[{\"pid\": 2, \"used_mib\": 22487}]"));
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps", "near miss: the trainer alone is not foreign");
+	json_decref(f);
+	f = fx_json("{\"exit_code\": 1, \"phase\": \"start\", \"oom_phase\": null, \"signatures\": {\"gpu_busy\": 1}}");
+	TAP_STR_EQ(CLS(f, cfg, 0), "env_fault/gpu_busy_or_unavailable", "guide 5: a busy or unavailable GPU");
+	jpath_set(f, "signatures", fx_json("{\"error_running_job\": 1}"));
+	TAP_STR_EQ(CLS(f, cfg, 0), "not_oom/no_gpu_memory_signature", "near miss: another CUDA error is not_oom");
+	json_decref(f);
+	f = fx_oom("start", -1, -1);
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_phase_unknown",
+		   "guide 6: an OOM with no phase marker walks the whole ladder, no phase invented");
+	jpath_set(f, "oom_phase", json_string("load"));
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_load/oom_before_training", "near miss: a load marker makes it 2A");
+	json_decref(f);
+	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"signatures\": {\"host_shm\": 1}}");
+	TAP_STR_EQ(CLS(f, cfg, 0), "host_oom/host_oom_killer", "guide 1: the DataLoader out of shared memory is host memory");
+	json_decref(f);
+
 	/* oom_load: guide 2A */
 	f = fx_oom("load", -1, -1);
 	TAP_STR_EQ(CLS(f, cfg, 0), "oom_load/oom_before_training", "guide 2A: OOM while loading");

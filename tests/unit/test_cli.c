@@ -1,6 +1,7 @@
 /* Unit tests for rungctl's pure parts: option parsing (cli/args), command lookup and exit codes
  * (cli/cli), table rendering (cli/table, the jobs and attempts tables), the config diff
- * (cli/jsondiff) and the submit body (cli/cmd_jobs). */
+ * (cli/jsondiff), watch's rate (cli/progress), the story of a job (cli/story) and the
+ * submit body (cli/cmd_jobs). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,8 +10,11 @@
 #include "../../cli/cmd_classify.h"
 #include "../../cli/cmd_jobs.h"
 #include "../../cli/jsondiff.h"
+#include "../../cli/progress.h"
+#include "../../cli/story.h"
 #include "../../cli/table.h"
 #include "tap.h"
+#include "util.h"
 
 static void test_args(void)
 {
@@ -170,7 +174,7 @@ static void test_diff(void)
 	char *s = jsondiff_format(d);
 	TAP_STR_EQ(s, "config.process[0].train.batch_size: 4 -> 1\n"
 		"config.process[0].train.gradient_checkpointing: null -> true\n"
-		"config.process[0].datasets[0].resolution[2]: 1024 -> null\n",
+		"config.process[0].datasets[0].resolution: [512,768,1024] -> [512,768]\n",
 		"diff: changed, removed and added paths in DECISION.changes form");
 	free(s);
 	json_decref(d);
@@ -185,6 +189,187 @@ static void test_diff(void)
 	json_decref(r1);
 	json_decref(a);
 	json_decref(b);
+	a = json_loads("{\"r\": [512, 768], \"d\": [{\"f\": 81}]}", 0, &je);
+	b = json_loads("{\"r\": [512, 1024], \"d\": [{\"f\": 81}, {\"f\": 21}]}", 0, &je);
+	d = jsondiff_paths(a, b);
+	s = jsondiff_format(d);
+	TAP_STR_EQ(s, "r[1]: 768 -> 1024\nd[1]: null -> {\"f\":21}\n",
+		"diff: same-length lists index by index; lists of objects too");
+	free(s);
+	json_decref(d);
+	json_decref(a);
+	json_decref(b);
+}
+
+/* Issue 18: the rate is measured between the last two step reports, not against the redraw time. */
+static void test_progress(void)
+{
+	struct progress p;
+	char buf[96];
+	int64_t t = 0;
+
+	progress_reset(&p);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), "", "progress: no rate before two reports");
+	progress_note(&p, 100, 2000, 10000);
+	TAP_OK(progress_rate(&p) < 0, "progress: one report gives no rate");
+	progress_note(&p, 200, 2000, 15000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 20.00 steps/s, ETA 1m30s",
+		"progress: 100 steps in 5 s: 20 steps/s, 1800 steps left");
+	progress_note(&p, 200, 2000, 16000);
+	progress_note(&p, 200, 2000, 19000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 20.00 steps/s, ETA 1m30s",
+		"progress: redraws and heartbeats at the same step keep the rate (issue 18: it fell)");
+	progress_note(&p, 260, 2000, 20000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 12.00 steps/s, ETA 2m25s",
+		"progress: the next report is measured from the last one that moved (60 steps in 5 s)");
+	progress_note(&p, 3, 2000, 30000);
+	TAP_OK(progress_rate(&p) < 0, "progress: a lower step (a new run) starts over");
+	progress_note(&p, 1003, 0, 30000 + 10000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 100.00 steps/s, ETA 10s", "progress: total kept; ETA in s");
+	progress_reset(&p);
+	progress_note(&p, 0, 0, 0);
+	progress_note(&p, 10, 0, 1000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 10.00 steps/s", "progress: no total, no ETA");
+	progress_reset(&p);
+	progress_note(&p, 0, 100000, 0);
+	progress_note(&p, 10, 100000, 1000);
+	TAP_STR_EQ(progress_suffix(&p, buf, sizeof(buf)), ", 10.00 steps/s, ETA 2h46m", "progress: hours");
+	TAP_INT_EQ(progress_parse_time("2026-11-30T06:00:01.25+00:00", &t), 0, "progress: Postgres timestamp parses");
+	TAP_INT_EQ(t, 1796018401250LL, "progress: ... to ms since the epoch");
+	TAP_INT_EQ(progress_parse_time("2026-11-30 07:00:01.25+01", &t), 0, "progress: space and +01 parse");
+	TAP_INT_EQ(t, 1796018401250LL, "progress: ... the offset applied");
+	TAP_INT_EQ(progress_parse_time("2026-11-30T06:00:01Z", &t), 0, "progress: Z parses");
+	TAP_INT_EQ(t, 1796018401000LL, "progress: ... whole seconds");
+	TAP_INT_EQ(progress_parse_time("yesterday", &t), -1, "progress: not a timestamp");
+	TAP_INT_EQ(progress_parse_time(NULL, &t), -1, "progress: NULL");
+}
+
+static json_t *J(const char *text)
+{
+	json_error_t je;
+	json_t *v = json_loads(text, 0, &je);
+	if (!v)
+		printf("# bad test JSON: %s: %s\n", je.text, text);
+	return v;
+}
+
+/* A config for the story tests: batch, buckets, sample width and name. New reference. */
+static json_t *cfg(int batch, int accum, const char *res, int width, const char *name)
+{
+	char *t = xasprintf("{\"config\": {\"name\": \"%s\", \"process\": [{\"train\": {\"batch_size\": %d, "
+		"\"gradient_accumulation\": %d}, \"datasets\": [{\"resolution\": %s}], \"sample\": {\"width\": %d}}]}}",
+		name, batch, accum, res, width);
+	json_t *v = J(t);
+	free(t);
+	return v;
+}
+
+static json_t *attempt(int n, const char *outcome, const char *cls, const char *action, const char *rung, json_t *config)
+{
+	json_t *a = json_pack("{s:i, s:s, s:s, s:s, s:s, s:s?, s:o}", "number", n, "state", "ended", "outcome", outcome,
+		"class", cls, "action", action, "rung", rung, "config", config);
+	return a;
+}
+
+/* Issue 16 part 3: the config change against the attempt before; the verdict setting by setting. */
+static void test_story(void)
+{
+	json_t *atts = json_array();
+	json_array_append_new(atts, attempt(1, "failed", "oom_train_early", "retry", "batch_size",
+		cfg(4, 1, "[512,768,1024]", 1024, "x")));
+	json_array_append_new(atts, attempt(2, "succeeded", "success", "scale_up", "bucket",
+		cfg(1, 4, "[512,768]", 512, "x")));
+	json_array_append_new(atts, attempt(3, "failed", "oom_train_intermittent", "scale_up", "sample_size",
+		cfg(1, 4, "[512,768,1024]", 512, "x_s1")));
+	json_array_append_new(atts, attempt(4, "failed", "oom_sample", "succeed", NULL,
+		cfg(1, 4, "[512,768]", 1024, "x_s2")));
+	json_t *job = J("{\"id\": 7, \"state\": \"succeeded\", \"attempts\": 4, \"recovery\": {\"scale_up\": true},"
+		" \"recovery_state\": {\"last_good_attempt\": 2},"
+		" \"result\": {\"class\": \"oom_sample\", \"reason\": \"oom_sample: job succeeded with x (every setting at target or ceiling)\","
+		" \"config_name\": \"x\", \"ceilings\": {\"bucket\": [512,768,1024], \"sample_size\": 1024},"
+		" \"target\": {\"steps\": 100, \"batch_size\": 4, \"gradient_accumulation\": 1, \"resolution\": [[512,768,1024]],"
+		" \"num_frames\": [81], \"sample_width\": 1024, \"low_vram\": false, \"gradient_checkpointing\": true},"
+		" \"achieved\": {\"steps\": 100, \"batch_size\": 1, \"gradient_accumulation\": 4, \"resolution\": [[512,768]],"
+		" \"num_frames\": [21], \"sample_width\": 512, \"low_vram\": true, \"gradient_checkpointing\": true}}}");
+	bool known = false;
+
+	TAP_OK(story_next_config(job, atts, 0, &known) == json_object_get(json_array_get(atts, 1), "config") && known,
+		"story: the next config is the next attempt's");
+	TAP_OK(story_next_config(job, atts, 3, &known) == NULL && known, "story: none after the last attempt of an ended job");
+	json_t *q = J("{\"state\": \"queued\", \"attempts\": 4, \"current_config\": {\"a\": 1}}");
+	TAP_OK(story_next_config(q, atts, 3, &known) == json_object_get(q, "current_config") && known,
+		"story: a queued job's current config follows its last attempt");
+	json_object_set_new(q, "state", json_string("running"));
+	TAP_OK(story_next_config(q, atts, 3, &known) == NULL && !known,
+		"story: a job read before the attempt ended cannot tell yet");
+	json_decref(q);
+
+	char *s = story_attempt_text(json_array_get(atts, 2), json_object_get(json_array_get(atts, 3), "config"));
+	TAP_STR_EQ(s, "attempt 3 ended: outcome failed, class oom_train_intermittent, action scale_up, rung sample_size\n"
+		"  config change: config.name: \"x_s1\" -> \"x_s2\"\n"
+		"  config change: config.process[0].datasets[0].resolution: [512,768,1024] -> [512,768]\n"
+		"  config change: config.process[0].sample.width: 512 -> 1024\n",
+		"story: after a failed scale-up the revert shows (against the attempt's own config)");
+	free(s);
+
+	s = story_verdict(job, atts, NULL);
+	TAP_STR_EQ(s, "job 7 succeeded after 4 attempt(s) with attempt 2's run (x)\n"
+		"  resolution: target [512,768,1024], achieved [512,768]: given up: attempt 3 ran out of memory with bucket [512,768,1024] (oom_train_intermittent)\n"
+		"  num_frames: target 81, achieved 21: not scaled back up (no ceiling recorded)\n"
+		"  sample_width: target 1024, achieved 512: given up: attempt 4 ran out of memory with sample_size 1024 (oom_sample)\n"
+		"  batch_size: target 4, achieved 1: not scaled back up (no ceiling recorded)\n"
+		"  gradient_accumulation: target 1, achieved 4: follows batch_size (batch x accumulation = 4, as the target)\n"
+		"  low_vram: target false, achieved true: kept: memory-saving settings stay after a success (guide 7)\n"
+		"  at target: steps, gradient_checkpointing\n",
+		"story: a succeeded job setting by setting: ceilings with the attempt that hit them, frames left below "
+		"target said so (issue 16: not 'every setting at target')");
+	TAP_OK(!strstr(s, "oom_sample:") && !strstr(s, "every setting at target"),
+		"story: never the last failed class as the story, never the blanket claim");
+	free(s);
+
+	json_object_set_new(json_object_get(job, "recovery"), "scale_up", json_false());
+	json_object_set_new(json_object_get(job, "result"), "given_up",
+		json_pack("{s:s}", "num_frames", "frames 41 failed in attempt 5; 29 not tried: budget"));
+	s = story_verdict(job, atts, "my-id");
+	TAP_OK(strstr(s, "job my-id succeeded") != NULL, "story: the id as the user wrote it");
+	TAP_OK(strstr(s, "  num_frames: target 81, achieved 21: frames 41 failed in attempt 5; 29 not tried: budget\n") != NULL,
+		"story: a reason the policy gives for a setting (result.given_up) is used");
+	TAP_OK(strstr(s, "  batch_size: target 4, achieved 1: not scaled back up: recovery.scale_up is off\n") != NULL,
+		"story: scale-up off is the reason when nothing else is");
+	free(s);
+
+	json_t *r = json_object_get(job, "result");
+	json_object_set(r, "achieved", json_object_get(r, "target"));
+	s = story_verdict(job, atts, NULL);
+	TAP_STR_EQ(s, "job 7 succeeded after 4 attempt(s) with attempt 2's run (x)\n  every setting at target\n",
+		"story: everything at target says so");
+	free(s);
+
+	/* the policy's own account (result.settings, good_attempt) wins when present */
+	json_object_set_new(r, "good_attempt", json_integer(3));
+	json_object_set_new(r, "settings", J("[{\"setting\": \"steps\", \"target\": 100, \"achieved\": 100, \"status\": \"at_target\"},"
+		" {\"setting\": \"bucket\", \"target\": [512,768,1024], \"achieved\": [512,768], \"status\": \"ceiling\","
+		" \"ceiling\": [512,768,1024], \"attempt\": 1, \"why\": \"ran out of memory\"},"
+		" {\"setting\": \"num_frames\", \"target\": 81, \"achieved\": 21, \"status\": \"below_target\","
+		" \"why\": \"recovery.max_attempts reached\"},"
+		" {\"setting\": \"low_vram\", \"target\": false, \"achieved\": true, \"status\": \"kept\","
+		" \"why\": \"a memory-saving rung stays after a success (guide 7)\"}]"));
+	s = story_verdict(job, atts, NULL);
+	TAP_STR_EQ(s, "job 7 succeeded after 4 attempt(s) with attempt 3's run (x)\n"
+		"  bucket: target [512,768,1024], achieved [512,768]: given up at [512,768,1024]: ran out of memory (attempt 1, oom_train_early)\n"
+		"  num_frames: target 81, achieved 21: not scaled back up: recovery.max_attempts reached\n"
+		"  low_vram: target false, achieved true: kept: a memory-saving rung stays after a success (guide 7)\n"
+		"  at target: steps\n",
+		"story: result.settings (the policy's account, branch fix16) is told setting by setting");
+	free(s);
+
+	json_t *f = J("{\"id\": 8, \"state\": \"failed\", \"attempts\": 2, \"result\": {\"reason\": \"not_oom: missing file\"}}");
+	s = story_verdict(f, NULL, NULL);
+	TAP_STR_EQ(s, "job 8 failed after 2 attempt(s): not_oom: missing file\n", "story: a failed job keeps its reason");
+	free(s);
+	json_decref(f);
+	json_decref(job);
+	json_decref(atts);
 }
 
 static void test_submit_body(void)
@@ -247,6 +432,8 @@ int main(void)
 	test_table();
 	test_job_tables();
 	test_diff();
+	test_progress();
+	test_story();
 	test_submit_body();
 	return TAP_DONE();
 }

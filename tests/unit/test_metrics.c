@@ -1,6 +1,6 @@
 /* Unit tests of server/metrics.c: histogram buckets (le is inclusive), the exposition text
  * (HELP/TYPE, escaped labels, cumulative buckets ending in +Inf, _sum, _count) and the HTTP
- * registry's grouping by route, method and status class. */
+ * registry's grouping by route, method and status class; the families others register and push into. */
 #include <stdlib.h>
 
 #include <event2/buffer.h>
@@ -91,6 +91,35 @@ int main(void)
 	TAP_OK(strstr(s, "route=\"unmatched\",method=\"POST\",status=\"4xx\",le=\"+Inf\"} 1\n") != NULL,
 	       "unmatched paths share one route label");
 	free(s);
+
+	/* families others register and push into, written in registration order */
+	{
+		static const char *const l0[] = { "scope", "job", NULL }, *const l1[] = { "scope", "worker", NULL };
+		static const char *const *const labels[] = { l0, l1 };
+		struct metrics_family *g = metrics_register(m, "x_waiters", "gauge", "Waiters.", 1, NULL);
+		struct metrics_family *c = metrics_register(m, "x_checks_total", "counter", "Checks.", 2, labels);
+
+		TAP_OK(g && c && g != c, "two families registered");
+		TAP_OK(metrics_register(m, "x_checks_total", "counter", "Checks.", 2, labels) == c,
+		       "registering a name again gives the same family");
+		TAP_OK(metrics_register(m, "x_checks_total", "counter", "Checks.", 3, labels) == NULL,
+		       "but not with another number of samples");
+		metrics_set(g, 0, 3);
+		metrics_set(g, 0, 2);
+		metrics_add(c, 1, 1);
+		metrics_add(c, 1, 2);
+		metrics_add(c, 2, 5); /* no such sample: ignored */
+		metrics_add(NULL, 0, 1);
+		metrics_set(NULL, 0, 1);
+		metrics_write_families(m, b);
+		s = text_of(b);
+		TAP_STR_EQ(s, "# HELP x_waiters Waiters.\n# TYPE x_waiters gauge\nx_waiters 2\n"
+			      "# HELP x_checks_total Checks.\n# TYPE x_checks_total counter\n"
+			      "x_checks_total{scope=\"job\"} 0\nx_checks_total{scope=\"worker\"} 3\n",
+			   "a gauge holds what was set last, a counter sums what was added, by sample");
+		free(s);
+		TAP_OK(metrics_register(NULL, "x", "gauge", "X.", 1, NULL) == NULL, "no registry: NULL family");
+	}
 	metrics_free(m);
 	metrics_free(NULL);
 	metrics_http_observe(NULL, "GET", "/x", 200, 1);

@@ -1,10 +1,15 @@
 /* Tests for server/migrate.c against a real PostgreSQL: the embedded migrations all recorded,
  * idempotence, two concurrent runs serialised by the advisory lock, a failing migration rolled
- * back, waiting for a server that is still starting, giving up on one that never answers.
+ * back, waiting for a server that is still starting, giving up on one that never answers; the
+ * repeatable function files (applied once, again only when they change, all or nothing); and the
+ * upgrade of a database built by the old tree's migrations 001-012 (tests/data/migrations-012/)
+ * with data in it, which must keep its data, work, and end with the functions of a fresh one.
  * Uses RUNG_TEST_DATABASE_URL/RUNG_TEST_PGDATA/RUNG_TEST_PGPORT, else its own cluster. */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -307,6 +312,280 @@ static void test_wait(void)
 	drop_db("rung_mig_wait");
 }
 
+/* --- the repeatable files ------------------------------------------------------------------- */
+
+/* One value per rung function and trigger: its xmin, which changes when it is created again. */
+static const char sql_versions[] =
+	"SELECT string_agg(x, ',' ORDER BY x) FROM ("
+	" SELECT p.oid::regprocedure::text || '@' || p.xmin::text AS x FROM pg_proc p WHERE p.proname LIKE 'rung\\_%'"
+	" UNION ALL SELECT t.tgname || '@' || t.xmin::text FROM pg_trigger t WHERE NOT t.tgisinternal) s";
+/* Every rung function's definition and every trigger's, as one text (names, not oids). */
+static const char sql_defs[] =
+	"SELECT string_agg(x, E'\\n' ORDER BY x) FROM ("
+	" SELECT pg_get_functiondef(p.oid) AS x FROM pg_proc p"
+	" JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+	" UNION ALL SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE NOT t.tgisinternal) s";
+
+static void test_repeatables(void)
+{
+	static const struct sql_migration mig[] = { { "001_t", "CREATE TABLE rt (x int);" } };
+	static const struct sql_migration rep_a[] = {
+		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;" },
+		{ "functions/20_b", "CREATE OR REPLACE FUNCTION rung_rt_b() RETURNS int LANGUAGE sql AS $$ SELECT rung_rt_a() + 1 $$;" },
+	};
+	static const struct sql_migration rep_b[] = {
+		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 10 $$;" },
+		{ "functions/20_b", "CREATE OR REPLACE FUNCTION rung_rt_b() RETURNS int LANGUAGE sql AS $$ SELECT rung_rt_a() + 1 $$;" },
+	};
+	static const struct sql_migration rep_bad[] = {
+		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 20 $$;" },
+		{ "functions/20_b", "CREATE OR REPLACE FUNCTION rung_rt_b() RETURNS int LANGUAGE sql AS $$ SELEC 2 $$;" },
+	};
+	static const struct sql_migration rep_commit[] = {
+		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 30 $$; COMMIT;" },
+	};
+	char *url = fresh_db("rung_mig_rep");
+	char v1[4096] = "", v2[4096] = "", n[32] = "";
+
+	TAP_OK(url != NULL, "fresh database for the repeatable files");
+	if (!url)
+		return;
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2), 0, "migrations, then the repeatable files in order");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "2"),
+		"the second file uses what the first created");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 2, "both files recorded");
+	sql_scalar(url, sql_versions, 0, NULL, v1, sizeof v1);
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2), 0, "again, unchanged");
+	sql_scalar(url, sql_versions, 0, NULL, v2, sizeof v2);
+	TAP_OK(v1[0] && !strcmp(v1, v2), "unchanged files are not applied again (same function versions)");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2), 0, "a changed file");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "11"),
+		"a changed file is applied again");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_bad, 2), -1, "a failing file: -1");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "11"),
+		"and the whole set is rolled back (the file before it too)");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 0,
+		"and nothing is recorded as applied");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_commit, 1), -1, "a file that COMMITs itself is refused");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 0, "and not recorded");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2), 0, "the set that applied before");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "10"),
+		"is applied again after a failed run, though its checksums were recorded before it");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 1), 0, "a file removed from the set");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 1, "is no longer recorded");
+	free(url);
+	drop_db("rung_mig_rep");
+}
+
+/* --- the upgrade from the old tree's migration 012 ------------------------------------------ */
+
+struct frozen {
+	struct sql_migration *list;
+	size_t n;
+};
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct sql_migration *)a)->name, ((const struct sql_migration *)b)->name);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long len;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = xmalloc((size_t)len + 1);
+		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
+			free(buf);
+			buf = NULL;
+		} else
+			buf[len] = '\0';
+	}
+	fclose(f);
+	return buf;
+}
+
+/* tests/data/migrations-012/NNN_name.sql, the old tree's migrations as they were, sorted by name. */
+static struct frozen frozen_load(void)
+{
+	const char *root = getenv("RUNG_ROOT");
+	char *dir = xasprintf("%s%stests/data/migrations-012", root ? root : "", root ? "/" : "");
+	struct frozen fz = { NULL, 0 };
+	struct dirent *de;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		fprintf(stderr, "# %s: %s\n", dir, strerror(errno));
+	while (d && (de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char *path;
+
+		if (len < 5 || strcmp(de->d_name + len - 4, ".sql"))
+			continue;
+		path = xasprintf("%s/%s", dir, de->d_name);
+		fz.list = xrealloc(fz.list, (fz.n + 1) * sizeof *fz.list);
+		fz.list[fz.n].name = xasprintf("%.*s", (int)(len - 4), de->d_name);
+		fz.list[fz.n].text = slurp(path);
+		fz.n += fz.list[fz.n].text != NULL;
+		free(path);
+	}
+	if (d)
+		closedir(d);
+	if (fz.n)
+		qsort(fz.list, fz.n, sizeof *fz.list, name_cmp);
+	free(dir);
+	return fz;
+}
+
+static void frozen_free(struct frozen *fz)
+{
+	size_t i;
+
+	for (i = 0; i < fz->n; i++) {
+		free((char *)fz->list[i].name);
+		free((char *)fz->list[i].text);
+	}
+	free(fz->list);
+}
+
+/* The first value of `sql` (params p) on url, in out; "(error)" when it failed. */
+static const char *val(const char *url, const char *sql, int n, const char *const *p, char *out, size_t outn)
+{
+	out[0] = '\0';
+	return sql_scalar(url, sql, n, p, out, outn) ? out : "(error)";
+}
+
+/* A digest of every row of the tables whose data must survive the upgrade. */
+static const char sql_data[] =
+	"SELECT md5(concat_ws('|',"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM jobs t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM attempts t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM workers t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM tokens t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM events t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM escalations t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM webhook_outbox t),"
+	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM gpu_faults t)))";
+
+/* A job per state, attempts, a worker with three GPUs (one quarantined), tokens, an escalation
+ * and its webhook row, all written by the old tree's own functions. */
+static bool upgrade_fill(const char *url)
+{
+	static const char *steps[] = {
+		"INSERT INTO tokens (name, role, hash) VALUES ('sub1', 'submitter', repeat('a', 64)),"
+		" ('wk1', 'worker', repeat('b', 64)), ('gone', 'admin', repeat('c', 64))",
+		"UPDATE tokens SET revoked_at = now() WHERE name = 'gone'",
+		"SELECT rung_register_owned('w1', 'h1', '[{\"uuid\": \"U-1\", \"memory_total_mib\": 24000},"
+		" {\"uuid\": \"U-2\", \"memory_total_mib\": 24000}, {\"uuid\": \"U-3\", \"memory_total_mib\": 24000}]',"
+		" (SELECT id FROM tokens WHERE name = 'wk1'), false)",
+		"SELECT count(*) FROM rung_submit_batch('["
+		"{\"i\": 0, \"name\": \"a\", \"owner\": \"sub1\", \"kind\": \"image\", \"priority\": 100, \"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 1}}},"
+		"{\"i\": 1, \"name\": \"b\", \"owner\": \"sub1\", \"kind\": \"image\", \"priority\": 100, \"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 2}}},"
+		"{\"i\": 2, \"name\": \"c\", \"owner\": \"sub1\", \"kind\": \"video\", \"priority\": 100, \"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 3}}}]')",
+		"SELECT count(*) FROM rung_submit_batch('["
+		"{\"i\": 0, \"name\": \"d\", \"owner\": \"sub1\", \"kind\": \"image\", \"priority\": 100, \"recovery\": {}, \"key\": \"k1\", \"body\": {\"config\": {\"x\": 4}}}]')",
+		"SELECT count(*) FROM rung_claim_batch(jsonb_build_array("
+		" jsonb_build_object('i', 0, 'worker', (SELECT id FROM workers WHERE name = 'w1'), 'gpu', 'U-1', 'fresh', true),"
+		" jsonb_build_object('i', 1, 'worker', (SELECT id FROM workers WHERE name = 'w1'), 'gpu', 'U-2', 'fresh', true),"
+		" jsonb_build_object('i', 2, 'worker', (SELECT id FROM workers WHERE name = 'w1'), 'gpu', 'U-3', 'fresh', true)), 600)",
+		/* a succeeds; c fails on U-3, which is quarantined, and escalates */
+		"SELECT count(*) FROM rung_finish_apply_batch((SELECT jsonb_agg(jsonb_build_object('i', a.number, 'id', a.id,"
+		" 'token', a.token, 'facts', '{\"duration_ms\": 5}'::jsonb, 'decision', CASE j.name WHEN 'a' THEN"
+		" '{\"class\": \"success\", \"job_state\": \"succeeded\", \"rule\": \"r0\", \"reason\": \"done\"}'::jsonb ELSE"
+		" '{\"class\": \"env_fault\", \"job_state\": \"failed\", \"rule\": \"r1\", \"reason\": \"gave up\","
+		"   \"gpu\": {\"mark\": \"quarantine\"}, \"escalation\": {\"trigger\": \"env\", \"summary\": \"s\", \"recommendation\": \"r\"}}'::jsonb END,"
+		" 'report', '{\"markdown\": \"# r\", \"json\": {}}'::jsonb) ORDER BY a.id)"
+		" FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name IN ('a', 'c')))",
+	};
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(steps); i++)
+		if (!sql_scalar(url, steps[i], 0, NULL, NULL, 0))
+			return false;
+	return true;
+}
+
+static void test_upgrade(void)
+{
+	struct frozen fz = frozen_load();
+	char *url = fresh_db("rung_mig_upgrade"), *furl = fresh_db("rung_mig_fresh");
+	char before[64] = "", after[64] = "", b[256], id[32], tok[80], v1[8192] = "", v2[8192] = "";
+	char *defs_up = NULL, *defs_fresh = NULL;
+	const char *p[2];
+
+	TAP_INT_EQ(fz.n, 12, "the old tree's migrations 001-012 (tests/data/migrations-012)");
+	TAP_OK(url && furl, "fresh databases for the upgrade");
+	if (!url || !furl || fz.n != 12)
+		goto out;
+	TAP_INT_EQ(migrate_apply(url, 5000, fz.list, fz.n), 0, "a database at migration 012, as the old tree built it");
+	TAP_OK(upgrade_fill(url), "filled by the old functions: jobs, attempts, a worker, GPUs, tokens, an escalation");
+	TAP_STR_EQ(val(url, "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM jobs", 0, NULL, b, sizeof b),
+		"a:succeeded,b:running,c:failed,d:queued", "one job per state before the upgrade");
+	TAP_OK(sql_scalar(url, sql_data, 0, NULL, before, sizeof before), "a digest of the data before");
+
+	TAP_INT_EQ(migrate_run(url, 5000), 0, "today's migrate upgrades it");
+	TAP_OK(sql_scalar(url, sql_data, 0, NULL, after, sizeof after) && !strcmp(before, after),
+		"every row of every table is as it was");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_migrations"), sql_migrations_count,
+		"every migration recorded");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), sql_repeatables_count,
+		"every repeatable file recorded");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM pg_proc WHERE proname = 'rung_finish_ctx'"), 0,
+		"the unused rung_finish_ctx is dropped");
+
+	/* The functions work on the old data: the running attempt finishes, the queued job is leased. */
+	val(url, "SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'b'", 0, NULL, id, sizeof id);
+	val(url, "SELECT a.token FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'b'", 0, NULL, tok, sizeof tok);
+	p[0] = id;
+	p[1] = tok;
+	TAP_STR_EQ(val(url, "SELECT (ctx->'job'->>'kind') || ':' || (ctx->'attempt'->>'number') FROM rung_finish_ctx_batch("
+		"jsonb_build_array(jsonb_build_object('i', 0, 'id', $1::bigint, 'token', $2::text, 'facts', '{}'::jsonb)))",
+		2, p, b, sizeof b), "image:1", "the CTX of an attempt that started before the upgrade");
+	TAP_STR_EQ(val(url, "SELECT string_agg(doc->>'job_state', ',') FROM rung_finish_apply_batch(jsonb_build_array("
+		"jsonb_build_object('i', 0, 'id', $1::bigint, 'token', $2::text, 'facts', '{}'::jsonb, 'decision',"
+		" '{\"class\": \"success\", \"job_state\": \"succeeded\", \"rule\": \"r0\", \"reason\": \"done\"}'::jsonb)))",
+		2, p, b, sizeof b), "succeeded", "and it finishes with its lease token");
+	TAP_STR_EQ(val(url, "SELECT string_agg(status || ':' || (SELECT name FROM jobs WHERE id = c.job_id), ',')"
+		" FROM rung_claim_batch(jsonb_build_array(jsonb_build_object('i', 0, 'worker',"
+		" (SELECT id FROM workers WHERE name = 'w1'), 'gpu', 'U-1', 'fresh', true)), 600) c", 0, NULL, b, sizeof b),
+		"ok:d", "a claim round leases the job queued before the upgrade");
+	TAP_STR_EQ(val(url, "SELECT string_agg(doc->>'job_state', ',') FROM rung_finish_apply_batch((SELECT jsonb_agg("
+		"jsonb_build_object('i', 0, 'id', a.id, 'token', a.token, 'facts', '{}'::jsonb, 'decision',"
+		" '{\"class\": \"oom\", \"job_state\": \"failed\", \"rule\": \"r2\", \"reason\": \"no rung left\","
+		"   \"escalation\": {\"trigger\": \"ladder\", \"summary\": \"s2\", \"recommendation\": \"r2\"}}'::jsonb))"
+		" FROM attempts a WHERE a.state = 'running'))", 0, NULL, b, sizeof b),
+		"failed", "its finish escalates");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM webhook_outbox"), 2, "and the webhook trigger queued its notification");
+	TAP_STR_EQ(val(url, "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM jobs", 0, NULL, b, sizeof b),
+		"a:succeeded,b:succeeded,c:failed,d:failed", "every job where the calls put it");
+
+	/* Twice is a no-op; a fresh database ends with the same functions and triggers. */
+	sql_scalar(url, sql_versions, 0, NULL, v1, sizeof v1);
+	TAP_INT_EQ(migrate_run(url, 5000), 0, "migrate again");
+	sql_scalar(url, sql_versions, 0, NULL, v2, sizeof v2);
+	TAP_OK(v1[0] && !strcmp(v1, v2), "a no-op: no function or trigger created again");
+	TAP_INT_EQ(migrate_run(furl, 5000), 0, "a fresh database migrated");
+	defs_up = xmalloc(1 << 20);
+	defs_fresh = xmalloc(1 << 20);
+	TAP_OK(sql_scalar(url, sql_defs, 0, NULL, defs_up, 1 << 20) && sql_scalar(furl, sql_defs, 0, NULL, defs_fresh, 1 << 20)
+		&& strlen(defs_up) > 1000 && !strcmp(defs_up, defs_fresh),
+		"the upgraded and the fresh database have the same function and trigger definitions");
+	TAP_INT_EQ(count_rows(furl, "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal"), 2, "both triggers");
+out:
+	free(defs_up);
+	free(defs_fresh);
+	free(url);
+	free(furl);
+	drop_db("rung_mig_upgrade");
+	drop_db("rung_mig_fresh");
+	frozen_free(&fz);
+}
+
 int main(void)
 {
 	log_init("test_migrate", LOG_WARN);
@@ -317,6 +596,8 @@ int main(void)
 	}
 	test_embedded();
 	test_concurrent();
+	test_repeatables();
+	test_upgrade();
 	test_wait();
 	cluster_teardown();
 	return TAP_DONE();

@@ -1,6 +1,7 @@
 /* Unit tests for recovery/scan: realistic AI Toolkit log excerpts, one table row each, checked for
  * phase, OOM phase, steps, signatures, OOM numbers and error; every row is also fed one byte at a
- * time and must give the same facts. Edge cases: huge lines, binary bytes, \r redraws, no EOL. */
+ * time and must give the same facts. Edge cases: huge lines, binary bytes, \r redraws, no EOL, and the
+ * formats of real logs (CRLF, ANSI colours, [rankN]: prefixes, other trainers' wordings). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,77 @@ static const struct scan_case cases[] = {
 	  "train", NULL, 7, 7, 2000, { { "job_stopped", 1 } }, -2, 0, 0, 0, NULL, 0 },
 	{ "nothing recognisable",
 	  "hello\nworld", "start", NULL, -1, -1, -1, { { "", 0 } }, -2, 0, 0, 0, NULL, 0 },
+	/* Formats of real logs (tests/data/logs): Windows line endings, tqdm redraws with a traceback
+	 * glued to the bar, ANSI colours, interleaved ranks, other trainers' wordings and markers. */
+	{ "windows line endings",
+	  "Running 1 job\r\n# Running job: my_lora\r\nLoading transformer\r\n"
+	  "my_lora:   0%|          | 0/2000 [00:00<?, ?it/s]\r\n"
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\r\n",
+	  "train", "train", 0, 0, 2000, { { "cuda_oom", 1 } }, 1024, -1, -1, -1,
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.", 0 },
+	{ "tqdm redraw with the traceback glued to the bar",
+	  "Running 1 job\n# Running job: my_lora\n"
+	  "my_lora:   0%|          | 0/2000 [00:00<?, ?it/s]\r"
+	  "my_lora:   0%|          | 1/2000 [00:02<?, 2.0s/it, lr: 1.0e-04 loss: 3.4e-01]Traceback (most recent call last):\n"
+	  "  File \"/ai-toolkit/jobs/process/BaseSDTrainProcess.py\", line 2147, in run\n"
+	  "    loss_dict = self.hook_train_loop(batch_list)\n"
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+	  "train", "train", 0, 1, 2000, { { "cuda_oom", 1 } }, 2048, -1, -1, -1,
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", 0 },
+	{ "ansi colours",
+	  "\x1b[32mRunning 1 job\x1b[0m\n\x1b[1m# Running job: my_lora\x1b[0m\n\x1b[33mLoading \x1b[1mtransformer\x1b[0m\n"
+	  "\x1b[31mtorch.OutOfMemoryError: CUDA out of \x1b[1mmemory\x1b[0m. Tried to allocate 1.00 GiB.\x1b[0m\n",
+	  "load", "load", -1, -1, -1, { { "cuda_oom", 1 } }, 1024, -1, -1, -1,
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.", 0 },
+	{ "interleaved ranks",
+	  "[rank0]: Traceback (most recent call last):\n[rank1]: Traceback (most recent call last):\n"
+	  "[rank0]:   File \"train.py\", line 9, in <module>\n[rank1]:   File \"train.py\", line 9, in <module>\n"
+	  "[rank0]:     loss.backward()\n[rank1]:     loss.backward()\n"
+	  "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n"
+	  "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.\n",
+	  "start", "train", -1, -1, -1, { { "cuda_oom", 2 } }, 18, -1, -1, -1,
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.00 MiB.", 0 },
+	{ "kernel oom killer, older wording: one signature per line",
+	  "Out of memory: Kill process 10192 (python) score 398 or sacrifice child\n"
+	  "Killed process 10192, UID 1801, (python) total-vm:7804984kB, anon-rss:2460052kB, file-rss:284kB\n",
+	  "start", NULL, -1, -1, -1, { { "host_killed", 2 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "kernel oom killer line (dmesg)",
+	  "[Tue Apr 14 16:07:00 2026] Out of memory: Killed process 1067104 (python)\n",
+	  "start", NULL, -1, -1, -1, { { "host_killed", 1 } }, -2, 0, 0, 0, NULL, 0 },
+	{ "accelerate: the child died with SIGKILL",
+	  "loading vae: <All keys matched successfully>\n"
+	  "subprocess.CalledProcessError: Command '['python', 'train_network.py']' died with <Signals.SIGKILL: 9>.\n",
+	  "load", NULL, -1, -1, -1, { { "host_killed", 1 } }, -2, 0, 0, 0,
+	  "subprocess.CalledProcessError: Command '['python', 'train_network.py']' died with <Signals.SIGKILL: 9>.", 0 },
+	{ "dataloader out of shared memory",
+	  "RuntimeError: DataLoader worker (pid 3855) is killed by signal: Bus error. It is possible that dataloader's "
+	  "workers are out of shared memory. Please try to raise your shared memory limit.\n",
+	  "start", NULL, -1, -1, -1, { { "host_shm", 1 } }, -2, 0, 0, 0,
+	  "RuntimeError: DataLoader worker (pid 3855) is killed by signal: Bus error. It is possible that dataloader's "
+	  "workers are out of shared memory. Please try to raise your shared memory limit.", 0 },
+	{ "busy gpu",
+	  "torch.AcceleratorError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n",
+	  "start", NULL, -1, -1, -1, { { "gpu_busy", 1 } }, -2, 0, 0, 0,
+	  "torch.AcceleratorError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", 0 },
+	{ "pytorch 0.x wording, glued to a bar",
+	  "Train (loss 63.31) epoch 1:   3%|#         | 1/29 [00:23<11:10, 23.93s/it]THCudaCheck FAIL "
+	  "file=THCStorage.cu line=66 error=2 : out of memory\n"
+	  "RuntimeError: cuda runtime error (2) : out of memory at THCStorage.cu:66\n",
+	  "train", "train", 1, 1, 29, { { "cuda_oom", 2 } }, -1, -1, -1, -1,
+	  "RuntimeError: cuda runtime error (2) : out of memory at THCStorage.cu:66", 0 },
+	{ "kohya: oom while generating sample images",
+	  "steps:  10%|#         | 200/2000 [10:00<90:00,  3.00s/it, avr_loss=0.1]\n"
+	  "generating sample images at step / サンプル画像生成 ステップ: 200\n"
+	  "Traceback (most recent call last):\n  File \"train_network.py\", line 990, in train\n"
+	  "    self.sample_images(accelerator, args, epoch, global_step)\n"
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n",
+	  "sample", "sample", 200, 200, 2000, { { "cuda_oom", 1 } }, 1024, -1, -1, -1,
+	  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.", 0 },
+	{ "the traceback names the baseline sample",
+	  "Running 1 job\nError running job: CUDA error: out of memory\n" TRACE
+	  "  File \"/ai-toolkit/jobs/process/BaseSDTrainProcess.py\", line 1994, in run\n    self.sample(self.step_num)\n",
+	  "load", "baseline_sample", -1, -1, -1, { { "cuda_oom", 1 }, { "error_running_job", 1 } }, -1, -1, -1, -1,
+	  "CUDA error: out of memory", 0 },
 };
 
 static json_t *facts_of(const char *log, size_t len, int bytewise)

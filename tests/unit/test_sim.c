@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jpath.h"
+#include "scan.h"
 #include "tap.h"
 #include "util.h"
 
@@ -362,6 +364,18 @@ static void test_runs(void)
 		"lr: 1.0e-04 loss: ", "Saving at step 10", "Generating Samples", "my_lora: 100%|██████████| 20/20",
 		"Generating Samples", "Result:", " - 1 completed job", NULL };
 	TAP_OK(in_order(r.out, phases), "fitting run prints the phases in order");
+	const char *real_load[] = { "Loading transformer", "Loading checkpoint shards: 100%", " - quantizing 40 transformer blocks",
+		"\r100%|", " - quantizing extras", "Model Loaded", "create LoRA network. base dim (rank): 16, alpha: 16",
+		"enable LoRA for U-Net", NULL };
+	TAP_OK(in_order(r.out, real_load), "fitting run loads as real AI Toolkit logs show it (shards, unnamed quantizer bar, LoRA)");
+	struct scan *sc = scan_new();
+	scan_feed(sc, r.out, strlen(r.out));
+	scan_finish(sc);
+	json_t *sf = scan_facts(sc);
+	TAP_INT_EQ(jpath_int(sf, "first_step", -1), 0, "the scanner takes no load bar for training: first step 0");
+	TAP_INT_EQ(jpath_int(sf, "total_steps", -1), 20, "the scanner's total steps are the training bar's");
+	json_decref(sf);
+	scan_free(sc);
 	TAP_INT_EQ(r.exit_code, 0, "fitting run exits 0");
 	TAP_OK(!strstr(r.out, "OOM") && !strstr(r.out, "Error"), "fitting run has no errors");
 	free(r.out);

@@ -1,0 +1,71 @@
+-- Claim for one GPU: what a claim round (41_claim_batch.sql) falls back to for a GPU that may run
+-- none of the jobs the round locked.
+
+-- Start an attempt of queued job p_job (locked by the caller) on the GPU. The attempt records its
+-- config only when it is not the target. Returns {"status": "ok", "lease"}, or {"status": "none"}
+-- when the job is no longer queued.
+CREATE OR REPLACE FUNCTION rung_claim_start(p_job bigint, p_worker bigint, p_gpu text, p_lease_s int,
+                                            p_gpu_before jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  a attempts;
+  cfg jsonb;
+BEGIN
+  UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
+                  next_action = NULL
+  WHERE id = p_job AND state = 'queued'
+  RETURNING * INTO j;
+  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
+  cfg := coalesce(j.current_config, j.target_config);
+  INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token,
+                        lease_expires_at, gpu_before, phase)
+  VALUES (j.id, j.attempts_count, p_worker, p_gpu, j.current_config, md5(cfg::text),
+          replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
+          now() + make_interval(secs => p_lease_s), p_gpu_before, 'start')
+  RETURNING * INTO a;
+  INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
+  VALUES (j.id, a.id, 'leased', 'queued', 'running', 'attempt ' || a.number || ' started',
+          jsonb_build_object('number', a.number, 'worker_id', p_worker, 'gpu_uuid', p_gpu,
+                             'config_hash', a.config_hash));
+  RETURN jsonb_build_object('status', 'ok', 'lease', jsonb_build_object(
+    'attempt_id', a.id, 'job_id', j.id, 'number', a.number, 'token', a.token,
+    'config', cfg, 'lease_seconds', p_lease_s));
+END $$;
+
+-- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
+-- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker,
+-- enough GPU memory, and never a config identical to one that failed on this GPU; SKIP LOCKED.
+-- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}.
+CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  w workers;
+  g gpus;
+  cand bigint;
+BEGIN
+  UPDATE workers SET last_seen_at = now(),
+                     state = CASE WHEN state = 'offline' THEN 'online' ELSE state END
+  WHERE id = p_worker RETURNING * INTO w;
+  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'no_worker'); END IF;
+  SELECT * INTO g FROM gpus WHERE uuid = p_gpu;
+  IF NOT FOUND OR g.worker_id IS DISTINCT FROM p_worker THEN
+    RETURN jsonb_build_object('status', 'no_gpu');
+  END IF;
+  IF g.state = 'quarantined' OR w.state <> 'online' THEN
+    RETURN jsonb_build_object('status', 'none');
+  END IF;
+  SELECT c.id INTO cand FROM jobs c
+  WHERE c.state = 'queued'
+    AND NOT coalesce(c.constraints->'exclude_gpus' ? p_gpu, false)
+    AND NOT coalesce(c.constraints->'exclude_workers' @> to_jsonb(p_worker), false)
+    AND NOT coalesce(c.constraints->'exclude_workers' ? p_worker::text, false)
+    AND coalesce((c.constraints->>'min_gpu_memory_mib')::int, 0) <= g.memory_total_mib
+    AND NOT EXISTS (SELECT 1 FROM attempts f
+                    WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                      AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text))
+  ORDER BY c.priority, c.created_at, c.id
+  LIMIT 1
+  FOR UPDATE SKIP LOCKED;
+  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
+  RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
+END $$;

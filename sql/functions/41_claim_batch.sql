@@ -1,0 +1,242 @@
+-- The claim round: leases for many parked GPUs in one statement (server/lease.c).
+--
+-- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, each with every rule of
+-- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions and
+-- minimum memory, never a config that failed on this GPU, SKIP LOCKED). One index scan locks the
+-- first n unlocked queued jobs (n = items); each GPU takes the first of them, in claim order, that
+-- it may run; a GPU that may run none of them falls back to rung_claim's own scan when more jobs
+-- may be queued beyond them. Fresh items must come first: once nothing is left to claim, the items
+-- that are not fresh (parked: their worker and GPU were checked by an earlier round) are skipped
+-- without a write.
+--
+-- The waiters are checked set-wise: a round reads the workers and GPUs of a slice of its waiters
+-- in one query (after touching those workers in one UPDATE, in id order; last_seen_at at most once
+-- a second), reads once on which GPUs each candidate job failed and with which config hashes, and
+-- matches waiters to candidates in memory. The slice is what the round can use: every fresh waiter
+-- and as many parked ones as there are candidates; a parked waiter past it is read (with the next
+-- few) only when the round still has a job for it. Then one statement starts every chosen lease
+-- (jobs to running, their attempts, their `leased` events), finding its rows by primary key.
+--
+-- Rows: every fresh item, and every other one that got a lease or a worker/GPU error, as (i,
+-- status "ok" | "none" | "no_worker" | "no_gpu", and for "ok" the attempt id, job id, attempt
+-- number, token, LEASE without config and heartbeat_ms, and the config as text, which rungd
+-- splices into the reply); a missing row means "none". (Its result columns changed in migration
+-- 008: a return type cannot be replaced, so a database from before that has its old version
+-- dropped first.)
+DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
+CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int)
+RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
+               config text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  -- the waiters, by position in p
+  np int;
+  w_i int[];
+  w_worker bigint[];
+  w_gpu text[];
+  w_before jsonb[];
+  w_fresh boolean[];
+  w_status text[];   -- after lookup: NULL (may lease), 'none', 'no_worker' or 'no_gpu'
+  w_mem int[];       -- after lookup: the GPU's memory
+  looked int := 0;   -- waiters 1..looked are looked up
+  r_status text[];   -- one lookup's answers, for waiters lo..hi
+  r_mem int[];
+  lo int;
+  hi int;
+  -- the candidate jobs, in claim order
+  ids bigint[];
+  cons jsonb[];
+  reran bigint[];     -- the candidates that ran before
+  failed jsonb := '{}'; -- job id -> {GPU -> config hashes that failed on it}
+  cur_hash text[];    -- per candidate: md5 of its current config, read when first needed
+  h text;
+  fits boolean;
+  taken boolean[];
+  ncand int;
+  full_scan boolean;
+  remaining int;
+  first_free int := 1;
+  n int;
+  k int;
+  chosen int;
+  r jsonb;
+  -- the leases to start, one entry per chosen waiter
+  c_i int[] := '{}';
+  c_job bigint[] := '{}';
+  c_worker bigint[] := '{}';
+  c_gpu text[] := '{}';
+  c_before jsonb[] := '{}';
+BEGIN
+  SELECT count(*), array_agg((x.e->>'i')::int ORDER BY x.n), array_agg((x.e->>'worker')::bigint ORDER BY x.n),
+         array_agg(x.e->>'gpu' ORDER BY x.n),
+         array_agg(CASE WHEN jsonb_typeof(x.e->'before') = 'object' THEN x.e->'before' END ORDER BY x.n),
+         array_agg(coalesce((x.e->>'fresh')::boolean, true) ORDER BY x.n)
+  INTO np, w_i, w_worker, w_gpu, w_before, w_fresh
+  FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n);
+  IF np = 0 THEN
+    RETURN;
+  END IF;
+  w_status := array_fill(NULL::text, ARRAY[np]);
+  w_mem := array_fill(NULL::int, ARRAY[np]);
+
+  SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
+         array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
+         array_agg(x.id) FILTER (WHERE x.attempts_count > 0)
+  INTO ids, cons, reran
+  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count FROM jobs c
+        WHERE c.state = 'queued'
+        ORDER BY c.priority, c.created_at, c.id
+        LIMIT np FOR UPDATE SKIP LOCKED) x;
+  ncand := coalesce(array_length(ids, 1), 0);
+  full_scan := ncand >= np;
+  remaining := ncand;
+  taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
+  cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);
+  IF reran IS NOT NULL THEN
+    -- a job is not offered again to a GPU on which its current config failed (rung_claim's rule);
+    -- only a job that ran has attempts (attempts_count counts them: rung_release, which deletes an
+    -- attempt that never started, takes it back; it_chaos checks the two agree). Printing and
+    -- hashing a config costs more than the rest of a lease, so the current config's hash is read
+    -- only for a candidate offered to a GPU it failed on (as rung_claim_eligible did).
+    SELECT coalesce(jsonb_object_agg(t.job_id::text, t.gpus), '{}') INTO failed
+    FROM (SELECT u.job_id, jsonb_object_agg(u.gpu_uuid, u.hashes) AS gpus
+          FROM (SELECT f.job_id, f.gpu_uuid, jsonb_agg(DISTINCT f.config_hash) AS hashes
+                FROM attempts f
+                WHERE f.job_id = ANY (reran) AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL
+                GROUP BY f.job_id, f.gpu_uuid) u
+          GROUP BY u.job_id) t;
+  END IF;
+
+  FOR n IN 1 .. np LOOP
+    IF NOT w_fresh[n] AND remaining = 0 AND NOT full_scan THEN
+      EXIT; -- nothing left to claim, and (fresh items first) only parked waiters remain
+    END IF;
+    IF n > looked THEN
+      -- the first time: every fresh waiter and as many parked ones as there are candidates; later,
+      -- this parked waiter and a few more, for the candidates still free
+      lo := n;
+      hi := least(np, CASE WHEN looked = 0
+                           THEN (SELECT count(*) FROM unnest(w_fresh) f WHERE f)::int + ncand
+                           ELSE n + greatest(remaining, 8) - 1 END);
+      hi := greatest(hi, n);
+      -- touch the workers (last_seen_at at most once a second, offline ones back online), locked in
+      -- id order
+      UPDATE workers SET last_seen_at = now(),
+                         state = CASE WHEN state = 'offline' THEN 'online' ELSE state END
+      WHERE id IN (SELECT k.id FROM workers k
+                   WHERE k.id = ANY (w_worker[lo:hi])
+                     AND (k.state = 'offline' OR k.last_seen_at < now() - interval '1 second')
+                   ORDER BY k.id FOR NO KEY UPDATE);
+      SELECT array_agg(CASE WHEN w.id IS NULL THEN 'no_worker'
+                            WHEN g.uuid IS NULL OR g.worker_id IS DISTINCT FROM x.wid THEN 'no_gpu'
+                            WHEN g.state = 'quarantined' OR w.state <> 'online' THEN 'none' END ORDER BY x.k),
+             array_agg(g.memory_total_mib ORDER BY x.k)
+      INTO r_status, r_mem
+      FROM unnest(w_worker[lo:hi], w_gpu[lo:hi]) WITH ORDINALITY AS x(wid, gpu, k)
+      LEFT JOIN LATERAL (SELECT w.id, w.state FROM workers w WHERE w.id = x.wid OFFSET 0) w ON true
+      LEFT JOIN LATERAL (SELECT g.uuid, g.worker_id, g.state, g.memory_total_mib FROM gpus g
+                         WHERE g.uuid = x.gpu OFFSET 0) g ON true;
+      FOR k IN lo .. hi LOOP
+        w_status[k] := r_status[k - lo + 1];
+        w_mem[k] := r_mem[k - lo + 1];
+      END LOOP;
+      looked := hi;
+    END IF;
+    r := NULL;
+    IF w_status[n] IS NOT NULL THEN
+      r := jsonb_build_object('status', w_status[n]);
+    ELSE
+      chosen := NULL;
+      WHILE first_free <= ncand AND taken[first_free] LOOP
+        first_free := first_free + 1;
+      END LOOP;
+      k := first_free;
+      WHILE k <= ncand LOOP
+        IF NOT taken[k]
+           AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
+           AND NOT coalesce(cons[k]->'exclude_workers' @> to_jsonb(w_worker[n]), false)
+           AND NOT coalesce(cons[k]->'exclude_workers' ? w_worker[n]::text, false)
+           AND coalesce((cons[k]->>'min_gpu_memory_mib')::int, 0) <= w_mem[n] THEN
+          fits := true;
+          IF coalesce(failed->(ids[k]::text) ? w_gpu[n], false) THEN
+            IF cur_hash[k] IS NULL THEN
+              SELECT md5(coalesce(c.current_config, c.target_config)::text) INTO h FROM jobs c WHERE c.id = ids[k];
+              cur_hash[k] := h;
+            END IF;
+            fits := NOT (failed->(ids[k]::text)->w_gpu[n] ? cur_hash[k]);
+          END IF;
+          IF fits THEN
+            chosen := k;
+            EXIT;
+          END IF;
+        END IF;
+        k := k + 1;
+      END LOOP;
+      IF chosen IS NOT NULL THEN
+        taken[chosen] := true;
+        remaining := remaining - 1;
+        c_i := c_i || w_i[n];
+        c_job := c_job || ids[chosen];
+        c_worker := c_worker || w_worker[n];
+        c_gpu := c_gpu || w_gpu[n];
+        c_before := c_before || w_before[n];
+        CONTINUE; -- started below, with the others
+      ELSIF full_scan THEN
+        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n]);
+      ELSE
+        r := jsonb_build_object('status', 'none');
+      END IF;
+    END IF;
+    IF w_fresh[n] OR r->>'status' <> 'none' THEN
+      i := w_i[n];
+      status := r->>'status';
+      lease := r->'lease';
+      attempt_id := (lease->>'attempt_id')::bigint;
+      job_id := (lease->>'job_id')::bigint;
+      number := (lease->>'number')::int;
+      token := lease->>'token';
+      config := (lease->'config')::text;
+      lease := lease - 'config';
+      RETURN NEXT;
+    END IF;
+  END LOOP;
+  IF array_length(c_i, 1) IS NULL THEN
+    RETURN;
+  END IF;
+  -- rung_claim_start for every chosen waiter at once; each job is locked by the scan above and
+  -- still queued, unless a later waiter's rung_claim() fallback started it (its SKIP LOCKED does not
+  -- skip this statement's own locks): that waiter keeps the job, this one gets no row and parks.
+  RETURN QUERY
+  WITH c AS MATERIALIZED (
+    SELECT * FROM unnest(c_i, c_job, c_worker, c_gpu, c_before) AS c(i, job_id, worker_id, gpu, before)),
+  j AS (
+    UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
+                    next_action = NULL
+    -- `IS TRUE`: the planner cannot match it to jobs_claim's predicate, so it probes these few
+    -- jobs by primary key instead of reading the whole queue through that index
+    FROM c WHERE jobs.id = c.job_id AND jobs.id = ANY (c_job) AND (jobs.state = 'queued') IS TRUE
+    -- the config is printed once, then hashed and returned as that text
+    RETURNING jobs.id, jobs.attempts_count, jobs.current_config,
+              coalesce(jobs.current_config, jobs.target_config)::text AS cfg),
+  a AS (
+    INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token,
+                          lease_expires_at, gpu_before, phase)
+    SELECT j.id, j.attempts_count, c.worker_id, c.gpu, j.current_config, md5(j.cfg),
+           replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
+           now() + make_interval(secs => p_lease_s), c.before, 'start'
+    FROM c JOIN j ON j.id = c.job_id ORDER BY j.id
+    RETURNING attempts.id, attempts.job_id, attempts.number, attempts.worker_id, attempts.gpu_uuid,
+              attempts.config_hash, attempts.token),
+  ev AS (
+    INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
+    SELECT a.job_id, a.id, 'leased', 'queued', 'running', 'attempt ' || a.number || ' started',
+           jsonb_build_object('number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid,
+                              'config_hash', a.config_hash)
+    FROM a ORDER BY a.id)
+  SELECT c.i, 'ok'::text, a.id, a.job_id, a.number, a.token,
+         jsonb_build_object('attempt_id', a.id, 'job_id', a.job_id, 'number', a.number, 'token', a.token,
+                            'lease_seconds', p_lease_s),
+         j.cfg
+  FROM c JOIN a ON a.job_id = c.job_id JOIN j ON j.id = c.job_id;
+END $$;

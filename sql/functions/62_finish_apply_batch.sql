@@ -1,0 +1,115 @@
+-- Apply many DECISIONs in one statement: p is [{"i", "id", "token", "facts", "decision",
+-- "report"}], in attempt id order. A decision that only ends the attempt and moves the job (most of
+-- them: every success, every plain ladder retry) is applied set-wise: one UPDATE of the attempts,
+-- one of the jobs, one INSERT of the events, each row found by primary key, locked in id order
+-- (attempts, then jobs). A decision that marks a GPU, opens an escalation or records an env fault
+-- goes through rung_finish_apply, item by item, after the others. Same fences and results as
+-- rung_finish_apply: rows (i, reply), none for an item whose attempt is not the running one with
+-- that token. An error in any item fails the whole statement (nothing is applied): rungd then
+-- applies the items one at a time.
+CREATE OR REPLACE FUNCTION rung_finish_apply_batch(p jsonb) RETURNS TABLE (i int, doc jsonb)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  e jsonb;
+BEGIN
+  -- (jsonpath tests scan p in place: no element of it is copied)
+  -- NOTIFY is sent at commit: one for the batch when a plain decision re-queues (a cancel may turn
+  -- it into none: a spare wake-up finds nothing to claim)
+  IF p @? '$[*] ? (@.decision.job_state == "queued" && !(@.decision.gpu.type() == "object")
+                   && !(@.decision.escalation.type() == "object") && !(@.decision.class == "env_fault"))' THEN
+    PERFORM pg_notify('rung_jobs', '');
+  END IF;
+  IF p @? '$[*] ? (!(@.decision.gpu.type() == "object") && !(@.decision.escalation.type() == "object")
+                   && !(@.decision.class == "env_fault"))' THEN
+    RETURN QUERY
+    WITH x AS MATERIALIZED (
+      SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, decision jsonb)
+      WHERE jsonb_typeof(x.decision->'gpu') IS DISTINCT FROM 'object'
+        AND jsonb_typeof(x.decision->'escalation') IS DISTINCT FROM 'object'
+        AND x.decision->>'class' IS DISTINCT FROM 'env_fault'),
+    la AS MATERIALIZED (
+      -- one primary-key probe per item, fenced, then locked in array (attempt id) order; see the
+      -- heartbeats. It keeps the item (i) that passed the fence: a stale item may name the same id.
+      SELECT t.id, x.i FROM x CROSS JOIN LATERAL (SELECT t.id FROM attempts t
+                                             WHERE t.id = x.id AND t.token = x.token
+                                               AND (t.state = 'running') IS TRUE
+                                             OFFSET 0 FOR UPDATE) t),
+    a AS (
+      UPDATE attempts t SET state = 'ended',
+        outcome = CASE x.decision->>'class' WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled'
+                                            ELSE 'failed' END,
+        ended_at = now(), class = x.decision->>'class', rule = x.decision->>'rule',
+        evidence = x.decision->'evidence', action = x.decision->>'action', rung = x.decision->>'rung',
+        changes = x.decision->'changes', facts = x.facts - 'log_tail',
+        log_tail = coalesce(x.facts->'log_tail', '[]'),
+        phase = coalesce(x.facts->>'phase', t.phase),
+        step = coalesce((x.facts->>'last_step')::int, t.step),
+        total_steps = coalesce((x.facts->>'total_steps')::int, t.total_steps)
+      FROM x JOIN la ON la.i = x.i
+      WHERE t.id = la.id AND t.id = ANY (ARRAY(SELECT la.id FROM la))
+      RETURNING x.i, t.id, t.job_id, t.number, t.outcome, t.config, x.decision),
+    lj AS MATERIALIZED (
+      SELECT jb.id, jb.state, jb.cancel_requested FROM jobs jb
+      WHERE jb.id = ANY (ARRAY(SELECT a.job_id FROM a)) ORDER BY jb.id FOR UPDATE OF jb),
+    d AS MATERIALIZED (
+      SELECT a.*, lj.state AS old_state, dd, coalesce(dd->>'job_state', 'failed') AS new_state
+      FROM a JOIN lj ON lj.id = a.job_id,
+      LATERAL (SELECT CASE WHEN lj.cancel_requested AND coalesce(a.decision->>'job_state', 'failed') = 'queued'
+                           THEN a.decision || jsonb_build_object('job_state', 'cancelled', 'next_config', NULL,
+                                                                 'reason', 'cancelled: ' || coalesce(a.decision->>'reason', ''))
+                           ELSE a.decision END AS dd) c),
+    uj AS (
+      UPDATE jobs SET
+        state = d.new_state,
+        current_config = CASE WHEN jsonb_typeof(d.dd->'next_config') = 'object'
+                              THEN rung_config_or_null(d.dd->'next_config', jobs.target_config)
+                              ELSE jobs.current_config END,
+        constraints = CASE WHEN jsonb_typeof(d.dd->'constraints') = 'object'
+                           THEN rung_merge_constraints(jobs.constraints, d.dd->'constraints') ELSE jobs.constraints END,
+        recovery_state = CASE WHEN jsonb_typeof(d.dd->'recovery_state') = 'object' THEN d.dd->'recovery_state'
+                              ELSE jobs.recovery_state END,
+        result = CASE WHEN d.new_state = 'queued' THEN jobs.result
+                      ELSE jsonb_build_object('attempt_id', d.id, 'class', d.dd->>'class', 'rule', d.dd->>'rule',
+                                              'reason', d.dd->>'reason')
+                           || CASE WHEN d.new_state = 'succeeded' AND d.config IS NULL THEN '{}'::jsonb
+                                   ELSE jsonb_build_object('config', CASE WHEN d.new_state = 'succeeded' THEN d.config END) END
+                           || CASE WHEN jsonb_typeof(d.dd->'result') = 'object' THEN d.dd->'result' ELSE '{}' END END,
+        finished_at = CASE WHEN d.new_state = 'queued' THEN NULL ELSE now() END,
+        next_action = CASE WHEN coalesce(d.dd->'recovery_state'->>'next_action', '') <> ''
+                             THEN d.dd->'recovery_state'->>'next_action'
+                           WHEN d.new_state = 'queued' THEN d.dd->>'reason' ELSE NULL END,
+        updated_at = now()
+      FROM d WHERE jobs.id = d.job_id AND jobs.id = ANY (ARRAY(SELECT d.job_id FROM d))),
+    ev AS (
+      INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
+      SELECT d.job_id, d.id, v.kind, v.from_state, v.to_state, d.dd->>'reason', v.data
+      FROM d CROSS JOIN LATERAL (VALUES
+        (1, 'attempt_ended', 'running', d.outcome,
+         jsonb_build_object('number', d.number, 'class', d.dd->>'class', 'rule', d.dd->>'rule',
+                            'evidence', d.dd->'evidence', 'action', d.dd->>'action', 'rung', d.dd->>'rung',
+                            'changes', d.dd->'changes')),
+        (2, 'job_' || d.new_state, d.old_state, d.new_state, NULL)) AS v(ord, kind, from_state, to_state, data)
+      ORDER BY d.id, v.ord)
+    -- a decision whose job_state is not a job state fails the jobs CHECK, as rung_finish_apply's
+    -- RAISE does: the statement fails and rungd applies the items one at a time
+    SELECT d.i, jsonb_build_object('attempt_id', d.id, 'job_id', d.job_id, 'job_state', d.new_state,
+                                   'escalation_id', NULL, 'decision', d.dd)
+    FROM d;
+  END IF;
+
+  IF NOT p @? '$[*] ? (@.decision.gpu.type() == "object" || @.decision.escalation.type() == "object"
+                       || @.decision.class == "env_fault")' THEN
+    RETURN;
+  END IF;
+  FOR e IN SELECT x FROM jsonb_array_elements(p) x
+           WHERE jsonb_typeof(x->'decision'->'gpu') = 'object'
+              OR jsonb_typeof(x->'decision'->'escalation') = 'object'
+              OR x->'decision'->>'class' = 'env_fault'
+           ORDER BY (x->>'id')::bigint LOOP
+    i := (e->>'i')::int;
+    doc := rung_finish_apply((e->>'id')::bigint, e->>'token', e->'facts', e->'decision',
+                             CASE WHEN jsonb_typeof(e->'report') = 'object' THEN e->'report' END);
+    RETURN NEXT;
+  END LOOP;
+END $$;

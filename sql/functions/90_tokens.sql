@@ -1,0 +1,29 @@
+-- Bearer tokens (stored as the hex SHA-256 of the secret): create and revoke.
+
+-- Create a token (name defaults to ROLE-ID). Returns {"status": "created", "token": TOKEN} or
+-- {"status": "exists"} when the name is taken (revoked tokens keep their names: owners stay unique).
+CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  t tokens;
+  v_id bigint := nextval(pg_get_serial_sequence('tokens', 'id'));
+BEGIN
+  INSERT INTO tokens (id, name, role, hash)
+  VALUES (v_id, coalesce(p_name, p_role || '-' || v_id), p_role, p_hash)
+  ON CONFLICT (name) DO NOTHING
+  RETURNING * INTO t;
+  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'exists'); END IF;
+  RETURN jsonb_build_object('status', 'created', 'token', rung_token_json(t));
+END $$;
+
+-- Revoke by id or name (p_key); repeating is a no-op. Returns TOKEN or NULL when missing.
+CREATE OR REPLACE FUNCTION rung_token_revoke(p_key text) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  t tokens;
+BEGIN
+  UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
+  WHERE (p_key ~ '^[0-9]{1,18}$' AND id = p_key::bigint) OR name = p_key
+  RETURNING * INTO t;
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  RETURN rung_token_json(t);
+END $$;

@@ -1,0 +1,112 @@
+-- GPU health reports: a worker runs a health check on a GPU that is not `ok` and reports it
+-- (POST /v1/gpus/{uuid}/health). A passing report lifts a quarantine to `suspect` once the GPU has
+-- been quarantined for the minimum time, and clears a suspect GPU with no env fault in its window
+-- to `ok`; a failing one only records. New columns, a trigger stamping quarantined_at, functions.
+
+ALTER TABLE gpus
+  ADD COLUMN quarantined_at timestamptz,   -- when it last became quarantined
+  ADD COLUMN health_at      timestamptz,   -- last health report
+  ADD COLUMN health_passed  boolean,
+  ADD COLUMN health_detail  text;
+UPDATE gpus SET quarantined_at = updated_at WHERE state = 'quarantined';
+
+-- Whoever quarantines a GPU (rung_finish_apply, the batch variant), the clock starts here.
+CREATE FUNCTION rung_gpu_quarantine_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.state = 'quarantined' AND OLD.state IS DISTINCT FROM 'quarantined' THEN
+    NEW.quarantined_at := now();
+  END IF;
+  RETURN NEW;
+END $$;
+
+CREATE TRIGGER gpus_quarantine_stamp BEFORE UPDATE OF state ON gpus
+FOR EACH ROW EXECUTE FUNCTION rung_gpu_quarantine_stamp();
+
+-- The GPU's env faults that still count: since its last release, each within the
+-- env_fault_window_s of the job it happened to (3600 when unknown). Returns the count and the
+-- time the newest of them leaves its window (NULL when none counts).
+CREATE FUNCTION rung_gpu_faults_in_window(p_uuid text, p_released timestamptz,
+                                          OUT n bigint, OUT clears_at timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT count(*), max(x.ends)
+  FROM (SELECT f.at + make_interval(secs => coalesce((j.recovery->>'env_fault_window_s')::int, 3600)) AS ends
+        FROM gpu_faults f LEFT JOIN jobs j ON j.id = f.job_id
+        WHERE f.gpu_uuid = p_uuid AND f.at > coalesce(p_released, '-infinity')) x
+  WHERE x.ends > now()
+$$;
+
+-- The GPU's JSON (001) plus when it was quarantined and its last health report.
+CREATE OR REPLACE FUNCTION rung_gpu_json(g gpus) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object(
+    'uuid', g.uuid, 'worker_id', g.worker_id, 'index', g.idx, 'name', g.name,
+    'memory_total_mib', g.memory_total_mib, 'state', g.state, 'reason', g.reason,
+    'env_faults', (SELECT count(*) FROM gpu_faults f
+                   WHERE f.gpu_uuid = g.uuid AND f.at > coalesce(g.released_at, '-infinity')),
+    'released_at', g.released_at, 'updated_at', g.updated_at,
+    'quarantined_at', CASE WHEN g.state = 'quarantined' THEN g.quarantined_at END,
+    'health', CASE WHEN g.health_at IS NULL THEN NULL
+                   ELSE jsonb_build_object('at', g.health_at, 'passed', g.health_passed,
+                                           'detail', g.health_detail) END)
+$$;
+
+-- A health report on GPU p_uuid. p_token: the reporting worker token's id, which must be bound
+-- to the GPU's worker (NULL: staff, no ownership check). p_min_s: --quarantine-min-s.
+-- Returns {"status": "not_found"} (no such GPU, or not the caller's), or {"status": "ok",
+-- "uuid", "state", "from_state", "next_check_ms"}: next_check_ms is how long until a report could
+-- change the state (0: now; the rest of the minimum quarantine; until the newest env fault leaves
+-- its window), or null when the GPU is ok and needs no checks.
+CREATE FUNCTION rung_gpu_health(p_uuid text, p_token bigint, p_passed boolean, p_detail text,
+                                p_gpu_state jsonb, p_min_s int) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  g gpus;
+  old text;
+  fw record;
+  next_ms bigint;
+  why text;
+BEGIN
+  SELECT gp.* INTO g FROM gpus gp LEFT JOIN workers w ON w.id = gp.worker_id
+  WHERE gp.uuid = p_uuid AND (p_token IS NULL OR w.token_id = p_token)
+  FOR UPDATE OF gp;
+  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'not_found'); END IF;
+  old := g.state;
+  SELECT * INTO fw FROM rung_gpu_faults_in_window(g.uuid, g.released_at);
+  IF p_passed AND g.state = 'quarantined'
+     AND coalesce(g.quarantined_at, '-infinity') <= now() - make_interval(secs => p_min_s) THEN
+    g.state := 'suspect';
+    why := 'health check passed';
+  ELSIF p_passed AND g.state = 'suspect' AND fw.n = 0 THEN
+    g.state := 'ok';
+    why := 'health check passed with no environment fault in the window';
+  END IF;
+  UPDATE gpus SET state = g.state, reason = coalesce(why, reason),
+                  updated_at = CASE WHEN why IS NULL THEN updated_at ELSE now() END,
+                  health_at = now(), health_passed = p_passed, health_detail = p_detail
+  WHERE uuid = g.uuid RETURNING * INTO g;
+  INSERT INTO events (kind, from_state, to_state, reason, data)
+  VALUES ('gpu_health', old, g.state,
+          CASE WHEN p_passed THEN 'health check passed' ELSE 'health check failed' END
+            || CASE WHEN coalesce(p_detail, '') <> '' THEN ': ' || p_detail ELSE '' END,
+          jsonb_build_object('gpu_uuid', g.uuid, 'worker_id', g.worker_id, 'passed', p_passed,
+                             'detail', p_detail, 'gpu_state', p_gpu_state,
+                             'by', CASE WHEN p_token IS NULL THEN 'staff' ELSE 'worker' END));
+  IF old = 'quarantined' AND g.state = 'suspect' THEN
+    INSERT INTO events (kind, from_state, to_state, reason, data)
+    VALUES ('gpu_unquarantined', old, g.state, why,
+            jsonb_build_object('gpu_uuid', g.uuid, 'quarantined_at', g.quarantined_at,
+                               'env_faults_in_window', fw.n));
+  ELSIF old = 'suspect' AND g.state = 'ok' THEN
+    INSERT INTO events (kind, from_state, to_state, reason, data)
+    VALUES ('gpu_cleared', old, g.state, why, jsonb_build_object('gpu_uuid', g.uuid));
+  END IF;
+  IF why IS NOT NULL THEN PERFORM pg_notify('rung_jobs', ''); END IF;
+  next_ms := CASE
+    WHEN g.state = 'quarantined' THEN greatest(0, ceil(extract(epoch FROM
+               coalesce(g.quarantined_at, now()) + make_interval(secs => p_min_s) - now()) * 1000))::bigint
+    WHEN g.state = 'suspect' AND fw.clears_at IS NOT NULL THEN
+      greatest(0, ceil(extract(epoch FROM fw.clears_at - now()) * 1000))::bigint
+    WHEN g.state = 'suspect' THEN 0
+    ELSE NULL END;
+  RETURN jsonb_build_object('status', 'ok', 'uuid', g.uuid, 'state', g.state, 'from_state', old,
+                            'next_check_ms', next_ms);
+END $$;
