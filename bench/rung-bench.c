@@ -52,6 +52,7 @@ struct opts {
 	const char *machine_path;  /* report */
 	const char *rev;           /* report */
 	bool quick;                /* report */
+	const char *hook;          /* run before each timed window ("HOOK begin") and after it ("HOOK end UNITS") */
 };
 
 struct lat {
@@ -823,6 +824,50 @@ static int parse_list(const char *s, int *out, int max)
 	return n;
 }
 
+/* --hook: "HOOK begin" before a timed window; "HOOK end UNITS" after it prints one JSON object whose numbers
+ * (per unit: attempt, job, decision) join the run's metrics (bench/writes.sh: what Postgres wrote). */
+static void hook_begin(struct bench *b)
+{
+	char *cmd;
+
+	if (!b->o->hook)
+		return;
+	cmd = xasprintf("%s begin", b->o->hook);
+	if (system(cmd) != 0)
+		fprintf(stderr, "rung-bench: hook failed: %s\n", cmd);
+	free(cmd);
+}
+
+static void hook_end(struct bench *b, long long units, json_t *metrics)
+{
+	char *cmd, buf[4096];
+	FILE *p;
+	size_t n;
+	json_t *doc, *v;
+	const char *key;
+
+	if (!b->o->hook)
+		return;
+	cmd = xasprintf("%s end %lld", b->o->hook, units);
+	p = popen(cmd, "r");
+	if (!p) {
+		fprintf(stderr, "rung-bench: hook failed: %s\n", cmd);
+		free(cmd);
+		return;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, p);
+	buf[n] = '\0';
+	if (pclose(p) != 0)
+		fprintf(stderr, "rung-bench: hook exited non-zero: %s\n", cmd);
+	free(cmd);
+	doc = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	json_object_foreach(doc, key, v) {
+		if (json_is_number(v))
+			json_object_set(metrics, key, v);
+	}
+	json_decref(doc);
+}
+
 /* 1. submit: S connections each POST /v1/jobs back to back for the window. */
 static int scenario_submit(struct bench *b)
 {
@@ -836,6 +881,7 @@ static int scenario_submit(struct bench *b)
 			double secs;
 
 			reset_counts(b);
+			hook_begin(b);
 			b->active = conc[c];
 			b->t_start = now_us();
 			b->t_end = b->t_start;
@@ -855,6 +901,7 @@ static int scenario_submit(struct bench *b)
 			put_num(m, "p99_ms", lat_pct(&b->lat_submit, 99));
 			json_object_set_new(m, "jobs", json_integer(b->ok));
 			json_object_set_new(m, "errors", json_integer(b->errors));
+			hook_end(b, b->ok, m);
 			emit("submit", setting, run, m);
 			for (i = 0; i < conc[c]; i++)
 				sim_release(&sims[i]);
@@ -898,8 +945,8 @@ static struct sim *make_sims(struct bench *b, enum mode mode, const char *prefix
 static int scenario_cycle(struct bench *b)
 {
 	int ws[8], nw = parse_list(b->o->list ? b->o->list : "1,16,256", ws, 8), c, run, i;
-	/* enough that a first run at ~1,500 attempts/s does not drain the queue (a drained run is cut short) */
-	long long want0 = (long long)(1500 * b->o->seconds), want, queued = 0;
+	/* enough that a first run at ~2,500 attempts/s does not drain the queue (a drained run is cut short) */
+	long long want0 = (long long)(2500 * b->o->seconds), want, queued = 0;
 
 	for (c = 0; c < nw; c++) {
 		char prefix[32];
@@ -919,6 +966,7 @@ static int scenario_cycle(struct bench *b)
 			queued = want;
 			reset_counts(b);
 			b->remaining = queued;
+			hook_begin(b);
 			run_workers(b, sims, ws[c]);
 			queued = b->remaining;
 			secs = (double)(b->t_end - b->t_start) / 1e6;
@@ -936,6 +984,7 @@ static int scenario_cycle(struct bench *b)
 			json_object_set_new(m, "attempts", json_integer(b->attempts));
 			json_object_set_new(m, "drained", json_boolean(queued == 0));
 			json_object_set_new(m, "errors", json_integer(b->errors));
+			hook_end(b, b->attempts, m);
 			emit("cycle", setting, run, m);
 			for (i = 0; i < ws[c]; i++)
 				sim_release(&sims[i]);
@@ -965,6 +1014,7 @@ static int scenario_recovery(struct bench *b)
 		json_decref(b->classes);
 		b->classes = json_object();
 		b->remaining = jobs;
+		hook_begin(b);
 		run_workers(b, sims, w);
 		secs = (double)(b->t_end - b->t_start) / 1e6;
 		snprintf(setting, sizeof(setting), "W=%d", w);
@@ -977,6 +1027,7 @@ static int scenario_recovery(struct bench *b)
 		json_object_set_new(m, "jobs_ended", json_integer(b->jobs_done));
 		json_object_set_new(m, "classes", json_incref(b->classes));
 		json_object_set_new(m, "errors", json_integer(b->errors));
+		hook_end(b, b->decisions, m);
 		emit("recovery", setting, run, m);
 		/* jobs left mid-ladder stay queued; the next run brings its own */
 		for (i = 0; i < w; i++)
@@ -1208,13 +1259,43 @@ struct target {
 };
 
 static const struct target targets[] = {
-	{ "submit", "rung", NULL, "jobs_per_s", '>', 5000 },
-	{ "submit", "rung", NULL, "p99_ms", '<', 50 },
-	{ "cycle", "rung", "W=256", "attempts_per_s", '>', 3500 },
+	{ "submit", "rung", "S=16", "p99_ms", '<', 50 },
 	{ "fleet", "rung", NULL, "rss_mb", '<', 200 },
 	{ "fleet", "rung", NULL, "heartbeat_p99_ms", '<', 100 },
 	{ "fleet", "rung", NULL, "wake_p50_ms", '<', 5 },
 };
+
+/* The side-by-side table: each system's rate in a scenario, and rung's rate as a ratio of it (issue 13: the
+ * machine's speed drifts between runs, so the targets are ratios within one invocation). */
+struct headline {
+	const char *scenario, *system, *metric;
+};
+
+static const struct headline headlines[] = {
+	{ "submit", "rung", "jobs_per_s" },       { "submit", "pgbench", "tx_per_s" },
+	{ "submit", "graphile", "jobs_per_s" },   { "submit", "pg-boss", "jobs_per_s" },
+	{ "cycle", "rung", "attempts_per_s" },    { "cycle", "pgbench", "jobs_per_s" },
+	{ "cycle", "graphile", "jobs_per_s" },    { "cycle", "pg-boss", "jobs_per_s" },
+	{ "recovery", "rung", "decisions_per_s" },
+};
+
+struct ratio_target {
+	const char *scenario, *rung_setting; /* rung's reference row (the last rung setting when absent) */
+	const char *system, *setting;        /* setting NULL: the best of the system's rows starting with "one " */
+	double value;                        /* rung / it at least this */
+};
+
+static const struct ratio_target ratio_targets[] = {
+	{ "submit", "S=16", "pgbench", "c=16", 0.9 },
+	{ "submit", "S=16", "graphile", NULL, 3.0 },
+	{ "submit", "S=16", "pg-boss", NULL, 3.0 },
+	{ "cycle", "W=256", "pgbench", "c=16", 0.9 },
+	{ "cycle", "W=256", "graphile", "one c=16", 1.5 },
+};
+
+/* Writes per unit (bench/writes.sh through --hook), shown for rung under the side-by-side table. */
+static const char *const write_metrics[] = { "rows_inserted", "rows_updated", "hot_pct", "index_entries",
+					     "row_locks", "rows_deleted", "commits", "wal_kb" };
 
 static const struct target *target_for(const char *sc, const char *sys, const char *set, const char *metric)
 {
@@ -1239,10 +1320,175 @@ static void fmt_num(char *buf, size_t n, double v)
 		snprintf(buf, n, "%.2f", v);
 }
 
+static bool is_write_metric(const char *m)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(write_metrics); i++)
+		if (strcmp(write_metrics[i], m) == 0)
+			return true;
+	return false;
+}
+
+/* The median of SYSTEM/SETTING/METRIC in the summary (NAN when absent). */
+static double summary_median(json_t *summary, const char *sys, const char *set, const char *metric)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(summary, i, r) {
+		if (strcmp(json_string_value(json_object_get(r, "system")), sys) == 0 &&
+		    strcmp(json_string_value(json_object_get(r, "setting")), set) == 0 &&
+		    strcmp(json_string_value(json_object_get(r, "metric")), metric) == 0)
+			return json_number_value(json_object_get(r, "median"));
+	}
+	return NAN;
+}
+
+static const char *headline_metric(const char *sc, const char *sys)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(headlines); i++)
+		if (strcmp(headlines[i].scenario, sc) == 0 && strcmp(headlines[i].system, sys) == 0)
+			return headlines[i].metric;
+	return NULL;
+}
+
+/* One row per (system, setting) with a headline rate, in first-seen order, plus rung's ratio to each; the
+ * ratio targets are checked here. Returns the side-by-side rows (also kept in the results file). */
+static json_t *side_by_side(const char *sc, json_t *summary)
+{
+	json_t *rows = json_array(), *r, *row;
+	const char *ref_set = NULL, *best_peer = NULL;
+	double ref = NAN, best = -1;
+	size_t i, k;
+
+	json_array_foreach(summary, i, r) {
+		const char *sys = json_string_value(json_object_get(r, "system"));
+		const char *set = json_string_value(json_object_get(r, "setting"));
+		const char *hm = headline_metric(sc, sys);
+		bool dup = false;
+
+		if (!hm || strcmp(hm, json_string_value(json_object_get(r, "metric"))) != 0)
+			continue;
+		json_array_foreach(rows, k, row)
+			dup |= strcmp(json_string_value(json_object_get(row, "system")), sys) == 0 &&
+			       strcmp(json_string_value(json_object_get(row, "setting")), set) == 0;
+		if (dup)
+			continue;
+		row = json_pack("{s:s, s:s, s:s}", "system", sys, "setting", set, "metric", hm);
+		put_num(row, "per_s", json_number_value(json_object_get(r, "median")));
+		put_num(row, "p99_ms", summary_median(summary, sys, set, strcmp(sys, "rung") == 0 && strcmp(sc, "cycle") == 0
+										 ? "finish_p99_ms" : "p99_ms"));
+		json_array_append_new(rows, row);
+	}
+	/* rung's reference row: the one the targets name, else its last setting */
+	for (i = 0; i < ARRAY_LEN(ratio_targets); i++)
+		if (strcmp(ratio_targets[i].scenario, sc) == 0)
+			ref_set = ratio_targets[i].rung_setting;
+	json_array_foreach(rows, i, row) {
+		if (strcmp(json_string_value(json_object_get(row, "system")), "rung") != 0)
+			continue;
+		if (!ref_set || isnan(ref) || strcmp(json_string_value(json_object_get(row, "setting")), ref_set) == 0) {
+			bool named = ref_set && strcmp(json_string_value(json_object_get(row, "setting")), ref_set) == 0;
+			ref = json_number_value(json_object_get(row, "per_s"));
+			if (named)
+				break;
+		}
+	}
+	json_array_foreach(rows, i, row) { /* the best one-at-a-time peer */
+		const char *sys = json_string_value(json_object_get(row, "system"));
+		const char *set = json_string_value(json_object_get(row, "setting"));
+		double v = json_number_value(json_object_get(row, "per_s"));
+		if ((strcmp(sys, "graphile") == 0 || strcmp(sys, "pg-boss") == 0) && strncmp(set, "one ", 4) == 0 && v > best) {
+			best = v;
+			best_peer = sys;
+		}
+	}
+	json_array_foreach(rows, i, row) {
+		const char *sys = json_string_value(json_object_get(row, "system"));
+		const char *set = json_string_value(json_object_get(row, "setting"));
+		double v = json_number_value(json_object_get(row, "per_s"));
+
+		if (strcmp(sys, "rung") == 0)
+			continue;
+		put_num(row, "rung_ratio", v > 0 ? ref / v : NAN);
+		for (k = 0; k < ARRAY_LEN(ratio_targets); k++) {
+			const struct ratio_target *t = &ratio_targets[k];
+			bool hit = strcmp(t->scenario, sc) == 0 && strcmp(t->system, sys) == 0 &&
+				   (t->setting ? strcmp(t->setting, set) == 0
+					       : best_peer && strcmp(best_peer, sys) == 0 && strncmp(set, "one ", 4) == 0 &&
+							 v == best);
+			if (hit && v > 0 && !isnan(ref)) {
+				char tgt[64];
+				bool met = ref / v >= t->value;
+				snprintf(tgt, sizeof(tgt), "rung >= %gx %s", t->value, met ? "✓" : "✗");
+				json_object_set_new(row, "target", json_string(tgt));
+				json_object_set_new(row, "met", json_boolean(met));
+			}
+		}
+	}
+	return rows;
+}
+
+static void print_side_by_side(const char *sc, json_t *rows, json_t *summary)
+{
+	json_t *row;
+	size_t i, k;
+	bool any_rung_writes = false;
+
+	if (json_array_size(rows) == 0)
+		return;
+	printf("\n-- %s: side by side (medians; rung/it = rung's reference row over that row, same invocation) --\n", sc);
+	printf("%-9s %-12s %10s %9s %9s   %s\n", "system", "setting", "per s", "p99 ms", "rung/it", "target");
+	json_array_foreach(rows, i, row) {
+		char a[32], b1[32], c[32];
+		json_t *t = json_object_get(row, "target");
+		fmt_num(a, sizeof(a), json_number_value(json_object_get(row, "per_s")));
+		fmt_num(b1, sizeof(b1), json_is_number(json_object_get(row, "p99_ms"))
+					       ? json_number_value(json_object_get(row, "p99_ms")) : NAN);
+		if (json_is_number(json_object_get(row, "rung_ratio")))
+			snprintf(c, sizeof(c), "%.2fx", json_number_value(json_object_get(row, "rung_ratio")));
+		else
+			snprintf(c, sizeof(c), "-");
+		printf("%-9s %-12s %10s %9s %9s   %s\n", json_string_value(json_object_get(row, "system")),
+		       json_string_value(json_object_get(row, "setting")), a, b1, c, t ? json_string_value(t) : "");
+	}
+	json_array_foreach(rows, i, row)
+		any_rung_writes |= strcmp(json_string_value(json_object_get(row, "system")), "rung") == 0 &&
+				   !isnan(summary_median(summary, "rung", json_string_value(json_object_get(row, "setting")),
+							 "index_entries"));
+	if (!any_rung_writes)
+		return;
+	printf("\n-- %s: what Postgres wrote per %s (WAL records of the window, bench/writes.sh; medians) --\n", sc,
+	       strcmp(sc, "submit") == 0 ? "job" : strcmp(sc, "recovery") == 0 ? "decision" : "attempt");
+	printf("%-8s", "setting");
+	for (k = 0; k < ARRAY_LEN(write_metrics); k++)
+		printf(" %13s", write_metrics[k]);
+	printf("\n");
+	json_array_foreach(rows, i, row) {
+		const char *set = json_string_value(json_object_get(row, "setting"));
+		if (strcmp(json_string_value(json_object_get(row, "system")), "rung") != 0)
+			continue;
+		printf("%-8s", set);
+		for (k = 0; k < ARRAY_LEN(write_metrics); k++) {
+			double v = summary_median(summary, "rung", set, write_metrics[k]);
+			char a[32];
+			if (isnan(v))
+				snprintf(a, sizeof(a), "-");
+			else
+				snprintf(a, sizeof(a), "%.2f", v);
+			printf(" %13s", a);
+		}
+		printf("\n");
+	}
+}
+
 static int report(struct opts *o)
 {
 	FILE *f = fopen(o->raw_path, "r");
-	json_t *runs = json_array(), *summary = json_array(), *doc, *machine = NULL, *line;
+	json_t *runs = json_array(), *summary = json_array(), *doc, *machine = NULL, *line, *side = NULL;
 	char buf[65536];
 	size_t i, j;
 	int rc = 1;
@@ -1318,15 +1564,19 @@ static int report(struct opts *o)
 			json_object_set_new(line, "target", json_string(tgt));
 			json_object_set_new(line, "met", json_boolean(met));
 		}
+		if (is_write_metric(metric))
+			continue; /* shown in the writes table */
 		fmt_num(a, sizeof(a), med);
 		fmt_num(b1, sizeof(b1), lo);
 		fmt_num(c, sizeof(c), hi);
 		snprintf(range, sizeof(range), "%s..%s", b1, c);
 		printf("%-8s %-8s %-18s %10s %23s   %s\n", sys, set, metric, a, range, tgt);
 	}
-	doc = json_pack("{s:s, s:s, s:b, s:o, s:O, s:O}", "scenario", o->scenario, "git_rev", o->rev ? o->rev : "unknown",
-			"quick", o->quick, "machine", machine ? machine : json_object(), "summary", summary, "runs",
-			runs);
+	side = side_by_side(o->scenario, summary);
+	print_side_by_side(o->scenario, side, summary);
+	doc = json_pack("{s:s, s:s, s:b, s:o, s:O, s:O, s:O}", "scenario", o->scenario, "git_rev",
+			o->rev ? o->rev : "unknown", "quick", o->quick, "machine", machine ? machine : json_object(),
+			"summary", summary, "side_by_side", side, "runs", runs);
 	machine = NULL;
 	if (o->out_path && json_dump_file(doc, o->out_path, JSON_INDENT(1) | JSON_PRESERVE_ORDER) != 0) {
 		fprintf(stderr, "rung-bench report: cannot write %s\n", o->out_path);
@@ -1336,6 +1586,7 @@ static int report(struct opts *o)
 	json_decref(doc);
 	rc = 0;
 out:
+	json_decref(side);
 	json_decref(machine);
 	json_decref(summary);
 	json_decref(runs);
@@ -1360,6 +1611,8 @@ static void usage(FILE *f)
 		"  --probe-interval-ms  fleet: time between wake probes (100)\n"
 		"  --rungd-pid PID      fleet: rungd's pid for RSS and CPU\n"
 		"  --workers W          recovery: workers (16)\n"
+		"  --hook CMD           run \"CMD begin\" before each timed window, \"CMD end UNITS\" after it;\n"
+		"                       the JSON object it prints joins the run's metrics (bench/writes.sh)\n"
 		"RUNG_BENCH_TOKEN in the environment: the bearer token sent on every call (an admin token)\n");
 }
 
@@ -1403,6 +1656,7 @@ int main(int argc, char **argv)
 		{ "machine", required_argument, NULL, 'm' },
 		{ "rev", required_argument, NULL, 'v' },
 		{ "quick", no_argument, NULL, 'q' },
+		{ "hook", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1441,6 +1695,7 @@ int main(int argc, char **argv)
 		case 'm': o.machine_path = optarg; break;
 		case 'v': o.rev = optarg; break;
 		case 'q': o.quick = true; break;
+		case 'k': o.hook = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}

@@ -8,7 +8,9 @@
 #      ("submit cycle fleet recovery"), BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
 #      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8"), BENCH_CYCLE_W (worker counts, "1,16,256"),
 #      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
-#      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time).
+#      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time),
+#      BENCH_PEERS=0 (skip graphile-worker and pg-boss), BENCH_PEER_CONC (their concurrency, 16),
+#      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,9 @@ fi
 CYCLE_W=${BENCH_CYCLE_W:-$CYCLE_W}
 PGBENCH_ON=${BENCH_PGBENCH:-1} # 0: skip the pgbench ceilings (for quick iteration; the tables then lack them)
 SCENARIOS=${BENCH_SCENARIOS:-"submit cycle fleet recovery"}
+PEERS_ON=${BENCH_PEERS:-1}
+PEER_CONC=${BENCH_PEER_CONC:-16}
+WRITES_ON=${BENCH_WRITES:-1}
 BENCH=${BENCH_TOOL:-bin/bench/rung-bench} # BENCH_TOOL: another build of it (e.g. under ASan)
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 PGBENCH="$PGBIN/pgbench"
@@ -104,11 +109,61 @@ jq -n --arg cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head 
 	  synchronous_commit: $sync, fsync: $fsync, date: $date, runs: ($runs|tonumber), seconds: ($secs|tonumber)}' >"$MACHINE"
 echo "bench.sh: $(jq -r '"\(.cpu), \(.cores) cores, \(.mem_mb) MB, PostgreSQL \(.postgres)"' "$MACHINE"); rev $REV"
 
+# Peers: graphile-worker and pg-boss from npm, at the versions bench/peers/package-lock.json pins, installed into
+# bench/peers/node_modules (ignored by git). Without node (or the install failing) they are skipped, said once.
+PEERS_READY=0
+if [ "$PEERS_ON" = 1 ]; then
+	if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+		echo "bench.sh: node/npm not found: skipping the peers (graphile-worker, pg-boss); tables show rung and pgbench only"
+	elif [ -d bench/peers/node_modules/graphile-worker ] && [ -d bench/peers/node_modules/pg-boss ] ||
+		(cd bench/peers && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1); then
+		PEERS_READY=1
+		echo "bench.sh: peers: node $(node --version), $(cd bench/peers && node -p 'const l=require("./package-lock.json").packages; ["graphile-worker","pg-boss"].map(n=>n+" "+l["node_modules/"+n].version).join(", ")'), concurrency $PEER_CONC"
+	else
+		echo "bench.sh: npm ci in bench/peers failed (offline?): skipping the peers (graphile-worker, pg-boss)"
+	fi
+fi
+
+# peers SCENARIO: each peer in a fresh database of its own on the same Postgres, one at a time and batched.
+peers_run() {
+	[ "$PEERS_READY" = 1 ] || return 0
+	local sc=$1 peer mode pdb url
+	for peer in graphile pg-boss; do
+		pdb="peer_${peer//-/_}"
+		PSQL -d postgres -c "DROP DATABASE IF EXISTS $pdb" -c "CREATE DATABASE $pdb" || return 1
+		url=$(tests/pg.sh url "$PG_PORT" "$pdb")
+		for mode in one batch; do
+			(cd bench/peers && node peer.mjs --peer "$peer" --scenario "$sc" --mode "$mode" --conc "$PEER_CONC" \
+				--seconds "$SECS" --runs "$RUNS" --url "$url" --payload ../flux_lora_3k.json) >>"$RAW" ||
+				{ echo "bench.sh: peer $peer $sc $mode failed" >&2; FAILED=1; }
+		done
+		PSQL -d postgres -c "DROP DATABASE IF EXISTS $pdb" >/dev/null
+	done
+}
+
+# What Postgres wrote per attempt/job: bench/writes.sh around every timed window (rung-bench --hook).
+HOOK=()
+if [ "$WRITES_ON" = 1 ]; then
+	export PGBIN PG_PORT PG_DIR WRITES_STATE="$TMP/writes.lsn"
+	HOOK=(--hook "$ROOT/bench/writes.sh")
+fi
+
+# The HOT ratio as pg_stat_user_tables counts it, over the whole scenario (read after rungd stopped: a backend
+# sends its counters when it exits).
+hot_ratio() {
+	echo "-- $sc: pg_stat_user_tables over the whole scenario (prefill included): updates, HOT updates, HOT ratio --"
+	PSQL -d "$DB" -At -F ' ' -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+		CASE WHEN n_tup_upd > 0 THEN round(100.0 * n_tup_hot_upd / n_tup_upd, 1) END
+		FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd > 0 AND relname NOT LIKE 'bench_%' ORDER BY relname" |
+		awk '{ printf "  %-16s inserted %8d  updated %8d  HOT %8d  HOT ratio %s%%\n", $1, $2, $3, $4, ($5 == "" ? "-" : $5) }'
+}
+
 # A fresh database per scenario, and rungd on it.
 DBN=0
 fresh_db() {
 	DBN=$((DBN + 1))
 	DB="bench$DBN"
+	export DB
 	PSQL -d postgres -c "DROP DATABASE IF EXISTS $DB" -c "CREATE DATABASE $DB" || exit 1
 	DB_URL=$(tests/pg.sh url "$PG_PORT" "$DB")
 	# schema, then one admin token for the load generator (admin skips per-owner checks)
@@ -188,7 +243,9 @@ for sc in $SCENARIOS; do
 			done
 		done
 		start_rungd
-		"$BENCH" submit --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list 16,64 >>"$RAW" || FAILED=1
+		"$BENCH" submit --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list 16,64 "${HOOK[@]}" >>"$RAW" || FAILED=1
+		stop_rungd
+		peers_run submit
 		;;
 	cycle)
 		ROWS=$(awk -v s="$SECS" 'BEGIN { print int(8000 * s + 1000) }')
@@ -199,7 +256,9 @@ for sc in $SCENARIOS; do
 			done
 		done
 		start_rungd
-		"$BENCH" cycle --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list "$CYCLE_W" >>"$RAW" || FAILED=1
+		"$BENCH" cycle --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list "$CYCLE_W" "${HOOK[@]}" >>"$RAW" || FAILED=1
+		stop_rungd
+		peers_run cycle
 		;;
 	fleet)
 		start_rungd
@@ -208,12 +267,13 @@ for sc in $SCENARIOS; do
 		;;
 	recovery)
 		start_rungd
-		"$BENCH" recovery --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --workers 16 >>"$RAW" || FAILED=1
+		"$BENCH" recovery --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --workers 16 "${HOOK[@]}" >>"$RAW" || FAILED=1
 		;;
 	*) echo "bench.sh: unknown scenario $sc" >&2; FAILED=1; continue ;;
 	esac
 	stop_rungd
 	[ "$PGSS" = 1 ] && pgss_top
+	[ "$sc" = fleet ] || hot_ratio
 	report "$sc" || FAILED=1
 done
 

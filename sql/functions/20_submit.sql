@@ -23,7 +23,7 @@ BEGIN
     FROM x ORDER BY x.id
     RETURNING *),
   ev AS (
-    INSERT INTO events (job_id, kind, to_state, reason, data)
+    INSERT INTO event_log (job_id, kind, to_state, reason, data)
     SELECT ins.id, 'submitted', 'queued', 'submitted',
            jsonb_build_object('kind', ins.kind, 'priority', ins.priority, 'owner', ins.owner)
     FROM ins ORDER BY ins.id)
@@ -61,13 +61,13 @@ BEGIN
                       idempotency_key, request_hash)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
             NULL, e->'recovery', e->>'key', h)
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN
       SELECT * INTO j FROM jobs WHERE idempotency_key = e->>'key';
       status := CASE WHEN j.request_hash IS DISTINCT FROM h THEN 'conflict' ELSE 'existing' END;
     ELSE
-      INSERT INTO events (job_id, kind, to_state, reason, data)
+      INSERT INTO event_log (job_id, kind, to_state, reason, data)
       VALUES (j.id, 'submitted', 'queued', 'submitted',
               jsonb_build_object('kind', j.kind, 'priority', j.priority, 'owner', j.owner));
       created := created + 1;

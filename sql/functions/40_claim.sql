@@ -23,10 +23,7 @@ BEGIN
           replace(gen_random_uuid()::text, '-', '') || replace(gen_random_uuid()::text, '-', ''),
           now() + make_interval(secs => p_lease_s), p_gpu_before, 'start')
   RETURNING * INTO a;
-  INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
-  VALUES (j.id, a.id, 'leased', 'queued', 'running', 'attempt ' || a.number || ' started',
-          jsonb_build_object('number', a.number, 'worker_id', p_worker, 'gpu_uuid', p_gpu,
-                             'config_hash', a.config_hash));
+  -- its `leased` event is the attempt row itself (lease_event_id; the events view, migration 015)
   RETURN jsonb_build_object('status', 'ok', 'lease', jsonb_build_object(
     'attempt_id', a.id, 'job_id', j.id, 'number', a.number, 'token', a.token,
     'config', cfg, 'lease_seconds', p_lease_s));

@@ -227,13 +227,8 @@ BEGIN
            now() + make_interval(secs => p_lease_s), c.before, 'start'
     FROM c JOIN j ON j.id = c.job_id ORDER BY j.id
     RETURNING attempts.id, attempts.job_id, attempts.number, attempts.worker_id, attempts.gpu_uuid,
-              attempts.config_hash, attempts.token),
-  ev AS (
-    INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
-    SELECT a.job_id, a.id, 'leased', 'queued', 'running', 'attempt ' || a.number || ' started',
-           jsonb_build_object('number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid,
-                              'config_hash', a.config_hash)
-    FROM a ORDER BY a.id)
+              attempts.config_hash, attempts.token)
+  -- their `leased` events are the attempt rows themselves (lease_event_id; the events view, 015)
   SELECT c.i, 'ok'::text, a.id, a.job_id, a.number, a.token,
          jsonb_build_object('attempt_id', a.id, 'job_id', a.job_id, 'number', a.number, 'token', a.token,
                             'lease_seconds', p_lease_s),

@@ -87,15 +87,15 @@ BEGIN
         updated_at = now()
       FROM d WHERE jobs.id = d.job_id AND jobs.id = ANY (ARRAY(SELECT d.job_id FROM d))),
     ev AS (
-      INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason, data)
-      SELECT d.job_id, d.id, v.kind, v.from_state, v.to_state, d.dd->>'reason', v.data
-      FROM d CROSS JOIN LATERAL (VALUES
-        (1, 'attempt_ended', 'running', d.outcome,
-         jsonb_build_object('number', d.number, 'class', d.dd->>'class', 'rule', d.dd->>'rule',
-                            'evidence', d.dd->'evidence', 'action', d.dd->>'action', 'rung', d.dd->>'rung',
-                            'changes', d.dd->'changes')),
-        (2, 'job_' || d.new_state, d.old_state, d.new_state, NULL)) AS v(ord, kind, from_state, to_state, data)
-      ORDER BY d.id, v.ord)
+      -- one row per finish: the attempt's end, carrying the job's move (the events view shows both, 015)
+      INSERT INTO event_log (job_id, attempt_id, kind, from_state, to_state, reason, data)
+      SELECT d.job_id, d.id, 'attempt_ended', 'running', d.outcome, d.dd->>'reason',
+             jsonb_build_object('number', d.number, 'class', d.dd->>'class', 'rule', d.dd->>'rule',
+                                'evidence', d.dd->'evidence', 'action', d.dd->>'action', 'rung', d.dd->>'rung',
+                                'changes', d.dd->'changes',
+                                'job_event', jsonb_build_object('kind', 'job_' || d.new_state,
+                                                                'from_state', d.old_state, 'to_state', d.new_state))
+      FROM d ORDER BY d.id)
     -- a decision whose job_state is not a job state fails the jobs CHECK, as rung_finish_apply's
     -- RAISE does: the statement fails and rungd applies the items one at a time
     SELECT d.i, jsonb_build_object('attempt_id', d.id, 'job_id', d.job_id, 'job_state', d.new_state,

@@ -882,10 +882,11 @@ static void test_canary(struct harness *h)
 		"RETURNING id", 0, NULL);
 	char *ids = xasprintf("%lld", id);
 	const char *p[] = { ids };
+	/* lease_event_id NULL: attempts without their `leased` event (an attempt row is that event since 015) */
 	PGresult *r = h_sql(h, "INSERT INTO attempts (job_id, number, config, config_hash, token, lease_expires_at, "
-		"state, outcome, started_at, ended_at) VALUES "
-		"($1, 1, '{}', 'x', 'same', now(), 'ended', 'succeeded', now() - interval '10 s', now()), "
-		"($1, 2, '{}', 'x', 'same', now(), 'ended', 'succeeded', now() - interval '5 s', now())", 1, p);
+		"state, outcome, started_at, ended_at, lease_event_id) VALUES "
+		"($1, 1, '{}', 'x', 'same', now(), 'ended', 'succeeded', now() - interval '10 s', now(), NULL), "
+		"($1, 2, '{}', 'x', 'same', now(), 'ended', 'succeeded', now() - interval '5 s', now(), NULL)", 1, p);
 	PQclear(r);
 	r = h_sql(h, "INSERT INTO events (job_id, kind, to_state) VALUES ($1, 'submitted', 'queued')", 1, p);
 	PQclear(r);

@@ -280,7 +280,7 @@ static void test_sql(void)
 
 	pg = PQconnectdb(url);
 	TAP_OK(PQstatus(pg) == CONNECTION_OK, "connected");
-	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
 	q1("SELECT rung_register('wb', 'h', '[{\"uuid\":\"G-a\",\"memory_total_mib\":24000},"
 	   "{\"uuid\":\"G-b\",\"memory_total_mib\":24000},{\"uuid\":\"G-c\",\"memory_total_mib\":80000}]')", 0, NULL);
 
@@ -382,6 +382,8 @@ static void test_sql(void)
 				    ida, tokens[0], tokens[1], tokens[1], tokb);
 		p[0] = j;
 		p[1] = "30";
+		/* within two thirds of a lease of its expiry: these heartbeats write (see test_heartbeat_skip) */
+		q1("UPDATE attempts SET lease_expires_at = now() + interval '5 seconds'", 0, NULL);
 		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',' ORDER BY i) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
 			   "0:false,2:true", "heartbeat batch: stale token fenced out, cancel flag per row");
 		TAP_STR_EQ(q1("SELECT step || '/' || (SELECT phase FROM attempts WHERE gpu_uuid = 'G-b') FROM attempts WHERE gpu_uuid = 'G-a'", 0, NULL),
@@ -444,7 +446,7 @@ static void test_sql(void)
 	}
 
 	/* apply batch: plain decisions set-wise (migrations/009), each fenced, cancel honoured */
-	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
 	q1("SELECT rung_register('wa', 'h', '[{\"uuid\":\"A-1\",\"memory_total_mib\":24000},"
 	   "{\"uuid\":\"A-2\",\"memory_total_mib\":24000},{\"uuid\":\"A-3\",\"memory_total_mib\":24000}]')", 0, NULL);
 	p[0] = "[{\"i\":0,\"name\":\"p1\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":1,\"recovery\":{},"
@@ -630,7 +632,7 @@ static void test_scale(void)
 	long b;
 
 	pg = PQconnectdb(url);
-	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
 	q1("SELECT rung_register('ws', 'h', '[{\"uuid\":\"S-0\",\"memory_total_mib\":24000},"
 	   "{\"uuid\":\"S-1\",\"memory_total_mib\":24000}]')", 0, NULL);
 	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'ws'", 0, NULL));
@@ -701,7 +703,7 @@ static void test_fences_011(void)
 	PGresult *r;
 
 	pg = PQconnectdb(url);
-	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
 	q1("SELECT rung_register('f1', 'h', '[{\"uuid\":\"F-1\",\"memory_total_mib\":80000}]')", 0, NULL);
 	q1("SELECT rung_register('f2', 'h', '[{\"uuid\":\"F-2\",\"memory_total_mib\":80000}]')", 0, NULL);
 	snprintf(w1, sizeof w1, "%s", q1("SELECT id FROM workers WHERE name = 'f1'", 0, NULL));
@@ -750,6 +752,75 @@ static void test_fences_011(void)
 	PQfinish(pg);
 }
 
+/* Heartbeats that need not move the stored expiry do not write (migration 015, sql/heartbeat_batch.sql): one
+ * within the first third of its lease is answered after the fence check and leaves the row as it was (same
+ * xmin, same expiry, progress not stored); one closer than two thirds of a lease to its expiry renews it.
+ * With a 3 s lease and heartbeats every 0.3 s for 4.5 s (longer than the lease), the reaper, run after each
+ * heartbeat, never takes the attempt, and only a fraction of the heartbeats wrote. A cancel requested while
+ * heartbeats are skipping reaches the very next heartbeat. */
+static void test_heartbeat_skip(void)
+{
+	const char *p[2];
+	char *items, id[32], tok[80], x0[64], x1[64], name[160];
+	int k, writes = 0, beats = 0, reaped = 0;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('hs', 'h', '[{\"uuid\":\"H-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, target_config, recovery) VALUES ('hb', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"H-1\",\"fresh\":true}]",
+			  q1("SELECT id FROM workers WHERE name = 'hs'", 0, NULL));
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(status, ',') FROM rung_claim_batch($1::jsonb, 30)", 1, p), "ok", "leased for 30 s");
+	free(items);
+	snprintf(id, sizeof id, "%s", q1("SELECT id FROM attempts", 0, NULL));
+	snprintf(tok, sizeof tok, "%s", q1("SELECT token FROM attempts", 0, NULL));
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"step\":7,\"phase\":\"train\"}]", id, tok);
+	p[0] = items;
+	p[1] = "30";
+
+	snprintf(x0, sizeof x0, "%s", q1("SELECT xmin::text || '/' || lease_expires_at FROM attempts", 0, NULL));
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',') FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
+		   "0:false", "a heartbeat in the lease's first third is answered");
+	snprintf(x1, sizeof x1, "%s", q1("SELECT xmin::text || '/' || lease_expires_at FROM attempts", 0, NULL));
+	TAP_STR_EQ(x1, x0, "and does not write the attempt (same xmin, same expiry)");
+	TAP_STR_EQ(q1("SELECT coalesce(step::text, 'null') FROM attempts", 0, NULL), "null", "its progress is not stored");
+	TAP_STR_EQ(q1("SELECT 'rows:' || count(*) FROM rung_heartbeat_batch(('[{\"i\":0,\"id\":' || $1 || ',\"token\":\"stale\"}]')::jsonb, 30)",
+		      1, (const char *const[]){ id }), "rows:0", "a stale token is still fenced out");
+
+	q1("UPDATE jobs SET cancel_requested = true", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',') FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
+		   "0:true", "a cancel requested meanwhile reaches the next heartbeat, written or not");
+	q1("UPDATE jobs SET cancel_requested = false", 0, NULL);
+
+	q1("UPDATE attempts SET lease_expires_at = now() + interval '19 seconds'", 0, NULL);
+	snprintf(x0, sizeof x0, "%s", q1("SELECT xmin::text FROM attempts", 0, NULL));
+	q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
+	TAP_OK(strcmp(q1("SELECT xmin::text FROM attempts", 0, NULL), x0) != 0, "under two thirds of a lease left: written");
+	TAP_STR_EQ(q1("SELECT (lease_expires_at > now() + interval '29 seconds') || ':' || step || ':' || phase FROM attempts",
+		      0, NULL), "true:7:train", "the lease runs a full period again, progress stored");
+
+	/* a 3 s lease, a heartbeat every 0.3 s for 4.5 s, the reaper after each one */
+	q1("UPDATE attempts SET lease_expires_at = now() + interval '3 seconds'", 0, NULL);
+	p[1] = "3";
+	for (k = 0; k < 15; k++) {
+		snprintf(x0, sizeof x0, "%s", q1("SELECT xmin::text FROM attempts", 0, NULL));
+		beats += strcmp(q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p), "1") == 0;
+		writes += strcmp(q1("SELECT xmin::text FROM attempts", 0, NULL), x0) != 0;
+		reaped += strcmp(q1("SELECT jsonb_array_length(rung_reap(10))", 0, NULL), "0") != 0;
+		usleep(300 * 1000); /* the heartbeat period: a lease is about time passing */
+	}
+	snprintf(name, sizeof name, "a 3 s lease heartbeated for 4.5 s: every heartbeat answered (%d), never reaped (%d)",
+		 beats, reaped);
+	TAP_OK(beats == 15 && reaped == 0, name);
+	snprintf(name, sizeof name, "only the heartbeats in the lease's last two thirds wrote (%d of 15)", writes);
+	TAP_OK(writes >= 2 && writes <= 8, name);
+	TAP_STR_EQ(q1("SELECT state || ':' || (lease_expires_at > now() + interval '1 second') FROM attempts", 0, NULL),
+		   "running:true", "still running, with at least a third of a lease left");
+	free(items);
+	PQfinish(pg);
+}
+
 /* The claim round's rules per waiter, checked set-wise since migration 012: a job excluded from a
  * worker (by id, as a number or a string) or from a GPU, one whose current config failed on this
  * GPU, one needing more memory, and a quarantined GPU; a parked waiter far past the round's first
@@ -762,7 +833,7 @@ static void test_claim_rules(void)
 	char *arr;
 
 	pg = PQconnectdb(url);
-	q1("TRUNCATE jobs, attempts, events, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
 	for (int k = 0; k < 8; k++) {
 		/* are too small for the job below; the others refused are refused by one rule each */
 		char *gpus = xasprintf("[{\"uuid\":\"R-%d\",\"memory_total_mib\":%d}]", k,
@@ -882,6 +953,7 @@ int main(void)
 	test_sql();
 	test_scale();
 	test_fences_011();
+	test_heartbeat_skip();
 	test_claim_rules();
 	db_free(db);
 	event_free(tick);
