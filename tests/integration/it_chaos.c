@@ -447,8 +447,13 @@ struct near_end_arg {
 static bool attempt_near_end(void *arg)
 {
 	struct near_end_arg *a = arg;
-	return h_sql_int(a->h, "SELECT count(*) FROM attempts WHERE state = 'running' AND total_steps > 0 AND "
-		"step >= total_steps - 4", 0, NULL) > 0;
+	/* A heartbeat stores its progress only when it renews the lease (every third of a lease, migration
+	 * 015), so the stored step may lag: an attempt also counts as near its end once it has run 80 % of
+	 * the median duration of the attempts that succeeded before it. */
+	return h_sql_int(a->h, "SELECT count(*) FROM attempts a WHERE a.state = 'running' AND ((a.total_steps > 0 AND "
+		"a.step >= a.total_steps - 4) OR a.started_at < now() - 0.8 * (SELECT percentile_cont(0.5) WITHIN GROUP "
+		"(ORDER BY e.ended_at - e.started_at) FROM attempts e WHERE e.state = 'ended' AND e.outcome = 'succeeded'))",
+		0, NULL) > 0;
 }
 
 struct undelivered_arg {
