@@ -1,7 +1,8 @@
 /* rung-bench: the load generator and report writer behind `make bench` (scripts/bench.sh).
  * Plays submitters and workers against a running rungd over HTTP (libevent evhttp client, one
  * connection per simulated client, traffic to 127.0.0.1 only), prints one JSON line per run, and
- * turns those lines (plus the pgbench lines bench.sh adds) into tables and bench/results/SCENARIO.json. */
+ * turns those lines (plus the pgbench and peer lines bench.sh adds) into tables, side-by-side ratios and
+ * bench/results/SCENARIO.json. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>

@@ -1,9 +1,9 @@
 -- Heartbeats of many attempts in one statement: p is [{"i", "id", "token", "phase", "step",
 -- "total", "mem"}] with distinct ids, in ascending id order. Each is fenced (id, token, state running)
 -- by a primary-key probe. A heartbeat extends the lease in Postgres only when the stored expiry is closer
--- than two thirds of a lease period (and only then stores its progress): the others are answered after the
--- fence check and write nothing (migration 015; the reaper still sees an expiry at least a third of a lease
--- away). The rows it renews are locked in array order, so concurrent batches cannot deadlock. A worker's
+-- than two thirds of a lease period, or when it is the attempt's first (and only then stores its progress):
+-- the others are answered after the fence check and write nothing (migration 015; the reaper still sees an
+-- expiry at least a third of a lease away). The rows it renews are locked in array order, so concurrent batches cannot deadlock. A worker's
 -- last_seen_at is touched at most once a second, and not when another statement holds that worker row.
 -- Rows: (i, cancel_requested) for each item whose fence held, written or not; a missing row means 409.
 CREATE OR REPLACE FUNCTION rung_heartbeat_batch(p jsonb, p_lease_s int)
@@ -15,13 +15,17 @@ RETURNS TABLE (i int, cancel boolean) LANGUAGE sql AS $$
     -- the fence: one primary-key probe per item (OFFSET 0: planned alone), `IS TRUE` so that no plan
     -- reads every running attempt through attempts_one_running; nothing is locked yet
     SELECT x.i, x.token, t.id, t.job_id, t.worker_id, x.phase, x.step, x.total, x.mem,
-           t.lease_expires_at < now() + make_interval(secs => p_lease_s * 2.0 / 3) AS renew
-    FROM x CROSS JOIN LATERAL (SELECT t.id, t.job_id, t.worker_id, t.lease_expires_at FROM attempts t
+           -- an attempt's first heartbeat writes too: its progress and memory are then on record (the web
+           -- UI's memory chart, the API) however short the attempt
+           (t.lease_expires_at < now() + make_interval(secs => p_lease_s * 2.0 / 3)
+            OR t.last_heartbeat_at IS NULL) AS renew
+    FROM x CROSS JOIN LATERAL (SELECT t.id, t.job_id, t.worker_id, t.lease_expires_at, t.last_heartbeat_at
+                               FROM attempts t
                                WHERE t.id = x.id AND t.token = x.token AND (t.state = 'running') IS TRUE
                                OFFSET 0) t),
   l AS MATERIALIZED (
-    -- only a lease whose stored expiry is closer than two thirds of a lease period is extended (and its
-    -- progress stored): locked in array order (rungd sends ids in ascending order), fenced again
+    -- only a lease whose stored expiry is closer than two thirds of a lease period, or that never had a
+    -- heartbeat, is extended (and its progress stored): locked in array order (rungd sends ids in ascending order), fenced again
     SELECT t.id, f.i, f.phase, f.step, f.total, f.mem
     FROM f CROSS JOIN LATERAL (SELECT t.id FROM attempts t
                                WHERE t.id = f.id AND t.token = f.token

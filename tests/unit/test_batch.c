@@ -752,9 +752,10 @@ static void test_fences_011(void)
 	PQfinish(pg);
 }
 
-/* Heartbeats that need not move the stored expiry do not write (migration 015, sql/heartbeat_batch.sql): one
- * within the first third of its lease is answered after the fence check and leaves the row as it was (same
- * xmin, same expiry, progress not stored); one closer than two thirds of a lease to its expiry renews it.
+/* Heartbeats that need not move the stored expiry do not write (migration 015, sql/functions/50_heartbeat_batch.sql):
+ * after an attempt's first heartbeat (which writes, so its progress is on record), one within the first third of
+ * its lease is answered after the fence check and leaves the row as it was (same xmin, same expiry, progress not
+ * stored); one closer than two thirds of a lease to its expiry renews it.
  * With a 3 s lease and heartbeats every 0.3 s for 4.5 s (longer than the lease), the reaper, run after each
  * heartbeat, never takes the attempt, and only a fraction of the heartbeats wrote. A cancel requested while
  * heartbeats are skipping reaches the very next heartbeat. */
@@ -779,12 +780,19 @@ static void test_heartbeat_skip(void)
 	p[0] = items;
 	p[1] = "30";
 
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',') FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
+		   "0:false", "an attempt's first heartbeat is answered");
+	TAP_STR_EQ(q1("SELECT step || ':' || phase || ':' || (last_heartbeat_at IS NOT NULL) FROM attempts", 0, NULL),
+		   "7:train:true", "and writes: its progress is on record however short the attempt");
+	free(items);
+	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"step\":8}]", id, tok);
+	p[0] = items;
 	snprintf(x0, sizeof x0, "%s", q1("SELECT xmin::text || '/' || lease_expires_at FROM attempts", 0, NULL));
 	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',') FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
-		   "0:false", "a heartbeat in the lease's first third is answered");
+		   "0:false", "a later heartbeat in the lease's first third is answered");
 	snprintf(x1, sizeof x1, "%s", q1("SELECT xmin::text || '/' || lease_expires_at FROM attempts", 0, NULL));
 	TAP_STR_EQ(x1, x0, "and does not write the attempt (same xmin, same expiry)");
-	TAP_STR_EQ(q1("SELECT coalesce(step::text, 'null') FROM attempts", 0, NULL), "null", "its progress is not stored");
+	TAP_STR_EQ(q1("SELECT step::text FROM attempts", 0, NULL), "7", "its progress is not stored");
 	TAP_STR_EQ(q1("SELECT 'rows:' || count(*) FROM rung_heartbeat_batch(('[{\"i\":0,\"id\":' || $1 || ',\"token\":\"stale\"}]')::jsonb, 30)",
 		      1, (const char *const[]){ id }), "rows:0", "a stale token is still fenced out");
 
@@ -798,7 +806,7 @@ static void test_heartbeat_skip(void)
 	q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
 	TAP_OK(strcmp(q1("SELECT xmin::text FROM attempts", 0, NULL), x0) != 0, "under two thirds of a lease left: written");
 	TAP_STR_EQ(q1("SELECT (lease_expires_at > now() + interval '29 seconds') || ':' || step || ':' || phase FROM attempts",
-		      0, NULL), "true:7:train", "the lease runs a full period again, progress stored");
+		      0, NULL), "true:8:train", "the lease runs a full period again, progress stored");
 
 	/* a 3 s lease, a heartbeat every 0.3 s for 4.5 s, the reaper after each one */
 	q1("UPDATE attempts SET lease_expires_at = now() + interval '3 seconds'", 0, NULL);
