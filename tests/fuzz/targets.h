@@ -553,7 +553,7 @@ static __attribute__((unused)) int fuzz_facts_one(const uint8_t *data, size_t si
 	json_error_t e;
 	json_t *facts = json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &e);
 	json_t *configs[3], *c, *ctx, *d, *prev, *fixed;
-	struct classify_in in;
+	struct classify_in in = { 0 };
 	char *err = NULL;
 	size_t i;
 
