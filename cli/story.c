@@ -274,6 +274,18 @@ static const char *class_of(const json_t *attempts, const json_t *n)
 /* The policy's own account, when the result carries one: result.settings = [{"setting", "target",
  * "achieved", "status": "at_target"|"ceiling"|"below_target"|"kept", "ceiling"?, "attempt"?, "why"?}].
  * NULL when it does not. */
+/* Ends a settings story: "every setting at target" when nothing differed, else the settings at
+ * target on one line. Takes both heap strings (either may be NULL); returns the story (heap). */
+static char *settings_close(char *out, char *at)
+{
+	if (!out)
+		cat(&out, "  every setting at target\n");
+	else if (at)
+		cat(&out, "  at target: %s\n", at);
+	free(at);
+	return out;
+}
+
 /* A setting's value as people write it: {"width":1024,"height":1024} as 1024x1024, other objects as
  * "key value, ..." in their order, anything else as a table cell. Heap string. */
 static char *setting_value(const json_t *v)
@@ -339,12 +351,7 @@ static char *settings_story(const json_t *result, const json_t *attempts)
 		free(ts);
 		free(gs);
 	}
-	if (!out)
-		cat(&out, "  every setting at target\n");
-	else if (at)
-		cat(&out, "  at target: %s\n", at);
-	free(at);
-	return out;
+	return settings_close(out, at);
 }
 
 static char *succeeded_story(const json_t *job, const json_t *attempts)
@@ -390,12 +397,7 @@ static char *succeeded_story(const json_t *job, const json_t *attempts)
 		free(gs);
 		free(why);
 	}
-	if (!out)
-		cat(&out, "  every setting at target\n");
-	else if (at)
-		cat(&out, "  at target: %s\n", at);
-	free(at);
-	return out;
+	return settings_close(out, at);
 }
 
 char *story_verdict(const json_t *job, const json_t *attempts, const char *id)

@@ -1148,3 +1148,35 @@ void h_replica_free(struct harness *h, struct h_proc *p)
 		dump_file(p->name, p->log_path);
 	proc_release(p);
 }
+
+char *h_slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (!f)
+		return xstrdup("");
+	do {
+		if (cap - len < 4096)
+			buf = xrealloc(buf, cap = cap * 2 + 4096);
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+	} while (n > 0);
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+bool h_changed(const json_t *attempt, const char *suffix)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(attempt, "changes"), i, c) {
+		const char *p = h_str(c, "path");
+		size_t lp = strlen(p), ls = strlen(suffix);
+		if (lp >= ls && !strcmp(p + lp - ls, suffix))
+			return true;
+	}
+	return false;
+}

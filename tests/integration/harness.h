@@ -209,4 +209,11 @@ int h_replica_stop(struct h_proc *p, int sig);
 /* Stops the replica (TERM, then KILL), dumps its log when a check failed, releases p. NULL-safe. */
 void h_replica_free(struct harness *h, struct h_proc *p);
 
+/* The whole file at path as a heap string ("" when it cannot be opened); the caller frees it. */
+char *h_slurp(const char *path);
+
+/* True when one of the attempt's ladder changes ("changes" of an attempt document) has a path
+ * ending in suffix. */
+bool h_changed(const json_t *attempt, const char *suffix);
+
 #endif

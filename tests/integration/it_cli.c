@@ -25,25 +25,6 @@
 /* What the last rungctl run printed (heap, replaced by the next run). */
 static char *g_out, *g_err;
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
-
-	if (!f)
-		return xstrdup("");
-	do {
-		if (cap - len < 4096)
-			buf = xrealloc(buf, cap = cap * 2 + 4096);
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	buf[len] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* Runs bin/rungctl ARGS... (NULL-terminated) with RUNG_URL set to the harness's rungd and RUNG_TOKEN
  * to token (NULL: unset), stdin from in (NULL: /dev/null), and extra env "K=V" (NULL-terminated or
  * NULL). Returns the exit status (128+signal when killed); output in g_out/g_err. */
@@ -90,8 +71,8 @@ static int ctl_env(struct harness *h, const char *token, const char *in, const c
 	}
 	free(g_out);
 	free(g_err);
-	g_out = slurp(out_path);
-	g_err = slurp(err_path);
+	g_out = h_slurp(out_path);
+	g_err = h_slurp(err_path);
 	if (rc != 0 && rc != 1 && rc != 2 && rc != 3 && rc != 4)
 		h_diag("rungctl exited %d; stderr: %s", rc, g_err);
 	free(bin);
@@ -390,7 +371,7 @@ static void test_token_commands(struct harness *h)
  * query options; and their 400s/413. Created jobs are cancelled at the end. */
 static void test_raw_submit(struct harness *h)
 {
-	char *yaml = slurp(FIXTURE_YAML), *err = NULL;
+	char *yaml = h_slurp(FIXTURE_YAML), *err = NULL;
 	json_t *want = yamljson_load_file(FIXTURE_YAML, &err), *j, *cfg = h_config("cli_raw_json", 20);
 	char *cfg_s = json_dumps(cfg, JSON_COMPACT);
 	long st = 0;
@@ -434,7 +415,7 @@ static void test_raw_submit(struct harness *h)
 		json_decref(j);
 		free(path);
 	}
-	char *bad_yaml = slurp("tests/data/yaml_malformed.yaml");
+	char *bad_yaml = h_slurp("tests/data/yaml_malformed.yaml");
 	j = raw_post(h, "/v1/jobs", "application/yaml", bad_yaml, strlen(bad_yaml), &st);
 	h_ok(h, st == 400 && !strcmp(h_str(j, "error"), "invalid_yaml") && strstr(h_str(j, "message"), "line ") &&
 		strstr(h_str(j, "message"), "column "), "malformed YAML: 400 with line and column (%s)", h_str(j, "message"));

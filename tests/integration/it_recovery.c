@@ -20,21 +20,6 @@
 #define GPU_18G 18000 /* load 18547 does not fit; with low_vram everything does */
 #define GPU_28G 28672 /* Wan 14B at 512, 81 frames trains at 30942; at 41 frames 26942 */
 
-/* The ladder change of an ended attempt: true when attempts[i].changes has a path ending in
- * `suffix`. */
-static bool changed(const json_t *attempt, const char *suffix)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(json_object_get(attempt, "changes"), i, c) {
-		const char *p = h_str(c, "path");
-		size_t lp = strlen(p), ls = strlen(suffix);
-		if (lp >= ls && !strcmp(p + lp - ls, suffix))
-			return true;
-	}
-	return false;
-}
-
 static json_t *train_of(const json_t *config)
 {
 	return json_object_get(json_array_get(json_object_get(json_object_get(config, "config"), "process"), 0),
@@ -90,7 +75,7 @@ static void test_train_early_batch(struct harness *h)
 	h_ok(h, job && json_array_size(as) == 2, "batch 4 OOMs early in training, then succeeds on attempt 2");
 	h_ok(h, !strcmp(h_str(a0, "class"), "oom_train_early"), "attempt 1 classified oom_train_early (%s)",
 		h_str(a0, "class"));
-	h_ok(h, changed(a0, "train.batch_size"), "the rung taken lowers the batch size");
+	h_ok(h, h_changed(a0, "train.batch_size"), "the rung taken lowers the batch size");
 	json_t *t1 = train_of(json_object_get(a1, "config"));
 	h_ok(h, h_int(t1, "batch_size") == 1 && h_int(t1, "gradient_accumulation") == 4,
 		"attempt 2 runs batch 1 with gradient_accumulation 4 (effective batch kept)");
@@ -110,7 +95,7 @@ static void test_checkpointing_first(struct harness *h)
 	json_t *as = run_case(h, "rc", GPU_24G, NULL, cfg, false, "succeeded", &job);
 	json_t *a0 = json_array_get(as, 0), *a1 = json_array_get(as, 1);
 	h_ok(h, job && json_array_size(as) == 2, "checkpointing off OOMs, then succeeds on attempt 2");
-	h_ok(h, changed(a0, "train.gradient_checkpointing") && !changed(a0, "train.batch_size"),
+	h_ok(h, h_changed(a0, "train.gradient_checkpointing") && !h_changed(a0, "train.batch_size"),
 		"the first rung turns gradient checkpointing on, and only that");
 	h_ok(h, json_is_true(json_object_get(train_of(json_object_get(a1, "config")), "gradient_checkpointing")),
 		"attempt 2 runs with checkpointing on");
@@ -132,9 +117,9 @@ static void test_sample_oom(struct harness *h)
 	size_t n = json_array_size(as);
 	h_ok(h, job && n >= 2, "a 2048² preview OOMs while sampling, then the job succeeds (%zu attempts)", n);
 	h_ok(h, !strcmp(h_str(a0, "class"), "oom_sample"), "attempt 1 classified oom_sample (%s)", h_str(a0, "class"));
-	h_ok(h, !changed(a0, "train.batch_size") && !changed(a0, "train.gradient_checkpointing") &&
-		(changed(a0, "sample.width") || changed(a0, "sample.height") || changed(a0, "sample.sample_steps") ||
-		changed(a0, "train.disable_sampling") || changed(a0, "sample.sample_every")),
+	h_ok(h, !h_changed(a0, "train.batch_size") && !h_changed(a0, "train.gradient_checkpointing") &&
+		(h_changed(a0, "sample.width") || h_changed(a0, "sample.height") || h_changed(a0, "sample.sample_steps") ||
+		h_changed(a0, "train.disable_sampling") || h_changed(a0, "sample.sample_every")),
 		"an OOM while sampling takes the sampling rung, not a smaller batch");
 	if (h->failed)
 		h_diag_json("attempts", as);
@@ -151,8 +136,8 @@ static void test_load_oom(struct harness *h)
 	json_t *a0 = json_array_get(as, 0);
 	h_ok(h, job && json_array_size(as) >= 2, "Flux on an 18000 MiB GPU OOMs while loading, then succeeds");
 	h_ok(h, !strcmp(h_str(a0, "class"), "oom_load"), "attempt 1 classified oom_load (%s)", h_str(a0, "class"));
-	h_ok(h, !changed(a0, "train.batch_size"), "an OOM while loading is not answered with a smaller batch");
-	h_ok(h, changed(a0, "model.low_vram") || changed(a0, "model.quantize") || changed(a0, "model.layer_offloading"),
+	h_ok(h, !h_changed(a0, "train.batch_size"), "an OOM while loading is not answered with a smaller batch");
+	h_ok(h, h_changed(a0, "model.low_vram") || h_changed(a0, "model.quantize") || h_changed(a0, "model.layer_offloading"),
 		"it takes the model's low-memory path");
 	if (h->failed)
 		h_diag_json("attempts", as);
@@ -174,7 +159,7 @@ static void test_video_frames_first(struct harness *h)
 	json_t *a0 = json_array_get(as, 0);
 	h_ok(h, job && json_array_size(as) >= 2, "a Wan video job at 81 frames OOMs, then succeeds");
 	h_ok(h, job && !strcmp(h_str(job, "kind"), "video"), "kind video");
-	h_ok(h, changed(a0, "num_frames") && !changed(a0, "train.batch_size"), "the video ladder lowers frames first");
+	h_ok(h, h_changed(a0, "num_frames") && !h_changed(a0, "train.batch_size"), "the video ladder lowers frames first");
 	if (h->failed)
 		h_diag_json("attempts", as);
 	json_decref(as);

@@ -58,20 +58,6 @@ static const char standin[] =
 
 static char *standin_cmd;
 
-/* The ladder change of an attempt: true when one of its changes has a path ending in suffix. */
-static bool changed(const json_t *attempt, const char *suffix)
-{
-	size_t i;
-	json_t *c;
-	json_array_foreach(json_object_get(attempt, "changes"), i, c) {
-		const char *p = h_str(c, "path");
-		size_t lp = strlen(p), ls = strlen(suffix);
-		if (lp >= ls && !strcmp(p + lp - ls, suffix))
-			return true;
-	}
-	return false;
-}
-
 /* config.process[0] of an attempt's config (borrowed). */
 static json_t *process0(const json_t *attempt)
 {
@@ -147,7 +133,7 @@ static void test_16g_image(struct harness *h)
 	h_ok(h, reruns_of_failures(as) == 0, "issue 16.2: no attempt re-runs a config that ran out of memory");
 	h_ok(h, !strcmp(h_str(json_array_get(as, 0), "class"), "oom_load") &&
 		!strcmp(h_str(json_array_get(as, 1), "class"), "oom_sample") &&
-		!strcmp(h_str(a3, "class"), "oom_train_intermittent") && changed(a3, "datasets[0].resolution"),
+		!strcmp(h_str(a3, "class"), "oom_train_intermittent") && h_changed(a3, "datasets[0].resolution"),
 		"load, sampling, then the intermittent OOM at 1024 drops the bucket");
 	h_ok(h, h_int(json_object_get(a3, "facts"), "last_step") == 103 &&
 		json_is_false(json_object_get(json_object_get(a3, "facts"), "last_step_estimated")),
@@ -220,7 +206,7 @@ static void test_broken_gpu(struct harness *h)
 	json_t *a1 = json_array_get(first, 0), *a2 = json_array_get(first, 1);
 
 	h_ok(h, settled && first, "two attempts end on the broken GPU");
-	h_ok(h, !strcmp(h_str(a1, "class"), "oom_load") && changed(a1, "model.low_vram"),
+	h_ok(h, !strcmp(h_str(a1, "class"), "oom_load") && h_changed(a1, "model.low_vram"),
 		"attempt 1: the first allocation failure at load may be memory: low_vram");
 	h_ok(h, !strcmp(h_str(a2, "class"), "env_fault") && !strcmp(h_str(a2, "action"), "retry_clean"),
 		"issue 16.1: the failure persists after low_vram: env_fault, retry on a clean GPU (%s, %s)",

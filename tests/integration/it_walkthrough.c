@@ -36,25 +36,6 @@ static const struct walk {
 /* Fast simulated trainer: the memory model decides the story, not the speed. */
 static const char *const FAST_SIM[] = { "RUNG_SIM_STEP_MS=0", "RUNG_SIM_LOAD_MS=5", "RUNG_SIM_SAMPLE_MS=2", NULL };
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
-
-	if (!f)
-		return xstrdup("");
-	do {
-		if (cap - len < 4096)
-			buf = xrealloc(buf, cap = cap * 2 + 4096);
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	buf[len] = '\0';
-	fclose(f);
-	return buf;
-}
-
 /* Starts bin/rungctl ARGS (NULL-terminated array) with RUNG_URL/RUNG_TOKEN set, stdout to out_fd,
  * stderr to err_path. Returns the pid or -1. */
 static pid_t ctl_spawn(struct harness *h, const char *const *args, int out_fd, const char *err_path)
@@ -115,9 +96,9 @@ static int ctl(struct harness *h, char **out, ...)
 	rc = wait_exit(fd < 0 ? -1 : ctl_spawn(h, args, fd, err_path));
 	if (fd >= 0)
 		close(fd);
-	*out = slurp(out_path);
+	*out = h_slurp(out_path);
 	if (rc != 0) {
-		char *err = slurp(err_path);
+		char *err = h_slurp(err_path);
 		h_diag("rungctl %s exited %d: %s", args[0], rc, err);
 		free(err);
 	}
@@ -154,7 +135,7 @@ static json_t *story_lines(const char *text)
  * "ended: outcome" line), as arrays of lines. Returns how many were found (at most max). */
 static size_t readme_blocks(struct harness *h, json_t **blocks, size_t max)
 {
-	char *path = xasprintf("%s/README.md", h->root), *md = slurp(path);
+	char *path = xasprintf("%s/README.md", h->root), *md = h_slurp(path);
 	char *sec = strstr(md, "\n## Walkthrough"), *end, *p;
 	size_t n = 0;
 
