@@ -27,7 +27,7 @@ static const struct options_desc opts[O_COUNT] = {
 	S(O_DATABASE_URL, "database-url", "URL", "postgresql://postgres@127.0.0.1:5432/rung", "PostgreSQL URL"),
 	[O_CONFIG] = { "config", OPTIONS_STR, "FILE", NULL, "read `key = value` lines (keys: the long flags)", NULL,
 		       0, 0, OPTIONS_CONFIG, NULL },
-	B(O_NO_MIGRATE, "no-migrate", "do not apply migrations at start-up"),
+	B(O_NO_MIGRATE, "no-migrate", "do not apply migrations or function files at start-up"),
 	I(O_LEASE_SECONDS, "lease-seconds", "30", 1, 86400, "attempt lease length"),
 	I(O_HEARTBEAT_MS, "heartbeat-ms", "5000", 10, 3600000, "heartbeat interval told to workers"),
 	I(O_REAP_INTERVAL_MS, "reap-interval-ms", "1000", 10, 3600000, "how often expired leases are reaped"),
@@ -116,7 +116,7 @@ void config_usage(FILE *f)
 	fprintf(f, "usage: rungd [migrate] [options]\n"
 		   "       rungd token create --role submitter|worker|support|admin [--name N] [--database-url URL]\n"
 		   "       rungd token revoke NAME|ID [--database-url URL]\n"
-		   "  migrate                       apply the schema migrations and exit\n"
+		   "  migrate                       apply the schema migrations, then the function files (sql/functions), and exit\n"
 		   "  token create / revoke         manage API tokens straight in the database (bootstrap an admin)\n");
 	options_usage(f, opts, O_COUNT);
 }
