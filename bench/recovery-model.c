@@ -379,7 +379,7 @@ enum way { W_BLIND, W_MODEL, W_ORACLE };
 static const char *const WAY_NAMES[] = { "blind ladder", "memory model", "oracle" };
 
 struct tally {
-	int jobs, succeeded, attempts, settings_given_up, env_reruns, not_oom_failed, started_lower, predicted_exhausted;
+	int jobs, succeeded, attempts, settings_given_up, env_reruns, not_oom_failed, started_lower, started_bigger, predicted_exhausted;
 	double failed_s, total_s;
 };
 
@@ -442,8 +442,7 @@ static json_t *memory_of(const json_t *history, const char *arch, int gpu, long 
 		mine += jpath_int(o, "job_id", -1) == job_id;
 	json_array_foreach(history, i, o) {
 		if (jpath_int(o, "job_id", -1) != job_id) {
-			if (others + mine >= MEMMODEL_CTX_OBSERVATIONS || strcmp(jpath_str(o, "arch", ""), arch) ||
-			    !memmodel_same_class(gpu, (int)jpath_int(o, "gpu_mib", 0)))
+			if (others + mine >= MEMMODEL_CTX_OBSERVATIONS || strcmp(jpath_str(o, "arch", ""), arch))
 				continue;
 			others++;
 		}
@@ -484,21 +483,36 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 		const char *cls, *state;
 		if (s < 0)
 			break;
-		if (way == W_MODEL && n == 1) {
-			json_t *ictx = json_pack("{s:{s:s, s:O}, s:{s:i}, s:o}", "job", "kind", video ? "video" : "image",
-						 "target_config", job->target, "gpu", "memory_total_mib", GPU_MIB[s], "memory",
-						 memory_of(history, arch, GPU_MIB[s], id));
+		while (way == W_MODEL && n == 1 && s >= 0) {
+			json_t *ictx = json_pack("{s:{s:s, s:O}, s:{s:i}, s:{s:i}, s:o}", "job", "kind", video ? "video" : "image",
+						 "target_config", job->target, "gpu", "memory_total_mib", GPU_MIB[s], "fleet",
+						 "max_gpu_memory_mib", GPU_MIB[NSIZES - 1], "memory", memory_of(history, arch, GPU_MIB[s], id));
 			json_t *init = policy_initial(ictx, &err);
+			if (getenv("BENCH_TRACE") && id >= NJOBS / 2)
+				fprintf(stderr, "%s job %d initial gpu %d: %s: %.300s\n", law->name, id, GPU_MIB[s],
+					jpath_str(init, "action", "?"), jpath_str(init, "reason", ""));
 			if (init && !strcmp(jpath_str(init, "action", ""), "start_lower")) {
 				json_decref(cur);
 				cur = json_deep_copy(json_object_get(init, "next_config"));
 				t->started_lower++;
 			}
-			json_decref(init);
+			if (init && !strcmp(jpath_str(init, "action", ""), "requeue_bigger")) {
+				min_mib = jpath_int(init, "constraints.min_gpu_memory_mib", 0);
+				s = lease(size, min_mib, exclude, uuid, sizeof(uuid));
+				t->started_bigger++;
+			} else {
+				json_decref(init);
+				init = NULL;
+			}
 			json_decref(ictx);
 			free(err);
 			err = NULL;
+			if (!init)
+				break;
+			json_decref(init);
 		}
+		if (s < 0)
+			break;
 		facts = run_attempt(law, cur, GPU_MIB[s], n == 1 ? job->fault : F_NONE, &secs);
 		if (way == W_MODEL)
 			mem = memory_of(history, arch, GPU_MIB[s], id);
@@ -537,6 +551,9 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 			json_object_set_new(succeeded_configs, key, json_true());
 			free(key);
 		}
+		if (getenv("BENCH_JOB") && atoi(getenv("BENCH_JOB")) == id)
+			fprintf(stderr, "%s %s job %d n %d gpu %d cls %s secs %.0f reason %s\n", law->name, WAY_NAMES[way], id, n,
+				GPU_MIB[s], cls, secs, jpath_str(dec, "reason", ""));
 		if (getenv("BENCH_TRACE") && way == W_MODEL && id >= NJOBS / 2 && strcmp(cls, "success"))
 			fprintf(stderr, "%s job %d n %d gpu %d cls %s prev_action %s secs %.0f reason %.200s\n", law->name, id, n,
 				GPU_MIB[s], cls, n > 1 ? jpath_str(json_array_get(attempts, n - 2), "action", "?") : "first",
@@ -582,6 +599,14 @@ out:
 		t->succeeded++;
 		t->settings_given_up += given_up(job->target, final, video);
 	}
+	if (getenv("BENCH_JOBS") && id >= NJOBS / 2) {
+		json_t *ff = final ? memmodel_features(final, video ? "video" : "image") : NULL;
+		char *fs = ff ? json_dumps(ff, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		fprintf(stderr, "JOB %s %d %s given_up %d final %s\n", law->name, id, WAY_NAMES[way],
+			final ? given_up(job->target, final, video) : -1, fs ? fs : "-");
+		free(fs);
+		json_decref(ff);
+	}
 	json_decref(final);
 	json_decref(dec);
 	json_decref(cur);
@@ -620,13 +645,14 @@ int main(int argc, char **argv)
 	for (l = 0; l < ARRAY_LEN(LAWS); l++) {
 		OUT("## Law \"%s\": %s\n\n", LAWS[l].name, LAWS[l].what);
 		OUT("| half | way | jobs succeeded | attempts/job | GPU-s on failed attempts | settings given up | env re-runs | "
-		    "not_oom ended | started lower | ladder predicted spent |\n|---|---|---|---|---|---|---|---|---|---|\n");
+		    "not_oom ended | started lower | started bigger | ladder predicted spent |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
 		for (h = 0; h < 2; h++)
 			for (w = 0; w < 3; w++) {
 				struct tally *t = &tl[l][w][h];
-				OUT("| %s | %s | %d/%d | %.2f | %.0f | %d | %d | %d | %d | %d |\n", h ? "2nd" : "1st", WAY_NAMES[w],
+				OUT("| %s | %s | %d/%d | %.2f | %.0f | %d | %d | %d | %d | %d | %d |\n", h ? "2nd" : "1st", WAY_NAMES[w],
 				    t->succeeded, t->jobs, t->jobs ? (double)t->attempts / t->jobs : 0, t->failed_s,
-				    t->settings_given_up, t->env_reruns, t->not_oom_failed, t->started_lower, t->predicted_exhausted);
+				    t->settings_given_up, t->env_reruns, t->not_oom_failed, t->started_lower, t->started_bigger,
+				    t->predicted_exhausted);
 			}
 		{
 			struct tally *b = &tl[l][W_BLIND][1], *m = &tl[l][W_MODEL][1], *o = &tl[l][W_ORACLE][1];

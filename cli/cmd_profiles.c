@@ -32,7 +32,7 @@ static char *pairs(const json_t *o)
 
 char *cmd_profiles_table(const json_t *profiles)
 {
-	static const char *const head[] = { "ARCH", "GPU CLASS MIB", "ATTEMPTS", "FIT", "OOM", "MARGIN MIB",
+	static const char *const head[] = { "ARCH", "GPU CLASS MIB", "ATTEMPTS", "HERE", "FIT", "OOM", "MARGIN MIB",
 		"USABLE MIB", "CEILINGS", "RESET" };
 	struct table *t = table_new(ARRAY_LEN(head), head);
 	const json_t *p;
@@ -40,7 +40,7 @@ char *cmd_profiles_table(const json_t *profiles)
 	char *s;
 
 	json_array_foreach(profiles, i, p) {
-		static const char *const keys[] = { "arch", "gpu_class_mib", "n", "n_fit", "n_oom", "margin_mib",
+		static const char *const keys[] = { "arch", "gpu_class_mib", "n", "n_here", "n_fit", "n_oom", "margin_mib",
 			"usable_mib" };
 		char *cells[ARRAY_LEN(head)];
 		size_t k;
@@ -81,10 +81,11 @@ char *cmd_memory_lines(const json_t *m)
 	else
 		line1 = xasprintf("memory estimate   unknown on a %s GPU: %s\n", gib(b, sizeof b, gpu),
 				  json_is_true(fits) ? "fits" : json_is_false(fits) ? "does not fit" : "not enough history");
-	out = xasprintf("%s  evidence        %s\n  learned from    %lld attempt(s) of %s on %lld MiB GPUs (%lld fit, %lld out "
+	out = xasprintf("%s  evidence        %s\n  learned from    %lld attempt(s) of %s (%lld on %lld MiB GPUs; %lld fit, %lld out "
 			"of memory), margin %lld MiB\n", line1, ev ? ev : "-",
 			(long long)json_integer_value(json_object_get(prof, "n")),
-			json_string_value(json_object_get(m, "arch")) ?: "?", gpu,
+			json_string_value(json_object_get(m, "arch")) ?: "?",
+			(long long)json_integer_value(json_object_get(prof, "n_here")), gpu,
 			(long long)json_integer_value(json_object_get(prof, "n_fit")),
 			(long long)json_integer_value(json_object_get(prof, "n_oom")),
 			(long long)json_integer_value(json_object_get(prof, "margin_mib")));

@@ -1,6 +1,6 @@
 /* The memory model of issue 12: reads a config's memory-relevant settings (FEATURES), turns ended
  * attempts into OBSERVATIONS, fits one PROFILE per (arch, GPU memory class) by least squares over a
- * few derived terms, and predicts a candidate config's peak with its evidence. Owns the formula and
+ * few derived terms (over the arch's observations on every class: a config needs what it needs), and predicts a candidate config's peak with its evidence. Owns the formula and
  * the evidence rules; knows nothing of ladders, decisions or storage. Pure code; no I/O. */
 #include "memmodel.h"
 
@@ -18,7 +18,7 @@
 #define MM_RESERVE_MIB 64       /* driver and allocator slack: usable = total - this */
 #define MM_MAX_LIST 40          /* fits/ooms kept in a profile for the evidence rules */
 #define MM_MIN_EXACT 3          /* exact data points a profile needs before it predicts */
-#define MM_MAX_UNKNOWNS 12      /* 8 load terms + train, train^2, train without checkpointing, sample */
+#define MM_MAX_UNKNOWNS 13      /* 8 load terms + train, its attention term, without checkpointing, sample, its attention term */
 #define MM_MPX (1024.0 * 1024.0)
 
 /* ---- features ---- */
@@ -191,6 +191,7 @@ struct terms {
 	bool ckpt;     /* gradient checkpointing on */
 	bool sampling;
 	double xt;     /* training: (largest bucket / 1024)^2 x batch x latent frames, "megapixels" */
+	double xq;     /* its attention term: batch x (megapixels of one item x latent frames)^2 */
 	double xs;     /* sampling: sample w x h / 1024^2 x latent frames */
 };
 
@@ -205,12 +206,15 @@ static struct terms terms_of(const json_t *f, const char *arch)
 	t.ckpt = jpath_bool(f, "grad_ckpt", 1);
 	t.sampling = jpath_bool(f, "sampling", 0) && jpath_int(f, "sample_px", 0) > 0;
 	t.xt = r * r * (double)jpath_int(f, "batch", 1) * latent_frames(jpath_int(f, "frames", 1), g);
+	t.xq = t.xt * r * r * latent_frames(jpath_int(f, "frames", 1), g);
 	t.xs = t.sampling ? (double)jpath_int(f, "sample_px", 0) / MM_MPX * latent_frames(jpath_int(f, "sample_frames", 1), g) : 0;
 	return t;
 }
 
-/* Unknowns: load[0..7] per memory-saving combination, then the slopes. */
-enum { U_LOAD = 0, U_TRAIN = 8, U_TRAIN2 = 9, U_NOCKPT = 10, U_SAMPLE = 11 };
+/* Unknowns: load[0..7] per memory-saving combination, then the slopes. The "2" terms are attention's
+ * share: quadratic in the tokens of one item (pixels x latent frames), linear in the batch; a law
+ * without it (sim/rung-sim-trainer.c) fits them to zero and they are dropped. */
+enum { U_LOAD = 0, U_TRAIN = 8, U_TRAIN2 = 9, U_NOCKPT = 10, U_SAMPLE = 11, U_SAMPLE2 = 12 };
 
 static const char *const COMBO_NAMES[8] = {
 	"plain", "low_vram", "quantize", "low_vram+quantize", "offload", "low_vram+offload", "quantize+offload",
@@ -225,12 +229,13 @@ static void row_of(const struct terms *t, const char *phase, double *x)
 	if (!phase || !strcmp(phase, "train")) {
 		if (t->ckpt) {
 			x[U_TRAIN] = t->xt;
-			x[U_TRAIN2] = t->xt * t->xt;
+			x[U_TRAIN2] = t->xq;
 		} else {
 			x[U_NOCKPT] = t->xt;
 		}
 	} else if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample")) {
 		x[U_SAMPLE] = t->xs;
+		x[U_SAMPLE2] = t->xs * t->xs;
 	}
 }
 
@@ -320,31 +325,39 @@ static double dot(const double *x, const double *c)
  * (fewer than 4 distinct training sizes) or when it comes out negative. */
 static bool fit_rows(struct fitstate *s)
 {
+	/* each attention term with its linear term: told apart only by rows of different item sizes */
+	static const int CURVE[][2] = { { U_TRAIN2, U_TRAIN }, { U_SAMPLE2, U_SAMPLE } };
 	bool use[MM_MAX_UNKNOWNS] = { false };
-	double xts[8];
-	int nxt = 0, j, k;
+	double seen[8];
+	int nseen, j, k, c;
 	size_t r;
 
-	for (r = 0; r < s->n; r++) {
+	for (r = 0; r < s->n; r++)
 		for (j = 0; j < MM_MAX_UNKNOWNS; j++)
 			if (s->rows[r].x[j] != 0)
 				use[j] = true;
-		if (s->rows[r].x[U_TRAIN] != 0) {
-			for (k = 0; k < nxt && fabs(xts[k] - s->rows[r].x[U_TRAIN]) > 1e-6; k++)
+	for (c = 0; c < 2; c++) {
+		for (r = 0, nseen = 0; r < s->n && nseen < 8; r++) {
+			double lin = s->rows[r].x[CURVE[c][1]], item;
+			if (lin == 0)
+				continue;
+			item = s->rows[r].x[CURVE[c][0]] / lin;
+			for (k = 0; k < nseen && fabs(seen[k] - item) > 1e-6; k++)
 				;
-			if (k == nxt && nxt < 8)
-				xts[nxt++] = s->rows[r].x[U_TRAIN];
+			if (k == nseen)
+				seen[nseen++] = item;
 		}
+		if (nseen < 3)
+			use[CURVE[c][0]] = false;
 	}
-	if (nxt < 4)
-		use[U_TRAIN2] = false;
 	if (!solve(s, use))
 		return false;
-	if (use[U_TRAIN2] && s->coef[U_TRAIN2] < 0) {
-		use[U_TRAIN2] = false;
-		if (!solve(s, use))
-			return false;
-	}
+	for (c = 0; c < 2; c++)
+		if (use[CURVE[c][0]] && s->coef[CURVE[c][0]] < 0) {
+			use[CURVE[c][0]] = false;
+			if (!solve(s, use))
+				return false;
+		}
 	memcpy(s->known, use, sizeof(use));
 	return true;
 }
@@ -355,8 +368,9 @@ static bool obs_usable(const json_t *o, const char *arch, int gpu_mib)
 {
 	const char *out = jpath_str(o, "outcome", "other");
 
+	(void)gpu_mib; /* every GPU class: what a config needs does not depend on the card it ran on */
 	return !strcmp(jpath_str(o, "arch", ""), arch) && json_is_object(json_object_get(o, "features")) &&
-	       memmodel_same_class(gpu_mib, (int)jpath_int(o, "gpu_mib", 0)) && (!strcmp(out, "fit") || !strcmp(out, "oom"));
+	       (!strcmp(out, "fit") || !strcmp(out, "oom"));
 }
 
 /* Ceilings (guide 7) in the ladder's setting names: the largest value seen to fit, reported where
@@ -390,7 +404,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 	struct fitstate s;
 	json_t *fits = json_array(), *ooms = json_array(), *o, *coef, *prof, *lows;
 	size_t i, exact = 0;
-	int nfit = 0, noom = 0, pass, j;
+	int nfit = 0, noom = 0, here = 0, pass, j;
 	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0, max_xt = 0, max_xs = 0;
 	bool ok = false;
 
@@ -404,6 +418,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		if (!obs_usable(o, arch, gpu_mib))
 			continue;
 		t = terms_of(f, arch);
+		here += memmodel_same_class(gpu_mib, (int)jpath_int(o, "gpu_mib", 0));
 		if (!strcmp(jpath_str(o, "outcome", ""), "fit")) {
 			nfit++;
 			if (json_array_size(fits) < MM_MAX_LIST) {
@@ -484,9 +499,10 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		json_object_set_new(coef, "train_mib_per_mpx2", s.known[U_TRAIN2] ? json_real(s.coef[U_TRAIN2]) : json_null());
 		json_object_set_new(coef, "nockpt_mib_per_mpx", s.known[U_NOCKPT] ? json_real(s.coef[U_NOCKPT]) : json_null());
 		json_object_set_new(coef, "sample_mib_per_mpx", s.known[U_SAMPLE] ? json_real(s.coef[U_SAMPLE]) : json_null());
+		json_object_set_new(coef, "sample_mib_per_mpx2", s.known[U_SAMPLE2] ? json_real(s.coef[U_SAMPLE2]) : json_null());
 	}
-	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
-			 "gpu_mib", gpu_mib, "n", nfit + noom, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n,
+	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
+			 "gpu_mib", gpu_mib, "n", nfit + noom, "n_here", here, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n,
 			 "n_measured", (json_int_t)exact, "max_train_mpx", max_xt, "max_sample_mpx", max_xs, "coef", coef,
 			 "margin_mib", (json_int_t)lround(margin), "usable_mib", (json_int_t)(gpu_mib - MM_RESERVE_MIB),
 			 "ceilings", ceilings_of(fits, ooms), "fits", fits, "ooms", ooms, "ok", ok);
@@ -526,6 +542,96 @@ static json_t *prediction(json_int_t peak, int fits, const char *basis, const ch
 	return p;
 }
 
+/* What the fitted figures say of one config: exact when every term it needs was measured; else a
+ * lower and (maybe) an upper bound. A memory saver never adds memory, so an unmeasured combination
+ * of savers lies between the measured combinations that save more (lower bound: a superset of its
+ * savers) and those that save less (upper bound: a subset); a step without checkpointing needs at
+ * least what the checkpointed step needs, with no upper bound. */
+struct bounds {
+	bool exact, has_hi, sample_phase;
+	double lo, hi, load_lo;
+	const char *lo_from, *hi_from;
+	char unknown[96];
+};
+
+static bool num_of(const json_t *o, const char *k, double *v)
+{
+	const json_t *x = json_object_get(o, k);
+
+	if (!json_is_number(x))
+		return false;
+	*v = json_number_value(x);
+	return true;
+}
+
+static bool bounds_of(const json_t *coef, const struct terms *t, struct bounds *b)
+{
+	const json_t *loads = json_object_get(coef, "load_mib");
+	double load_lo = -1, load_hi = -1, v, slope, curve = 0, train_lo, train_hi = -1, sample_lo = 0, sample_hi = 0;
+	bool exact_load, exact_train = true, exact_sample = true;
+	int c;
+
+	memset(b, 0, sizeof(*b));
+	exact_load = num_of(loads, COMBO_NAMES[t->combo], &load_lo);
+	if (exact_load) {
+		load_hi = load_lo;
+		b->lo_from = b->hi_from = COMBO_NAMES[t->combo];
+	} else {
+		for (c = 0; c < 8; c++) {
+			if (!num_of(loads, COMBO_NAMES[c], &v))
+				continue;
+			if ((c & t->combo) == t->combo && v > load_lo) { /* saves at least as much */
+				load_lo = v;
+				b->lo_from = COMBO_NAMES[c];
+			}
+			if ((c & t->combo) == c && (load_hi < 0 || v < load_hi)) { /* saves at most as much */
+				load_hi = v;
+				b->hi_from = COMBO_NAMES[c];
+			}
+		}
+		snprintf(b->unknown, sizeof(b->unknown), "the %s memory path has not run yet", COMBO_NAMES[t->combo]);
+	}
+	if (!num_of(coef, "train_mib_per_mpx", &slope)) {
+		snprintf(b->unknown, sizeof(b->unknown), "no training step measured yet");
+		return false;
+	}
+	num_of(coef, "train_mib_per_mpx2", &curve);
+	train_lo = t->xt * slope + t->xq * curve;
+	if (t->ckpt) {
+		train_hi = train_lo;
+	} else if (num_of(coef, "nockpt_mib_per_mpx", &v)) {
+		train_lo = train_hi = t->xt * v;
+	} else {
+		exact_train = false;
+		if (exact_load)
+			snprintf(b->unknown, sizeof(b->unknown), "no step without gradient checkpointing measured yet");
+		b->lo_from = "checkpointed";
+	}
+	if (t->sampling) {
+		if (num_of(coef, "sample_mib_per_mpx", &v)) {
+			double v2 = 0;
+			num_of(coef, "sample_mib_per_mpx2", &v2);
+			sample_lo = sample_hi = t->xs * v + t->xs * t->xs * v2;
+		} else {
+			exact_sample = false;
+			snprintf(b->unknown, sizeof(b->unknown), "no sample measured yet");
+		}
+	}
+	if (load_lo < 0)
+		load_lo = 0;
+	b->load_lo = load_lo;
+	b->exact = exact_load && exact_train && exact_sample;
+	b->sample_phase = sample_lo > train_lo;
+	b->lo = load_lo + (sample_lo > train_lo ? sample_lo : train_lo);
+	b->has_hi = load_hi >= 0 && exact_train && exact_sample;
+	b->hi = b->has_hi ? load_hi + (sample_hi > train_hi ? sample_hi : train_hi) : 0;
+	if (!b->exact && !b->lo_from)
+		b->lo_from = "measured";
+	if (!b->hi_from)
+		b->hi_from = "measured";
+	return b->exact || b->has_hi || load_lo > 0;
+}
+
 json_t *memmodel_predict(const json_t *profile, const json_t *features)
 {
 	const char *arch = jpath_str(profile, "arch", "unknown");
@@ -533,9 +639,10 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 	json_int_t margin = jpath_int(profile, "margin_mib", MM_MIN_MARGIN_MIB), usable = jpath_int(profile, "usable_mib", 0);
 	int gpu = (int)jpath_int(profile, "gpu_mib", 0);
 	struct terms t = terms_of(features, arch);
-	double train, sample = 0, load, peak, top;
-	json_t *v, *p;
-	const char *phase = "train";
+	struct bounds b;
+	double peak, top;
+	json_t *p;
+	const char *phase;
 	size_t i;
 
 	/* Evidence first: a config at least as heavy ran fine here, or one no heavier ran out of memory
@@ -555,40 +662,39 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 		return prediction(-1, -1, "none", NULL, margin, usable,
 				  xasprintf("%s: not enough history on this GPU class (%lld attempt(s))", arch,
 					    jpath_int(profile, "n", 0)));
-	v = jpath_get(coef, "load_mib");
-	if (!json_is_integer(json_object_get(v, COMBO_NAMES[t.combo])))
-		return prediction(-1, -1, "none", NULL, margin, usable,
-				  xasprintf("%s: the %s memory path has not run on this GPU class yet", arch, COMBO_NAMES[t.combo]));
-	load = (double)json_integer_value(json_object_get(v, COMBO_NAMES[t.combo]));
-	if (t.ckpt) {
-		if (!json_is_number(json_object_get(coef, "train_mib_per_mpx")))
-			return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: no training step measured yet", arch));
-		v = json_object_get(coef, "train_mib_per_mpx2");
-		train = t.xt * json_number_value(json_object_get(coef, "train_mib_per_mpx")) +
-			(json_is_number(v) ? t.xt * t.xt * json_number_value(v) : 0);
+	if (!bounds_of(coef, &t, &b))
+		return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: %s", arch, b.unknown));
+	phase = b.sample_phase ? "sample" : "train";
+	if (b.exact) {
+		peak = b.lo;
+		p = prediction(lround(peak), (json_int_t)lround(peak) + margin <= usable, "fit", phase, margin, usable,
+			       xasprintf("%s: est %.1f GiB = load %.1f + %s %.1f (train %.2f Mpx, sample %.2f Mpx); margin %.1f GiB "
+					 "of %.1f usable; fit over %lld attempt(s)", arch, peak / 1024.0, b.load_lo / 1024.0, phase,
+					 (peak - b.load_lo) / 1024.0, t.xt, t.xs, (double)margin / 1024.0, (double)usable / 1024.0,
+					 jpath_int(profile, "n", 0)));
+	} else if (b.has_hi && (json_int_t)lround(b.hi) + margin <= usable) {
+		/* An unmeasured path, bounded above by a measured one that saves less: fits even so. */
+		peak = b.hi;
+		p = prediction(lround(peak), 1, "bound", phase, margin, usable,
+			       xasprintf("%s: at most %.1f GiB (%s; bounded by the %s path) + margin %.1f GiB of %.1f usable; "
+					 "fit over %lld attempt(s)", arch, peak / 1024.0, b.unknown, b.hi_from, (double)margin / 1024.0,
+					 (double)usable / 1024.0, jpath_int(profile, "n", 0)));
+	} else if ((json_int_t)lround(b.lo) + margin > usable) {
+		/* Bounded below by a measured path that saves more (or by the checkpointed slope): fails. */
+		peak = b.lo;
+		p = prediction(lround(peak), 0, "bound", phase, margin, usable,
+			       xasprintf("%s: at least %.1f GiB (%s; bounded by the %s path) + margin %.1f GiB of %.1f usable; "
+					 "fit over %lld attempt(s)", arch, peak / 1024.0, b.unknown, b.lo_from, (double)margin / 1024.0,
+					 (double)usable / 1024.0, jpath_int(profile, "n", 0)));
 	} else {
-		if (!json_is_number(json_object_get(coef, "nockpt_mib_per_mpx")))
-			return prediction(-1, -1, "none", NULL, margin, usable,
-					  xasprintf("%s: no step without gradient checkpointing measured yet", arch));
-		train = t.xt * json_number_value(json_object_get(coef, "nockpt_mib_per_mpx"));
+		return prediction(-1, -1, "none", NULL, margin, usable,
+				  xasprintf("%s: %s (between %.1f and %s GiB)", arch, b.unknown, b.lo / 1024.0,
+					    b.has_hi ? "the fitted bound" : "unbounded"));
 	}
-	if (t.sampling) {
-		if (!json_is_number(json_object_get(coef, "sample_mib_per_mpx")))
-			return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: no sample measured yet", arch));
-		sample = t.xs * json_number_value(json_object_get(coef, "sample_mib_per_mpx"));
-	}
-	if (sample > train)
-		phase = "sample";
-	peak = load + (sample > train ? sample : train);
-	p = prediction(lround(peak), (json_int_t)lround(peak) + margin <= usable, "fit", phase, margin, usable,
-			  xasprintf("%s: est %.1f GiB = load %.1f + %s %.1f (train %.2f Mpx, sample %.2f Mpx); margin %.1f GiB "
-				    "of %.1f usable; fit over %lld attempt(s)", arch, peak / 1024.0, load / 1024.0, phase,
-				    (peak - load) / 1024.0, t.xt, t.xs, (double)margin / 1024.0, (double)usable / 1024.0,
-				    jpath_int(profile, "n", 0)));
 	/* what a "fails for sure" rests on (memplan_sure_fail): the measured runs, and how far past the
 	 * largest measured size of the deciding phase this estimate reaches (1.0: within them) */
-	top = json_number_value(json_object_get(profile, sample > train ? "max_sample_mpx" : "max_train_mpx"));
+	top = json_number_value(json_object_get(profile, b.sample_phase ? "max_sample_mpx" : "max_train_mpx"));
 	json_object_set_new(p, "n_measured", json_integer(jpath_int(profile, "n_measured", 0)));
-	json_object_set_new(p, "reach", json_real(top > 0 ? (sample > train ? t.xs : t.xt) / top : 1e9));
+	json_object_set_new(p, "reach", json_real(top > 0 ? (b.sample_phase ? t.xs : t.xt) / top : 1e9));
 	return p;
 }

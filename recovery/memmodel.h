@@ -52,12 +52,16 @@ const char *memmodel_outcome(const char *cls);
 json_t *memmodel_observation(const char *arch, int gpu_mib, const json_t *features, const char *cls,
 			     const json_t *facts, long long job_id, long long attempt_id);
 
-/* Fits a PROFILE of (arch, gpu_mib) over observations (array, borrowed; those of another arch or
- * memory class and outcome "other" are skipped):
- *   {"arch", "gpu_mib", "n": observations used, "n_fit", "n_oom", "n_exact": fitted rows (floors
+/* Fits a PROFILE of (arch, gpu_mib) over observations (array, borrowed; those of another arch and
+ * outcome "other" are skipped). Observations of every GPU memory class count: what a config needs
+ * does not depend on the card it ran on (an OOM's floor is a floor anywhere); gpu_mib sets the
+ * usable memory the predictions are judged against and the evidence rules' "a GPU at least this big":
+ *   {"arch", "gpu_mib", "n": observations used, "n_here": those made on gpu_mib's class, "n_fit",
+ *    "n_oom", "n_exact": fitted rows (floors
  *    included), "n_measured": measured peaks, "max_train_mpx", "max_sample_mpx": largest measured sizes,
- *    "coef": {"load_mib", "train_mib_per_mpx", "sample_mib_per_mpx", "nockpt_factor",
- *             "low_vram", "quantize", "offload"},   the fitted figures (see memmodel.c)
+ *    "coef": {"load_mib": {combination of savers: MiB}, "train_mib_per_mpx", "train_mib_per_mpx2",
+ *             "nockpt_mib_per_mpx", "sample_mib_per_mpx", "sample_mib_per_mpx2"},   the fitted
+ *             figures (the "2" terms: attention, quadratic in one item's tokens; see memmodel.c)
  *    "margin_mib": safety margin from the residuals, "usable_mib": what a config may use here,
  *    "ceilings": {setting: value},   the largest values seen to fit where a larger one OOMed
  *    "fits": [FEATURES that ran fine (at most 20, newest first)], "ok": bool (enough to predict)}
@@ -66,11 +70,15 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib);
 
 /* Predicts the peak of FEATURES under PROFILE (both borrowed): a new object
  *   {"peak_mib": int|null, "fits": true|false|null (null = unknown), "evidence": "one line",
- *    "basis": "lighter_oom|heavier_fit|fit|none", "phase", "margin_mib", "usable_mib",
+ *    "basis": "lighter_oom|heavier_fit|fit|bound|none", "phase", "margin_mib", "usable_mib",
  *    "n_measured"?, "reach"? (basis "fit": the measured runs the fit rests on, and the estimated
  *    size over the largest measured size of the deciding phase)}.
  * fits is true only when peak + margin <= usable memory (or the same features ran fine), false
- * when the peak exceeds it or the same or a heavier config OOMed; null when the profile is not ok. */
+ * when the peak exceeds it or the same or a heavier config OOMed; null when the profile is not ok.
+ * A combination of memory savers never measured is bounded (basis "bound"): above by a measured
+ * combination that saves less, below by one that saves more (a step without checkpointing: below by
+ * the checkpointed step); fits when the upper bound fits, not when the lower bound does not, else
+ * null. */
 json_t *memmodel_predict(const json_t *profile, const json_t *features);
 
 #endif

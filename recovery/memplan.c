@@ -156,10 +156,6 @@ json_t *memplan_initial(const json_t *profile, bool video, const json_t *config)
 	if (!pred || !json_is_false(json_object_get(pred, "fits")))
 		goto out;
 	plan = memplan_descend(profile, class_of_phase(jpath_str(pred, "phase", NULL), "oom_train_early"), video, config, NULL);
-	if (plan && jpath_bool(plan, "exhausted", 0)) {
-		json_decref(plan);
-		plan = NULL;
-	}
 out:
 	json_decref(pred);
 	return plan;

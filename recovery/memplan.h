@@ -29,8 +29,8 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 
 /* Before a job's first attempt: when config is predicted not to fit (fits false), the plan of
  * memplan_descend for the class its predicted phase implies (sample: oom_sample, load: oom_load,
- * else oom_train_early); NULL when it is predicted to fit, unknown, or every plan is predicted to
- * fail for sure (then the first attempt runs it as today). */
+ * else oom_train_early), "exhausted" true when every rung is predicted to fail for sure; NULL when
+ * it is predicted to fit or unknown (the first attempt runs it as today). */
 json_t *memplan_initial(const json_t *profile, bool video, const json_t *config);
 
 /* True when prediction (memmodel_predict's) says for sure that the config fails: a config no

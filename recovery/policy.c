@@ -1083,6 +1083,7 @@ json_t *policy_initial(const json_t *ctx, char **err)
 	const json_t *job = json_object_get(ctx, "job"), *target = json_object_get(job, "target_config");
 	const json_t *cur = json_object_get(job, "current_config");
 	json_t *profile = NULL, *plan = NULL, *est = NULL, *out;
+	long long gpu, fleet;
 	bool video;
 	char *reason;
 
@@ -1095,7 +1096,16 @@ json_t *policy_initial(const json_t *ctx, char **err)
 	video = !strcmp(jpath_str(job, "kind", atconfig_kind(target)), "video");
 	profile = memplan_profile(ctx, NULL);
 	plan = profile ? memplan_initial(profile, video, cur) : NULL;
-	if (!plan) {
+	gpu = jpath_int(ctx, "gpu.memory_total_mib", 0);
+	fleet = jpath_int(ctx, "fleet.max_gpu_memory_mib", 0);
+	if (plan && jpath_bool(plan, "exhausted", 0) && gpu > 0 && fleet > gpu) {
+		/* As on_exhausted after a real OOM, without spending the attempt: a bigger GPU class. */
+		reason = xasprintf("memory model: every rung of the ladder is predicted not to fit this %lld MiB GPU (%s); "
+				   "start on a GPU with at least %lld MiB", gpu, jpath_str(plan, "estimate.evidence", "?"), gpu + 1);
+		out = json_pack("{s:s, s:n, s:[], s:[], s:O, s:{s:I}, s:s}", "action", "requeue_bigger", "next_config",
+				"changes", "rungs", "estimate", json_object_get(plan, "estimate"), "constraints",
+				"min_gpu_memory_mib", (json_int_t)(gpu + 1), "reason", reason);
+	} else if (!plan || jpath_bool(plan, "exhausted", 0)) {
 		est = memplan_estimate(profile, video, cur);
 		reason = xasprintf("start as submitted%s%s", est ? "; memory model: " : " (no memory history for this GPU class)",
 				   est ? jpath_str(est, "evidence", "") : "");

@@ -24,11 +24,14 @@ json_t *policy_classify(const json_t *facts, const json_t *config);
 
 /* Issue 12: what a job's first attempt should run on the GPU it is leased to. ctx is a CTX without
  * "attempt": {"job": {"kind", "target_config", "current_config"?, "recovery"?}, "gpu":
- * {"memory_total_mib"}, "memory": {...}}. Returns a new object {"action": "as_is"|"start_lower",
- * "next_config": config|null, "changes", "rungs", "skipped"?, "estimate": PREDICTION|null, "reason"}:
+ * {"memory_total_mib"}, "fleet": {"max_gpu_memory_mib"}?, "memory": {...}}. Returns a new object
+ * {"action": "as_is"|"start_lower"|"requeue_bigger", "next_config": config|null, "changes", "rungs",
+ * "skipped"?, "estimate": PREDICTION|null, "constraints"?: {"min_gpu_memory_mib"}, "reason"}:
  * "start_lower" when the memory model predicts the config does not fit (the rungs predicted to fit
- * are applied at once, as after an OOM; scale-up brings the settings back after a success). Without
- * memory history always "as_is". NULL and *err (heap) on a malformed ctx. */
+ * are applied at once, as after an OOM; scale-up brings the settings back after a success);
+ * "requeue_bigger" when every rung is predicted to fail for sure here and the fleet has a bigger
+ * GPU (as the ladder's end after a real OOM: the target config, on a GPU of at least that much).
+ * Without memory history always "as_is". NULL and *err (heap) on a malformed ctx. */
 json_t *policy_initial(const json_t *ctx, char **err);
 
 #endif

@@ -14,42 +14,40 @@ CREATE OR REPLACE FUNCTION rung_config_arch(c jsonb) RETURNS text LANGUAGE sql I
   FROM (SELECT c #> '{config,process,0,model}' AS m) s
 $$;
 
--- The OBSERVATIONs of ARCH on GPUs of the same memory class as GPU_MIB (total within ±10 %), newest
--- first, at most 200, plus every one of job P_JOB (NULL: none); only those that ended after the
--- reset of (ARCH, class of GPU_MIB). Each carries "at" (when it ended). [] when GPU_MIB is NULL.
+-- The OBSERVATIONs of ARCH on GPUs of every memory class (what a config needs does not depend on
+-- the card: recovery/memmodel.h), newest first, at most 200, plus every one of job P_JOB (NULL:
+-- none); each only when it ended after the reset of (ARCH, its own GPU's class), so a reset drops
+-- what was learned on that class. Each carries "at" (when it ended). [] when GPU_MIB is NULL (the
+-- profile's class: kept in the signature, the fit judges against it).
 CREATE OR REPLACE FUNCTION rung_memory_observations(p_arch text, p_gpu_mib int, p_job bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-  WITH r AS (SELECT coalesce((SELECT m.reset_at FROM memory_profiles m
-                              WHERE m.arch = p_arch AND m.gpu_class_mib = ((p_gpu_mib + 512) / 1024) * 1024),
-                             '-infinity') AS t),
-  o AS ((SELECT a.id, a.mem_obs, a.ended_at FROM attempts a, r
-         WHERE a.mem_arch = p_arch AND a.mem_obs IS NOT NULL AND a.ended_at > r.t
-           AND abs(a.mem_gpu_mib::bigint - p_gpu_mib) * 100 <= p_gpu_mib::bigint * 10
-         ORDER BY a.mem_arch, a.id DESC LIMIT 200)
-        UNION
-        SELECT a.id, a.mem_obs, a.ended_at FROM attempts a, r
-        WHERE a.job_id = p_job AND a.mem_obs IS NOT NULL AND a.ended_at > r.t)
+  WITH o AS ((SELECT a.id, a.mem_obs, a.ended_at FROM attempts a
+              LEFT JOIN memory_profiles m ON m.arch = a.mem_arch AND m.gpu_class_mib = ((a.mem_gpu_mib + 512) / 1024) * 1024
+              WHERE a.mem_arch = p_arch AND a.mem_obs IS NOT NULL AND a.ended_at > coalesce(m.reset_at, '-infinity')
+              ORDER BY a.mem_arch, a.id DESC LIMIT 200)
+             UNION
+             SELECT a.id, a.mem_obs, a.ended_at FROM attempts a
+             LEFT JOIN memory_profiles m ON m.arch = a.mem_arch AND m.gpu_class_mib = ((a.mem_gpu_mib + 512) / 1024) * 1024
+             WHERE a.job_id = p_job AND a.mem_obs IS NOT NULL AND a.ended_at > coalesce(m.reset_at, '-infinity'))
   SELECT coalesce(jsonb_agg(o.mem_obs || jsonb_build_object('at', o.ended_at) ORDER BY o.id DESC), '[]')
   FROM o WHERE p_gpu_mib IS NOT NULL
 $$;
 
 -- The CTX's share of rung_memory_observations (issue 12, finish cost): every observation of job
--- P_JOB and the newest of (P_ARCH, class of P_GPU_MIB) up to 48 in all, newest first, compact: no
--- "at", no null figures, and FEATURES without the false or 0 settings memmodel reads as their
--- default anyway (grad_ckpt is kept: it defaults to on). The policy refits on these at each finish;
--- 200 full observations were ~90 KB of CTX, 48 compact ones are under a sixth of that.
+-- P_JOB and the newest of P_ARCH (every class, each after its class's reset) up to 48 in all, newest
+-- first, compact: no "at", no null figures, and FEATURES without the false or 0 settings memmodel
+-- reads as their default anyway (grad_ckpt is kept: it defaults to on). The policy refits on these
+-- at each finish; 200 full observations were ~90 KB of CTX, 48 compact ones are under a sixth of that.
 CREATE OR REPLACE FUNCTION rung_memory_ctx_observations(p_arch text, p_gpu_mib int, p_job bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-  WITH r AS (SELECT coalesce((SELECT m.reset_at FROM memory_profiles m
-                              WHERE m.arch = p_arch AND m.gpu_class_mib = ((p_gpu_mib + 512) / 1024) * 1024),
-                             '-infinity') AS t),
-  o AS ((SELECT a.id, a.mem_obs, false AS own FROM attempts a, r
-         WHERE a.mem_arch = p_arch AND a.mem_obs IS NOT NULL AND a.ended_at > r.t
-           AND abs(a.mem_gpu_mib::bigint - p_gpu_mib) * 100 <= p_gpu_mib::bigint * 10
-         ORDER BY a.mem_arch, a.id DESC LIMIT 48)
-        UNION ALL
-        SELECT a.id, a.mem_obs, true FROM attempts a, r
-        WHERE a.job_id = p_job AND a.mem_obs IS NOT NULL AND a.ended_at > r.t),
+  WITH o AS ((SELECT a.id, a.mem_obs, false AS own FROM attempts a
+              LEFT JOIN memory_profiles m ON m.arch = a.mem_arch AND m.gpu_class_mib = ((a.mem_gpu_mib + 512) / 1024) * 1024
+              WHERE a.mem_arch = p_arch AND a.mem_obs IS NOT NULL AND a.ended_at > coalesce(m.reset_at, '-infinity')
+              ORDER BY a.mem_arch, a.id DESC LIMIT 48)
+             UNION ALL
+             SELECT a.id, a.mem_obs, true FROM attempts a
+             LEFT JOIN memory_profiles m ON m.arch = a.mem_arch AND m.gpu_class_mib = ((a.mem_gpu_mib + 512) / 1024) * 1024
+             WHERE a.job_id = p_job AND a.mem_obs IS NOT NULL AND a.ended_at > coalesce(m.reset_at, '-infinity')),
   k AS (SELECT DISTINCT ON (o.id) o.id, o.mem_obs, o.own FROM o ORDER BY o.id, o.own DESC),
   s AS (SELECT k.id, k.mem_obs FROM k ORDER BY k.own DESC, k.id DESC LIMIT 48)
   SELECT coalesce(jsonb_agg(jsonb_strip_nulls(s.mem_obs - 'at') ||

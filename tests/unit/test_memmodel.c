@@ -1,6 +1,7 @@
 /* Unit tests of recovery/memmodel.c: features agree with what the ladder changes, observations from
- * FACTS, the per-(arch, GPU class) fit recovers a known law, OOM floors raise it, the evidence rules
- * (a heavier config ran, a lighter one OOMed) win over the fit, and no history predicts nothing. */
+ * FACTS, the per-arch fit (every GPU class) recovers a known law, OOM floors raise it, the evidence
+ * rules (a heavier config ran, a lighter one OOMed) win over the fit, unmeasured memory paths are
+ * bounded by measured ones, attention's quadratic term scales with the batch, no history predicts nothing. */
 #include <math.h>
 
 #include "tap.h"
@@ -141,13 +142,14 @@ static void fit_and_predict(void)
 	/* Noise the model must ignore: another arch, another GPU class, an env fault. */
 	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "sdxl", "gpu_mib", 24564, "features",
 					     feat("{}"), "outcome", "fit", "phase", "train", "peak_mib", 1000));
-	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 81920, "features",
-					     feat("{}"), "outcome", "fit", "phase", "train", "peak_mib", 1000));
+	/* Another GPU class counts: a config needs what it needs on any card. */
+	json_array_append_new(obs, obs_fit(feat("{\"res_max\": 1280}"), 81920));
 	json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 24564, "features",
 					     feat("{}"), "outcome", "other", "phase", "load", "peak_mib", 1000));
 	prof = memmodel_fit(obs, "flux", 24564);
 	TAP_OK(jpath_bool(prof, "ok", 0), "fit: six measured attempts are enough");
-	TAP_INT_EQ(jpath_int(prof, "n", 0), 6, "fit: other arch, other class and env faults skipped");
+	TAP_INT_EQ(jpath_int(prof, "n", 0), 7, "fit: other arch and env faults skipped, another GPU class counted");
+	TAP_INT_EQ(jpath_int(prof, "n_here", 0), 6, "fit: n_here counts the observations of this GPU class");
 	TAP_OK(fabs(json_number_value(jpath_get(prof, "coef.train_mib_per_mpx")) - 3000) < 30, "fit: 3000 MiB per training Mpx recovered");
 	TAP_OK(fabs(json_number_value(jpath_get(prof, "coef.sample_mib_per_mpx")) - 2000) < 20, "fit: 2000 MiB per sample Mpx recovered");
 	TAP_OK(llabs(jpath_int(prof, "coef.load_mib.plain", 0) - 20000) < 50, "fit: load 20000 MiB recovered");
@@ -264,6 +266,87 @@ static void curved_law(void)
 	json_decref(obs);
 }
 
+/* Unmeasured combinations of memory savers lie between measured ones: low_vram never ran, but the
+ * plain path (fewer savers) bounds it above, as quantize bounds quantize+low_vram; with no path of
+ * more savers there is no lower bound; a step without checkpointing needs at least the checkpointed one. */
+static void bounds(void)
+{
+	json_t *obs = history(24564), *prof, *pred, *f;
+	static const int res[] = { 512, 768, 1024 };
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(res); i++) { /* quantize: load 12000 */
+		json_t *q = feat(res_json(res[i]));
+		double r = res[i] / 1024.0;
+		json_object_set_new(q, "quantize", json_true());
+		json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 24564,
+						     "features", q, "outcome", "fit", "phase", "train", "peak_mib",
+						     (int)lround(12000 + 3000 * r * r)));
+	}
+	prof = memmodel_fit(obs, "flux", 24564);
+	f = feat("{\"res_max\": 1088, \"low_vram\": true}"); /* larger than any plain run: no heavier_fit */
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_true(json_object_get(pred, "fits")) && !strcmp(jpath_str(pred, "basis", ""), "bound"),
+	       "bounds: low_vram never ran, but the plain path bounds it above: at most 23.4 GiB fits");
+	TAP_OK(strstr(jpath_str(pred, "evidence", ""), "at most") != NULL, "bounds: the evidence says 'at most'");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 1280, \"low_vram\": true}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_null(json_object_get(pred, "fits")), "bounds: above 24 GiB by the upper bound, no lower bound: unknown");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 2048, \"low_vram\": true, \"quantize\": true}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_true(json_object_get(pred, "fits")) && strstr(jpath_str(pred, "evidence", ""), "quantize path"),
+	       "bounds: quantize+low_vram is bounded above by the quantize path (12000 + 12000 MiB): fits");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 1280, \"grad_ckpt\": false}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_false(json_object_get(pred, "fits")) && jpath_int(pred, "peak_mib", 0) >= 24600 &&
+	       !strcmp(jpath_str(pred, "basis", ""), "bound"),
+	       "bounds: no checkpointing never ran: at least the checkpointed 24687 MiB: does not fit");
+	json_decref(pred);
+	json_decref(f);
+	f = feat("{\"res_max\": 512, \"grad_ckpt\": false}");
+	pred = memmodel_predict(prof, f);
+	TAP_OK(json_is_null(json_object_get(pred, "fits")), "bounds: no upper bound without checkpointing: unknown");
+	json_decref(pred);
+	json_decref(f);
+	json_decref(prof);
+	json_decref(obs);
+}
+
+/* Attention: quadratic in the tokens of one item, linear in the batch; the batch must not be squared. */
+static void attention_law(void)
+{
+	json_t *obs = json_array(), *prof, *pred, *f;
+	static const int res[] = { 512, 768, 1024, 1280 }, batch[] = { 1, 2 };
+	size_t i, k;
+	double r, truth;
+	char buf[80];
+
+	for (i = 0; i < ARRAY_LEN(res); i++)
+		for (k = 0; k < ARRAY_LEN(batch); k++) {
+			r = res[i] / 1024.0;
+			snprintf(buf, sizeof(buf), "{\"res_max\": %d, \"batch\": %d}", res[i], batch[k]);
+			json_array_append_new(obs, json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 81920,
+							     "features", feat(buf), "outcome", "fit", "phase", "train", "peak_mib",
+							     (int)lround(15000 + batch[k] * (4000 * r * r + 3000 * r * r * r * r))));
+		}
+	prof = memmodel_fit(obs, "flux", 81920);
+	f = feat("{\"res_max\": 1536, \"batch\": 4}");
+	r = 1.5;
+	truth = 15000 + 4 * (4000 * r * r + 3000 * r * r * r * r);
+	pred = memmodel_predict(prof, f);
+	TAP_OK(fabs(jpath_int(pred, "peak_mib", 0) - truth) < 300, "attention: batch 4 at 1536 px predicted within 300 MiB");
+	json_decref(pred);
+	json_decref(f);
+	json_decref(prof);
+	json_decref(obs);
+}
+
 int main(void)
 {
 	features();
@@ -272,5 +355,7 @@ int main(void)
 	floors_and_evidence();
 	no_history();
 	curved_law();
+	bounds();
+	attention_law();
 	return TAP_DONE();
 }

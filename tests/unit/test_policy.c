@@ -767,11 +767,34 @@ static void memory_model(void)
 	json_decref(reduced);
 
 	/* A first attempt predicted not to fit starts at the config predicted to fit. Checkpointing off
-	 * was never measured: that target is unknown and runs as submitted. */
+	 * was never measured, but it needs at least what the checkpointed step needs: that lower bound
+	 * already does not fit. */
 	ctx = json_pack("{s:{s:s, s:O}, s:{s:i}, s:o}", "job", "kind", "image", "target_config", flux, "gpu",
 			"memory_total_mib", 24564, "memory", mm_memory());
 	init = policy_initial(ctx, &err);
-	TAP_STR_EQ(S(init, "action"), "as_is", "issue 12: policy_initial: an unmeasured setting (no checkpointing) runs as submitted");
+	TAP_STR_EQ(S(init, "action"), "start_lower",
+		   "issue 12: policy_initial: no checkpointing never measured, bounded below by the checkpointed step: starts lower");
+	TAP_STR_EQ(json_string_value(jpath_get(init, "rungs[0]")), "gradient_checkpointing", "issue 12: ... with checkpointing first");
+	json_decref(init);
+	/* The same on a 16 GiB card where every rung is surely too much, in a fleet with 24 GiB cards:
+	 * start on a bigger GPU instead of spending an attempt on the OOM. */
+	json_object_set_new(json_object_get(ctx, "gpu"), "memory_total_mib", json_integer(8192));
+	json_object_set_new(json_object_get(ctx, "memory"), "gpu_mib", json_integer(8192));
+	json_object_set_new(ctx, "fleet", json_pack("{s:i}", "max_gpu_memory_mib", 24564));
+	{ /* the lightest config the ladder can reach, every saver on, ran out of memory at load on 12 GiB */
+		json_t *o = mm_obs("{\"res_max\": 256, \"low_vram\": true, \"offload\": true, \"sampling\": false}", "oom", 90);
+		json_object_set_new(o, "gpu_mib", json_integer(12288));
+		json_object_set_new(o, "phase", json_string("load"));
+		json_array_append_new(jpath_get(ctx, "memory.observations"), o);
+	}
+	init = policy_initial(ctx, &err);
+	TAP_STR_EQ(S(init, "action"), "requeue_bigger", "issue 12: every rung predicted to fail for sure: start on a bigger GPU");
+	TAP_INT_EQ(I(init, "constraints.min_gpu_memory_mib"), 8193, "issue 12: ... of more memory than this one");
+	TAP_OK(json_is_null(json_object_get(init, "next_config")), "issue 12: ... with the config as submitted");
+	json_decref(init);
+	json_object_del(ctx, "fleet");
+	init = policy_initial(ctx, &err);
+	TAP_STR_EQ(S(init, "action"), "as_is", "issue 12: no bigger GPU in the fleet: run as submitted, let the OOM decide");
 	json_decref(init);
 	json_decref(ctx);
 	reduced = json_deep_copy(flux);
