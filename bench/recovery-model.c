@@ -378,9 +378,13 @@ out:
 enum way { W_BLIND, W_MODEL, W_ORACLE };
 static const char *const WAY_NAMES[] = { "blind ladder", "memory model", "oracle" };
 
+/* Why a failed attempt ran: a fault (env or not_oom), a job's first config on a GPU (a first attempt
+ * or one re-queued for a bigger GPU), a config after an OOM (descent), a scale-up step. */
+enum cause { C_FAULT, C_FIRST, C_DESCENT, C_SCALE_UP, C_N };
+
 struct tally {
 	int jobs, succeeded, attempts, settings_given_up, env_reruns, not_oom_failed, started_lower, started_bigger, predicted_exhausted;
-	double failed_s, total_s;
+	double failed_s, total_s, failed_by[C_N];
 };
 
 /* Settings of the final config below the target's (memory-relevant, as the model sees them). */
@@ -544,16 +548,22 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 		state = jpath_str(dec, "job_state", "?");
 		t->attempts++;
 		t->total_s += secs;
-		if (strcmp(cls, "success"))
+		if (strcmp(cls, "success")) {
+			const char *prev = n > 1 ? jpath_str(json_array_get(attempts, n - 2), "action", "") : "first";
+			enum cause c = !strcmp(cls, "env_fault") || !strcmp(cls, "not_oom") ? C_FAULT :
+				       !strcmp(prev, "scale_up") ? C_SCALE_UP : !strcmp(prev, "retry") ? C_DESCENT : C_FIRST;
 			t->failed_s += secs;
-		else {
+			t->failed_by[c] += secs;
+		} else {
 			char *key = json_dumps(cur, JSON_SORT_KEYS | JSON_COMPACT);
 			json_object_set_new(succeeded_configs, key, json_true());
 			free(key);
 		}
 		if (getenv("BENCH_JOB") && atoi(getenv("BENCH_JOB")) == id)
-			fprintf(stderr, "%s %s job %d n %d gpu %d cls %s secs %.0f reason %s\n", law->name, WAY_NAMES[way], id, n,
-				GPU_MIB[s], cls, secs, jpath_str(dec, "reason", ""));
+			fprintf(stderr, "%s %s job %d n %d gpu %d cls %s secs %.0f reason %s\n   EST %s reach %.2f n_measured %lld\n",
+				law->name, WAY_NAMES[way], id, n, GPU_MIB[s], cls, secs, jpath_str(dec, "reason", ""),
+				jpath_str(dec, "estimate.evidence", "-"), json_number_value(jpath_get(dec, "estimate.reach")),
+				jpath_int(dec, "estimate.n_measured", -1));
 		if (getenv("BENCH_TRACE") && way == W_MODEL && id >= NJOBS / 2 && strcmp(cls, "success"))
 			fprintf(stderr, "%s job %d n %d gpu %d cls %s prev_action %s secs %.0f reason %.200s\n", law->name, id, n,
 				GPU_MIB[s], cls, n > 1 ? jpath_str(json_array_get(attempts, n - 2), "action", "?") : "first",
@@ -668,7 +678,15 @@ int main(int argc, char **argv)
 			ok &= t1 && t2 && t3 && t4 && t5;
 		}
 	}
-	OUT("Targets %s.\n", ok ? "all met" : "not all met (see MISSED above)");
+	OUT("## Where the failed GPU-seconds go (second half)\n\n| law | way | faults (env, not_oom) | first config on a GPU | after an OOM | scale-up |\n"
+	    "|---|---|---|---|---|---|\n");
+	for (l = 0; l < ARRAY_LEN(LAWS); l++)
+		for (w = 0; w < 3; w++) {
+			struct tally *t = &tl[l][w][1];
+			OUT("| %s | %s | %.0f | %.0f | %.0f | %.0f |\n", LAWS[l].name, WAY_NAMES[w], t->failed_by[C_FAULT],
+			    t->failed_by[C_FIRST], t->failed_by[C_DESCENT], t->failed_by[C_SCALE_UP]);
+		}
+	OUT("\nTargets %s.\n", ok ? "all met" : "not all met (see MISSED above)");
 	if (md)
 		fclose(md);
 	for (i = 0; i < NJOBS; i++)

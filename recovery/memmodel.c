@@ -18,7 +18,8 @@
 #define MM_RESERVE_MIB 64       /* driver and allocator slack: usable = total - this */
 #define MM_MAX_LIST 40          /* fits/ooms kept in a profile for the evidence rules */
 #define MM_MIN_EXACT 3          /* exact data points a profile needs before it predicts */
-#define MM_MAX_UNKNOWNS 13      /* 8 load terms + train, its attention term, without checkpointing, sample, its attention term */
+#define MM_MAX_UNKNOWNS 14      /* 8 load terms + train, its attention term, without checkpointing, sample, its
+				 * attention term, its denoising steps */
 #define MM_MPX (1024.0 * 1024.0)
 
 /* ---- features ---- */
@@ -193,6 +194,7 @@ struct terms {
 	double xt;     /* training: (largest bucket / 1024)^2 x batch x latent frames, "megapixels" */
 	double xq;     /* its attention term: batch x (megapixels of one item x latent frames)^2 */
 	double xs;     /* sampling: sample w x h / 1024^2 x latent frames */
+	double ss;     /* sample steps */
 };
 
 static struct terms terms_of(const json_t *f, const char *arch)
@@ -208,13 +210,14 @@ static struct terms terms_of(const json_t *f, const char *arch)
 	t.xt = r * r * (double)jpath_int(f, "batch", 1) * latent_frames(jpath_int(f, "frames", 1), g);
 	t.xq = t.xt * r * r * latent_frames(jpath_int(f, "frames", 1), g);
 	t.xs = t.sampling ? (double)jpath_int(f, "sample_px", 0) / MM_MPX * latent_frames(jpath_int(f, "sample_frames", 1), g) : 0;
+	t.ss = (double)jpath_int(f, "sample_steps", 0);
 	return t;
 }
 
 /* Unknowns: load[0..7] per memory-saving combination, then the slopes. The "2" terms are attention's
  * share: quadratic in the tokens of one item (pixels x latent frames), linear in the batch; a law
  * without it (sim/rung-sim-trainer.c) fits them to zero and they are dropped. */
-enum { U_LOAD = 0, U_TRAIN = 8, U_TRAIN2 = 9, U_NOCKPT = 10, U_SAMPLE = 11, U_SAMPLE2 = 12 };
+enum { U_LOAD = 0, U_TRAIN = 8, U_TRAIN2 = 9, U_NOCKPT = 10, U_SAMPLE = 11, U_SAMPLE2 = 12, U_SSTEPS = 13 };
 
 static const char *const COMBO_NAMES[8] = {
 	"plain", "low_vram", "quantize", "low_vram+quantize", "offload", "low_vram+offload", "quantize+offload",
@@ -236,6 +239,7 @@ static void row_of(const struct terms *t, const char *phase, double *x)
 	} else if (!strcmp(phase, "sample") || !strcmp(phase, "baseline_sample")) {
 		x[U_SAMPLE] = t->xs;
 		x[U_SAMPLE2] = t->xs * t->xs;
+		x[U_SSTEPS] = t->xs * t->ss; /* a sampler that keeps per-step state (our simulator's) */
 	}
 }
 
@@ -323,10 +327,30 @@ static double dot(const double *x, const double *c)
 
 /* Fits with the columns that have data; drops the curvature term when the data cannot carry it
  * (fewer than 4 distinct training sizes) or when it comes out negative. */
+/* A memory saver never adds memory: a combination's load is at least that of every measured
+ * combination with more savers (and never below zero). A term resting on few rows can come out
+ * lower (the slopes absorb it); it is raised to that bound. Supersets first (most savers first). */
+static void clamp_loads(struct fitstate *s)
+{
+	static const int ORDER[8] = { 7, 6, 5, 3, 4, 2, 1, 0 }; /* by number of savers, most first */
+	int i, c, k;
+
+	for (i = 0; i < 8; i++) {
+		c = ORDER[i];
+		if (!s->known[U_LOAD + c])
+			continue;
+		if (s->coef[U_LOAD + c] < 0)
+			s->coef[U_LOAD + c] = 0;
+		for (k = 0; k < 8; k++)
+			if (k != c && (k & c) == c && s->known[U_LOAD + k] && s->coef[U_LOAD + k] > s->coef[U_LOAD + c])
+				s->coef[U_LOAD + c] = s->coef[U_LOAD + k];
+	}
+}
+
 static bool fit_rows(struct fitstate *s)
 {
 	/* each attention term with its linear term: told apart only by rows of different item sizes */
-	static const int CURVE[][2] = { { U_TRAIN2, U_TRAIN }, { U_SAMPLE2, U_SAMPLE } };
+	static const int CURVE[][2] = { { U_TRAIN2, U_TRAIN }, { U_SAMPLE2, U_SAMPLE }, { U_SSTEPS, U_SAMPLE } };
 	bool use[MM_MAX_UNKNOWNS] = { false };
 	double seen[8];
 	int nseen, j, k, c;
@@ -336,7 +360,7 @@ static bool fit_rows(struct fitstate *s)
 		for (j = 0; j < MM_MAX_UNKNOWNS; j++)
 			if (s->rows[r].x[j] != 0)
 				use[j] = true;
-	for (c = 0; c < 2; c++) {
+	for (c = 0; c < (int)ARRAY_LEN(CURVE); c++) {
 		for (r = 0, nseen = 0; r < s->n && nseen < 8; r++) {
 			double lin = s->rows[r].x[CURVE[c][1]], item;
 			if (lin == 0)
@@ -352,13 +376,14 @@ static bool fit_rows(struct fitstate *s)
 	}
 	if (!solve(s, use))
 		return false;
-	for (c = 0; c < 2; c++)
+	for (c = 0; c < (int)ARRAY_LEN(CURVE); c++)
 		if (use[CURVE[c][0]] && s->coef[CURVE[c][0]] < 0) {
 			use[CURVE[c][0]] = false;
 			if (!solve(s, use))
 				return false;
 		}
 	memcpy(s->known, use, sizeof(use));
+	clamp_loads(s);
 	return true;
 }
 
@@ -500,6 +525,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		json_object_set_new(coef, "nockpt_mib_per_mpx", s.known[U_NOCKPT] ? json_real(s.coef[U_NOCKPT]) : json_null());
 		json_object_set_new(coef, "sample_mib_per_mpx", s.known[U_SAMPLE] ? json_real(s.coef[U_SAMPLE]) : json_null());
 		json_object_set_new(coef, "sample_mib_per_mpx2", s.known[U_SAMPLE2] ? json_real(s.coef[U_SAMPLE2]) : json_null());
+		json_object_set_new(coef, "sample_mib_per_mpx_step", s.known[U_SSTEPS] ? json_real(s.coef[U_SSTEPS]) : json_null());
 	}
 	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
 			 "gpu_mib", gpu_mib, "n", nfit + noom, "n_here", here, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n,
@@ -609,9 +635,10 @@ static bool bounds_of(const json_t *coef, const struct terms *t, struct bounds *
 	}
 	if (t->sampling) {
 		if (num_of(coef, "sample_mib_per_mpx", &v)) {
-			double v2 = 0;
+			double v2 = 0, v3 = 0;
 			num_of(coef, "sample_mib_per_mpx2", &v2);
-			sample_lo = sample_hi = t->xs * v + t->xs * t->xs * v2;
+			num_of(coef, "sample_mib_per_mpx_step", &v3);
+			sample_lo = sample_hi = t->xs * v + t->xs * t->xs * v2 + t->xs * t->ss * v3;
 		} else {
 			exact_sample = false;
 			snprintf(b->unknown, sizeof(b->unknown), "no sample measured yet");

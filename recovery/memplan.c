@@ -82,7 +82,7 @@ bool memplan_sure_fail(const json_t *pred)
 	if (!strcmp(jpath_str(pred, "basis", ""), "lighter_oom"))
 		return true;
 	return json_is_false(json_object_get(pred, "fits")) && json_is_integer(peak) &&
-	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) > jpath_int(pred, "usable_mib", 0) &&
+	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) / 2 > jpath_int(pred, "usable_mib", 0) &&
 	       jpath_int(pred, "n_measured", 0) >= MEMPLAN_SURE_MIN_MEASURED &&
 	       json_number_value(json_object_get(pred, "reach")) <= MEMPLAN_SURE_MAX_REACH;
 }
@@ -153,7 +153,11 @@ json_t *memplan_initial(const json_t *profile, bool video, const json_t *config)
 {
 	json_t *pred = memplan_estimate(profile, video, config), *plan = NULL;
 
-	if (!pred || !json_is_false(json_object_get(pred, "fits")))
+	/* Starting lower may turn on what scale-up keeps (checkpointing, the memory savers), for good;
+	 * an OOM costs one attempt. So the estimate itself, not only estimate + margin, must be over. */
+	if (!pred || !json_is_false(json_object_get(pred, "fits")) ||
+	    (strcmp(jpath_str(pred, "basis", ""), "lighter_oom") &&
+	     jpath_int(pred, "peak_mib", 0) <= jpath_int(pred, "usable_mib", 0)))
 		goto out;
 	plan = memplan_descend(profile, class_of_phase(jpath_str(pred, "phase", NULL), "oom_train_early"), video, config, NULL);
 out:

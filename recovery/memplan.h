@@ -27,14 +27,15 @@ json_t *memplan_profile(const json_t *ctx, const char *cls);
 json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
 			const struct ladder_rung **last);
 
-/* Before a job's first attempt: when config is predicted not to fit (fits false), the plan of
+/* Before a job's first attempt: when config is predicted not to fit (fits false, and the estimate
+ * itself above the usable memory: inside the margin it runs as submitted), the plan of
  * memplan_descend for the class its predicted phase implies (sample: oom_sample, load: oom_load,
  * else oom_train_early), "exhausted" true when every rung is predicted to fail for sure; NULL when
  * it is predicted to fit or unknown (the first attempt runs it as today). */
 json_t *memplan_initial(const json_t *profile, bool video, const json_t *config);
 
 /* True when prediction (memmodel_predict's) says for sure that the config fails: a config no
- * heavier ran out of memory, or the estimate minus the margin is above the usable memory AND the
+ * heavier ran out of memory, or the estimate minus half the margin is above the usable memory AND the
  * fit rests on at least 6 measured runs AND the config reaches at most 1.5x the largest size they
  * measured in the deciding phase ("n_measured", "reach"). Anything less is tried, not skipped. */
 bool memplan_sure_fail(const json_t *prediction);

@@ -434,14 +434,14 @@ static void test_profiles(void)
 	char *a1[] = { "profiles", "reset", "flux", "24576" }, *a2[] = { "profiles", "--json" };
 	int words = 0;
 	const struct cli_cmd *k = cli_find(4, a1, &words);
-	json_t *list = json_loads("[{\"arch\": \"flux\", \"gpu_class_mib\": 24576, \"n\": 5, \"n_fit\": 3, \"n_oom\": 2,"
+	json_t *list = json_loads("[{\"arch\": \"flux\", \"gpu_class_mib\": 24576, \"n\": 5, \"n_here\": 4, \"n_fit\": 3, \"n_oom\": 2,"
 				  " \"margin_mib\": 512, \"usable_mib\": 24064, \"ceilings\": {\"batch_size\": 1, \"res_max\": 768},"
 				  " \"reset_at\": null},"
-				  " {\"arch\": \"wan22_14b\", \"gpu_class_mib\": 81920, \"n\": 0, \"n_fit\": 0, \"n_oom\": 0,"
+				  " {\"arch\": \"wan22_14b\", \"gpu_class_mib\": 81920, \"n\": 0, \"n_here\": 0, \"n_fit\": 0, \"n_oom\": 0,"
 				  " \"margin_mib\": 0, \"usable_mib\": 81408, \"ceilings\": {}, \"reset_at\": \"2026-12-01T10:00:00Z\"}]",
 				  0, NULL);
 	json_t *mem = json_loads("{\"job_id\": 7, \"arch\": \"flux\", \"gpu_mib\": 24576, \"features\": {\"batch\": 1},"
-				 " \"profile\": {\"n\": 5, \"n_fit\": 3, \"n_oom\": 2, \"margin_mib\": 512},"
+				 " \"profile\": {\"n\": 5, \"n_here\": 4, \"n_fit\": 3, \"n_oom\": 2, \"margin_mib\": 512},"
 				 " \"estimate\": {\"peak_mib\": 22019, \"fits\": true, \"evidence\": \"flux: fit 22019 MiB\"}}", 0, NULL);
 	char *s;
 
@@ -449,15 +449,15 @@ static void test_profiles(void)
 	k = cli_find(2, a2, &words);
 	TAP_OK(k && !strcmp(k->name, "profiles") && words == 1, "cli: profiles alone lists");
 	s = cmd_profiles_table(list);
-	TAP_STR_EQ(s, "ARCH       GPU CLASS MIB  ATTEMPTS  FIT  OOM  MARGIN MIB  USABLE MIB  CEILINGS                  RESET\n"
-		   "flux       24576          5         3    2    512         24064       batch_size=1 res_max=768  -\n"
-		   "wan22_14b  81920          0         0    0    0           81408       -                         "
+	TAP_STR_EQ(s, "ARCH       GPU CLASS MIB  ATTEMPTS  HERE  FIT  OOM  MARGIN MIB  USABLE MIB  CEILINGS                  RESET\n"
+		   "flux       24576          5         4     3    2    512         24064       batch_size=1 res_max=768  -\n"
+		   "wan22_14b  81920          0         0     0    0    0           81408       -                         "
 		   "2026-12-01T10:00:00Z\n", "profiles: the table");
 	free(s);
 	s = cmd_memory_lines(mem);
 	TAP_STR_EQ(s, "memory estimate   21.5 GiB peak on a 24.0 GiB GPU: fits\n"
 		   "  evidence        flux: fit 22019 MiB\n"
-		   "  learned from    5 attempt(s) of flux on 24576 MiB GPUs (3 fit, 2 out of memory), margin 512 MiB\n",
+		   "  learned from    5 attempt(s) of flux (4 on 24576 MiB GPUs; 3 fit, 2 out of memory), margin 512 MiB\n",
 		   "show: the memory estimate, its evidence and what it rests on");
 	free(s);
 	json_object_set_new(json_object_get(mem, "estimate"), "fits", json_false());
