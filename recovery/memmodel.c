@@ -430,7 +430,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 	json_t *fits = json_array(), *ooms = json_array(), *o, *coef, *prof, *lows;
 	size_t i, exact = 0;
 	int nfit = 0, noom = 0, here = 0, pass, j;
-	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0, max_xt = 0, max_xs = 0;
+	double x[MM_MAX_UNKNOWNS], ss = 0, maxres = 0, margin = 0, error = -1, max_xt = 0, max_xs = 0;
 	bool ok = false;
 
 	memset(&s, 0, sizeof(s));
@@ -507,6 +507,9 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		margin = 2.0 * sqrt(ss / (double)exact);
 		if (margin < maxres)
 			margin = maxres;
+		error = margin;
+		if (margin < maxres)
+			margin = maxres;
 		ok = true;
 	}
 	if (margin < MM_MIN_MARGIN_MIB)
@@ -527,10 +530,10 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		json_object_set_new(coef, "sample_mib_per_mpx2", s.known[U_SAMPLE2] ? json_real(s.coef[U_SAMPLE2]) : json_null());
 		json_object_set_new(coef, "sample_mib_per_mpx_step", s.known[U_SSTEPS] ? json_real(s.coef[U_SSTEPS]) : json_null());
 	}
-	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
+	prof = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:f, s:f, s:o, s:I, s:I, s:I, s:o, s:o, s:o, s:b}", "arch", arch,
 			 "gpu_mib", gpu_mib, "n", nfit + noom, "n_here", here, "n_fit", nfit, "n_oom", noom, "n_exact", (json_int_t)s.n,
 			 "n_measured", (json_int_t)exact, "max_train_mpx", max_xt, "max_sample_mpx", max_xs, "coef", coef,
-			 "margin_mib", (json_int_t)lround(margin), "usable_mib", (json_int_t)(gpu_mib - MM_RESERVE_MIB),
+			 "margin_mib", (json_int_t)lround(margin), "error_mib", (json_int_t)lround(error), "usable_mib", (json_int_t)(gpu_mib - MM_RESERVE_MIB),
 			 "ceilings", ceilings_of(fits, ooms), "fits", fits, "ooms", ooms, "ok", ok);
 	json_decref(lows);
 	free(s.rows);
@@ -722,6 +725,7 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 	 * largest measured size of the deciding phase this estimate reaches (1.0: within them) */
 	top = json_number_value(json_object_get(profile, b.sample_phase ? "max_sample_mpx" : "max_train_mpx"));
 	json_object_set_new(p, "n_measured", json_integer(jpath_int(profile, "n_measured", 0)));
+	json_object_set_new(p, "error_mib", json_integer(jpath_int(profile, "error_mib", -1)));
 	json_object_set_new(p, "reach", json_real(top > 0 ? (b.sample_phase ? t.xs : t.xt) / top : 1e9));
 	return p;
 }

@@ -62,7 +62,8 @@ json_t *memmodel_observation(const char *arch, int gpu_mib, const json_t *featur
  *    "coef": {"load_mib": {combination of savers: MiB}, "train_mib_per_mpx", "train_mib_per_mpx2",
  *             "nockpt_mib_per_mpx", "sample_mib_per_mpx", "sample_mib_per_mpx2"},   the fitted
  *             figures (the "2" terms: attention, quadratic in one item's tokens; see memmodel.c)
- *    "margin_mib": safety margin from the residuals, "usable_mib": what a config may use here,
+ *    "margin_mib": safety margin from the residuals, "error_mib": the fit's own error (largest
+ *    residual, at least 2 x RMS; -1 before a fit), "usable_mib": what a config may use here,
  *    "ceilings": {setting: value},   the largest values seen to fit where a larger one OOMed
  *    "fits": [FEATURES that ran fine (at most 20, newest first)], "ok": bool (enough to predict)}
  * Never returns NULL; with no usable observation "n" is 0 and "ok" false. The caller owns it. */
@@ -71,7 +72,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib);
 /* Predicts the peak of FEATURES under PROFILE (both borrowed): a new object
  *   {"peak_mib": int|null, "fits": true|false|null (null = unknown), "evidence": "one line",
  *    "basis": "lighter_oom|heavier_fit|fit|bound|none", "phase", "margin_mib", "usable_mib",
- *    "n_measured"?, "reach"? (basis "fit": the measured runs the fit rests on, and the estimated
+ *    "n_measured"?, "reach"?, "error_mib"? (basis "fit": the measured runs the fit rests on, and the estimated
  *    size over the largest measured size of the deciding phase)}.
  * fits is true only when peak + margin <= usable memory (or the same features ran fine), false
  * when the peak exceeds it or the same or a heavier config OOMed; null when the profile is not ok.

@@ -17,6 +17,7 @@
  * at batch 1 once called batch 2 failing at 24007 MiB of 24552, and scale-up gave it up). */
 #define MEMPLAN_SURE_MIN_MEASURED 6
 #define MEMPLAN_SURE_MAX_REACH 1.5
+#define MEMPLAN_SURE_MIN_ERROR_MIB 64 /* the estimate must clear usable memory by at least this */
 
 static bool has_attempt(const json_t *obs, long long id)
 {
@@ -81,8 +82,16 @@ bool memplan_sure_fail(const json_t *pred)
 
 	if (!strcmp(jpath_str(pred, "basis", ""), "lighter_oom"))
 		return true;
+	/* the fit's own error (its largest residual, at least twice its RMS), not the margin: the margin's
+	 * floor keeps "fits" on the safe side; "fails" needs only what the data say */
+	long long err = jpath_int(pred, "error_mib", -1), half = jpath_int(pred, "margin_mib", 0) / 2;
+
+	if (err < 0 || err > half) /* never more cautious than half the margin */
+		err = half;
+	if (err < MEMPLAN_SURE_MIN_ERROR_MIB)
+		err = MEMPLAN_SURE_MIN_ERROR_MIB;
 	return json_is_false(json_object_get(pred, "fits")) && json_is_integer(peak) &&
-	       json_integer_value(peak) - jpath_int(pred, "margin_mib", 0) / 2 > jpath_int(pred, "usable_mib", 0) &&
+	       json_integer_value(peak) - err > jpath_int(pred, "usable_mib", 0) &&
 	       jpath_int(pred, "n_measured", 0) >= MEMPLAN_SURE_MIN_MEASURED &&
 	       json_number_value(json_object_get(pred, "reach")) <= MEMPLAN_SURE_MAX_REACH;
 }

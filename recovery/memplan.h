@@ -35,7 +35,8 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 json_t *memplan_initial(const json_t *profile, bool video, const json_t *config);
 
 /* True when prediction (memmodel_predict's) says for sure that the config fails: a config no
- * heavier ran out of memory, or the estimate minus half the margin is above the usable memory AND the
+ * heavier ran out of memory, or the estimate minus the fit's error ("error_mib", at least 64 MiB, at
+ * most half the margin) is above the usable memory AND the
  * fit rests on at least 6 measured runs AND the config reaches at most 1.5x the largest size they
  * measured in the deciding phase ("n_measured", "reach"). Anything less is tried, not skipped. */
 bool memplan_sure_fail(const json_t *prediction);

@@ -8,6 +8,7 @@
 #include "policy_fixtures.h"
 #include "../../recovery/ladder.h"
 #include "../../recovery/memmodel.h"
+#include "../../recovery/memplan.h"
 #include "../../common/util.h"
 
 /* A features object: the defaults of a plain 1024 px, batch 1, checkpointed, sampling-off config,
@@ -347,6 +348,28 @@ static void attention_law(void)
 	json_decref(obs);
 }
 
+/* "Fails for sure" (memplan_sure_fail) clears the usable memory by the fit's own error, at least 64
+ * MiB and at most half the margin, with 6+ measured runs within 1.5x of the largest size. */
+static void sure_fail(void)
+{
+	json_t *p = fx_json("{\"peak_mib\": 24600, \"fits\": false, \"basis\": \"fit\", \"margin_mib\": 256,"
+			    " \"usable_mib\": 24500, \"n_measured\": 10, \"reach\": 1.0, \"error_mib\": 20}");
+
+	TAP_OK(memplan_sure_fail(p), "sure fail: 100 MiB over with an exact fit (error 20, floor 64)");
+	json_object_set_new(p, "error_mib", json_integer(900));
+	TAP_OK(memplan_sure_fail(p) == false, "sure fail: not with 100 MiB over half the margin (a noisy fit)");
+	json_object_set_new(p, "peak_mib", json_integer(24550));
+	json_object_set_new(p, "error_mib", json_integer(0));
+	TAP_OK(!memplan_sure_fail(p), "sure fail: 50 MiB over is inside the 64 MiB floor");
+	json_object_set_new(p, "peak_mib", json_integer(30000));
+	json_object_set_new(p, "n_measured", json_integer(5));
+	TAP_OK(!memplan_sure_fail(p), "sure fail: never on fewer than 6 measured runs");
+	json_object_set_new(p, "n_measured", json_integer(6));
+	json_object_set_new(p, "reach", json_real(1.6));
+	TAP_OK(!memplan_sure_fail(p), "sure fail: never beyond 1.5x the largest measured size");
+	json_decref(p);
+}
+
 int main(void)
 {
 	features();
@@ -357,5 +380,6 @@ int main(void)
 	curved_law();
 	bounds();
 	attention_law();
+	sure_fail();
 	return TAP_DONE();
 }
