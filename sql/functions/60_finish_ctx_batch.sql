@@ -39,8 +39,13 @@ LANGUAGE sql STABLE AS $$
           AND gf.at > greatest(now() - make_interval(secs => coalesce((j.recovery->>'env_fault_window_s')::int, 3600)),
                                coalesce(g.released_at, '-infinity')))),
     'fleet', jsonb_build_object('max_gpu_memory_mib', f.m),
+    -- guide 2D (a config at its limit) needs the success on a card no bigger than this one (within
+    -- the ±10 % of a memory class): one that ran on 40 GiB says nothing of 24 GiB. Attempts from
+    -- before migration 014 have no mem_gpu_mib and count, as they always did.
     'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
-                                       WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'),
+                                       WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'
+                                         AND (s.mem_gpu_mib IS NULL OR g.memory_total_mib IS NULL
+                                              OR s.mem_gpu_mib::bigint * 10 <= g.memory_total_mib::bigint * 11)),
     'memory', jsonb_build_object('arch', rung_config_arch(j.target_config), 'gpu_mib', g.memory_total_mib,
                                  'observations', rung_memory_ctx_observations(rung_config_arch(j.target_config),
                                                                               g.memory_total_mib, j.id)))

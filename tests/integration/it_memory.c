@@ -355,6 +355,74 @@ static void test_bad_input(struct harness *h, const char *job_id)
 	h->auth_token = h->admin_token;
 }
 
+/* FACTS of an OOM in training at step 3 on a GPU of capacity MiB. New reference. */
+static json_t *oom_facts(int capacity)
+{
+	return json_pack("{s:i, s:n, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:[]},"
+			 " s:s, s:i, s:[s]}", "exit_code", 1, "signal", "cancelled", 0, "phase", "train", "oom_phase", "train",
+			 "first_step", 0, "last_step", 3, "steps_done", 3, "total_steps", 10, "signatures", "cuda_oom", 1,
+			 "error_running_job", 1, "oom", "tried_to_allocate_mib", 2048, "total_capacity_mib", capacity,
+			 "free_mib", 1100, "allocated_by_pytorch_mib", capacity - 3000, "processes", "error",
+			 "torch.OutOfMemoryError: CUDA out of memory", "duration_ms", 4000, "log_tail",
+			 "torch.OutOfMemoryError: CUDA out of memory");
+}
+
+/* One attempt of a new job of cfg on the fake worker wid/gpu, ended with facts: the decision's
+ * class (heap) or NULL. The job is cancelled afterwards if it is queued again. */
+static char *one_attempt(struct harness *h, const json_t *cfg, const char *wid, const char *gpu, const json_t *facts)
+{
+	json_t *job = h_submit(h, cfg, NULL), *lease = NULL, *ans = NULL;
+	char *jid = h_id(job, "id"), *ljid = NULL, *aid = NULL, *cls = NULL;
+	long st = 0;
+
+	lease = jid ? h_fake_lease(h, wid, gpu, 5000, &st) : NULL;
+	ljid = h_id(lease, "job_id");
+	aid = h_id(lease, "attempt_id");
+	if (!h_ok(h, ljid && !strcmp(ljid, jid) && aid, "%s leases the new job (%s)", gpu, ljid ? ljid : "none"))
+		goto out;
+	ans = h_fake_finish(h, aid, h_str(lease, "token"), facts, &st);
+	if (st == 200)
+		cls = xstrdup(h_str(json_object_get(ans, "decision"), "class"));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", jid));
+out:
+	json_decref(ans);
+	json_decref(lease);
+	json_decref(job);
+	free(jid);
+	free(ljid);
+	free(aid);
+	return cls;
+}
+
+/* Guide 2D reads an OOM of a config that succeeded before as a config at its limit; the success
+ * must be on a card no bigger: one on 40 GiB says nothing of an OOM on 24 GiB. */
+static void test_succeeded_before_card(struct harness *h)
+{
+	char *big = h_fake_register(h, "fake-big", "GPU-fake-big", 40960);
+	char *small = h_fake_register(h, "fake-small", "GPU-fake-small", GPU_24G);
+	json_t *cfg = h_config("at_the_limit", 10), *ok = h_facts_success(10), *oom24 = oom_facts(24564), *oom40 = oom_facts(40960);
+	char *cls;
+
+	cls = big && small ? one_attempt(h, cfg, big, "GPU-fake-big", ok) : NULL;
+	h_ok(h, cls && !strcmp(cls, "success"), "the config succeeds on the 40 GiB card (%s)", cls ? cls : "?");
+	free(cls);
+	cls = big && small ? one_attempt(h, cfg, small, "GPU-fake-small", oom24) : NULL;
+	h_ok(h, cls && !strcmp(cls, "oom_train_early"),
+	     "the same config's OOM on 24 GiB is not 'at its limit': it never succeeded on a card that small (%s)",
+	     cls ? cls : "?");
+	free(cls);
+	cls = big && small ? one_attempt(h, cfg, big, "GPU-fake-big", oom40) : NULL;
+	h_ok(h, cls && !strcmp(cls, "oom_train_intermittent"),
+	     "its OOM on the 40 GiB card where it succeeded is (guide 2D: %s)", cls ? cls : "?");
+	free(cls);
+	json_decref(cfg);
+	json_decref(ok);
+	json_decref(oom24);
+	json_decref(oom40);
+	free(big);
+	free(small);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_memory");
@@ -366,6 +434,7 @@ int main(void)
 	id = test_stored(h);
 	test_ctx_and_reset(h);
 	test_bad_input(h, id);
+	test_succeeded_before_card(h);
 	free(id);
 	return h_free(h);
 }
