@@ -25,6 +25,15 @@ static json_t *feat(const char *over)
 	return f;
 }
 
+/* memmodel_predict of the features feat(over) under prof: a new reference. */
+static json_t *predict(const json_t *prof, const char *over)
+{
+	json_t *f = feat(over), *p = memmodel_predict(prof, f);
+
+	json_decref(f);
+	return p;
+}
+
 /* The law the fit must recover: load 20000 MiB, 3000 MiB per training megapixel, 2000 per sample one. */
 static long long law(const json_t *f, const char **phase)
 {
@@ -272,7 +281,7 @@ static void curved_law(void)
  * more savers there is no lower bound; a step without checkpointing needs at least the checkpointed one. */
 static void bounds(void)
 {
-	json_t *obs = history(24564), *prof, *pred, *f;
+	json_t *obs = history(24564), *prof, *pred;
 	static const int res[] = { 512, 768, 1024 };
 	size_t i;
 
@@ -285,36 +294,26 @@ static void bounds(void)
 						     (int)lround(12000 + 3000 * r * r)));
 	}
 	prof = memmodel_fit(obs, "flux", 24564);
-	f = feat("{\"res_max\": 1088, \"low_vram\": true}"); /* larger than any plain run: no heavier_fit */
-	pred = memmodel_predict(prof, f);
+	pred = predict(prof, "{\"res_max\": 1088, \"low_vram\": true}"); /* larger than any plain run: no heavier_fit */
 	TAP_OK(json_is_true(json_object_get(pred, "fits")) && !strcmp(jpath_str(pred, "basis", ""), "bound"),
 	       "bounds: low_vram never ran, but the plain path bounds it above: at most 23.4 GiB fits");
 	TAP_OK(strstr(jpath_str(pred, "evidence", ""), "at most") != NULL, "bounds: the evidence says 'at most'");
 	json_decref(pred);
-	json_decref(f);
-	f = feat("{\"res_max\": 1280, \"low_vram\": true}");
-	pred = memmodel_predict(prof, f);
+	pred = predict(prof, "{\"res_max\": 1280, \"low_vram\": true}");
 	TAP_OK(json_is_null(json_object_get(pred, "fits")), "bounds: above 24 GiB by the upper bound, no lower bound: unknown");
 	json_decref(pred);
-	json_decref(f);
-	f = feat("{\"res_max\": 2048, \"low_vram\": true, \"quantize\": true}");
-	pred = memmodel_predict(prof, f);
+	pred = predict(prof, "{\"res_max\": 2048, \"low_vram\": true, \"quantize\": true}");
 	TAP_OK(json_is_true(json_object_get(pred, "fits")) && strstr(jpath_str(pred, "evidence", ""), "quantize path"),
 	       "bounds: quantize+low_vram is bounded above by the quantize path (12000 + 12000 MiB): fits");
 	json_decref(pred);
-	json_decref(f);
-	f = feat("{\"res_max\": 1280, \"grad_ckpt\": false}");
-	pred = memmodel_predict(prof, f);
+	pred = predict(prof, "{\"res_max\": 1280, \"grad_ckpt\": false}");
 	TAP_OK(json_is_false(json_object_get(pred, "fits")) && jpath_int(pred, "peak_mib", 0) >= 24600 &&
 	       !strcmp(jpath_str(pred, "basis", ""), "bound"),
 	       "bounds: no checkpointing never ran: at least the checkpointed 24687 MiB: does not fit");
 	json_decref(pred);
-	json_decref(f);
-	f = feat("{\"res_max\": 512, \"grad_ckpt\": false}");
-	pred = memmodel_predict(prof, f);
+	pred = predict(prof, "{\"res_max\": 512, \"grad_ckpt\": false}");
 	TAP_OK(json_is_null(json_object_get(pred, "fits")), "bounds: no upper bound without checkpointing: unknown");
 	json_decref(pred);
-	json_decref(f);
 	json_decref(prof);
 	json_decref(obs);
 }
