@@ -107,6 +107,32 @@ static void collect(const char **parts, size_t *lens, size_t *n, const char *fir
 	}
 }
 
+char *util_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0, got;
+
+	if (!f)
+		return NULL;
+	do {
+		if (cap - n < 4096)
+			buf = xrealloc(buf, cap = cap * 2 + 8192);
+		got = fread(buf + n, 1, cap - n - 1, f);
+		n += got;
+	} while (got > 0);
+	if (ferror(f)) {
+		free(buf);
+		buf = NULL;
+	} else {
+		buf[n] = '\0';
+		if (len)
+			*len = n;
+	}
+	fclose(f);
+	return buf;
+}
+
 char *util_concat(const char *first, ...)
 {
 	const char *parts[UTIL_PARTS_MAX];

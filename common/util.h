@@ -26,6 +26,10 @@ char *util_concat(const char *first, ...) __attribute__((sentinel));
  * values that Postgres returns as text beside a document without parsing either. */
 char *util_json_append(const char *object, const char *first, ...) __attribute__((sentinel));
 
+/* The whole file at path in a new NUL-terminated heap string the caller frees, its length in *len
+ * (len may be NULL); NULL (errno set) when it cannot be opened or read. */
+char *util_read_file(const char *path, size_t *len);
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);
 int64_t util_wall_ms(void);

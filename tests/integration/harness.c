@@ -1151,21 +1151,9 @@ void h_replica_free(struct harness *h, struct h_proc *p)
 
 char *h_slurp(const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t len = 0, cap = 0, n;
+	char *t = util_read_file(path, NULL);
 
-	if (!f)
-		return xstrdup("");
-	do {
-		if (cap - len < 4096)
-			buf = xrealloc(buf, cap = cap * 2 + 4096);
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-	} while (n > 0);
-	buf[len] = '\0';
-	fclose(f);
-	return buf;
+	return t ? t : xstrdup("");
 }
 
 bool h_changed(const json_t *attempt, const char *suffix)

@@ -389,26 +389,6 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(((const struct sql_migration *)a)->name, ((const struct sql_migration *)b)->name);
 }
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long len;
-
-	if (!f)
-		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
-		buf = xmalloc((size_t)len + 1);
-		if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-			free(buf);
-			buf = NULL;
-		} else
-			buf[len] = '\0';
-	}
-	fclose(f);
-	return buf;
-}
-
 /* tests/data/migrations-012/NNN_name.sql, the old tree's migrations as they were, sorted by name. */
 static struct frozen frozen_load(void)
 {
@@ -429,7 +409,7 @@ static struct frozen frozen_load(void)
 		path = xasprintf("%s/%s", dir, de->d_name);
 		fz.list = xrealloc(fz.list, (fz.n + 1) * sizeof *fz.list);
 		fz.list[fz.n].name = xasprintf("%.*s", (int)(len - 4), de->d_name);
-		fz.list[fz.n].text = slurp(path);
+		fz.list[fz.n].text = util_read_file(path, NULL);
 		fz.n += fz.list[fz.n].text != NULL;
 		free(path);
 	}

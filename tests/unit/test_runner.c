@@ -28,15 +28,16 @@ static struct runner *run_sh(const char *script, struct scan *sc, const char *lo
 	return r;
 }
 
-static char *slurp(const char *path, size_t *len)
+/* The runner's log, "" when there is none. */
+static char *read_log(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = xmalloc(80 * 1024 * 1024);
-	*len = f ? fread(buf, 1, 80 * 1024 * 1024 - 1, f) : 0;
-	buf[*len] = '\0';
-	if (f)
-		fclose(f);
-	return buf;
+	char *t = util_read_file(path, len);
+
+	if (!t) {
+		*len = 0;
+		t = xstrdup("");
+	}
+	return t;
 }
 
 int main(void)
@@ -57,7 +58,7 @@ int main(void)
 	TAP_INT_EQ(runner_signal(r), 0, "no signal on a normal exit");
 	TAP_OK(runner_error(r) == NULL, "no setup error");
 	TAP_INT_EQ(scan_signature(sc, "cuda_oom"), 1, "stderr reaches the scanner");
-	text = slurp(log, &len);
+	text = read_log(log, &len);
 	TAP_OK(strstr(text, "gpu=3\n") != NULL, "CUDA_VISIBLE_DEVICES set for the child");
 	TAP_OK(strstr(text, tmpdir) != NULL, "child runs in the trainer dir");
 	free(text);
@@ -92,7 +93,7 @@ int main(void)
 	sc = scan_new();
 	r = run_sh("head -c 3000000 /dev/zero | tr '\\0' x; echo; echo done", sc, log, 1000000, 20000);
 	TAP_INT_EQ(runner_exit_code(r), 0, "big output: exit 0");
-	text = slurp(log, &len);
+	text = read_log(log, &len);
 	TAP_OK(len > 1000000 && len < 1000100 && strstr(text, "truncated"), "log capped with a marker");
 	free(text);
 	TAP_INT_EQ(scan_phase(sc), SCAN_START, "big output scanned without harm");

@@ -27,21 +27,12 @@ struct sim_result {
 	char *out;       /* stdout and stderr together, heap */
 };
 
-static char *slurp(const char *path)
+/* The file's text, "" when it cannot be read. */
+static char *read_text(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	size_t cap = 4096, len = 0, n;
-	char *buf = xmalloc(cap);
-	if (f) {
-		while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-			len += n;
-			if (cap - len < 2)
-				buf = xrealloc(buf, cap *= 2);
-		}
-		fclose(f);
-	}
-	buf[len] = '\0';
-	return buf;
+	char *t = util_read_file(path, NULL);
+
+	return t ? t : xstrdup("");
 }
 
 /* Starts TOOL with ARGS (NULL-terminated) and ENV ("K=V" entries added to ours), output to OUTPATH. */
@@ -77,7 +68,7 @@ static struct sim_result sim_wait_result(pid_t pid, const char *outpath)
 		r.exit_code = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))
 		r.signal = WTERMSIG(st);
-	r.out = slurp(outpath);
+	r.out = read_text(outpath);
 	return r;
 }
 
@@ -494,7 +485,7 @@ static void test_sigint_and_resume(void)
 	int64_t deadline = util_mono_ms() + 10000;
 	int saw = 0;
 	while (!saw && util_mono_ms() < deadline) {
-		char *o = slurp(outpath);
+		char *o = read_text(outpath);
 		saw = strstr(o, "Saved to ") != NULL;
 		free(o);
 		if (!saw) {

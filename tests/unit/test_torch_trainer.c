@@ -20,6 +20,14 @@ static char py_any[256];   /* a python3, for the plan checks */
 static char py_torch[256]; /* a python3 that imports torch, for the runs */
 static int run_no;
 
+/* The file's text, "" when it cannot be read. */
+static char *read_text(const char *path)
+{
+	char *t = util_read_file(path, NULL);
+
+	return t ? t : xstrdup("");
+}
+
 /* Runs ARGV with ENV ("K=V" added to ours), stdin from IN (or /dev/null), stdout+stderr to OUT.
  * Returns the exit code, 128+signal when killed, -1 when it could not start. */
 static int run_cmd(const char *const *argv, const char *const *env, const char *in, const char *out)
@@ -45,24 +53,6 @@ static int run_cmd(const char *const *argv, const char *const *env, const char *
 	if (waitpid(pid, &st, 0) != pid)
 		return -1;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	size_t cap = 8192, len = 0, n;
-	char *buf = xmalloc(cap);
-
-	if (f) {
-		while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-			len += n;
-			if (cap - len < 2)
-				buf = xrealloc(buf, cap *= 2);
-		}
-		fclose(f);
-	}
-	buf[len] = '\0';
-	return buf;
 }
 
 static int find_python(const char *code, char *out, size_t cap)
@@ -152,8 +142,8 @@ static struct run trainer(const char *config, double cap_mib)
 	unlink(stats);
 	r.log = xasprintf("%s/out%d.log", tmpdir, n);
 	r.rc = run_cmd(argv, env, NULL, r.log);
-	r.out = slurp(r.log);
-	char *s = slurp(stats), *nl = strrchr(s, '\n');
+	r.out = read_text(r.log);
+	char *s = read_text(stats), *nl = strrchr(s, '\n');
 	if (nl) {
 		*nl = '\0';
 		nl = strrchr(s, '\n');
@@ -212,7 +202,7 @@ static void test_plan(void)
 	fclose(f);
 	const char *argv[] = { py_any, "sim/torch_trainer.py", path, NULL };
 	TAP_INT_EQ(run_cmd(argv, env, NULL, outp), 0, "plan: exits 0");
-	char *txt = slurp(outp);
+	char *txt = read_text(outp);
 	json_t *pl = json_loads(txt, 0, &e);
 	TAP_STR_EQ(jpath_str(pl, "arch", NULL), "wan22_14b", "plan: arch without its :tag");
 	json_t *b0 = json_object_get(json_array_get(json_object_get(pl, "datasets"), 0), "buckets");
@@ -240,7 +230,7 @@ static void test_plan(void)
 
 	const char *bargv[] = { py_any, "sim/torch_trainer.py", badp, NULL };
 	TAP_OK(run_cmd(bargv, env, NULL, outp) != 0, "plan: both accumulation keys above 1 fail");
-	txt = slurp(outp);
+	txt = read_text(outp);
 	TAP_OK(strstr(txt, "mutually exclusive") != NULL, "plan: ... saying they are mutually exclusive");
 	free(txt);
 out:

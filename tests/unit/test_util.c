@@ -1,7 +1,12 @@
 /* Unit tests of common/util.c's util_json_append (members spliced into a JSON object's text, the
- * way rungd adds config text that Postgres returns beside a lean document) and util_concat. */
+ * way rungd adds config text that Postgres returns beside a lean document), util_concat and
+ * util_read_file. */
+#include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "tap.h"
 #include "util.h"
@@ -40,9 +45,34 @@ static void concat(void)
 	free(s);
 }
 
+/* util_read_file: every byte (a NUL inside and more than one buffer's worth), the length, NULL for
+ * a file that is not there. */
+static void read_file(void)
+{
+	char path[] = "/tmp/rung-test-util-XXXXXX", *t;
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+	size_t len = 0, i;
+	bool same = true;
+
+	for (i = 0; f && i < 20000; i++)
+		fputc(i % 251, f);
+	if (f)
+		fclose(f);
+	t = util_read_file(path, &len);
+	for (i = 0; t && i < len; i++)
+		same &= (unsigned char)t[i] == i % 251;
+	TAP_OK(t && len == 20000 && same && t[len] == '\0', "read_file: 20000 bytes with NULs inside, as written, NUL-terminated");
+	free(t);
+	unlink(path);
+	errno = 0;
+	TAP_OK(util_read_file(path, &len) == NULL && errno == ENOENT, "read_file: NULL and ENOENT for a missing file");
+}
+
 int main(void)
 {
 	json_append();
 	concat();
+	read_file();
 	return TAP_DONE();
 }
