@@ -32,9 +32,9 @@ const struct cli_cmd cli_cmds[] = {
 	{ "workers", "workers", "Lists workers.", cmd_workers },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
-	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB",
-		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts that\n"
-		"ended before now no longer count.", cmd_profiles_reset },
+	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB [--note TEXT]",
+		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts made\n"
+		"there that ended before now no longer count; --note says why (kept in the event).", cmd_profiles_reset },
 	{ "profiles", "profiles [--arch A]", "Lists what the memory model learned per (arch, GPU memory class):\n"
 		"attempts it rests on, fits and OOMs, margin, usable memory, ceilings (support/admin).", cmd_profiles },
 	{ "token create", "token create --role submitter|worker|support|admin [--name N]",

@@ -127,16 +127,26 @@ int cmd_profiles(struct cli *c, int argc, char **argv)
 int cmd_profiles_reset(struct cli *c, int argc, char **argv)
 {
 	char *ops[2], *a, *g, *path;
-	json_t *ans = NULL;
-	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	const char *note = NULL;
+	json_t *ans = NULL, *body;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "note", .type = ARGS_STRING, .str = &note },
+	};
 	int rc = cli_args(c, cli_cmd_named("profiles reset"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
 
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	body = note ? json_pack("{s:s}", "note", note) : json_object();
+	if (!body) {
+		fprintf(c->err, "rungctl profiles reset: --note must be UTF-8 text\n");
+		return CLI_USAGE;
+	}
 	a = httpc_escape(ops[0]);
 	g = httpc_escape(ops[1]);
 	path = xasprintf("/v1/profiles/%s/%s/reset", a, g);
-	rc = cli_call(c, "POST", path, NULL, NULL, &ans);
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	json_decref(body);
 	if (rc == CLI_OK) {
 		if (c->json) {
 			cli_print_json(c, ans);

@@ -11,6 +11,7 @@ struct hreq;
 
 #define API_PROFILES_ARCH_MAX 64          /* bytes of an arch name */
 #define API_PROFILES_GPU_MIB_MAX 10000000 /* 10 TB of GPU memory: anything above is a typo */
+#define API_PROFILES_NOTE_MAX 4096        /* bytes of a reset's note (why: a driver change, ...) */
 
 /* True when s names an arch as stored: 1..API_PROFILES_ARCH_MAX bytes of [A-Za-z0-9_.-]. */
 bool api_profiles_arch_ok(const char *s);
@@ -19,8 +20,9 @@ long api_profiles_parse_mib(const char *s);
 
 /* Each handler answers h exactly once.
  * list: 200 {"profiles": [PROFILE + {"gpu_class_mib", "reset_at", "reset_by"}]} (?arch= filters;
- * 400 field "arch"). reset: 200 {"arch", "gpu_class_mib", "reset_at", "reset_by"}; 400 field
- * "arch" or "gpu_class_mib"; 404 when rung knows nothing of that profile. job: 200 {"job_id",
+ * 400 field "arch"). reset (body {"note"?: why, kept in the profile_reset event}): 200 {"arch",
+ * "gpu_class_mib", "reset_at", "reset_by", "note"}; 400 field "arch", "gpu_class_mib" or "note";
+ * 404 when rung knows nothing of that profile. job: 200 {"job_id",
  * "arch", "gpu_mib", "features", "profile", "estimate"} (?gpu_mib= picks the GPU, else the job's
  * latest attempt's; profile and estimate null when neither is known); 400 field "gpu_mib"; 404. */
 void api_profiles_list(struct hreq *h);

@@ -1,6 +1,7 @@
--- $1 arch, $2 GPU class MiB, $3 who -> {"arch", "gpu_class_mib", "reset_at", "reset_by"}, or no row
--- when rung knows nothing of that profile (no observation of the arch in the class, never reset).
--- Observations that ended before reset_at no longer count; an event profile_reset records it.
+-- $1 arch, $2 GPU class MiB, $3 who, $4 note (why, or NULL) -> {"arch", "gpu_class_mib", "reset_at",
+-- "reset_by", "note"}, or no row when rung knows nothing of that profile (no observation of the arch
+-- in the class, never reset). Observations made on the class that ended before reset_at no longer
+-- count; an event profile_reset records it with the note.
 WITH k AS (SELECT $1::text AS arch, $2::int AS cls),
 known AS (
   SELECT k.* FROM k
@@ -14,9 +15,9 @@ up AS (
   RETURNING *),
 ev AS (
   INSERT INTO events (kind, reason, data)
-  SELECT 'profile_reset', 'memory profile reset by ' || coalesce(up.reset_by, '?'),
-         jsonb_build_object('arch', up.arch, 'gpu_class_mib', up.gpu_class_mib)
+  SELECT 'profile_reset', 'memory profile reset by ' || coalesce(up.reset_by, '?') || coalesce(': ' || $4::text, ''),
+         jsonb_build_object('arch', up.arch, 'gpu_class_mib', up.gpu_class_mib, 'note', $4::text)
   FROM up)
 SELECT jsonb_build_object('arch', up.arch, 'gpu_class_mib', up.gpu_class_mib, 'reset_at', up.reset_at,
-                          'reset_by', up.reset_by)
+                          'reset_by', up.reset_by, 'note', $4::text)
 FROM up;

@@ -267,10 +267,22 @@ static void test_ctx_and_reset(struct harness *h)
 	free(arch);
 	ctx_cost(h, aid, h_str(lease, "token"));
 
-	ans = h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
+	{
+		json_t *body = json_pack("{s:s}", "note", "driver 550 -> 560");
+		ans = h_postf(h, body, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
+		json_decref(body);
+	}
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "arch"), "flux") && h_int(ans, "gpu_class_mib") == GPU_24G &&
-	     strlen(h_str(ans, "reset_at")) > 0, "POST /v1/profiles/flux/24576/reset answers the reset");
+	     strlen(h_str(ans, "reset_at")) > 0 && !strcmp(h_str(ans, "note"), "driver 550 -> 560"),
+	     "POST /v1/profiles/flux/24576/reset {note} answers the reset with its note");
 	json_decref(ans);
+	{
+		PGresult *r = h_sql(h, "SELECT data->>'note', reason FROM events WHERE kind = 'profile_reset'", 0, NULL);
+		h_ok(h, r && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), "driver 550 -> 560") &&
+		     strstr(PQgetvalue(r, 0, 1), ": driver 550 -> 560"), "the reset's event keeps the note (%s)",
+		     r && PQntuples(r) ? PQgetvalue(r, 0, 1) : "?");
+		PQclear(r);
+	}
 	prof = flux_profile(h);
 	h_ok(h, prof && h_int(prof, "n") == 0 && !json_is_null(json_object_get(prof, "reset_at")),
 	     "after the reset the profile rests on nothing and says when it was reset");
@@ -320,19 +332,23 @@ static void test_bad_input(struct harness *h, const char *job_id)
 	static const struct {
 		const char *method, *path, *field;
 		long status;
+		const char *body;
 	} cases[] = {
-		{ "POST", "/v1/profiles/fl%20ux/24576/reset", "arch", 400 },
-		{ "POST", "/v1/profiles/flux/abc/reset", "gpu_class_mib", 400 },
-		{ "POST", "/v1/profiles/flux/0/reset", "gpu_class_mib", 400 },
-		{ "POST", "/v1/profiles/flux/99999999999/reset", "gpu_class_mib", 400 },
-		{ "GET", "/v1/profiles?arch=a;b", "arch", 400 },
-		{ "POST", "/v1/profiles/nosuch/24576/reset", NULL, 404 },
+		{ "POST", "/v1/profiles/flux/24576/reset", "note", 400, "{\"note\": 42}" },
+		{ "POST", "/v1/profiles/flux/24576/reset", NULL, 400, "{\"note\": " }, /* invalid_json */
+		{ "POST", "/v1/profiles/fl%20ux/24576/reset", "arch", 400, NULL },
+		{ "POST", "/v1/profiles/flux/abc/reset", "gpu_class_mib", 400, NULL },
+		{ "POST", "/v1/profiles/flux/0/reset", "gpu_class_mib", 400, NULL },
+		{ "POST", "/v1/profiles/flux/99999999999/reset", "gpu_class_mib", 400, NULL },
+		{ "GET", "/v1/profiles?arch=a;b", "arch", 400, NULL },
+		{ "POST", "/v1/profiles/nosuch/24576/reset", NULL, 404, NULL },
 	};
 	long st = 0;
 	json_t *ans;
 
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
-		ans = h_request(h, cases[i].method, cases[i].path, "", 0, NULL, &st);
+		ans = h_request(h, cases[i].method, cases[i].path, cases[i].body ? cases[i].body : "",
+				cases[i].body ? strlen(cases[i].body) : 0, NULL, &st);
 		h_ok(h, st == cases[i].status && json_is_string(json_object_get(ans, "error")) &&
 		     (!cases[i].field || !strcmp(h_str(ans, "field"), cases[i].field)), "%s %s: %ld naming %s (got %ld, %s)",
 		     cases[i].method, cases[i].path, cases[i].status, cases[i].field ? cases[i].field : "-", st,
@@ -415,6 +431,14 @@ static void test_succeeded_before_card(struct harness *h)
 	h_ok(h, cls && !strcmp(cls, "oom_train_intermittent"),
 	     "its OOM on the 40 GiB card where it succeeded is (guide 2D: %s)", cls ? cls : "?");
 	free(cls);
+	{ /* support forgets the 40 GiB card's lessons, saying why */
+		int rc = -1;
+		char *out = ctl(h, "profiles reset flux 40960 --note 'card swapped'", &rc);
+		h_ok(h, rc == 0 && strstr(out, "profile flux on 40960 MiB GPUs: reset at "), "rungctl profiles reset --note: %s", out);
+		free(out);
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE kind = 'profile_reset' AND data->>'note' = 'card swapped' "
+				 "AND (data->>'gpu_class_mib')::int = 40960", 0, NULL) == 1, "the note reaches the reset's event");
+	}
 	json_decref(cfg);
 	json_decref(ok);
 	json_decref(oom24);
