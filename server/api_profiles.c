@@ -81,14 +81,20 @@ static void on_list(PGresult *res, const char *err, void *arg)
 	hreq_reply(h, 200, json_pack("{s:o}", "profiles", out));
 }
 
+/* The 400 of an arch that is not one (api_profiles_arch_ok). */
+static void arch_error(struct hreq *h)
+{
+	hreq_error(h, 400, "invalid_request", "arch", "arch must be 1-%d characters of A-Z a-z 0-9 _ . -",
+		   API_PROFILES_ARCH_MAX);
+}
+
 void api_profiles_list(struct hreq *h)
 {
 	char *arch = hreq_query(h, "arch");
 	const char *params[1];
 
 	if (arch && *arch && !api_profiles_arch_ok(arch)) {
-		hreq_error(h, 400, "invalid_request", "arch", "arch must be 1-%d characters of A-Z a-z 0-9 _ . -",
-			   API_PROFILES_ARCH_MAX);
+		arch_error(h);
 		goto out;
 	}
 	params[0] = arch && *arch ? arch : NULL;
@@ -119,8 +125,7 @@ void api_profiles_reset(struct hreq *h)
 	long mib;
 
 	if (!api_profiles_arch_ok(h->param[0])) {
-		hreq_error(h, 400, "invalid_request", "arch", "arch must be 1-%d characters of A-Z a-z 0-9 _ . -",
-			   API_PROFILES_ARCH_MAX);
+		arch_error(h);
 		return;
 	}
 	mib = api_profiles_parse_mib(h->param[1]);
