@@ -493,8 +493,12 @@ static void run_job(const struct law *law, enum way way, int id, const struct jo
 						 "max_gpu_memory_mib", GPU_MIB[NSIZES - 1], "memory", memory_of(history, arch, GPU_MIB[s], id));
 			json_t *init = policy_initial(ictx, &err);
 			if (getenv("BENCH_TRACE") && id >= NJOBS / 2)
-				fprintf(stderr, "%s job %d initial gpu %d: %s: %.300s\n", law->name, id, GPU_MIB[s],
-					jpath_str(init, "action", "?"), jpath_str(init, "reason", ""));
+			{
+				char *rg = json_dumps(json_object_get(init, "rungs"), JSON_COMPACT);
+				fprintf(stderr, "%s job %d initial gpu %d: %s %s: %.300s\n", law->name, id, GPU_MIB[s],
+					jpath_str(init, "action", "?"), rg ? rg : "-", jpath_str(init, "reason", ""));
+				free(rg);
+			}
 			if (init && !strcmp(jpath_str(init, "action", ""), "start_lower")) {
 				json_decref(cur);
 				cur = json_deep_copy(json_object_get(init, "next_config"));

@@ -518,7 +518,27 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		margin = gpu_mib / 8.0;
 	coef = json_object();
 	if (ok) {
-		json_t *loads = json_object();
+		/* A term no measured peak touched was fitted to OOM floors alone: it is a lower bound. */
+		static const struct { int u; const char *name; } TERMS[] = {
+			{ U_TRAIN, "train_mib_per_mpx" }, { U_TRAIN2, "train_mib_per_mpx2" }, { U_NOCKPT, "nockpt_mib_per_mpx" },
+			{ U_SAMPLE, "sample_mib_per_mpx" }, { U_SAMPLE2, "sample_mib_per_mpx2" }, { U_SSTEPS, "sample_mib_per_mpx_step" },
+		};
+		bool measured[MM_MAX_UNKNOWNS] = { false };
+		json_t *loads = json_object(), *floors = json_array();
+		size_t r;
+		for (r = 0; r < exact; r++)
+			for (j = 0; j < MM_MAX_UNKNOWNS; j++)
+				measured[j] |= s.rows[r].x[j] != 0;
+		for (j = 0; j < 8; j++)
+			if (s.known[U_LOAD + j] && !measured[U_LOAD + j]) {
+				char *t = xasprintf("load_mib.%s", COMBO_NAMES[j]);
+				json_array_append_new(floors, json_string(t));
+				free(t);
+			}
+		for (j = 0; j < (int)ARRAY_LEN(TERMS); j++)
+			if (s.known[TERMS[j].u] && !measured[TERMS[j].u])
+				json_array_append_new(floors, json_string(TERMS[j].name));
+		json_object_set_new(coef, "floor_only", floors);
 		for (j = 0; j < 8; j++)
 			if (s.known[U_LOAD + j])
 				json_object_set_new(loads, COMBO_NAMES[j], json_integer(lround(s.coef[U_LOAD + j])));
@@ -593,27 +613,54 @@ static bool num_of(const json_t *o, const char *k, double *v)
 	return true;
 }
 
+/* True when the profile's term name was fitted to OOM floors alone (coef.floor_only). */
+static bool floor_only(const json_t *coef, const char *name)
+{
+	size_t i;
+	json_t *x;
+
+	json_array_foreach(json_object_get(coef, "floor_only"), i, x)
+		if (json_is_string(x) && !strcmp(json_string_value(x), name))
+			return true;
+	return false;
+}
+
+/* The load term of combination c: false when not fitted; *floor when only OOM floors back it. */
+static bool load_of(const json_t *coef, int c, double *v, bool *floor)
+{
+	char name[64];
+
+	snprintf(name, sizeof name, "load_mib.%s", COMBO_NAMES[c]);
+	*floor = floor_only(coef, name);
+	return num_of(json_object_get(coef, "load_mib"), COMBO_NAMES[c], v);
+}
+
 static bool bounds_of(const json_t *coef, const struct terms *t, struct bounds *b)
 {
-	const json_t *loads = json_object_get(coef, "load_mib");
 	double load_lo = -1, load_hi = -1, v, slope, curve = 0, train_lo, train_hi = -1, sample_lo = 0, sample_hi = 0;
-	bool exact_load, exact_train = true, exact_sample = true;
+	bool exact_load, exact_train = true, exact_sample = true, floor;
 	int c;
 
 	memset(b, 0, sizeof(*b));
-	exact_load = num_of(loads, COMBO_NAMES[t->combo], &load_lo);
+	exact_load = load_of(coef, t->combo, &load_lo, &floor) && !floor;
 	if (exact_load) {
 		load_hi = load_lo;
 		b->lo_from = b->hi_from = COMBO_NAMES[t->combo];
 	} else {
+		/* its own term from floors alone is a lower bound; a measured combination with fewer
+		 * savers bounds it above, any with more savers below */
+		if (!load_of(coef, t->combo, &load_lo, &floor))
+			load_lo = -1;
+		else
+			b->lo_from = COMBO_NAMES[t->combo];
 		for (c = 0; c < 8; c++) {
-			if (!num_of(loads, COMBO_NAMES[c], &v))
+			if (c == t->combo || !load_of(coef, c, &v, &floor))
 				continue;
 			if ((c & t->combo) == t->combo && v > load_lo) { /* saves at least as much */
 				load_lo = v;
 				b->lo_from = COMBO_NAMES[c];
 			}
-			if ((c & t->combo) == c && (load_hi < 0 || v < load_hi)) { /* saves at most as much */
+			if (!floor && (c & t->combo) == c && (load_hi < 0 || v < load_hi)) { /* saves at most as much */
 				load_hi = v;
 				b->hi_from = COMBO_NAMES[c];
 			}
@@ -626,11 +673,16 @@ static bool bounds_of(const json_t *coef, const struct terms *t, struct bounds *
 	}
 	num_of(coef, "train_mib_per_mpx2", &curve);
 	train_lo = t->xt * slope + t->xq * curve;
+	if (floor_only(coef, "train_mib_per_mpx") || floor_only(coef, "train_mib_per_mpx2"))
+		exact_train = false; /* checkpointed steps only seen to fail: at least this */
 	if (t->ckpt) {
 		train_hi = train_lo;
-	} else if (num_of(coef, "nockpt_mib_per_mpx", &v)) {
+	} else if (num_of(coef, "nockpt_mib_per_mpx", &v) && !floor_only(coef, "nockpt_mib_per_mpx")) {
 		train_lo = train_hi = t->xt * v;
 	} else {
+		/* never measured, or only seen to fail: at least the checkpointed step, at least the floors */
+		if (num_of(coef, "nockpt_mib_per_mpx", &v) && t->xt * v > train_lo)
+			train_lo = t->xt * v;
 		exact_train = false;
 		if (exact_load)
 			snprintf(b->unknown, sizeof(b->unknown), "no step without gradient checkpointing measured yet");
@@ -642,6 +694,10 @@ static bool bounds_of(const json_t *coef, const struct terms *t, struct bounds *
 			num_of(coef, "sample_mib_per_mpx2", &v2);
 			num_of(coef, "sample_mib_per_mpx_step", &v3);
 			sample_lo = sample_hi = t->xs * v + t->xs * t->xs * v2 + t->xs * t->ss * v3;
+			if (floor_only(coef, "sample_mib_per_mpx")) {
+				exact_sample = false;
+				snprintf(b->unknown, sizeof(b->unknown), "samples only seen to run out of memory");
+			}
 		} else {
 			exact_sample = false;
 			snprintf(b->unknown, sizeof(b->unknown), "no sample measured yet");

@@ -10,6 +10,7 @@
 #include "jpath.h"
 #include "ladder.h"
 #include "memmodel.h"
+#include "util.h"
 
 #define MEMPLAN_MAX_RUNGS 24 /* more than any plan has; a guard, not a limit */
 /* A fit alone makes a failure certain only when it rests on this many measured runs and the config
@@ -110,10 +111,61 @@ static const char *class_of_phase(const char *phase, const char *dflt)
 	return dflt;
 }
 
+/* The settings of the rungs scale-up keeps (ladder_kept_settings): once on they stay on, so a
+ * descent that applied one it did not need gives it up for good. */
+static const struct {
+	const char *rung;
+	const char *paths[3];
+} KEPT_PATHS[] = {
+	{ "gradient_checkpointing", { "config.process[0].train.gradient_checkpointing", NULL } },
+	{ "low_vram", { "config.process[0].model.low_vram", NULL } },
+	{ "quantize", { "config.process[0].model.quantize", "config.process[0].model.quantize_te", NULL } },
+	{ "layer_offloading", { "config.process[0].model.layer_offloading", NULL } },
+};
+
+/* The smallest combination: each kept rung the descent applied (latest first) is taken back when
+ * the config without it is still predicted to fit (fits true, never unknown). cur and *pred are
+ * replaced; the rung leaves rungs and skipped and joins pruned. */
+static void prune_kept(const json_t *profile, bool video, const json_t *ran, json_t **cur, json_t **pred, json_t *rungs,
+		       json_t *skipped, json_t *pruned)
+{
+	size_t i, k, j, n = json_array_size(rungs);
+
+	for (i = n > 0 ? n - 1 : 0; i-- > 0;) { /* not the last rung: the plan rests on it */
+		const char *name = json_string_value(json_array_get(rungs, i));
+		for (k = 0; k < ARRAY_LEN(KEPT_PATHS) && strcmp(KEPT_PATHS[k].rung, name); k++)
+			;
+		if (k == ARRAY_LEN(KEPT_PATHS))
+			continue;
+		json_t *cand = json_deep_copy(*cur), *ch = json_array(), *p;
+		for (j = 0; KEPT_PATHS[k].paths[j]; j++) {
+			const json_t *old = jpath_get(ran, KEPT_PATHS[k].paths[j]);
+			ladder_set(cand, ch, KEPT_PATHS[k].paths[j], old ? json_deep_copy(old) : NULL);
+		}
+		p = json_array_size(ch) ? memplan_estimate(profile, video, cand) : NULL;
+		if (p && json_is_true(json_object_get(p, "fits"))) {
+			json_decref(*cur);
+			*cur = cand;
+			json_decref(*pred);
+			*pred = p;
+			json_array_append_new(pruned, json_string(name));
+			for (j = json_array_size(skipped); j-- > 0;)
+				if (!strcmp(json_string_value(json_array_get(skipped, j)), name))
+					json_array_remove(skipped, j);
+			json_array_remove(rungs, i);
+		} else {
+			json_decref(cand);
+			json_decref(p);
+		}
+		json_decref(ch);
+	}
+}
+
 json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
 			const struct ladder_rung **lastp)
 {
-	json_t *cur = json_deep_copy(ran), *rungs = json_array(), *skipped = json_array(), *pred = NULL, *ch, *out;
+	json_t *cur = json_deep_copy(ran), *rungs = json_array(), *skipped = json_array(), *pruned = json_array(), *pred = NULL;
+	json_t *ch, *out;
 	const struct ladder_rung *r = NULL, *last = NULL;
 	bool exhausted = false;
 	int k;
@@ -140,6 +192,7 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 		json_decref(cur);
 		json_decref(rungs);
 		json_decref(skipped);
+		json_decref(pruned);
 		json_decref(pred);
 		return NULL;
 	}
@@ -147,14 +200,16 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 	if (!r && json_array_size(skipped) == json_array_size(rungs)) {
 		json_array_remove(skipped, json_array_size(skipped) - 1);
 		exhausted = memplan_sure_fail(pred);
+	} else if (pred && json_is_true(json_object_get(pred, "fits"))) {
+		prune_kept(profile, video, ran, &cur, &pred, rungs, skipped, pruned);
 	}
 	if (lastp)
 		*lastp = last;
 	ch = json_array();
 	ladder_diff(ran, cur, ch);
-	out = json_pack("{s:o, s:o, s:o, s:o, s:o, s:b, s:i, s:s}", "config", cur, "changes", ch, "rungs", rungs, "skipped",
-			skipped, "estimate", pred ? pred : json_null(), "exhausted", exhausted, "position",
-			ladder_position(last, video), "guide", last->guide);
+	out = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b, s:i, s:s}", "config", cur, "changes", ch, "rungs", rungs,
+			"skipped", skipped, "pruned", pruned, "estimate", pred ? pred : json_null(), "exhausted", exhausted,
+			"position", ladder_position(last, video), "guide", last->guide);
 	return out;
 }
 

@@ -19,7 +19,9 @@ json_t *memplan_profile(const json_t *ctx, const char *cls);
 /* After an OOM of class cls on config ran: applies the class plan's rungs one after another (the
  * same order ladder_step walks) until the config is not predicted to fail. Returns a new object
  *   {"config": next config, "changes": [{"path","old","new"}] (ran -> config), "rungs": [names applied],
- *    "skipped": [rungs whose config alone was predicted to fail], "estimate": PREDICTION of config,
+ *    "skipped": [rungs whose config alone was predicted to fail], "pruned": [rungs that turn on what
+ *    scale-up keeps, applied on the way, taken back because the config without them is still
+ *    predicted to fit (the smallest combination)], "estimate": PREDICTION of config,
  *    "exhausted": bool (every rung applied and still predicted to fail for sure),
  *    "position": ladder_position of the last rung, "guide": its guide section}
  * or NULL when no rung is left. With a profile that predicts nothing the answer is ladder_step's one

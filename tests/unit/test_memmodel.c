@@ -210,6 +210,12 @@ static void floors_and_evidence(void)
 	TAP_OK(jpath_int(pred, "peak_mib", 0) > 20000 + 18000 * 0.5, "floor: the no-checkpointing slope is learned from the OOM");
 	json_decref(pred);
 	json_decref(f);
+	TAP_OK(fx_eq(jpath_get(prof, "coef.floor_only"), "[\"nockpt_mib_per_mpx\"]"),
+	       "floor: the profile says that slope rests on OOM floors alone");
+	pred = predict(prof, "{\"res_max\": 512, \"grad_ckpt\": false}");
+	TAP_OK(!json_is_true(json_object_get(pred, "fits")) && !strcmp(jpath_str(pred, "basis", ""), "none"),
+	       "floor: a slope only seen to fail never says 'fits' (512 px without checkpointing: unknown)");
+	json_decref(pred);
 	/* A heavier config ran fine: the lighter one fits whatever the fit says. */
 	f = feat("{\"res_max\": 768, \"batch\": 2, \"quantize\": true}");
 	pred = memmodel_predict(prof, f);
@@ -369,6 +375,51 @@ static void sure_fail(void)
 	json_decref(p);
 }
 
+/* An observation of flux that fit on an 80 GiB card, the features feat(over), peak MiB. */
+static json_t *ran_fine(const char *over, int peak)
+{
+	return json_pack("{s:s, s:i, s:o, s:s, s:s, s:i}", "arch", "flux", "gpu_mib", 81920, "features", feat(over),
+			 "outcome", "fit", "phase", "train", "peak_mib", peak);
+}
+
+/* The descent's smallest combination: a load OOM walks low_vram, then quantize; quantize alone is
+ * measured to fit, so low_vram (kept for good once on) is taken back. */
+static void descent_prunes(void)
+{
+	json_t *obs = json_array(), *prof, *cfg = fx_load("flux_image.json"), *plan;
+	static const int res[] = { 512, 768, 1024 };
+	char buf[96];
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(res); i++) {
+		double r2 = (res[i] / 1024.0) * (res[i] / 1024.0);
+		snprintf(buf, sizeof buf, "{\"res_max\": %d}", res[i]);
+		json_array_append_new(obs, ran_fine(buf, (int)lround(30000 + 3000 * r2)));
+		snprintf(buf, sizeof buf, "{\"res_max\": %d, \"low_vram\": true}", res[i]);
+		json_array_append_new(obs, ran_fine(buf, (int)lround(28000 + 3000 * r2)));
+		snprintf(buf, sizeof buf, "{\"res_max\": %d, \"quantize\": true}", res[i]);
+		json_array_append_new(obs, ran_fine(buf, (int)lround(15000 + 3000 * r2)));
+	}
+	prof = memmodel_fit(obs, "flux", 24564);
+	jpath_set(cfg, P0 ".model.quantize", json_false());
+	jpath_set(cfg, P0 ".model.low_vram", json_false());
+	jpath_set(cfg, P0 ".train.gradient_checkpointing", json_true());
+	jpath_set(cfg, P0 ".train.batch_size", json_integer(1));
+	jpath_set(cfg, P0 ".train.disable_sampling", json_true());
+	jpath_set(cfg, P0 ".datasets[0].resolution", json_pack("[i]", 512));
+	plan = memplan_descend(prof, "oom_load", false, cfg, NULL);
+	TAP_OK(plan && fx_eq(json_object_get(plan, "rungs"), "[\"quantize\"]") &&
+	       fx_eq(json_object_get(plan, "pruned"), "[\"low_vram\"]"),
+	       "descent: low_vram, not enough alone, is taken back once quantize is applied and fits alone");
+	TAP_OK(plan && !jpath_bool(plan, "config." P0 ".model.low_vram", 1) && jpath_bool(plan, "config." P0 ".model.quantize", 0),
+	       "descent: the plan's config has quantize on and low_vram off");
+	TAP_OK(plan && json_is_true(jpath_get(plan, "estimate.fits")), "descent: and is predicted to fit");
+	json_decref(plan);
+	json_decref(prof);
+	json_decref(cfg);
+	json_decref(obs);
+}
+
 int main(void)
 {
 	features();
@@ -380,5 +431,6 @@ int main(void)
 	bounds();
 	attention_law();
 	sure_fail();
+	descent_prunes();
 	return TAP_DONE();
 }
