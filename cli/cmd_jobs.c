@@ -231,6 +231,16 @@ static void print_kv(struct cli *c, const char *label, const json_t *v)
 	free(s);
 }
 
+/* The number of the attempt that started below the job's target (recovery_state.started_lower), 0
+ * when none did. */
+static long long started_lower_number(const json_t *job)
+{
+	const json_t *sl = json_object_get(json_object_get(job, "recovery_state"), "started_lower");
+	long long n = json_integer_value(json_object_get(sl, "attempt"));
+
+	return json_is_object(sl) ? (n > 0 ? n : 1) : 0;
+}
+
 /* show's story: the verdict of a finished job (setting by setting for a success), then each attempt
  * with the config change it led to, against its own config. */
 static void show_story(struct cli *c, const json_t *job, const json_t *attempts, const char *id)
@@ -249,6 +259,12 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 	json_array_foreach(attempts, i, a) {
 		const char *as = json_string_value(json_object_get(a, "state"));
 		bool known = true;
+		if (json_integer_value(json_object_get(a, "number")) == started_lower_number(job)) {
+			char *sl = story_start_text(job, attempts);
+			if (sl)
+				fputs(sl, c->out);
+			free(sl);
+		}
 		if (as && !strcmp(as, "running")) {
 			char *wk = table_cell(first_of(a, "worker_name", "worker_id"));
 			char *gpu = table_cell(first_of(a, "gpu_uuid", "gpu"));
@@ -412,6 +428,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 struct watch_attempt {
 	long long number;
 	char *state;            /* last state printed */
+	bool told_start;        /* its "started below the target" lines are printed (issue 12) */
 	struct progress prog;   /* step reports, for the rate and the ETA */
 };
 
@@ -490,6 +507,15 @@ static int watch_step(struct watch *w, const json_t *job, const json_t *attempts
 		struct watch_attempt *s = watch_slot(w, number);
 		if (!state)
 			continue;
+		if (!s->told_start && number == started_lower_number(job)) { /* first seen: how it started */
+			char *sl = story_start_text(job, attempts);
+			if (sl) {
+				watch_clear(w);
+				fputs(sl, w->c->out);
+			}
+			free(sl);
+			s->told_start = true;
+		}
 		if (!s->state || strcmp(s->state, state)) {
 			if (!strcmp(state, "running")) {
 				char *wk = table_cell(first_of(a, "worker_name", "worker_id"));

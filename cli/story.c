@@ -2,7 +2,8 @@
  * attempt before, and a finished job's verdict setting by setting. The settings table maps the
  * keys of result.target/achieved (recovery/ladder.c's ladder_summary) to the scale-up setting whose
  * ceiling covers them; anything else in the result is shown by its own key. When the policy gives
- * its own account (result.settings, result.good_attempt), that is what is told. */
+ * its own account (result.settings, result.good_attempt), that is what is told. A job whose first
+ * attempt started below its target (issue 12, recovery_state.started_lower) says so and why. */
 #include "story.h"
 
 #include <stdarg.h>
@@ -115,6 +116,67 @@ char *story_attempt_text(const json_t *a, const json_t *next)
 	free(cls);
 	free(act);
 	free(rung);
+	return out;
+}
+
+/* The attempt numbered n in attempts (borrowed) or NULL. */
+static const json_t *attempt_numbered(const json_t *attempts, long long n)
+{
+	const json_t *a;
+	size_t i;
+
+	json_array_foreach(attempts, i, a)
+		if (json_integer_value(json_object_get(a, "number")) == n)
+			return a;
+	return NULL;
+}
+
+char *story_start_text(const json_t *job, const json_t *attempts)
+{
+	const json_t *sl = json_object_get(json_object_get(job, "recovery_state"), "started_lower"), *a, *c;
+	long long n = json_integer_value(json_object_get(sl, "attempt"));
+	char *out = NULL, *txt = NULL;
+	size_t i;
+
+	if (!json_is_object(sl))
+		return NULL;
+	cat(&out, "attempt %lld started below the target: %s\n", n > 0 ? n : 1,
+	    str_of(sl, "reason") ? str_of(sl, "reason") : "memory model: the target is predicted not to fit this GPU");
+	a = attempt_numbered(attempts, n > 0 ? n : 1);
+	if (a && json_is_object(json_object_get(a, "config")) && json_is_object(json_object_get(job, "target_config"))) {
+		json_t *d = jsondiff_paths(json_object_get(job, "target_config"), json_object_get(a, "config"));
+		txt = jsondiff_format(d);
+		json_decref(d);
+	} else {
+		json_array_foreach(json_object_get(sl, "changes"), i, c) {
+			char *o = table_cell(json_object_get(c, "old")), *nw = table_cell(json_object_get(c, "new"));
+			cat(&txt, "%s: %s -> %s\n", str_of(c, "path") ? str_of(c, "path") : "?", o, nw);
+			free(o);
+			free(nw);
+		}
+	}
+	for (char *save = NULL, *l = txt ? strtok_r(txt, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+		cat(&out, "  config change: %s\n", l);
+	free(txt);
+	return out;
+}
+
+/* The verdict's line for a job that started below its target, or NULL. Heap string. */
+static char *started_lower_line(const json_t *job)
+{
+	const json_t *sl = json_object_get(json_object_get(job, "recovery_state"), "started_lower"), *r;
+	long long n = json_integer_value(json_object_get(sl, "attempt"));
+	char *rungs = NULL, *out = NULL;
+	size_t i;
+
+	if (!json_is_object(sl))
+		return NULL;
+	json_array_foreach(json_object_get(sl, "rungs"), i, r)
+		cat(&rungs, "%s%s", rungs ? ", " : "", json_string_value(r) ? json_string_value(r) : "?");
+	cat(&out, "  started below the target (memory model)%s: attempt %lld ran with %s applied\n",
+	    json_integer_value(json_object_get(job, "attempts")) > (n > 0 ? n : 1) ? ", then scaled up" : "", n > 0 ? n : 1,
+	    rungs ? rungs : "the model's rungs");
+	free(rungs);
 	return out;
 }
 
@@ -427,6 +489,12 @@ char *story_verdict(const json_t *job, const json_t *attempts, const char *id)
 			free(r);
 		}
 		cat(&out, "\n");
+	}
+	{
+		char *sl = started_lower_line(job);
+		if (sl)
+			cat(&out, "%s", sl);
+		free(sl);
 	}
 	free(jid);
 	free(n);

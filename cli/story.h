@@ -21,13 +21,22 @@ const json_t *story_next_config(const json_t *job, const json_t *attempts, size_
  * (NULL: none). Heap string. */
 char *story_attempt_text(const json_t *attempt, const json_t *next);
 
+/* Issue 12: when the job's first attempt started below its target because the memory model predicted
+ * the target not to fit (job.recovery_state.started_lower), "attempt N started below the target:
+ * REASON\n" and one "  config change: PATH: OLD -> NEW\n" per leaf from the target to that attempt's
+ * config (attempts may be NULL or not list it yet: the recorded changes then). NULL otherwise.
+ * Heap string. */
+char *story_start_text(const json_t *job, const json_t *attempts);
+
 /* The verdict of a finished job, lines ending in "\n" (heap string):
  *   succeeded: "job ID succeeded after N attempt(s) with attempt K's run (NAME)" then
  *     "  every setting at target", or per setting below target
  *     "  SETTING: target T, achieved A: WHY" and "  at target: S1, S2, ..."; the settings and their
  *     reasons come from result.settings when the policy gives them, else from result.target,
  *     achieved and ceilings and the attempts (which scale-up attempt hit each ceiling);
- *   failed/cancelled: "job ID STATE after N attempt(s): REASON".
+ *   failed/cancelled: "job ID STATE after N attempt(s): REASON";
+ *   then, for a job that started below its target (story_start_text), "  started below the target
+ *   (memory model)[, then scaled up]: attempt N ran with RUNGS applied".
  * id: the job id as the user wrote it (NULL: the job's own). attempts may be NULL. */
 char *story_verdict(const json_t *job, const json_t *attempts, const char *id);
 

@@ -14,6 +14,7 @@
 #include "facts.h"
 #include "http.h"
 #include "log.h"
+#include "memcache.h"
 #include "memmodel.h"
 #include "policy.h"
 #include "report.h"
@@ -209,6 +210,7 @@ static void finish_applied(struct finish *f, const char *value)
 			 json_string_value(json_object_get(json_object_get(doc, "decision"), "rung")) ?: "-");
 		json_decref(doc);
 	}
+	memcache_note_finish(h->app->memcache, f->obs, util_mono_ms()); /* issue 12: the profile learned */
 	hreq_reply_text(h, 200, value);
 out:
 	finish_free(f);

@@ -11,6 +11,7 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "memcache.h"
 #include "memmodel.h"
 #include "sql.h"
 #include "util.h"
@@ -115,6 +116,7 @@ static void on_reset(PGresult *res, const char *err, void *arg)
 		return;
 	}
 	log_info("memory profile reset", "arch=%s gpu_class_mib=%s by=%s", h->param[0], h->param[1], h->who.name);
+	memcache_reset(h->app->memcache, h->param[0], atoi(h->param[1])); /* leases stop using what it learned */
 	hreq_reply_text(h, 200, value);
 }
 

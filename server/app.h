@@ -12,6 +12,7 @@ struct evhttp_bound_socket;
 struct event;
 struct db;
 struct lease_mgr;
+struct memcache;
 struct reaper;
 struct auth;
 struct metrics;
@@ -23,6 +24,7 @@ struct app {
 	struct evhttp_bound_socket *listener;
 	struct db *db;
 	struct lease_mgr *lease;       /* parked long-polls */
+	struct memcache *memcache;     /* fitted memory profiles for the first-attempt check (issue 12) */
 	struct reaper *reaper;
 	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
 	struct metrics *metrics;       /* in-process /metrics registry (HTTP latencies) */

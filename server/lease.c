@@ -1,7 +1,9 @@
 /* Long-poll leases: parked waiters live in memory only, and claim rounds serve them. A round is
  * one rung_claim_batch() statement (sql/functions/41_claim_batch.sql) for up to LEASE_ROUND_MAX
- * waiters; at most one round is in flight per process. Owns the waiters, their timers and the
- * round; pushes the number of waiters into the rung_lease_waiters gauge it registers (metrics.h). */
+ * waiters; at most one round is in flight per process. A job's first attempt predicted not to fit
+ * the leased GPU (issue 12: the cached profile, memcache.h, and policy_initial) is lowered with one
+ * rung_start_lower() before its answer. Owns the waiters, their timers, the round and the lowerings;
+ * pushes the number of waiters into the rung_lease_waiters gauge it registers (metrics.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +16,10 @@
 #include "http.h"
 #include "lease.h"
 #include "log.h"
+#include "memcache.h"
+#include "memplan.h"
 #include "metrics.h"
+#include "policy.h"
 #include "sql.h"
 #include "util.h"
 
@@ -27,6 +32,7 @@ enum waiter_state {
 	W_FRESH,    /* never claimed for: its worker and GPU are unchecked; in the next round */
 	W_PARKED,   /* claimed for once, found nothing: waits for a wake or its deadline */
 	W_CLAIMING, /* in the round in flight */
+	W_LOWERING, /* got a first attempt that rung_start_lower is lowering; answered when it returns */
 };
 
 struct waiter {
@@ -39,7 +45,7 @@ struct waiter {
 	struct event *deadline;  /* NULL when wait_ms is 0 */
 	bool expired;            /* the deadline passed while claiming */
 	bool was_fresh;          /* in the round as a fresh waiter */
-	struct waiter *prev, *next; /* on fresh or parked while not claiming */
+	struct waiter *prev, *next; /* on fresh, parked or lowering while not claiming */
 };
 
 struct wlist {
@@ -48,7 +54,7 @@ struct wlist {
 
 struct lease_mgr {
 	struct app *app;
-	struct wlist fresh, parked;
+	struct wlist fresh, parked, lowering;
 	int count;
 	struct metrics_family *waiters; /* rung_lease_waiters: count */
 	bool stopping;
@@ -100,6 +106,8 @@ static void waiter_unlink_free(struct waiter *w)
 		wlist_unlink(&m->fresh, w);
 	else if (w->state == W_PARKED)
 		wlist_unlink(&m->parked, w);
+	else if (w->state == W_LOWERING)
+		wlist_unlink(&m->lowering, w);
 	m->count--;
 	metrics_set(m->waiters, 0, m->count);
 	if (w->deadline)
@@ -167,13 +175,27 @@ static void release_lease(struct app *app, long long attempt_id, long long job_i
 }
 
 /* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE,
- * config). */
+ * config, and for a first attempt at the target: arch, GPU MiB, kind, recovery). */
 struct claim_row {
 	const char *status;
 	long long attempt_id, job_id, number;
 	const char *token;
 	const char *lease;        /* LEASE text without config and heartbeat_ms */
 	const char *config;       /* the config's JSON text */
+	const char *arch;         /* NULL unless the job's first attempt at its target */
+	int gpu_mib;              /* the leased GPU's memory (with arch) */
+	const char *kind;         /* the job's kind (with arch) */
+	const char *recovery;     /* the job's recovery options, JSON text (with arch) */
+};
+
+/* A first attempt being lowered (rung_start_lower in flight): what its answer needs, copied out of
+ * the round's result. */
+struct lowering {
+	struct waiter *w;
+	long long attempt_id, job_id, number;
+	char *token, *lease;
+	char *config;             /* as claimed: the answer when the change is refused */
+	char *rungs;              /* for the log line */
 };
 
 /* The reply body: LEASE with the config and heartbeat_ms added (LEASE is a JSON object text from
@@ -188,27 +210,162 @@ static char *lease_text(const struct claim_row *c, int heartbeat_ms)
 	return util_json_append(c->lease, "\"config\": ", c->config, ", \"heartbeat_ms\": ", hb, NULL);
 }
 
+/* Answers the waiter with its lease c, or releases the lease when the client has gone or the
+ * answer cannot be made. lowered: the config is the one rung_start_lower recorded. */
+static void deliver(struct waiter *w, const struct claim_row *c, bool lowered)
+{
+	struct app *app = w->m->app;
+	char *text = c->lease ? lease_text(c, app->heartbeat_ms) : NULL;
+
+	if (w->h->gone || !text) {
+		/* hand-off failure: the lease could not be delivered, release it at once */
+		release_lease(app, c->attempt_id, c->job_id, c->token);
+		waiter_answer(w, w->h->gone ? 200 : 500, w->h->gone ? NULL :
+			      json_pack("{s:s, s:s, s:n}", "error", "internal", "message", "claim failed", "field"));
+	} else {
+		log_info("lease granted", "job=%lld attempt=%lld number=%lld worker=%lld gpu=%s%s", c->job_id,
+			 c->attempt_id, c->number, w->worker_id, w->gpu_uuid, lowered ? " started_lower=true" : "");
+		waiter_answer_text(w, text);
+	}
+	free(text);
+}
+
+static void lowering_free(struct lowering *l)
+{
+	free(l->token);
+	free(l->lease);
+	free(l->config);
+	free(l->rungs);
+	free(l);
+}
+
+/* rung_start_lower returned: answers with the lowered config it recorded, or as claimed when it
+ * changed nothing (the attempt no longer runs the target, or the statement failed and rolled
+ * back); when its outcome is unknown (no connection) answers 503 and leaves the attempt to the
+ * reaper, since the database may record either config. */
+static void on_lowered(PGresult *res, const char *err, void *arg)
+{
+	struct lowering *l = arg;
+	struct waiter *w = l->w;
+	struct claim_row c = { .status = "ok", .attempt_id = l->attempt_id, .job_id = l->job_id, .number = l->number,
+			       .token = l->token, .lease = l->lease, .config = l->config };
+	bool lowered = false;
+
+	wlist_unlink(&w->m->lowering, w);
+	w->state = W_CLAIMING;
+	if (!res) {
+		log_error("start lower failed", "job=%lld attempt=%lld error=\"%s\" (outcome unknown: the reaper ends the lease)",
+			  l->job_id, l->attempt_id, err ? err : "?");
+		waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable", "message",
+						err ? err : "database unavailable", "field"));
+		goto out;
+	}
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+		c.config = PQgetvalue(res, 0, 0);
+		lowered = true;
+		log_info("first attempt started lower", "job=%lld attempt=%lld gpu=%s rungs=%s", l->job_id, l->attempt_id,
+			 w->gpu_uuid, l->rungs);
+	} else {
+		log_warn("first attempt not lowered", "job=%lld attempt=%lld error=\"%s\" (answered as claimed)", l->job_id,
+			 l->attempt_id, PQresultStatus(res) == PGRES_TUPLES_OK ? "the attempt no longer runs the target" :
+			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+	}
+	deliver(w, &c, lowered);
+out:
+	lowering_free(l);
+}
+
+/* Issue 12: when c is a job's first attempt at its target and the cached profile of its (arch, GPU)
+ * predicts the config does not fit (policy_initial says "start_lower"), starts rung_start_lower and
+ * takes the waiter over (on_lowered answers it); returns false, changing nothing, otherwise. No
+ * profile cached yet (the lookup starts a fill) or one that predicts nothing costs no parse. */
+static bool start_lower(struct waiter *w, const struct claim_row *c)
+{
+	struct lease_mgr *m = w->m;
+	struct app *app = m->app;
+	const json_t *profile;
+	json_t *cfg = NULL, *rec = NULL, *ctx = NULL, *init = NULL, *data = NULL, *target_est = NULL;
+	char *perr = NULL, *next = NULL, *dtext = NULL, *rungs = NULL, *reason = NULL, id[32];
+	struct lowering *l;
+	bool taken = false;
+
+	if (!c->arch || c->gpu_mib <= 0 || !c->config || !c->lease)
+		return false;
+	profile = memcache_profile(app->memcache, c->arch, c->gpu_mib, util_mono_ms());
+	if (!profile)
+		return false;
+	cfg = json_loads(c->config, 0, NULL);
+	rec = c->recovery ? json_loads(c->recovery, 0, NULL) : NULL;
+	if (!json_is_object(cfg))
+		goto out;
+	ctx = json_pack("{s:{s:s?, s:O, s:O?}, s:{s:i}, s:{s:s, s:i, s:O}}", "job", "kind", c->kind, "target_config", cfg,
+			"recovery", rec, "gpu", "memory_total_mib", c->gpu_mib, "memory", "arch", c->arch, "gpu_mib",
+			c->gpu_mib, "profile", profile);
+	init = ctx ? policy_initial(ctx, &perr) : NULL;
+	if (!init) {
+		log_warn("first-attempt check failed", "job=%lld error=\"%s\"", c->job_id, perr ? perr : "?");
+		goto out;
+	}
+	if (strcmp(json_string_value(json_object_get(init, "action")) ?: "", "start_lower") ||
+	    !json_is_object(json_object_get(init, "next_config")))
+		goto out;
+	/* recovery_state.started_lower and the event's data, the story of the job: why the target does
+	 * not fit (its estimate), the rungs applied and what the config that runs is predicted to need */
+	target_est = memplan_estimate(profile, c->kind && !strcmp(c->kind, "video"), cfg);
+	reason = xasprintf("%s; the target: %s", json_string_value(json_object_get(init, "reason")) ?: "",
+			   json_string_value(json_object_get(target_est, "evidence")) ?: "?");
+	data = json_pack("{s:I, s:i, s:s, s:O, s:O, s:O?, s:O, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
+			 c->gpu_mib, "reason", reason, "rungs", json_object_get(init, "rungs"), "changes",
+			 json_object_get(init, "changes"), "skipped", json_object_get(init, "skipped"), "estimate",
+			 json_object_get(init, "estimate"), "target_estimate", target_est);
+	next = json_dumps(json_object_get(init, "next_config"), JSON_COMPACT);
+	dtext = data ? json_dumps(data, JSON_COMPACT) : NULL;
+	rungs = json_dumps(json_object_get(init, "rungs"), JSON_COMPACT);
+	if (!next || !dtext)
+		goto out;
+	l = xcalloc(1, sizeof *l);
+	l->w = w;
+	l->attempt_id = c->attempt_id;
+	l->job_id = c->job_id;
+	l->number = c->number;
+	l->token = xstrdup(c->token ? c->token : "");
+	l->lease = xstrdup(c->lease);
+	l->config = xstrdup(c->config);
+	l->rungs = rungs ? rungs : xstrdup("[]");
+	rungs = NULL;
+	w->state = W_LOWERING;
+	wlist_append(&m->lowering, w);
+	snprintf(id, sizeof id, "%lld", c->attempt_id);
+	{
+		const char *params[5] = { id, l->token, next, reason, dtext };
+		db_exec(app->db, sql_start_lower, 5, params, on_lowered, l);
+	}
+	taken = true;
+out:
+	free(perr);
+	free(next);
+	free(dtext);
+	free(rungs);
+	free(reason);
+	json_decref(target_est);
+	json_decref(data);
+	json_decref(init);
+	json_decref(ctx);
+	json_decref(rec);
+	json_decref(cfg);
+	return taken;
+}
+
 /* One waiter's outcome of the round: c is its row, NULL for "none". Returns true when it got a
  * lease. */
 static bool waiter_result(struct waiter *w, const struct claim_row *c)
 {
 	struct lease_mgr *m = w->m;
-	struct app *app = m->app;
 	const char *status = c && c->status ? c->status : "none";
 
 	if (strcmp(status, "ok") == 0) {
-		char *text = c->lease ? lease_text(c, app->heartbeat_ms) : NULL;
-		if (w->h->gone || !text) {
-			/* hand-off failure: the lease could not be delivered, release it at once */
-			release_lease(app, c->attempt_id, c->job_id, c->token);
-			waiter_answer(w, w->h->gone ? 200 : 500, w->h->gone ? NULL :
-				      json_pack("{s:s, s:s, s:n}", "error", "internal", "message", "claim failed", "field"));
-		} else {
-			log_info("lease granted", "job=%lld attempt=%lld number=%lld worker=%lld gpu=%s", c->job_id,
-				 c->attempt_id, c->number, w->worker_id, w->gpu_uuid);
-			waiter_answer_text(w, text);
-		}
-		free(text);
+		if (w->h->gone || !start_lower(w, c))
+			deliver(w, c, false);
 		return true;
 	}
 	if (strcmp(status, "no_worker") == 0) {
@@ -272,6 +429,12 @@ static void on_round(PGresult *res, const char *err, void *arg)
 		rows[i].token = PQgetisnull(res, r, 5) ? NULL : PQgetvalue(res, r, 5);
 		rows[i].lease = PQgetisnull(res, r, 6) ? NULL : PQgetvalue(res, r, 6);
 		rows[i].config = PQgetisnull(res, r, 7) ? NULL : PQgetvalue(res, r, 7);
+		if (PQnfields(res) >= 12 && !PQgetisnull(res, r, 8) && !PQgetisnull(res, r, 9)) {
+			rows[i].arch = PQgetvalue(res, r, 8);
+			rows[i].gpu_mib = atoi(PQgetvalue(res, r, 9));
+			rows[i].kind = PQgetisnull(res, r, 10) ? NULL : PQgetvalue(res, r, 10);
+			rows[i].recovery = PQgetisnull(res, r, 11) ? NULL : PQgetvalue(res, r, 11);
+		}
 	}
 	for (i = 0; i < n; i++) {
 		bool was_fresh = m->round[i]->was_fresh;
@@ -346,7 +509,7 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (w->state != W_CLAIMING)
+	if (w->state == W_FRESH || w->state == W_PARKED)
 		waiter_answer(w, 204, NULL);
 	else
 		w->expired = true;
@@ -357,9 +520,9 @@ static void on_gone(struct hreq *h, void *arg)
 	struct waiter *w = arg;
 
 	(void)h;
-	if (w->state != W_CLAIMING)
+	if (w->state == W_FRESH || w->state == W_PARKED)
 		waiter_answer(w, 204, NULL); /* only frees: nobody is listening */
-	/* W_CLAIMING: the round sees h->gone and releases what it claimed */
+	/* W_CLAIMING, W_LOWERING: the round or on_lowered sees h->gone and releases what it claimed */
 }
 
 static void on_poll(evutil_socket_t fd, short what, void *arg)
@@ -391,7 +554,7 @@ void lease_free(struct lease_mgr *m)
 
 	if (!m)
 		return;
-	while ((w = m->fresh.head ? m->fresh.head : m->parked.head)) {
+	while ((w = m->fresh.head ? m->fresh.head : m->parked.head ? m->parked.head : m->lowering.head)) {
 		log_error("lease waiter still open at exit", "worker=%lld", w->worker_id);
 		waiter_unlink_free(w);
 	}
@@ -455,7 +618,7 @@ void lease_shutdown(struct lease_mgr *m)
 	event_del(m->kick);
 	while ((w = m->fresh.head ? m->fresh.head : m->parked.head))
 		waiter_answer(w, 204, NULL);
-	/* those in the round in flight are answered when it returns */
+	/* those in the round in flight, or being lowered, are answered when their statement returns */
 }
 
 int lease_waiting(const struct lease_mgr *m)

@@ -17,6 +17,7 @@
 #include "db.h"
 #include "http.h"
 #include "lease.h"
+#include "memcache.h"
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
@@ -196,6 +197,7 @@ int main(int argc, char **argv)
 	if (!app.db)
 		goto out;
 	app.metrics = metrics_new(); /* first: lease and auth register their families in it */
+	app.memcache = memcache_new_db(app.db, app.metrics); /* before lease: its first-attempt check */
 	app.lease = lease_new(&app);
 	app.auth = auth_new(&app, o.submit_rate);
 	if (o.escalation_webhook) {
@@ -222,6 +224,7 @@ out:
 	webhook_free(app.webhook);
 	db_free(app.db);
 	lease_free(app.lease);
+	memcache_free(app.memcache); /* after db_free: its fills in flight were answered */
 	if (app.http)
 		evhttp_free(app.http);
 	if (sigterm)

@@ -12,6 +12,7 @@
 #include "db.h"
 #include "lease.h"
 #include "log.h"
+#include "memcache.h"
 #include "reaper.h"
 #include "sql.h"
 #include "util.h"
@@ -62,7 +63,10 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (r->busy || r->app->stopping)
+	if (r->app->stopping)
+		return;
+	memcache_tick(r->app->memcache, util_mono_ms()); /* refills an invalidation could not start */
+	if (r->busy)
 		return;
 	r->busy = true;
 	db_exec(r->app->db, sql_reap, 1, params, on_reaped, r);

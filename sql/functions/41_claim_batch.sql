@@ -20,13 +20,16 @@
 -- Rows: every fresh item, and every other one that got a lease or a worker/GPU error, as (i,
 -- status "ok" | "none" | "no_worker" | "no_gpu", and for "ok" the attempt id, job id, attempt
 -- number, token, LEASE without config and heartbeat_ms, and the config as text, which rungd
--- splices into the reply); a missing row means "none". (Its result columns changed in migration
--- 008: a return type cannot be replaced, so a database from before that has its old version
--- dropped first.)
+-- splices into the reply); a missing row means "none". For a lease that is its job's first attempt
+-- at the job's target (attempt number 1, current_config still NULL) the row also carries what
+-- rungd's memory check needs (issue 12, server/lease.c): the config's arch (rung_config_arch), the
+-- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
+-- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
+-- version is dropped first.)
 DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
 CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
-               config text)
+               config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -67,6 +70,7 @@ DECLARE
   c_worker bigint[] := '{}';
   c_gpu text[] := '{}';
   c_before jsonb[] := '{}';
+  c_mem int[] := '{}';
 BEGIN
   SELECT count(*), array_agg((x.e->>'i')::int ORDER BY x.n), array_agg((x.e->>'worker')::bigint ORDER BY x.n),
          array_agg(x.e->>'gpu' ORDER BY x.n),
@@ -181,6 +185,7 @@ BEGIN
         c_worker := c_worker || w_worker[n];
         c_gpu := c_gpu || w_gpu[n];
         c_before := c_before || w_before[n];
+        c_mem := c_mem || w_mem[n];
         CONTINUE; -- started below, with the others
       ELSIF full_scan THEN
         r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n]);
@@ -198,6 +203,15 @@ BEGIN
       token := lease->>'token';
       config := (lease->'config')::text;
       lease := lease - 'config';
+      init_arch := NULL;
+      init_gpu_mib := NULL;
+      init_kind := NULL;
+      init_recovery := NULL;
+      IF status = 'ok' AND number = 1 THEN -- rung_claim's lease (rare): the same as below
+        SELECT rung_config_arch(c.target_config), w_mem[n], c.kind, c.recovery::text
+        INTO init_arch, init_gpu_mib, init_kind, init_recovery
+        FROM jobs c WHERE c.id = job_id AND c.current_config IS NULL;
+      END IF;
       RETURN NEXT;
     END IF;
   END LOOP;
@@ -209,7 +223,7 @@ BEGIN
   -- skip this statement's own locks): that waiter keeps the job, this one gets no row and parks.
   RETURN QUERY
   WITH c AS MATERIALIZED (
-    SELECT * FROM unnest(c_i, c_job, c_worker, c_gpu, c_before) AS c(i, job_id, worker_id, gpu, before)),
+    SELECT * FROM unnest(c_i, c_job, c_worker, c_gpu, c_before, c_mem) AS c(i, job_id, worker_id, gpu, before, mem)),
   j AS (
     UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
                     next_action = NULL
@@ -217,8 +231,11 @@ BEGIN
     -- jobs by primary key instead of reading the whole queue through that index
     FROM c WHERE jobs.id = c.job_id AND jobs.id = ANY (c_job) AND (jobs.state = 'queued') IS TRUE
     -- the config is printed once, then hashed and returned as that text
+    -- a first attempt at the target: its arch, for rungd's memory check (jsonb path reads only)
     RETURNING jobs.id, jobs.attempts_count, jobs.current_config,
-              coalesce(jobs.current_config, jobs.target_config)::text AS cfg),
+              coalesce(jobs.current_config, jobs.target_config)::text AS cfg,
+              CASE WHEN jobs.attempts_count = 1 AND jobs.current_config IS NULL
+                   THEN rung_config_arch(jobs.target_config) END AS arch, jobs.kind, jobs.recovery),
   a AS (
     INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token,
                           lease_expires_at, gpu_before, phase)
@@ -232,6 +249,7 @@ BEGIN
   SELECT c.i, 'ok'::text, a.id, a.job_id, a.number, a.token,
          jsonb_build_object('attempt_id', a.id, 'job_id', a.job_id, 'number', a.number, 'token', a.token,
                             'lease_seconds', p_lease_s),
-         j.cfg
+         j.cfg, j.arch, CASE WHEN j.arch IS NOT NULL THEN c.mem END, CASE WHEN j.arch IS NOT NULL THEN j.kind END,
+         CASE WHEN j.arch IS NOT NULL THEN j.recovery::text END
   FROM c JOIN a ON a.job_id = c.job_id JOIN j ON j.id = c.job_id;
 END $$;

@@ -221,7 +221,11 @@ static void test_scale_up(struct harness *h)
 		if (!strcmp(h_str(a, "outcome"), "succeeded"))
 			last_ok = a;
 	}
-	h_ok(h, job && n >= 3, "batch 4 recovers, then scales back up (%zu attempts)", n);
+	/* issue 12: with what earlier cases taught, the first attempt may start below the target instead of
+	 * running out of memory (recovery_state.started_lower), one attempt fewer */
+	bool lower = json_is_object(json_object_get(json_object_get(job, "recovery_state"), "started_lower"));
+	h_ok(h, job && (n >= 3 || (lower && n >= 2 && !strcmp(h_str(json_array_get(as, 0), "outcome"), "succeeded"))),
+		"batch 4 recovers (%s), then scales back up (%zu attempts)", lower ? "started lower" : "after an OOM", n);
 	h_ok(h, scale_ups >= 1, "at least one scale_up decision (%zu)", scale_ups);
 	json_t *rs = json_object_get(job, "recovery_state");
 	h_ok(h, json_object_size(json_object_get(rs, "ceilings")) >= 1, "an OOM on the way up records a ceiling");

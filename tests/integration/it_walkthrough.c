@@ -465,8 +465,8 @@ static void test_succeeded_before(struct harness *h)
 	json_decref(job);
 	json_decref(done);
 	free(id);
-	/* what the model learned from that run would pick the rungs too (it learns flux from every class):
-	 * forget it, so the first attempt shows the classification alone */
+	/* what the model learned from that run and the 24 GiB ones would pick the rungs too, or start it
+	 * lower (it learns flux from every class): forget it, so the first attempt shows the classification */
 	{
 		long st = 0;
 		json_decref(h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", memmodel_gpu_class(40960)));

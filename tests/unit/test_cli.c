@@ -272,6 +272,52 @@ static json_t *attempt(int n, const char *outcome, const char *cls, const char *
 	return a;
 }
 
+/* Issue 12: a job whose first attempt started below its target (recovery_state.started_lower): the
+ * start text with the changes from the target, from the recorded changes before attempt 1 is listed;
+ * the verdict's line; nothing for a job that started at its target. */
+static void test_story_start_lower(void)
+{
+	json_t *atts = json_array();
+	json_t *job = J("{\"id\": 9, \"state\": \"succeeded\", \"attempts\": 2, \"result\": {\"config_name\": \"x\"},"
+		" \"recovery_state\": {\"started_lower\": {\"attempt\": 1, \"reason\": \"memory model: predicted not to fit\","
+		" \"rungs\": [\"batch_size\"], \"changes\": [{\"path\": \"config.process[0].train.batch_size\", \"old\": 4,"
+		" \"new\": 1}]}}}");
+	char *s;
+
+	json_object_set_new(job, "target_config", cfg(4, 1, "[1024]", 1024, "x"));
+	s = story_start_text(job, atts);
+	TAP_STR_EQ(s, "attempt 1 started below the target: memory model: predicted not to fit\n"
+		"  config change: config.process[0].train.batch_size: 4 -> 1\n",
+		"story: a start below the target, from the recorded changes before attempt 1 is listed");
+	free(s);
+	json_array_append_new(atts, attempt(1, "succeeded", "success", "scale_up", "batch_size", cfg(1, 4, "[1024]", 1024, "x")));
+	json_array_append_new(atts, attempt(2, "succeeded", "success", "succeed", NULL, cfg(2, 2, "[1024]", 1024, "x")));
+	s = story_start_text(job, atts);
+	TAP_STR_EQ(s, "attempt 1 started below the target: memory model: predicted not to fit\n"
+		"  config change: config.process[0].train.batch_size: 4 -> 1\n"
+		"  config change: config.process[0].train.gradient_accumulation: 1 -> 4\n",
+		"story: ... and from the target to attempt 1's config once it is listed");
+	free(s);
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && strstr(s, "\n  started below the target (memory model), then scaled up: attempt 1 ran with batch_size applied\n"),
+		"story: the verdict says the job started lower and scaled up");
+	free(s);
+	json_object_set_new(job, "attempts", json_integer(1));
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && strstr(s, "\n  started below the target (memory model): attempt 1 ran with batch_size applied\n"),
+		"story: ... or only that it started lower");
+	free(s);
+	json_object_set_new(job, "recovery_state", json_object());
+	s = story_start_text(job, atts);
+	TAP_OK(s == NULL, "story: nothing for a job that started at its target");
+	free(s);
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && !strstr(s, "started below"), "story: and no verdict line");
+	free(s);
+	json_decref(job);
+	json_decref(atts);
+}
+
 /* Issue 16 part 3: the config change against the attempt before; the verdict setting by setting. */
 static void test_story(void)
 {
@@ -488,6 +534,7 @@ int main(void)
 	test_diff();
 	test_progress();
 	test_story();
+	test_story_start_lower();
 	test_submit_body();
 	return TAP_DONE();
 }

@@ -1,0 +1,282 @@
+/* Integration: a job's first attempt starts at the config the memory model predicts to fit the leased
+ * GPU (issue 12: server/lease.c, server/memcache.c, rung_start_lower) with the real rungd, rung-worker
+ * and simulated trainer. Four flux jobs teach the 24 GiB class; then a batch-4 job the model predicts
+ * not to fit runs batch 1 first (no OOM), says so in its events, recovery_state and rungctl's story,
+ * and scales up after the success; one predicted to fit runs as submitted; recovery.scale_up false
+ * is respected; after a profile reset the cache is dropped and a first attempt runs as submitted. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "harness.h"
+#include "jpath.h"
+#include "util.h"
+
+#define GPU_24G 24576
+
+/* The value of /metrics sample `key` (name and labels), or -1. */
+static long metric(struct harness *h, const char *key)
+{
+	long st = 0, v = -1;
+	json_t *j = h_get(h, "/metrics", &st);
+	const char *at = st == 200 && h->last_body ? strstr(h->last_body, key) : NULL;
+
+	if (at && at[strlen(key)] == ' ')
+		v = strtol(at + strlen(key), NULL, 10);
+	json_decref(j);
+	return v;
+}
+
+struct ready_arg {
+	struct harness *h;
+	long want;
+};
+
+static bool cache_ready(void *arg)
+{
+	struct ready_arg *r = arg;
+	/* ready, and current: no entry waits for a refill after the last finish (the reaper's tick) */
+	return metric(r->h, "rung_memory_profile_cache{state=\"ready\"}") >= r->want &&
+	       metric(r->h, "rung_memory_profile_cache{state=\"stale\"}") == 0;
+}
+
+/* A flux config (sampling off, one bucket) with the given batch and bucket. New reference. */
+static json_t *flux(const char *name, int batch, int bucket)
+{
+	json_t *c = h_config(name, 8);
+
+	h_config_set(c, "config.process[0].train.batch_size", json_integer(batch));
+	h_config_set(c, "config.process[0].train.disable_sampling", json_true());
+	h_config_set(c, "config.process[0].datasets[0].resolution", json_pack("[i]", bucket));
+	return c;
+}
+
+/* Runs `rungctl ARGS` against this rungd with the admin token; its stdout+stderr (heap) and *rc. */
+static char *ctl(struct harness *h, const char *args, int *rc)
+{
+	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
+			      args);
+	FILE *p = popen(cmd, "r");
+	char *out = xcalloc(1, 65536);
+	size_t n = 0, got;
+	int st;
+
+	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
+		n += got;
+	st = p ? pclose(p) : -1;
+	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	free(cmd);
+	return out;
+}
+
+/* Submits config (stolen) with extra (borrowed, may be NULL) and waits until the job ends in
+ * `state`; returns its id (heap) or NULL. */
+static char *run_job(struct harness *h, json_t *config, const json_t *extra, const char *state)
+{
+	json_t *job = h_submit(h, config, extra), *done;
+	char *id = h_id(job, "id");
+
+	done = id ? h_wait_job(h, id, state, 60000 * h_slow()) : NULL;
+	if (!done) {
+		free(id);
+		id = NULL;
+	}
+	json_decref(done);
+	json_decref(job);
+	json_decref(config);
+	return id;
+}
+
+static long long count_events(struct harness *h, const char *id, const char *kind)
+{
+	const char *params[2] = { id, kind };
+	return h_sql_int(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = $2", 2, params);
+}
+
+static long long batch_of(const json_t *attempt)
+{
+	return jpath_int(attempt, "config.config.process[0].train.batch_size", -1);
+}
+
+/* The job predicted not to fit: attempt 1 ran batch 1 (accumulation 4), succeeded, the lowering is
+ * recorded in the database before the attempt ran, and scale-up followed. */
+static void test_start_lower(struct harness *h)
+{
+	char *id = run_job(h, flux("init_big", 4, 1024), NULL, "succeeded");
+	json_t *job = NULL, *as = NULL, *a1, *a2, *sl;
+	long st = 0;
+
+	if (!h_ok(h, id != NULL, "a batch-4 job on 1024 px (28.1 GiB in the sim, on a 24 GiB GPU) succeeds"))
+		return;
+	job = h_job(h, id);
+	as = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	a1 = json_array_get(json_object_get(as, "attempts"), 0);
+	a2 = json_array_get(json_object_get(as, "attempts"), 1);
+	h_ok(h, batch_of(a1) == 1, "its first attempt ran the lowered config: batch 1 (got %lld)", batch_of(a1));
+	h_ok(h, json_integer_value(jpath_get(a1, "config.config.process[0].train.gradient_accumulation")) == 4,
+	     "with gradient accumulation 4 (batch x accumulation as the target)");
+	h_ok(h, !strcmp(h_str(a1, "outcome"), "succeeded") && !strcmp(h_str(a1, "class"), "success"),
+	     "and did not run out of memory (outcome %s, class %s)", h_str(a1, "outcome"), h_str(a1, "class"));
+	h_ok(h, !strcmp(h_str(a1, "action"), "scale_up") && a2 && batch_of(a2) == 2 &&
+	     !strcmp(h_str(a2, "outcome"), "succeeded"),
+	     "after its success scale-up ran batch 2, which fit (action %s, batch %lld, %s)", h_str(a1, "action"),
+	     batch_of(a2), h_str(a2, "outcome"));
+	h_ok(h, count_events(h, id, "started_lower") == 1, "one started_lower event");
+	{
+		const char *params[1] = { id };
+		PGresult *r = h_sql(h, "SELECT e.reason, e.data->'rungs', e.attempt_id = a.id, e.id < (SELECT min(x.id) FROM events x "
+				       "WHERE x.job_id = e.job_id AND x.kind NOT IN ('submitted', 'leased', 'started_lower')) "
+				       "FROM events e JOIN attempts a ON a.job_id = e.job_id AND a.number = 1 "
+				       "WHERE e.job_id = $1::bigint AND e.kind = 'started_lower'", 1, params);
+		h_ok(h, r && PQntuples(r) == 1 && strstr(PQgetvalue(r, 0, 0), "memory model: the config is predicted not to fit") &&
+		     strstr(PQgetvalue(r, 0, 0), "the target: flux: est ") && !strcmp(PQgetvalue(r, 0, 1), "[\"batch_size\"]") &&
+		     !strcmp(PQgetvalue(r, 0, 2), "t") && !strcmp(PQgetvalue(r, 0, 3), "t"),
+		     "it names the model's evidence for the target and the rung applied, on attempt 1, before it ran (%s)",
+		     r && PQntuples(r) ? PQgetvalue(r, 0, 0) : "?");
+		PQclear(r);
+		r = h_sql(h, "SELECT a.config_hash = md5(a.config::text), (a.config->'config'->'process'->0->'train'->>'batch_size')::int "
+			     "FROM attempts a WHERE a.job_id = $1::bigint AND a.number = 1", 1, params);
+		h_ok(h, r && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), "t") && atoi(PQgetvalue(r, 0, 1)) == 1,
+		     "the attempt row stores the lowered config and its hash");
+		PQclear(r);
+	}
+	sl = jpath_get(job, "recovery_state.started_lower");
+	h_ok(h, json_is_object(sl) && json_integer_value(json_object_get(sl, "attempt")) == 1 &&
+	     json_integer_value(json_object_get(sl, "gpu_mib")) == GPU_24G &&
+	     json_is_false(jpath_get(sl, "target_estimate.fits")) && json_is_true(jpath_get(sl, "estimate.fits")),
+	     "recovery_state.started_lower keeps the story: attempt 1, the GPU, the target predicted not to fit, "
+	     "the lowered config predicted to fit");
+	{
+		int rc = -1;
+		char *args = xasprintf("show %s", id), *out = ctl(h, args, &rc);
+		h_ok(h, rc == 0 && strstr(out, "attempt 1 started below the target: memory model:") &&
+		     strstr(out, "  config change: config.process[0].train.batch_size: 4 -> 1\n"),
+		     "rungctl show says attempt 1 started below the target, why, and what it changed");
+		h_ok(h, rc == 0 && strstr(out, "  started below the target (memory model), then scaled up: attempt 1 ran "),
+		     "and the verdict says the job started lower");
+		if (h->failed)
+			h_diag("rungctl show: %s", out);
+		free(out);
+		free(args);
+		args = xasprintf("watch %s", id);
+		out = ctl(h, args, &rc);
+		h_ok(h, rc == 0 && strstr(out, "attempt 1 started below the target: memory model:"),
+		     "rungctl watch tells it too");
+		free(out);
+		free(args);
+	}
+	json_decref(as);
+	json_decref(job);
+	free(id);
+}
+
+/* A job predicted to fit runs as submitted: no lowering, no event, nothing in recovery_state. */
+static void test_fits(struct harness *h)
+{
+	char *id = run_job(h, flux("init_fit", 1, 768), NULL, "succeeded");
+	json_t *job = id ? h_job(h, id) : NULL, *as = NULL;
+	long st = 0;
+
+	if (!h_ok(h, id != NULL, "a batch-1 job on 768 px (20.1 GiB) succeeds"))
+		return;
+	as = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	h_ok(h, h_int(job, "attempts") == 1 && batch_of(json_array_get(json_object_get(as, "attempts"), 0)) == 1,
+	     "predicted to fit: it runs as submitted, once");
+	h_ok(h, count_events(h, id, "started_lower") == 0 && !jpath_get(job, "recovery_state.started_lower"),
+	     "no started_lower event or story");
+	{
+		const char *params[1] = { id };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND config IS NULL", 1, params) == 1,
+		     "its attempt stores the target (config NULL)");
+	}
+	json_decref(as);
+	json_decref(job);
+	free(id);
+}
+
+/* recovery.scale_up false: it still starts lower, and ends there. */
+static void test_no_scale_up(struct harness *h)
+{
+	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0), *job = NULL;
+	char *id = run_job(h, flux("init_noup", 4, 1024), extra, "succeeded");
+
+	if (h_ok(h, id != NULL, "a batch-4 job with recovery.scale_up false succeeds")) {
+		job = h_job(h, id);
+		h_ok(h, h_int(job, "attempts") == 1 && count_events(h, id, "started_lower") == 1,
+		     "after one attempt, started lower (%lld attempt(s))", h_int(job, "attempts"));
+		h_ok(h, strstr(h_str(json_object_get(job, "result"), "reason"), "recovery.scale_up is off") != NULL,
+		     "and not scaled up: %s", h_str(json_object_get(job, "result"), "reason"));
+	}
+	json_decref(job);
+	json_decref(extra);
+	free(id);
+}
+
+/* A reset drops the cached profile at once: the next first attempt runs as submitted. */
+static void test_reset(struct harness *h)
+{
+	json_t *ans, *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0), *job = NULL, *as = NULL;
+	long st = 0;
+	char *id;
+
+	ans = h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
+	h_ok(h, st == 200, "POST /v1/profiles/flux/24576/reset");
+	json_decref(ans);
+	h_ok(h, metric(h, "rung_memory_profile_cache{state=\"ready\"}") == 0, "the cached profile is dropped at once");
+	id = run_job(h, flux("init_after_reset", 4, 1024), extra, "succeeded");
+	if (h_ok(h, id != NULL, "a batch-4 job after the reset succeeds")) {
+		job = h_job(h, id);
+		as = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+		h_ok(h, count_events(h, id, "started_lower") == 0 &&
+		     batch_of(json_array_get(json_object_get(as, "attempts"), 0)) == 4 &&
+		     !strcmp(h_str(json_array_get(json_object_get(as, "attempts"), 0), "outcome"), "failed"),
+		     "its first attempt ran as submitted (batch 4) and ran out of memory: nothing learned is used");
+	}
+	json_decref(as);
+	json_decref(job);
+	json_decref(extra);
+	free(id);
+}
+
+int main(void)
+{
+	static const char *const env[] = { "RUNG_SIM_STEP_MS=60", "RUNG_SIM_LOAD_MS=150", NULL };
+	static const char *const args[] = { "--memory-sample-ms", "50", NULL };
+	static const int teach[][2] = { { 1, 512 }, { 1, 1024 }, { 2, 768 }, { 2, 1024 } };
+	struct harness *h = h_new("it_initial");
+	char *gpus = h_sim_gpus("init", 1, GPU_24G);
+	struct h_worker_opts o = { .gpus_json = gpus, .env = env, .args = args };
+	struct h_worker *w;
+	struct ready_arg ready = { h, 1 };
+	int taught = 0;
+
+	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+		goto out;
+	w = h_worker_start(h, "winit", &o);
+	if (!h_ok(h, w != NULL, "a worker with one 24 GiB GPU starts"))
+		goto out;
+	h_ok(h, metric(h, "rung_memory_profile_cache{state=\"ready\"}") == 0, "no profile cached before any job");
+	for (size_t i = 0; i < ARRAY_LEN(teach); i++) {
+		char name[32];
+		snprintf(name, sizeof name, "teach_%zu", i);
+		char *id = run_job(h, flux(name, teach[i][0], teach[i][1]), NULL, "succeeded");
+		json_t *job = id ? h_job(h, id) : NULL;
+		if (h_int(job, "attempts") == 1) /* it fit at once: a measured peak of its own size */
+			taught++;
+		json_decref(job);
+		free(id);
+	}
+	h_ok(h, taught == (int)ARRAY_LEN(teach), "four flux jobs that fit teach the 24 GiB class (%d)", taught);
+	/* the cache fills in the background after each finish: wait for a profile that predicts */
+	h_ok(h, wait_until(cache_ready, &ready, 20000 * h_slow()), "rungd caches a profile of flux on 24 GiB, current");
+	h_ok(h, metric(h, "rung_memory_profile_fills_total{result=\"ok\"}") >= 2, "fills counted in /metrics");
+	test_start_lower(h);
+	test_fits(h);
+	test_no_scale_up(h);
+	test_reset(h);
+out:
+	free(gpus);
+	return h_free(h);
+}
