@@ -746,7 +746,7 @@ json_t *memmodel_predict(const json_t *profile, const json_t *features)
 						    jpath_int(o, "peak_mib", 0)));
 	if (!jpath_bool(profile, "ok", 0))
 		return prediction(-1, -1, "none", NULL, margin, usable,
-				  xasprintf("%s: not enough history on this GPU class (%lld attempt(s))", arch,
+				  xasprintf("%s: not enough history (%lld attempt(s))", arch,
 					    jpath_int(profile, "n", 0)));
 	if (!bounds_of(coef, &t, &b))
 		return prediction(-1, -1, "none", NULL, margin, usable, xasprintf("%s: %s", arch, b.unknown));

@@ -1107,7 +1107,7 @@ json_t *policy_initial(const json_t *ctx, char **err)
 				"min_gpu_memory_mib", (json_int_t)(gpu + 1), "reason", reason);
 	} else if (!plan || jpath_bool(plan, "exhausted", 0)) {
 		est = memplan_estimate(profile, video, cur);
-		reason = xasprintf("start as submitted%s%s", est ? "; memory model: " : " (no memory history for this GPU class)",
+		reason = xasprintf("start as submitted%s%s", est ? "; memory model: " : " (no memory history for this arch)",
 				   est ? jpath_str(est, "evidence", "") : "");
 		out = json_pack("{s:s, s:n, s:[], s:[], s:o, s:s}", "action", "as_is", "next_config", "changes", "rungs",
 				"estimate", est ? est : json_null(), "reason", reason);

@@ -189,7 +189,7 @@ static json_t *memory_section(struct sb *b, const json_t *ctx, const json_t *dec
 
 	sb_printf(b, "## Memory estimate\n\n");
 	if (!prof) {
-		sb_printf(b, "No memory history for this architecture and GPU class: the ladder ran one rung per attempt.\n\n");
+		sb_printf(b, "No memory history for this architecture: the ladder ran one rung per attempt.\n\n");
 		return json_null();
 	}
 	t = memplan_estimate(prof, video, target);
