@@ -43,8 +43,11 @@ LANGUAGE sql STABLE AS $$
           AND gf.at > greatest(now() - make_interval(secs => coalesce((j.recovery->>'env_fault_window_s')::int, 3600)),
                                coalesce(g.released_at, '-infinity')))),
     'fleet', jsonb_build_object('max_gpu_memory_mib', f.m),
-    'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
-                                       WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'),
+    -- a probe of attempts_succeeded_hash per item: as EXISTS the planner may hash the whole
+    -- subquery instead, reading every succeeded attempt ever at each batch (round 6)
+    'config_succeeded_before', coalesce((SELECT true FROM attempts s
+                                         WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'
+                                         LIMIT 1), false),
     'memory', CASE WHEN x.plain IS TRUE AND a.config IS NULL THEN NULL
                    ELSE jsonb_build_object('arch', rung_config_arch(j.target_config), 'gpu_mib', g.memory_total_mib,
                                            'observations', rung_memory_ctx_observations(rung_config_arch(j.target_config),

@@ -824,6 +824,16 @@ static void test_scale(void)
 	TAP_STR_EQ(q1("SELECT count(*) FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "2", "CTX batch: both fences hold");
 	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
 	few_blocks(b, "CTX batch of 2 among 10,000 running attempts");
+	/* round 6: with 10,000 succeeded attempts of the same config, config_succeeded_before is one
+	 * probe per item, not a hash of every succeeded attempt (the EXISTS form read them all) */
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config_hash, token, lease_expires_at, state, outcome, "
+	   "ended_at) SELECT id, 1, (SELECT id FROM workers), 'S-1', md5('{\"x\": 1}'), 'done' || id, now(), 'ended', "
+	   "'succeeded', now() FROM jobs WHERE name LIKE 'q%'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(ctx->>'config_succeeded_before', ',') FROM rung_finish_ctx_batch($1::jsonb)", 1, p),
+		   "true,true", "CTX batch: the config succeeded before");
+	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
+	few_blocks(b, "CTX batch of 2 beside 10,000 succeeded attempts");
+	q1("DELETE FROM attempts WHERE token LIKE 'done%'", 0, NULL);
 	free(items);
 
 	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
