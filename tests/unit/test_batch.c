@@ -649,8 +649,9 @@ static void test_plain_ctx(void)
 
 	/* history: the target OOMed on this GPU class, batch 1 fit; kept under a job of its own */
 	feat = memmodel_features(cfg, "image");
-	oom = memmodel_observation("flux", 24576, feat, "oom_train_early",
-				   json_pack("{s:s, s:{s:i}}", "oom_phase", "train", "peak", "mib", 24400), 0, 0);
+	obs = json_pack("{s:s, s:{s:i}}", "oom_phase", "train", "peak", "mib", 24400);
+	oom = memmodel_observation("flux", 24576, feat, "oom_train_early", obs, 0, 0);
+	json_decref(obs);
 	json_decref(feat);
 	feat = memmodel_features(low, "image");
 	ok = memmodel_observation("flux", 24576, feat, "success", succ, 0, 0);
