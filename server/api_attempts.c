@@ -10,6 +10,7 @@
 #include "api_attempts.h"
 #include "app.h"
 #include "batch.h"
+#include "classify.h"
 #include "db.h"
 #include "facts.h"
 #include "http.h"
@@ -38,6 +39,7 @@ struct finish {
 	json_t *obs;              /* the memory OBSERVATION of the attempt (memmodel.h), stored with it */
 	json_t *ctx;
 	bool fallback;            /* already re-applied a fail-safe decision once */
+	bool plain;               /* api_attempts_plain_finish(facts): the CTX may leave out "memory" */
 };
 
 static void finish_free(struct finish *f)
@@ -335,9 +337,21 @@ static json_t *ctx_json(void *item)
 	json_t *d = json_object_get(f->facts, "duration_ms");
 
 	/* The CTX's attempt.facts are f->facts, set after parsing (ctx_value): the statement only needs
-	 * duration_ms, so the FACTS (log tail included) are neither sent nor echoed back. */
-	return json_pack("{s:I, s:s, s:{s:O?}}", "id", (json_int_t)f->attempt_id, "token", f->token, "facts",
-			 "duration_ms", d);
+	 * duration_ms, so the FACTS (log tail included) are neither sent nor echoed back. "plain": the
+	 * statement leaves out the memory section when the attempt also ran the job's target config. */
+	return json_pack("{s:I, s:s, s:{s:O?}, s:b}", "id", (json_int_t)f->attempt_id, "token", f->token, "facts",
+			 "duration_ms", d, "plain", f->plain);
+}
+
+bool api_attempts_plain_finish(const json_t *facts)
+{
+	struct classify_in in = { facts, NULL, 10, false, 0 };
+	json_t *c = classify_run(&in);
+	const char *cls = json_string_value(json_object_get(c, "class"));
+	bool plain = cls && (!strcmp(cls, "success") || !strcmp(cls, "cancelled"));
+
+	json_decref(c);
+	return plain;
 }
 
 static void ctxs_done(void **items, int n, PGresult *res, const char *err, void *arg)
@@ -445,6 +459,7 @@ void api_attempts_finish(struct hreq *h)
 		goto out;
 	}
 	f->facts = json_incref(facts);
+	f->plain = api_attempts_plain_finish(facts);
 	batch_add(coalescers(h->app)->ctx, f, -1);
 out:
 	json_decref(body);

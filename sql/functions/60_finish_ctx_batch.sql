@@ -1,12 +1,16 @@
 -- The CTX of many finishing attempts (the recovery policy's input, docs/DESIGN.md) in one snapshot
--- and one set-wise query: p is [{"i", "id", "token", "facts"}]. Rows: (i, CTX) for each item whose
--- attempt is the running one with that token; a missing row means the fence failed. Configs stored
--- as NULL stay NULL (rungd resolves them, policy_ctx_resolve); the fleet's largest usable GPU memory
--- is computed once per batch; every row is found by primary key (docs/PERFORMANCE.md).
+-- and one set-wise query: p is [{"i", "id", "token", "facts", "plain"}]. Rows: (i, CTX) for each item
+-- whose attempt is the running one with that token; a missing row means the fence failed. Configs
+-- stored as NULL stay NULL (rungd resolves them, policy_ctx_resolve); the fleet's largest usable GPU
+-- memory is computed once per batch; every row is found by primary key (docs/PERFORMANCE.md).
+-- "memory" is null for a plain finish (rungd: its FACTS classify as success or cancelled,
+-- api_attempts_plain_finish) of an attempt that ran the job's target config (attempts.config NULL):
+-- the policy ends such a job without a scale-up walk and reads no memory; reading the observations
+-- was most of the CTX's cost (docs/PERFORMANCE.md, round 6). Any other finish carries it.
 CREATE OR REPLACE FUNCTION rung_finish_ctx_batch(p jsonb) RETURNS TABLE (i int, ctx jsonb)
 LANGUAGE sql STABLE AS $$
   WITH f AS (SELECT coalesce((SELECT max(memory_total_mib) FROM gpus WHERE state <> 'quarantined'), 0) AS m),
-  x AS (SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb))
+  x AS (SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, plain boolean))
   SELECT x.i, jsonb_build_object(
     'job', jsonb_build_object('id', j.id, 'kind', j.kind, 'target_config', j.target_config,
                               'current_config', j.current_config, 'recovery', j.recovery,
@@ -41,14 +45,18 @@ LANGUAGE sql STABLE AS $$
     'fleet', jsonb_build_object('max_gpu_memory_mib', f.m),
     -- guide 2D (a config at its limit) needs the success on a card no bigger than this one (within
     -- the ±10 % of a memory class): one that ran on 40 GiB says nothing of 24 GiB. Attempts from
-    -- before migration 014 have no mem_gpu_mib and count, as they always did.
-    'config_succeeded_before', EXISTS (SELECT 1 FROM attempts s
-                                       WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'
-                                         AND (s.mem_gpu_mib IS NULL OR g.memory_total_mib IS NULL
-                                              OR s.mem_gpu_mib::bigint * 10 <= g.memory_total_mib::bigint * 11)),
-    'memory', jsonb_build_object('arch', rung_config_arch(j.target_config), 'gpu_mib', g.memory_total_mib,
-                                 'observations', rung_memory_ctx_observations(rung_config_arch(j.target_config),
-                                                                              g.memory_total_mib, j.id)))
+    -- before migration 014 have no mem_gpu_mib and count, as they always did. A probe of
+    -- attempts_succeeded_hash per item: as EXISTS the planner may hash the whole subquery instead,
+    -- reading every succeeded attempt ever at each batch (round 6).
+    'config_succeeded_before', coalesce((SELECT true FROM attempts s
+                                         WHERE s.config_hash = a.config_hash AND s.outcome = 'succeeded'
+                                           AND (s.mem_gpu_mib IS NULL OR g.memory_total_mib IS NULL
+                                                OR s.mem_gpu_mib::bigint * 10 <= g.memory_total_mib::bigint * 11)
+                                         LIMIT 1), false),
+    'memory', CASE WHEN x.plain IS TRUE AND a.config IS NULL THEN NULL
+                   ELSE jsonb_build_object('arch', rung_config_arch(j.target_config), 'gpu_mib', g.memory_total_mib,
+                                           'observations', rung_memory_ctx_observations(rung_config_arch(j.target_config),
+                                                                                        g.memory_total_mib, j.id)) END)
   -- one primary-key probe per item and per row it joins (OFFSET 0: planned alone; see the
   -- heartbeats)
   FROM x CROSS JOIN f

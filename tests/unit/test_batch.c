@@ -12,10 +12,14 @@
 #include <event2/event.h>
 #include <libpq-fe.h>
 
+#include "../../server/api_attempts.h"
 #include "../../server/batch.h"
 #include "../../server/db.h"
 #include "../../server/migrate.h"
+#include "jpath.h"
 #include "log.h"
+#include "memmodel.h"
+#include "policy.h"
 #include "tap.h"
 #include "util.h"
 
@@ -582,6 +586,162 @@ static void test_sql(void)
 	PQfinish(pg);
 }
 
+/* The CTX of a finish, its memory section, as a new string (NULL when the fence failed). */
+static char *ctx_text(const char *id, const char *token, bool plain)
+{
+	char *item = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{\"duration_ms\":1000},\"plain\":%s}]", id,
+			       token, plain ? "true" : "false");
+	const char *p[1] = { item };
+	PGresult *r = PQexecParams(pg, "SELECT ctx FROM rung_finish_ctx_batch($1::jsonb)", 1, NULL, p, NULL, NULL, 0);
+	char *out = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ? xstrdup(PQgetvalue(r, 0, 0)) : NULL;
+
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		printf("# ctx: %s", PQerrorMessage(pg));
+	PQclear(r);
+	free(item);
+	return out;
+}
+
+/* The decision rungd makes from CTX text with FACTS (as ctx_value does); drop_memory: decided as if
+ * the CTX had no memory section. A new object, NULL on a policy error. */
+static json_t *decide_text(const char *text, const json_t *facts, bool drop_memory)
+{
+	json_t *ctx = json_loads(text ? text : "null", 0, NULL), *d;
+	char *err = NULL;
+
+	policy_ctx_resolve(ctx);
+	json_object_set(json_object_get(ctx, "attempt"), "facts", (json_t *)facts);
+	if (drop_memory)
+		json_object_del(ctx, "memory");
+	d = policy_decide(ctx, &err);
+	if (!d)
+		printf("# policy: %s\n", err ? err : "?");
+	free(err);
+	json_decref(ctx);
+	return d;
+}
+
+/* Round 6 (docs/PERFORMANCE.md): a plain finish (FACTS classify as success or cancelled) of an
+ * attempt that ran the job's target config gets a CTX without the memory section, and the policy
+ * decides exactly as with it; a success below the target (scale-up may run) still gets the memory,
+ * and there it changes the decision; an OOM, a stopped or killed run are not plain (their CTX is
+ * the full one, checked above). */
+static void test_plain_ctx(void)
+{
+	json_t *cfg = json_load_file("bench/flux_lora_3k.json", 0, NULL), *low, *feat, *obs, *ok, *oom, *d1, *d2;
+	json_t *succ = json_pack("{s:i, s:i, s:i, s:i, s:{s:i}}", "exit_code", 0, "first_step", 1, "last_step", 2000,
+				 "duration_ms", 1000, "peak", "mib", 20000);
+	char *cfg_s, *low_s, *hist, *c_full, *c_plain;
+	char ids[2][32];
+	const char *p[3];
+
+	pg = PQconnectdb(url);
+	TAP_OK(cfg != NULL, "the flux config (bench/flux_lora_3k.json) read");
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, memory_profiles CASCADE",
+	   0, NULL);
+	q1("SELECT rung_register('wp', 'h', '[{\"uuid\":\"P-1\",\"memory_total_mib\":24576},"
+	   "{\"uuid\":\"P-2\",\"memory_total_mib\":24576}]')", 0, NULL);
+	cfg_s = json_dumps(cfg, JSON_COMPACT);
+	low = json_deep_copy(cfg);
+	json_object_set_new(json_object_get(json_array_get(jpath_get(low, "config.process"), 0), "train"), "batch_size",
+			    json_integer(1));
+	low_s = json_dumps(low, JSON_COMPACT);
+
+	/* history: the target OOMed on this GPU class, batch 1 fit; kept under a job of its own */
+	feat = memmodel_features(cfg, "image");
+	obs = json_pack("{s:s, s:{s:i}}", "oom_phase", "train", "peak", "mib", 24400);
+	oom = memmodel_observation("flux", 24576, feat, "oom_train_early", obs, 0, 0);
+	json_decref(obs);
+	json_decref(feat);
+	feat = memmodel_features(low, "image");
+	ok = memmodel_observation("flux", 24576, feat, "success", succ, 0, 0);
+	json_decref(feat);
+	obs = json_pack("[o, o]", oom, ok);
+	hist = json_dumps(obs, JSON_COMPACT);
+	p[0] = cfg_s;
+	p[1] = hist;
+	q1("WITH j AS (INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count) "
+	   "VALUES ('hist', 'image', 'succeeded', $1::jsonb, '{}', 2) RETURNING id) "
+	   "INSERT INTO attempts (job_id, number, config, config_hash, token, lease_expires_at, state, outcome, ended_at, "
+	   "mem_arch, mem_gpu_mib, mem_obs) SELECT j.id, o.n, NULL, 'h' || o.n, 'hist' || o.n, now(), 'ended', "
+	   "'failed', now(), 'flux', 24576, o.obs FROM j, jsonb_array_elements($2::jsonb) WITH ORDINALITY o(obs, n)", 2, p);
+
+	/* two running attempts: "at" ran the target (config NULL), "below" ran batch 1 */
+	p[1] = low_s;
+	q1("INSERT INTO jobs (name, kind, state, target_config, current_config, recovery, attempts_count) "
+	   "VALUES ('at', 'image', 'running', $1::jsonb, NULL, '{}', 1), "
+	   "('below', 'image', 'running', $1::jsonb, $2::jsonb, '{}', 1)", 2, p);
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token, lease_expires_at) "
+	   "SELECT j.id, 1, (SELECT id FROM workers WHERE name = 'wp'), CASE j.name WHEN 'at' THEN 'P-1' ELSE 'P-2' END, "
+	   "j.current_config, md5(j.name), 'tok-' || j.name, now() + interval '1 hour' FROM jobs j WHERE j.name IN ('at', 'below')",
+	   0, NULL);
+	snprintf(ids[0], sizeof ids[0], "%s", q1("SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'at'", 0, NULL));
+	snprintf(ids[1], sizeof ids[1], "%s", q1("SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'below'", 0, NULL));
+
+	/* rungd's side: which FACTS are plain */
+	{
+		static const char *const facts[][2] = {
+			{ "{\"exit_code\": 0, \"last_step\": 10}", "1" },
+			{ "{\"cancelled\": true, \"exit_code\": 1}", "1" },
+			{ "{\"exit_code\": 0, \"signatures\": {\"job_stopped\": 1}}", "0" },
+			{ "{\"exit_code\": 0, \"signal\": 9}", "0" },
+			{ "{\"exit_code\": 1, \"oom_phase\": \"train\", \"signatures\": {\"cuda_oom\": 2}}", "0" },
+			{ "{\"exit_code\": 1}", "0" },
+			{ "{}", "0" },
+		};
+		for (size_t i = 0; i < ARRAY_LEN(facts); i++) {
+			json_t *f = json_loads(facts[i][0], 0, NULL);
+			char name[160];
+			snprintf(name, sizeof name, "plain finish (%s): %s", facts[i][0], facts[i][1][0] == '1' ? "yes" : "no");
+			TAP_OK(api_attempts_plain_finish(f) == (facts[i][1][0] == '1'), name);
+			json_decref(f);
+		}
+	}
+
+	/* at the target: no memory when plain, the same decision as with it */
+	c_full = ctx_text(ids[0], "tok-at", false);
+	c_plain = ctx_text(ids[0], "tok-at", true);
+	p[0] = c_full ? c_full : "null";
+	p[1] = c_plain ? c_plain : "null";
+	TAP_STR_EQ(q1("SELECT jsonb_array_length($1::jsonb->'memory'->'observations') || ':' || "
+		      "jsonb_typeof($2::jsonb->'memory') || ':' || (($1::jsonb - 'memory') = ($2::jsonb - 'memory'))", 2, p),
+		   "2:null:true", "at the target: the full CTX has 2 observations, the plain one none, the rest equal");
+	d1 = decide_text(c_full, succ, false);
+	d2 = decide_text(c_plain, succ, false);
+	TAP_OK(d1 && d2 && json_equal(d1, d2), "a success at the target decides the same with and without memory");
+	TAP_STR_EQ(json_string_value(json_object_get(d2, "job_state")) ?: "?", "succeeded", "... and the job succeeds");
+	json_decref(d1);
+	json_decref(d2);
+	free(c_full);
+	free(c_plain);
+
+	/* below the target: the memory stays, and it decides the scale-up */
+	c_plain = ctx_text(ids[1], "tok-below", true);
+	p[0] = c_plain ? c_plain : "null";
+	TAP_STR_EQ(q1("SELECT jsonb_array_length($1::jsonb->'memory'->'observations')::text", 1, p), "2",
+		   "below the target: a plain finish's CTX keeps the memory (scale-up may run)");
+	d1 = decide_text(c_plain, succ, false);
+	d2 = decide_text(c_plain, succ, true);
+	{
+		char name[200];
+		snprintf(name, sizeof name, "... and there the memory changes the decision (rung %s with it, %s without)",
+			 json_string_value(json_object_get(d1, "rung")) ?: "-", json_string_value(json_object_get(d2, "rung")) ?: "-");
+		TAP_OK(d1 && d2 && !json_equal(d1, d2), name);
+	}
+	json_decref(d1);
+	json_decref(d2);
+	free(c_plain);
+
+	free(hist);
+	json_decref(obs);
+	free(cfg_s);
+	free(low_s);
+	json_decref(low);
+	json_decref(cfg);
+	json_decref(succ);
+	PQfinish(pg);
+}
+
 /* Blocks (shared hit + read) that one statement touched, its nested statements included, from
  * EXPLAIN (ANALYZE, BUFFERS); -1 when it failed. The statement runs twice, each time rolled back:
  * the first run warms this session's catalog caches, the second is measured. */
@@ -665,6 +825,16 @@ static void test_scale(void)
 	TAP_STR_EQ(q1("SELECT count(*) FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "2", "CTX batch: both fences hold");
 	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
 	few_blocks(b, "CTX batch of 2 among 10,000 running attempts");
+	/* round 6: with 10,000 succeeded attempts of the same config, config_succeeded_before is one
+	 * probe per item, not a hash of every succeeded attempt (the EXISTS form read them all) */
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config_hash, token, lease_expires_at, state, outcome, "
+	   "ended_at) SELECT id, 1, (SELECT id FROM workers), 'S-1', md5('{\"x\": 1}'), 'done' || id, now(), 'ended', "
+	   "'succeeded', now() FROM jobs WHERE name LIKE 'q%'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(ctx->>'config_succeeded_before', ',') FROM rung_finish_ctx_batch($1::jsonb)", 1, p),
+		   "true,true", "CTX batch: the config succeeded before");
+	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
+	few_blocks(b, "CTX batch of 2 beside 10,000 succeeded attempts");
+	q1("DELETE FROM attempts WHERE token LIKE 'done%'", 0, NULL);
 	free(items);
 
 	items = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"success\","
@@ -963,6 +1133,7 @@ int main(void)
 	test_fences_011();
 	test_heartbeat_skip();
 	test_claim_rules();
+	test_plain_ctx();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);
