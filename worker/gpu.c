@@ -318,7 +318,10 @@ void gpu_peak_init(struct gpu_peak *p)
 
 void gpu_peak_note(struct gpu_peak *p, long long used_mib, const char *phase, long long step)
 {
-	if (used_mib < 0 || used_mib <= p->mib)
+	/* An equal reading relabels the peak: the phase comes from the trainer's log, which can lag the
+	 * memory (a slow or loaded host reads the training level while the log still says loading), and
+	 * a level that persists is labelled right by its later readings. */
+	if (used_mib < 0 || used_mib < p->mib)
 		return;
 	if (!phase || !strcmp(phase, "start"))
 		phase = "load";

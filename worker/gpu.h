@@ -54,7 +54,8 @@ struct gpu_peak {
 /* Starts an empty peak. */
 void gpu_peak_init(struct gpu_peak *p);
 /* Notes one reading USED_MIB (ignored when < 0) taken in scanner phase PHASE (a scan phase name;
- * "start" counts as load, "done" as save) at STEP (-1: unknown). Keeps the first of equal highs. */
+ * "start" counts as load, "done" as save) at STEP (-1: unknown). Of equal highs the last one's phase
+ * and step are kept: the log the phase comes from can lag the memory it describes. */
 void gpu_peak_note(struct gpu_peak *p, long long used_mib, const char *phase, long long step);
 /* FACTS.peak: {"mib", "phase", "step": int|null}, or JSON null when nothing was read. New reference. */
 json_t *gpu_peak_json(const struct gpu_peak *p);
