@@ -47,9 +47,10 @@ BEGIN
         phase = coalesce(x.facts->>'phase', t.phase),
         step = coalesce((x.facts->>'last_step')::int, t.step),
         total_steps = coalesce((x.facts->>'total_steps')::int, t.total_steps),
-        -- the memory model's data (014): peak from FACTS.peak, the OBSERVATION rungd built
+        -- the memory model's data (014): peak from FACTS.peak, the OBSERVATION rungd built; the config's features
+        -- once: in mem_obs when there is an OBSERVATION, in mem_features otherwise (coalesce(mem_obs->'features', mem_features))
         peak_mib = least((x.facts->'peak'->>'mib')::bigint, 2147483647)::int, peak_phase = x.facts->'peak'->>'phase',
-        mem_features = x.obs->'features', mem_arch = x.obs->>'arch', mem_gpu_mib = (x.obs->>'gpu_mib')::int,
+        mem_features = CASE WHEN x.obs->>'outcome' IN ('fit', 'oom') THEN NULL ELSE x.obs->'features' END, mem_arch = x.obs->>'arch', mem_gpu_mib = (x.obs->>'gpu_mib')::int,
         mem_obs = CASE WHEN x.obs->>'outcome' IN ('fit', 'oom') THEN x.obs END
       FROM x JOIN la ON la.i = x.i
       WHERE t.id = la.id AND t.id = ANY (ARRAY(SELECT la.id FROM la))
@@ -119,7 +120,7 @@ BEGIN
       -- the memory model's data (014), on this rare path (escalations, GPU marks) a second write
       UPDATE attempts SET
         peak_mib = least((e->'facts'->'peak'->>'mib')::bigint, 2147483647)::int, peak_phase = e->'facts'->'peak'->>'phase',
-        mem_features = e->'obs'->'features', mem_arch = e->'obs'->>'arch', mem_gpu_mib = (e->'obs'->>'gpu_mib')::int,
+        mem_features = CASE WHEN e->'obs'->>'outcome' IN ('fit', 'oom') THEN NULL ELSE e->'obs'->'features' END, mem_arch = e->'obs'->>'arch', mem_gpu_mib = (e->'obs'->>'gpu_mib')::int,
         mem_obs = CASE WHEN e->'obs'->>'outcome' IN ('fit', 'oom') THEN e->'obs' END
       WHERE id = (e->>'id')::bigint;
     END IF;

@@ -120,8 +120,9 @@ static char *test_stored(struct harness *h)
 	{
 		const char *params[1] = { id };
 		PGresult *r = h_sql(h, "SELECT number, peak_mib, peak_phase, mem_arch, mem_gpu_mib, "
-				       "(mem_features->>'batch')::int, mem_obs->>'outcome', (mem_obs->>'need_mib')::int, "
-				       "(mem_obs->>'peak_mib')::int FROM attempts WHERE job_id = $1::bigint ORDER BY number", 1, params);
+				       "(coalesce(mem_obs->'features', mem_features)->>'batch')::int, mem_obs->>'outcome', (mem_obs->>'need_mib')::int, "
+				       "(mem_obs->>'peak_mib')::int, (mem_features IS NULL)::text FROM attempts WHERE job_id = $1::bigint "
+				       "ORDER BY number", 1, params);
 		bool two = r && PQntuples(r) == 2;
 		h_ok(h, two, "two attempts stored");
 		if (two) {
@@ -141,6 +142,9 @@ static char *test_stored(struct harness *h)
 			/* AI Toolkit skips a training step's OOM without PyTorch's message: no figures, no bound */
 			h_ok(h, PQgetisnull(r, 0, 7), "a skipped-batch OOM has no lower bound (need_mib null)");
 			h_ok(h, !strcmp(PQgetvalue(r, 1, 8), PQgetvalue(r, 1, 1)), "the observation carries the stored peak");
+			h_ok(h, !strcmp(PQgetvalue(r, 0, 9), "true") && !strcmp(PQgetvalue(r, 1, 9), "true"),
+			     "the features are stored once: in the observation, not again in mem_features (%s, %s)",
+			     PQgetvalue(r, 0, 9), PQgetvalue(r, 1, 9));
 		}
 		PQclear(r);
 	}

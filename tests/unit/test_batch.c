@@ -950,8 +950,12 @@ static void test_heartbeat_skip(void)
 	p[0] = items;
 	p[1] = "30";
 
+	q1("BEGIN", 0, NULL); /* to read the transaction's synchronous_commit before it commits */
 	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || cancel, ',') FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p),
 		   "0:false", "an attempt's first heartbeat is answered");
+	TAP_STR_EQ(q1("SHOW synchronous_commit", 0, NULL), "off",
+		   "its write is progress alone (the lease is not due): committed without waiting for the WAL flush");
+	q1("COMMIT", 0, NULL);
 	TAP_STR_EQ(q1("SELECT step || ':' || phase || ':' || (last_heartbeat_at IS NOT NULL) FROM attempts", 0, NULL),
 		   "7:train:true", "and writes: its progress is on record however short the attempt");
 	free(items);
@@ -973,7 +977,10 @@ static void test_heartbeat_skip(void)
 
 	q1("UPDATE attempts SET lease_expires_at = now() + interval '19 seconds'", 0, NULL);
 	snprintf(x0, sizeof x0, "%s", q1("SELECT xmin::text FROM attempts", 0, NULL));
+	q1("BEGIN", 0, NULL);
 	q1("SELECT count(*) FROM rung_heartbeat_batch($1::jsonb, $2::int)", 2, p);
+	TAP_STR_EQ(q1("SHOW synchronous_commit", 0, NULL), "on", "a lease renewal due commits synchronously");
+	q1("COMMIT", 0, NULL);
 	TAP_OK(strcmp(q1("SELECT xmin::text FROM attempts", 0, NULL), x0) != 0, "under two thirds of a lease left: written");
 	TAP_STR_EQ(q1("SELECT (lease_expires_at > now() + interval '29 seconds') || ':' || step || ':' || phase FROM attempts",
 		      0, NULL), "true:8:train", "the lease runs a full period again, progress stored");
