@@ -1156,6 +1156,23 @@ char *h_slurp(const char *path)
 	return t ? t : xstrdup("");
 }
 
+char *h_rungctl(struct harness *h, const char *args, int *rc)
+{
+	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
+			      args);
+	FILE *p = popen(cmd, "r");
+	char *out = xcalloc(1, 65536);
+	size_t n = 0, got;
+	int st;
+
+	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
+		n += got;
+	st = p ? pclose(p) : -1;
+	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	free(cmd);
+	return out;
+}
+
 bool h_changed(const json_t *attempt, const char *suffix)
 {
 	size_t i;

@@ -212,6 +212,10 @@ void h_replica_free(struct harness *h, struct h_proc *p);
 /* The whole file at path as a heap string ("" when it cannot be opened); the caller frees it. */
 char *h_slurp(const char *path);
 
+/* Runs `rungctl ARGS` (a shell word list) against this rungd with the admin token; returns its
+ * stdout+stderr (heap, at most 64 KiB) and its exit status in *rc (-1 when it did not exit). */
+char *h_rungctl(struct harness *h, const char *args, int *rc);
+
 /* True when one of the attempt's ladder changes ("changes" of an attempt document) has a path
  * ending in suffix. */
 bool h_changed(const json_t *attempt, const char *suffix);

@@ -53,24 +53,6 @@ static json_t *flux(const char *name, int batch, int bucket)
 	return c;
 }
 
-/* Runs `rungctl ARGS` against this rungd with the admin token; its stdout+stderr (heap) and *rc. */
-static char *ctl(struct harness *h, const char *args, int *rc)
-{
-	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
-			      args);
-	FILE *p = popen(cmd, "r");
-	char *out = xcalloc(1, 65536);
-	size_t n = 0, got;
-	int st;
-
-	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
-		n += got;
-	st = p ? pclose(p) : -1;
-	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	free(cmd);
-	return out;
-}
-
 /* Submits config (stolen) with extra (borrowed, may be NULL) and waits until the job ends in
  * `state`; returns its id (heap) or NULL. */
 static char *run_job(struct harness *h, json_t *config, const json_t *extra, const char *state)
@@ -150,7 +132,7 @@ static void test_start_lower(struct harness *h)
 	     "the lowered config predicted to fit");
 	{
 		int rc = -1;
-		char *args = xasprintf("show %s", id), *out = ctl(h, args, &rc);
+		char *args = xasprintf("show %s", id), *out = h_rungctl(h, args, &rc);
 		h_ok(h, rc == 0 && strstr(out, "attempt 1 started below the target: memory model:") &&
 		     strstr(out, "  config change: config.process[0].train.batch_size: 4 -> 1\n"),
 		     "rungctl show says attempt 1 started below the target, why, and what it changed");
@@ -161,7 +143,7 @@ static void test_start_lower(struct harness *h)
 		free(out);
 		free(args);
 		args = xasprintf("watch %s", id);
-		out = ctl(h, args, &rc);
+		out = h_rungctl(h, args, &rc);
 		h_ok(h, rc == 0 && strstr(out, "attempt 1 started below the target: memory model:"),
 		     "rungctl watch tells it too");
 		free(out);

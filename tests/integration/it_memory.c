@@ -34,24 +34,6 @@ static char *ctx_memory(struct harness *h, const char *aid, const char *tok, lon
 	return arch;
 }
 
-/* Runs `rungctl ARGS` against this rungd with the admin token; its stdout+stderr (heap) and *rc. */
-static char *ctl(struct harness *h, const char *args, int *rc)
-{
-	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
-			      args);
-	FILE *p = popen(cmd, "r");
-	char *out = xcalloc(1, 65536);
-	size_t n = 0, got;
-	int st;
-
-	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
-		n += got;
-	st = p ? pclose(p) : -1;
-	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	free(cmd);
-	return out;
-}
-
 /* The flux/24 GiB profile of GET /v1/profiles (new reference) or NULL. */
 static json_t *flux_profile(struct harness *h)
 {
@@ -163,7 +145,7 @@ static char *test_stored(struct harness *h)
 		h_diag_json("memory", est);
 	{
 		int rc = -1;
-		char *args = xasprintf("show %s", id), *out = ctl(h, args, &rc);
+		char *args = xasprintf("show %s", id), *out = h_rungctl(h, args, &rc);
 		/* the figure is the measured peak of a heavier run: a slow host samples it a little differently */
 		h_ok(h, rc == 0 && strstr(out, "memory estimate   2") && strstr(out, " GiB peak on a 24.0 GiB GPU: fits\n") &&
 		     strstr(out, "  evidence        flux:") &&
@@ -172,13 +154,13 @@ static char *test_stored(struct harness *h)
 		if (h->failed)
 			h_diag("rungctl show: %s", out);
 		free(out);
-		out = ctl(h, "profiles", &rc);
+		out = h_rungctl(h, "profiles", &rc);
 		h_ok(h, rc == 0 && strstr(out, "ARCH") && strstr(out, "\nflux  24576          2         2     1    1  "),
 		     "rungctl profiles lists flux on 24576 MiB resting on 2 attempts");
 		if (h->failed)
 			h_diag("rungctl profiles: %s", out);
 		free(out);
-		out = ctl(h, "profiles reset nosuch 24576", &rc);
+		out = h_rungctl(h, "profiles reset nosuch 24576", &rc);
 		h_ok(h, rc == 4 && strstr(out, "404"), "rungctl profiles reset of an unknown profile: exit 4");
 		free(out);
 		free(args);
@@ -439,7 +421,7 @@ static void test_succeeded_before_card(struct harness *h)
 	free(cls);
 	{ /* support forgets the 40 GiB card's lessons, saying why */
 		int rc = -1;
-		char *out = ctl(h, "profiles reset flux 40960 --note 'card swapped'", &rc);
+		char *out = h_rungctl(h, "profiles reset flux 40960 --note 'card swapped'", &rc);
 		h_ok(h, rc == 0 && strstr(out, "profile flux on 40960 MiB GPUs: reset at "), "rungctl profiles reset --note: %s", out);
 		free(out);
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE kind = 'profile_reset' AND data->>'note' = 'card swapped' "
