@@ -389,11 +389,11 @@ static bool fit_rows(struct fitstate *s)
 
 /* ---- the profile ---- */
 
-static bool obs_usable(const json_t *o, const char *arch, int gpu_mib)
+static bool obs_usable(const json_t *o, const char *arch)
 {
 	const char *out = jpath_str(o, "outcome", "other");
 
-	(void)gpu_mib; /* every GPU class: what a config needs does not depend on the card it ran on */
+	/* every GPU class: what a config needs does not depend on the card it ran on */
 	return !strcmp(jpath_str(o, "arch", ""), arch) && json_is_object(json_object_get(o, "features")) &&
 	       (!strcmp(out, "fit") || !strcmp(out, "oom"));
 }
@@ -440,7 +440,7 @@ json_t *memmodel_fit(const json_t *observations, const char *arch, int gpu_mib)
 		const json_t *f = json_object_get(o, "features");
 		const char *phase = jpath_str(o, "phase", NULL);
 		struct terms t;
-		if (!obs_usable(o, arch, gpu_mib))
+		if (!obs_usable(o, arch))
 			continue;
 		t = terms_of(f, arch);
 		here += memmodel_same_class(gpu_mib, (int)jpath_int(o, "gpu_mib", 0));

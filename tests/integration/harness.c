@@ -1156,6 +1156,32 @@ char *h_slurp(const char *path)
 	return t ? t : xstrdup("");
 }
 
+int h_forget_arch(struct harness *h, const char *arch)
+{
+	long st = 0;
+	json_t *ans = h_getf(h, &st, "/v1/profiles?arch=%s", arch), *p;
+	size_t i;
+	int n = 0;
+
+	if (st != 200) {
+		h_diag("GET /v1/profiles?arch=%s answered %ld", arch, st);
+		n = -1;
+	}
+	json_array_foreach(json_object_get(ans, "profiles"), i, p) {
+		json_decref(h_postf(h, NULL, &st, "/v1/profiles/%s/%lld/reset", arch,
+				    (long long)json_integer_value(json_object_get(p, "gpu_class_mib"))));
+		if (st != 200) {
+			h_diag("reset of %s on %lld MiB answered %ld", arch,
+			       (long long)json_integer_value(json_object_get(p, "gpu_class_mib")), st);
+			n = -1;
+		} else if (n >= 0) {
+			n++;
+		}
+	}
+	json_decref(ans);
+	return n;
+}
+
 char *h_rungctl(struct harness *h, const char *args, int *rc)
 {
 	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,

@@ -212,6 +212,11 @@ void h_replica_free(struct harness *h, struct h_proc *p);
 /* The whole file at path as a heap string ("" when it cannot be opened); the caller frees it. */
 char *h_slurp(const char *path);
 
+/* Support's reset of every (arch, GPU class) profile GET /v1/profiles?arch= lists, so a case tells
+ * the story of a fleet with no memory history of arch (the model learns an arch from every class).
+ * Returns how many were reset, -1 (with a diagnostic) when the list or a reset failed. */
+int h_forget_arch(struct harness *h, const char *arch);
+
 /* Runs `rungctl ARGS` (a shell word list) against this rungd with the admin token; returns its
  * stdout+stderr (heap, at most 64 KiB) and its exit status in *rc (-1 when it did not exit). */
 char *h_rungctl(struct harness *h, const char *args, int *rc);

@@ -480,11 +480,8 @@ static void test_yaml_fixture_run(struct harness *h)
 
 	h_ok(h, h_worker_start(h, "cli-w1", &o) != NULL, "simulated worker started");
 	/* the story below is that of a fleet with no memory history: earlier cases' fake OOMs of lighter
-	 * flux configs would start it lower (issue 12); forget flux on every class they used */
-	for (int mib = 8192; mib <= 81920; mib += 1024) {
-		long st = 0;
-		json_decref(h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", mib));
-	}
+	 * flux configs would start it lower (issue 12) */
+	h_forget_arch(h, "flux");
 	int rc = ctl(h, "submit", FIXTURE_YAML, "--priority", "5", "--no-scale-up", "--max-attempts", "3",
 		"--validate-steps", "20", "--json");
 	j = out_json();

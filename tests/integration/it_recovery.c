@@ -396,15 +396,10 @@ static void test_readme_walkthroughs(struct harness *h)
 		char *path = xasprintf("%s/%s", h->root, walks[k].file), *err = NULL;
 		json_t *cfg = yamljson_load_file(path, &err), *job = NULL;
 		char arch[64];
-		long rst = 0;
-		/* the README's story is that of a fleet with no memory history: forget what earlier cases
-		 * taught, on every class (the model learns an arch from all of them) */
-		static const int classes[] = { 16376, 24564, 49140, 81559 };
-		for (size_t c = 0; cfg && c < ARRAY_LEN(classes); c++) {
+		/* the README's story is that of a fleet with no memory history: forget what earlier cases taught */
+		if (cfg) {
 			memmodel_arch(cfg, arch, sizeof arch);
-			json_decref(h_postf(h, NULL, &rst, "/v1/profiles/%s/%d/reset", arch, memmodel_gpu_class(classes[c])));
-			if (rst != 200 && rst != 404)
-				h_diag("profile reset of %s on %d MiB answered %ld", arch, classes[c], rst);
+			h_forget_arch(h, arch);
 		}
 		json_t *as = cfg ? run_case(h, walks[k].worker, walks[k].mib, fast, cfg, true, "succeeded", &job) : NULL;
 		char *got = story(as);
