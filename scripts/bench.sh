@@ -10,7 +10,8 @@
 #      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
 #      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time),
 #      BENCH_PEERS=0 (skip graphile-worker and pg-boss), BENCH_PEER_CONC (their concurrency, 16),
-#      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh).
+#      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh). Every window also
+#      reports the CPU each process used per unit (bench/cpu.sh; bench/hooks.sh runs both hooks).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,7 +87,7 @@ free_port() {
 PG_PORT=$(free_port) || { echo "bench.sh: no free port" >&2; exit 1; }
 echo "bench.sh: PostgreSQL in $PG_DIR on port $PG_PORT (fsync on, synchronous_commit on)"
 PGSS=${BENCH_PGSS:-0}
-[ "$PGSS" = 1 ] && export RUNG_PG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+[ "$PGSS" = 1 ] && export RUNG_PG_OPTS="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all -c pg_stat_statements.track_planning=on"
 RUNG_PG_FSYNC=on tests/pg.sh start "$PG_DIR" "$PG_PORT" || { echo "bench.sh: PostgreSQL did not start" >&2; exit 1; }
 PG_STARTED=1
 export PGOPTIONS="-c client_min_messages=warning"
@@ -142,11 +143,9 @@ peers_run() {
 }
 
 # What Postgres wrote per attempt/job: bench/writes.sh around every timed window (rung-bench --hook).
-HOOK=()
-if [ "$WRITES_ON" = 1 ]; then
-	export PGBIN PG_PORT PG_DIR WRITES_STATE="$TMP/writes.lsn"
-	HOOK=(--hook "$ROOT/bench/writes.sh")
-fi
+# And the CPU each process used per attempt/job (bench/cpu.sh); bench/hooks.sh runs both.
+export PGBIN PG_PORT PG_DIR WRITES_STATE="$TMP/writes.lsn" CPU_STATE="$TMP/cpu.ticks" BENCH_WRITES="$WRITES_ON"
+HOOK=(--hook "$ROOT/bench/hooks.sh")
 
 # The HOT ratio as pg_stat_user_tables counts it, over the whole scenario (read after rungd stopped: a backend
 # sends its counters when it exits).
@@ -180,6 +179,7 @@ start_rungd() { # extra rungd flags
 		--submit-rate "${BENCH_SUBMIT_RATE:-1000000}" ${BENCH_RUNGD_FLAGS:-} "$@" \
 		2>>"$TMP/rungd.log" &
 	RUNGD_PID=$!
+	export RUNGD_PID # bench/cpu.sh reads rungd's CPU time
 	for i in $(seq 1 300); do
 		kill -0 "$RUNGD_PID" 2>/dev/null || { echo "bench.sh: rungd exited; its log:" >&2; tail -n 30 "$TMP/rungd.log" >&2; exit 1; }
 		curl -sf "http://127.0.0.1:$RUNGD_PORT/healthz" >/dev/null 2>&1 && return 0
@@ -218,9 +218,10 @@ report() { # SCENARIO
 
 # BENCH_PGSS=1: the scenario's statements by total time (top-level and nested, track=all).
 pgss_top() {
-	echo "== pg_stat_statements, $sc (ms total, calls, ms/call, rows, query) =="
+	echo "== pg_stat_statements, $sc (ms total, calls, ms/call, rows, plans, planning ms/call, query) =="
 	PSQL -d "$DB" -At -F ' | ' -c "SELECT round(total_exec_time)::bigint, calls,
-		round((total_exec_time / greatest(calls, 1))::numeric, 3), rows,
+		round((total_exec_time / greatest(calls, 1))::numeric, 3), rows, plans,
+		round((total_plan_time / greatest(calls, 1))::numeric, 3),
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110)
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		ORDER BY total_exec_time DESC LIMIT 25"
