@@ -1382,6 +1382,8 @@ static json_t *side_by_side(const char *sc, json_t *summary)
 		put_num(row, "per_s", json_number_value(json_object_get(r, "median")));
 		put_num(row, "p99_ms", summary_median(summary, sys, set, strcmp(sys, "rung") == 0 && strcmp(sc, "cycle") == 0
 										 ? "finish_p99_ms" : "p99_ms"));
+		/* CPU per unit, all processes (bench/cpu.sh; pgbench: Postgres and the pgbench client) */
+		put_num(row, "cpu_ms", summary_median(summary, sys, set, "cpu_total_ms"));
 		json_array_append_new(rows, row);
 	}
 	/* rung's reference row: the one the targets name, else its last setting */
@@ -1441,11 +1443,16 @@ static void print_side_by_side(const char *sc, json_t *rows, json_t *summary)
 
 	if (json_array_size(rows) == 0)
 		return;
-	printf("\n-- %s: side by side (medians; rung/it = rung's reference row over that row, same invocation) --\n", sc);
-	printf("%-9s %-12s %10s %9s %9s   %s\n", "system", "setting", "per s", "p99 ms", "rung/it", "target");
+	printf("\n-- %s: side by side (medians; CPU ms = CPU of every process per unit; rung/it = rung's reference row over that row, same invocation) --\n", sc);
+	printf("%-9s %-12s %10s %9s %7s %9s   %s\n", "system", "setting", "per s", "p99 ms", "CPU ms", "rung/it", "target");
 	json_array_foreach(rows, i, row) {
-		char a[32], b1[32], c[32];
+		char a[32], b1[32], c[32], cpu[32];
 		json_t *t = json_object_get(row, "target");
+		json_t *cm = json_object_get(row, "cpu_ms");
+		if (json_is_number(cm))
+			snprintf(cpu, sizeof(cpu), "%.2f", json_number_value(cm));
+		else
+			snprintf(cpu, sizeof(cpu), "-");
 		fmt_num(a, sizeof(a), json_number_value(json_object_get(row, "per_s")));
 		fmt_num(b1, sizeof(b1), json_is_number(json_object_get(row, "p99_ms"))
 					       ? json_number_value(json_object_get(row, "p99_ms")) : NAN);
@@ -1453,8 +1460,8 @@ static void print_side_by_side(const char *sc, json_t *rows, json_t *summary)
 			snprintf(c, sizeof(c), "%.2fx", json_number_value(json_object_get(row, "rung_ratio")));
 		else
 			snprintf(c, sizeof(c), "-");
-		printf("%-9s %-12s %10s %9s %9s   %s\n", json_string_value(json_object_get(row, "system")),
-		       json_string_value(json_object_get(row, "setting")), a, b1, c, t ? json_string_value(t) : "");
+		printf("%-9s %-12s %10s %9s %7s %9s   %s\n", json_string_value(json_object_get(row, "system")),
+		       json_string_value(json_object_get(row, "setting")), a, b1, cpu, c, t ? json_string_value(t) : "");
 	}
 	json_array_foreach(rows, i, row)
 		any_rung_writes |= strcmp(json_string_value(json_object_get(row, "system")), "rung") == 0 &&

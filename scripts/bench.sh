@@ -192,22 +192,32 @@ start_rungd() { # extra rungd flags
 # pgbench ROWS_LABEL SCENARIO SETTING RUN METRIC SCRIPT CLIENTS [pgbench args]: one run, one raw line.
 pgbench_run() {
 	[ "$PGBENCH_ON" = 1 ] || return 0
-	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat
+	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat ntx cpu client
 	shift 6
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
-	out=$("$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "$clients" -j "$threads" \
-		-T "$SECS" -f "$script" "$@" "$DB" 2>&1)
+	# CPU per transaction as for rung (bench/cpu.sh: Postgres), plus the pgbench client's own (bash's
+	# `time`: user and system seconds)
+	RUNGD_PID="" "$ROOT/bench/cpu.sh" begin
+	{ TIMEFORMAT='%U %S'; time "$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "$clients" \
+		-j "$threads" -T "$SECS" -f "$script" "$@" "$DB" >"$TMP/pgbench.out" 2>&1; } 2>"$TMP/pgbench.time"
+	out=$(cat "$TMP/pgbench.out")
 	tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
 	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out" | head -n 1)
+	ntx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+	cpu=$(RUNGD_PID="" "$ROOT/bench/cpu.sh" end "${ntx:-0}")
+	client=$(awk -v n="${ntx:-0}" 'NF == 2 { printf "%.3f", (n > 0 ? ($1 + $2) * 1000 / n : 0) }' "$TMP/pgbench.time")
 	if [ -z "$tps" ] || grep -q "client [0-9]* aborted" <<<"$out"; then
 		echo "bench.sh: pgbench failed:" >&2
 		tail -n 5 <<<"$out" >&2
 		[ -z "$tps" ] && return 1
 	fi
 	jq -nc --arg sc "$scenario" --arg set "$setting" --argjson run "$run" --arg m "$metric" \
-		--argjson tps "$tps" --argjson lat "${lat:-null}" \
+		--argjson tps "$tps" --argjson lat "${lat:-null}" --argjson cpu "${cpu:-{\}}" --argjson client "${client:-null}" \
 		'{scenario: $sc, system: "pgbench", setting: $set, run: $run,
-		  metrics: {($m): $tps, latency_avg_ms: $lat}}' >>"$RAW"
+		  metrics: ({($m): $tps, latency_avg_ms: $lat}
+		            + (if $client == null or $cpu.cpu_postgres_ms == null then {} else
+		               {cpu_postgres_ms: $cpu.cpu_postgres_ms, cpu_client_ms: $client,
+		                cpu_total_ms: (($cpu.cpu_postgres_ms + $client) * 1000 | round / 1000)} end))}' >>"$RAW"
 }
 
 report() { # SCENARIO
