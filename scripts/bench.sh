@@ -134,7 +134,7 @@ peers_run() {
 		PSQL -d postgres -c "DROP DATABASE IF EXISTS $pdb" -c "CREATE DATABASE $pdb" || return 1
 		url=$(tests/pg.sh url "$PG_PORT" "$pdb")
 		for mode in one batch; do
-			(cd bench/peers && node peer.mjs --peer "$peer" --scenario "$sc" --mode "$mode" --conc "$PEER_CONC" \
+			(cd bench/peers && BENCH_CPU_HOOK="$ROOT/bench/cpu.sh" node peer.mjs --peer "$peer" --scenario "$sc" --mode "$mode" --conc "$PEER_CONC" \
 				--seconds "$SECS" --runs "$RUNS" --url "$url" --payload ../flux_lora_3k.json) >>"$RAW" ||
 				{ echo "bench.sh: peer $peer $sc $mode failed" >&2; FAILED=1; }
 		done

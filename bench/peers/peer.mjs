@@ -4,6 +4,7 @@
 // usage: node peer.mjs --peer graphile|pg-boss --scenario submit|cycle --mode one|batch --conc C --seconds S
 //                      --runs N --url postgresql://... [--payload FILE] [--batch B]
 import { readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 
 const args = Object.fromEntries(
   process.argv.slice(2).reduce((acc, a, i, all) => (a.startsWith("--") ? [...acc, [a.slice(2), all[i + 1]]] : acc), []),
@@ -35,10 +36,27 @@ const emit = (run, metrics) =>
     JSON.stringify({ scenario, system: peer, setting: `${mode} c=${conc}`, run, metrics }) + "\n",
   );
 
+// CPU per job over a window, as rung-bench reports it (bench/cpu.sh through BENCH_CPU_HOOK: Postgres), plus this
+// node process's own (the peer's client side). Without the hook, nothing is added.
+const cpuHook = process.env.BENCH_CPU_HOOK;
+const cpuBegin = () => {
+  if (cpuHook) execFileSync(cpuHook, ["begin"], { env: { ...process.env, RUNGD_PID: "" } });
+  return process.cpuUsage();
+};
+const cpuEnd = (since, units) => {
+  if (!cpuHook || !(units > 0)) return {};
+  const own = process.cpuUsage(since);
+  const pg = JSON.parse(execFileSync(cpuHook, ["end", String(units)], { env: { ...process.env, RUNGD_PID: "" } }));
+  const client = (own.user + own.system) / 1000 / units;
+  const r3 = (v) => Math.round(v * 1000) / 1000;
+  return { cpu_postgres_ms: pg.cpu_postgres_ms, cpu_client_ms: r3(client), cpu_total_ms: r3(pg.cpu_postgres_ms + client) };
+};
+
 // conc loops call op() back to back until the window ends; op returns how many jobs it handled.
 async function window(op) {
   const lat = [];
   let jobs = 0;
+  const cpu0 = cpuBegin();
   const t0 = now();
   const end = t0 + seconds * 1000;
   await Promise.all(
@@ -53,7 +71,7 @@ async function window(op) {
     }),
   );
   const secs = (now() - t0) / 1000;
-  return { jobs_per_s: jobs / secs, p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), jobs };
+  return { jobs_per_s: jobs / secs, p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), jobs, ...cpuEnd(cpu0, jobs) };
 }
 
 async function graphile() {
@@ -95,12 +113,14 @@ async function graphile() {
       });
       await first; // the window starts once the runner works (its start-up is not timed)
       const before = await count();
+      const cpu0 = cpuBegin();
       const t0 = now();
       await new Promise((r) => setTimeout(r, seconds * 1000));
       const completed = before - (await count());
       const secs = (now() - t0) / 1000;
+      const cpu = cpuEnd(cpu0, completed);
       await runner.stop();
-      emit(run, { jobs_per_s: completed / secs, jobs: completed, drained: (await count()) === 0 ? 1 : 0 });
+      emit(run, { jobs_per_s: completed / secs, jobs: completed, drained: (await count()) === 0 ? 1 : 0, ...cpu });
       await utils.withPgClient((c) => c.query("DELETE FROM graphile_worker._private_jobs"));
     }
   } finally {
