@@ -26,11 +26,18 @@
 -- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
 -- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
 -- version is dropped first.)
+--
+-- Its statements use generic plans (SET plan_cache_mode): with custom plans, the default, plpgsql
+-- re-planned four of them at every call, because a generic plan's estimate for an array variable
+-- (10-100 rows) costs more than a custom plan's for the real few: ~0.5 ms of planning per round, more
+-- than the round's own work at W=1 (docs/PERFORMANCE.md, rounds 7 and 8). The generic plans were checked
+-- on 50,000 jobs and 47,500 attempts: each statement still probes jobs_claim, the primary keys and
+-- attempts_job_id_number_key (the rung_claim fallback it calls too, round 7).
 DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
 CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
                config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
   -- the waiters, by position in p
