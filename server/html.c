@@ -1,6 +1,6 @@
 /* HTML building blocks for the web pages: the text buffer, escaping, the Markdown subset of the
- * escalation reports and the SVG memory chart. Everything user-supplied goes through html_esc;
- * nothing here parses HTML or trusts its input. Pure code. */
+ * escalation reports, the SVG memory chart and the start-lower story. Everything user-supplied goes
+ * through html_esc; nothing here parses HTML or trusts its input. Pure code. */
 #include "html.h"
 
 #include <stdarg.h>
@@ -472,5 +472,154 @@ int html_mem_chart(struct hbuf *b, const json_t *attempt, long long gpu_total_mi
 	html_printf(b, "<text x=\"%d\" y=\"68\" font-size=\"12\" fill=\"#222\" text-anchor=\"%s\">capacity %lld MiB"
 		    "</text>", xcap, xcap > CHART_W / 2 ? "end" : "start", cap);
 	html_add(b, "</svg>");
+	return 1;
+}
+
+/* ---- the start-lower story (issue 12) ---- */
+
+static const json_t *started_lower(const json_t *job)
+{
+	const json_t *sl = jpath_get(job, "recovery_state.started_lower");
+
+	return json_is_object(sl) ? sl : NULL;
+}
+
+long long html_start_lower_attempt(const json_t *job)
+{
+	const json_t *sl = started_lower(job);
+	long long n = json_integer_value(json_object_get(sl, "attempt"));
+
+	return sl ? (n > 0 ? n : 1) : 0;
+}
+
+/* Any JSON value as escaped text: strings as they are, null and absent as "-", the rest compact. */
+static void esc_json(struct hbuf *b, const json_t *v)
+{
+	char *t;
+
+	if (!v || json_is_null(v)) {
+		html_add(b, "-");
+		return;
+	}
+	if (json_is_string(v)) {
+		html_esc(b, json_string_value(v));
+		return;
+	}
+	t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	html_esc(b, t);
+	free(t);
+}
+
+/* "a, b, c" of an array of names, each in <code>; `none` when empty. */
+static void esc_names(struct hbuf *b, const json_t *names, const char *none)
+{
+	const json_t *r;
+	size_t i;
+
+	if (json_array_size(names) == 0) {
+		html_add(b, none);
+		return;
+	}
+	json_array_foreach(names, i, r) {
+		html_add(b, i ? ", <code>" : "<code>");
+		esc_json(b, r);
+		html_add(b, "</code>");
+	}
+}
+
+/* A MiB figure of an estimate, or "-" when it has none. */
+static void mib_cell(struct hbuf *b, const json_t *est, const char *key)
+{
+	const json_t *v = json_object_get(est, key);
+
+	html_add(b, "<td>");
+	if (json_is_integer(v))
+		html_printf(b, "%lld MiB", (long long)json_integer_value(v));
+	else
+		html_add(b, "-");
+	html_add(b, "</td>");
+}
+
+/* One row of the estimates table: a memmodel_predict PREDICTION (or none). */
+static void estimate_row(struct hbuf *b, const char *label, const json_t *est)
+{
+	const json_t *fits = json_object_get(est, "fits");
+
+	html_printf(b, "<tr><th>%s</th>", label);
+	if (!json_is_object(est)) {
+		html_add(b, "<td colspan=\"5\">no estimate recorded</td></tr>\n");
+		return;
+	}
+	mib_cell(b, est, "peak_mib");
+	mib_cell(b, est, "margin_mib");
+	mib_cell(b, est, "usable_mib");
+	html_add(b, json_is_true(fits) ? "<td>predicted to fit</td>"
+		    : json_is_false(fits) ? "<td>predicted not to fit</td>" : "<td>unknown</td>");
+	html_add(b, "<td>");
+	esc_json(b, json_object_get(est, "evidence"));
+	html_add(b, "</td></tr>\n");
+}
+
+int html_start_lower_line(struct hbuf *b, const json_t *job)
+{
+	const json_t *sl = started_lower(job);
+	long long n = html_start_lower_attempt(job);
+
+	if (!sl)
+		return 0;
+	html_printf(b, "started below the target (memory model)%s: attempt %lld ran with ",
+		    json_integer_value(json_object_get(job, "attempts")) > n ? ", then scaled up" : "", n);
+	esc_names(b, json_object_get(sl, "rungs"), "the model's rungs");
+	html_add(b, " applied");
+	return 1;
+}
+
+int html_start_lower(struct hbuf *b, const json_t *job)
+{
+	const json_t *sl = started_lower(job), *changes = json_object_get(sl, "changes"), *c;
+	const json_t *gpu = json_object_get(sl, "gpu_mib");
+	long long n = html_start_lower_attempt(job);
+	size_t i;
+
+	if (!sl)
+		return 0;
+	html_printf(b, "<section class=\"card started-lower\" id=\"started-lower\"><h3>Attempt %lld started below the "
+		    "target</h3>\n<p class=\"reason\">", n);
+	if (json_is_string(json_object_get(sl, "reason")))
+		html_esc(b, json_string_value(json_object_get(sl, "reason")));
+	else
+		html_add(b, "memory model: the target is predicted not to fit this GPU");
+	html_add(b, "</p>\n<p>");
+	html_start_lower_line(b, job);
+	html_add(b, ".</p>\n<h4>The memory model's estimates");
+	if (json_is_integer(gpu))
+		html_printf(b, " on this %lld MiB GPU", (long long)json_integer_value(gpu));
+	html_add(b, "</h4>\n<table class=\"estimates\"><thead><tr><th>config</th><th>estimated peak</th><th>margin</th>"
+		    "<th>usable</th><th>verdict</th><th>evidence</th></tr></thead><tbody>\n");
+	estimate_row(b, "target", json_object_get(sl, "target_estimate"));
+	estimate_row(b, "started with", json_object_get(sl, "estimate"));
+	html_add(b, "</tbody></table>\n<p>Rungs applied: ");
+	esc_names(b, json_object_get(sl, "rungs"), "none");
+	if (json_array_size(json_object_get(sl, "skipped")) > 0) {
+		html_add(b, "; skipped (predicted to fail alone): ");
+		esc_names(b, json_object_get(sl, "skipped"), "none");
+	}
+	html_add(b, ".</p>\n<h4>Config changes from the target</h4>\n");
+	if (json_array_size(changes) == 0) {
+		html_add(b, "<p class=\"muted\">No changes recorded.</p>\n</section>\n");
+		return 1;
+	}
+	html_add(b, "<table class=\"changes\"><thead><tr><th>path</th><th>target</th><th>started with</th></tr></thead>"
+		    "<tbody>\n");
+	json_array_foreach(changes, i, c) {
+		html_add(b, "<tr><td><code>");
+		esc_json(b, json_object_get(c, "path"));
+		html_add(b, "</code></td><td>");
+		esc_json(b, json_object_get(c, "old"));
+		html_add(b, "</td><td>");
+		esc_json(b, json_object_get(c, "new"));
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n</section>\n");
 	return 1;
 }

@@ -1,6 +1,7 @@
 /* HTML building blocks for rungd's web pages (web.c): a growable text buffer, escaping of
- * untrusted text, the Markdown subset the escalation reports use (report.c) rendered to HTML, and
- * the inline SVG memory chart of an attempt. Pure code: no I/O, no HTTP, no database. */
+ * untrusted text, the Markdown subset the escalation reports use (report.c) rendered to HTML, the
+ * inline SVG memory chart of an attempt and the start-lower story of a job. Pure code: no I/O, no
+ * HTTP, no database. */
 #ifndef RUNG_HTML_H
 #define RUNG_HTML_H
 
@@ -42,5 +43,24 @@ void html_markdown(struct hbuf *b, const char *md);
  * attempt is a rung_attempt_json object (borrowed). Returns 1 when a chart was drawn, 0 when the
  * facts give nothing to draw (nothing is appended). */
 int html_mem_chart(struct hbuf *b, const json_t *attempt, long long gpu_total_mib);
+
+/* Issue 12, the job page's telling of rungctl's story_start_text: when job (a rung_job_json object,
+ * borrowed) has recovery_state.started_lower, appends <section class="card started-lower"> with
+ * "Attempt N started below the target" and the recorded reason, the memory model's estimates of the
+ * target and of the config it started with against the GPU's usable memory (peak, margin, usable,
+ * the verdict, the evidence), the rungs applied (and skipped) and the config changes it made
+ * (path, target, started with). Every recorded text is escaped. Returns 1 when appended, 0 (nothing
+ * appended) when the job did not start lower. */
+int html_start_lower(struct hbuf *b, const json_t *job);
+
+/* The one-line summary of the same story, as rungctl's verdict phrases it: "started below the
+ * target (memory model)[, then scaled up]: attempt N ran with RUNGS applied" (escaped; "then scaled
+ * up" when the job has more attempts than N). Returns 1 when appended, 0 when the job did not
+ * start lower. */
+int html_start_lower_line(struct hbuf *b, const json_t *job);
+
+/* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
+ * not recorded), 0 when the job did not start lower. */
+long long html_start_lower_attempt(const json_t *job);
 
 #endif

@@ -73,7 +73,8 @@ static const char page_css[] =
 	".muted{color:#6b7482}.err{color:#8f1d1d}"
 	".login{max-width:420px;margin:60px auto}.login input[type=password]{width:100%;padding:7px;box-sizing:border-box;margin:6px 0 12px}"
 	".login button{padding:6px 18px}"
-	"table.gpus code,table.gpus td:nth-child(4){white-space:nowrap}table.kv{width:auto;min-width:420px}table.kv th{width:220px}svg.memchart{display:block;margin:8px 0}";
+	"table.gpus code,table.gpus td:nth-child(4){white-space:nowrap}table.kv{width:auto;min-width:420px}table.kv th{width:220px}svg.memchart{display:block;margin:8px 0}"
+	".started-lower{border-left:4px solid #5b84c4}.started-lower h3{margin:0 0 6px}table.estimates th{width:110px}";
 
 /* ---- small pure helpers ---- */
 
@@ -617,6 +618,8 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	const json_t *target = json_object_get(j, "target_config"), *ceil = jpath_get(j, "recovery_state.ceilings");
 	const json_t *cons = json_object_get(j, "constraints");
 	const char *next = json_string_value(json_object_get(j, "next_action"));
+	long long lower = html_start_lower_attempt(j);
+	int told_start = lower == 0; /* nothing to tell, or told */
 	size_t i;
 
 	(void)w;
@@ -643,6 +646,11 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	}
 	if (json_is_object(json_object_get(j, "result")))
 		dt(b, "result", jpath_get(j, "result.reason"));
+	if (html_start_lower_attempt(j) > 0) { /* issue 12: the story itself precedes that attempt below */
+		html_add(b, "<dt>start</dt><dd><a href=\"#started-lower\">");
+		html_start_lower_line(b, j);
+		html_add(b, "</a></dd>");
+	}
 	html_add(b, "</dl>\n");
 	if (next) {
 		html_add(b, "<div class=\"next\"><strong>Next action:</strong> ");
@@ -681,9 +689,13 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	if (json_array_size(as) == 0)
 		html_add(b, "<p class=\"muted\">No attempt has started yet.</p>");
 	json_array_foreach(as, i, a) {
+		if (!told_start && json_integer_value(json_object_get(a, "number")) >= lower)
+			told_start = html_start_lower(b, j); /* the step before that attempt, as rungctl tells it */
 		render_attempt(b, a, prev, target);
 		prev = json_object_get(a, "config");
 	}
+	if (!told_start)
+		html_start_lower(b, j);
 }
 
 static void job_page(struct hreq *h)

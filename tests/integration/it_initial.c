@@ -1,9 +1,10 @@
 /* Integration: a job's first attempt starts at the config the memory model predicts to fit the leased
  * GPU (issue 12: server/lease.c, server/memcache.c, rung_start_lower) with the real rungd, rung-worker
  * and simulated trainer. Four flux jobs teach the 24 GiB class; then a batch-4 job the model predicts
- * not to fit runs batch 1 first (no OOM), says so in its events, recovery_state and rungctl's story,
- * and scales up after the success; one predicted to fit runs as submitted; recovery.scale_up false
- * is respected; after a profile reset the cache is dropped and a first attempt runs as submitted. */
+ * not to fit runs batch 1 first (no OOM), says so in its events, recovery_state, rungctl's story and
+ * the web job page, and scales up after the success; one predicted to fit runs as submitted (and its
+ * page tells no such story); recovery.scale_up false is respected; after a profile reset the cache is
+ * dropped and a first attempt runs as submitted. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,22 @@ static long long count_events(struct harness *h, const char *id, const char *kin
 	return h_sql_int(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = $2", 2, params);
 }
 
+/* The body of the web job page of job id as the admin sees it (heap), or NULL unless 200. */
+static char *job_page(struct harness *h, const char *id)
+{
+	char *cookie = xasprintf("Cookie: rung_token=%s", h->admin_token), *path = xasprintf("/ui/jobs/%s", id);
+	const char *hdr[] = { cookie, NULL };
+	long st = 0;
+	char *body = NULL;
+
+	json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+	if (st == 200 && h->last_body)
+		body = xstrdup(h->last_body);
+	free(path);
+	free(cookie);
+	return body;
+}
+
 static long long batch_of(const json_t *attempt)
 {
 	return jpath_int(attempt, "config.config.process[0].train.batch_size", -1);
@@ -148,6 +165,32 @@ static void test_start_lower(struct harness *h)
 		     "rungctl watch tells it too");
 		free(out);
 		free(args);
+		out = job_page(h, id);
+		{
+			char *peak = xasprintf("<tr><th>target</th><td>%lld MiB</td><td>%lld MiB</td><td>%lld MiB</td>"
+					       "<td>predicted not to fit</td>", jpath_int(sl, "target_estimate.peak_mib", -1),
+					       jpath_int(sl, "target_estimate.margin_mib", -1),
+					       jpath_int(sl, "target_estimate.usable_mib", -1));
+			const char *sec = out ? strstr(out, "id=\"started-lower\"") : NULL;
+			const char *a1 = out ? strstr(out, "id=\"attempt-1\"") : NULL;
+			h_ok(h, sec && strstr(out, "Attempt 1 started below the target</h3>") &&
+			     strstr(out, "memory model: the config is predicted not to fit") && strstr(out, "the target: flux: est "),
+			     "the web job page says attempt 1 started below the target, and why");
+			h_ok(h, out && strstr(out, peak) && strstr(out, "<tr><th>started with</th>") &&
+			     strstr(out, "on this 24576 MiB GPU"),
+			     "with the target's estimate against the GPU's usable memory (%s)", peak);
+			h_ok(h, out && strstr(out, "<tr><td><code>config.process[0].train.batch_size</code></td><td>4</td><td>1</td></tr>") &&
+			     strstr(out, "Rungs applied: <code>batch_size</code>"),
+			     "and the config change it made (batch 4 -> 1) with the rung applied");
+			h_ok(h, out && strstr(out, "started below the target (memory model), then scaled up: attempt 1 ran with "
+						"<code>batch_size</code> applied"),
+			     "the job's facts summarise it as rungctl's verdict does");
+			h_ok(h, sec && a1 && sec < a1, "the story comes before attempt 1 in the timeline");
+			if (h->failed)
+				h_diag("web job page: %s", out ? out : "(no page)");
+			free(peak);
+		}
+		free(out);
 	}
 	json_decref(as);
 	json_decref(job);
@@ -168,6 +211,12 @@ static void test_fits(struct harness *h)
 	     "predicted to fit: it runs as submitted, once");
 	h_ok(h, count_events(h, id, "started_lower") == 0 && !jpath_get(job, "recovery_state.started_lower"),
 	     "no started_lower event or story");
+	{
+		char *page = job_page(h, id);
+		h_ok(h, page && strstr(page, "id=\"attempt-1\"") && !strstr(page, "id=\"started-lower\"") &&
+		     !strstr(page, "started below the target"), "its web job page tells no start-lower story");
+		free(page);
+	}
 	{
 		const char *params[1] = { id };
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND config IS NULL", 1, params) == 1,

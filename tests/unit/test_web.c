@@ -1,6 +1,6 @@
 /* Unit tests of the web pages' pure parts: HTML escaping, the Markdown subset of escalation
- * reports (report.c's own output included), the SVG memory chart from given facts, and the
- * cookie / form / redirect helpers of the login. */
+ * reports (report.c's own output included), the SVG memory chart from given facts, the start-lower
+ * story of a job (issue 12), and the cookie / form / redirect helpers of the login. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +153,70 @@ static void test_chart(void)
 	free(s);
 }
 
+static char *start_lower(const char *job_json, int *drawn, char **line)
+{
+	struct hbuf b = { 0 }, l = { 0 };
+	json_t *j = json_loads(job_json, 0, NULL);
+
+	*drawn = html_start_lower(&b, j);
+	html_start_lower_line(&l, j);
+	*line = html_take(&l);
+	json_decref(j);
+	return html_take(&b);
+}
+
+/* The story as lease.c records it: the reason, the GPU, the rungs, the changes and both estimates;
+ * every recorded text (here hostile) escaped. */
+static void test_start_lower(void)
+{
+	int drawn;
+	char *line, *s = start_lower(
+		"{\"attempts\": 2, \"recovery_state\": {\"ceilings\": {}, \"started_lower\": {\"attempt\": 1, "
+		"\"gpu_mib\": 24576, \"reason\": \"memory model: <b>no</b> & fit\", \"rungs\": [\"batch_size\", \"<i>\"], "
+		"\"skipped\": [\"resolution\"], \"changes\": [{\"path\": \"config.process[0].train.batch_size\", \"old\": 4, "
+		"\"new\": 1}, {\"path\": \"x<y\", \"old\": \"a'b\", \"new\": null}], "
+		"\"target_estimate\": {\"peak_mib\": 28800, \"fits\": false, \"margin_mib\": 900, \"usable_mib\": 23552, "
+		"\"evidence\": \"flux: est <28.1> GiB\"}, \"estimate\": {\"peak_mib\": 20100, \"fits\": true, "
+		"\"margin_mib\": 900, \"usable_mib\": 23552, \"evidence\": \"flux: est 19.6 GiB\"}}}}", &drawn, &line);
+
+	TAP_OK(drawn == 1 && has(s, "<section class=\"card started-lower\" id=\"started-lower\">") &&
+	       has(s, "Attempt 1 started below the target"), "a job that started lower gets the story's card");
+	TAP_OK(has(s, "memory model: &lt;b&gt;no&lt;/b&gt; &amp; fit") && !has(s, "<b>"), "the reason, escaped");
+	TAP_OK(has(s, "on this 24576 MiB GPU") &&
+	       has(s, "<tr><th>target</th><td>28800 MiB</td><td>900 MiB</td><td>23552 MiB</td><td>predicted not to fit</td>"
+		      "<td>flux: est &lt;28.1&gt; GiB</td></tr>"),
+	       "the target's estimate against the GPU's usable memory, evidence escaped");
+	TAP_OK(has(s, "<tr><th>started with</th><td>20100 MiB</td><td>900 MiB</td><td>23552 MiB</td><td>predicted to fit</td>"),
+	       "the estimate of the config it started with");
+	TAP_OK(has(s, "Rungs applied: <code>batch_size</code>, <code>&lt;i&gt;</code>; skipped (predicted to fail alone): "
+		      "<code>resolution</code>") && !has(s, "<i>"), "the rungs applied and skipped, escaped");
+	TAP_OK(has(s, "<tr><td><code>config.process[0].train.batch_size</code></td><td>4</td><td>1</td></tr>") &&
+	       has(s, "<tr><td><code>x&lt;y</code></td><td>a&#39;b</td><td>-</td></tr>"), "the config changes from the target");
+	TAP_STR_EQ(line, "started below the target (memory model), then scaled up: attempt 1 ran with <code>batch_size</code>, "
+			 "<code>&lt;i&gt;</code> applied", "the summary line as rungctl's verdict phrases it");
+	free(s);
+	free(line);
+
+	s = start_lower("{\"attempts\": 1, \"recovery_state\": {\"started_lower\": {}}}", &drawn, &line);
+	TAP_OK(drawn == 1 && has(s, "Attempt 1 started below the target") &&
+	       has(s, "memory model: the target is predicted not to fit this GPU") &&
+	       has(s, "<th>target</th><td colspan=\"5\">no estimate recorded</td>") && has(s, "No changes recorded."),
+	       "a bare record: attempt 1, the generic reason, nothing invented");
+	TAP_STR_EQ(line, "started below the target (memory model): attempt 1 ran with the model's rungs applied",
+		   "no later attempt: not scaled up");
+	free(s);
+	free(line);
+
+	s = start_lower("{\"attempts\": 3, \"recovery_state\": {\"ceilings\": {\"steps\": 100}}}", &drawn, &line);
+	TAP_OK(drawn == 0 && !strcmp(s, "") && !strcmp(line, ""), "a job that did not start lower: nothing");
+	free(s);
+	free(line);
+	s = start_lower("{\"recovery_state\": {\"started_lower\": \"yes\"}}", &drawn, &line);
+	TAP_OK(drawn == 0 && !strcmp(s, ""), "a started_lower that is not an object: nothing");
+	free(s);
+	free(line);
+}
+
 static void test_helpers(void)
 {
 	char *v = web_cookie("a=1; rung_token=rung_abc; b=2", "rung_token");
@@ -186,6 +250,7 @@ int main(void)
 	test_markdown();
 	test_report_markdown();
 	test_chart();
+	test_start_lower();
 	test_helpers();
 	return TAP_DONE();
 }
