@@ -826,7 +826,8 @@ static int parse_list(const char *s, int *out, int max)
 }
 
 /* --hook: "HOOK begin" before a timed window; "HOOK end UNITS" after it prints one JSON object whose numbers
- * (per unit: attempt, job, decision) join the run's metrics (bench/writes.sh: what Postgres wrote). */
+ * (per unit: attempt, job, decision) join the run's metrics (bench/hooks.sh: what Postgres wrote, writes.sh, and
+ * the CPU each process used, cpu.sh, which finds this process through RUNG_BENCH_PID). */
 static void hook_begin(struct bench *b)
 {
 	char *cmd;
@@ -1382,7 +1383,7 @@ static json_t *side_by_side(const char *sc, json_t *summary)
 		put_num(row, "per_s", json_number_value(json_object_get(r, "median")));
 		put_num(row, "p99_ms", summary_median(summary, sys, set, strcmp(sys, "rung") == 0 && strcmp(sc, "cycle") == 0
 										 ? "finish_p99_ms" : "p99_ms"));
-		/* CPU per unit, all processes (bench/cpu.sh; pgbench: Postgres and the pgbench client) */
+		/* CPU per unit, all processes (bench/cpu.sh; pgbench and the peers: Postgres and their client) */
 		put_num(row, "cpu_ms", summary_median(summary, sys, set, "cpu_total_ms"));
 		json_array_append_new(rows, row);
 	}
@@ -1620,7 +1621,7 @@ static void usage(FILE *f)
 		"  --rungd-pid PID      fleet: rungd's pid for RSS and CPU\n"
 		"  --workers W          recovery: workers (16)\n"
 		"  --hook CMD           run \"CMD begin\" before each timed window, \"CMD end UNITS\" after it;\n"
-		"                       the JSON object it prints joins the run's metrics (bench/writes.sh)\n"
+		"                       the JSON object it prints joins the run's metrics (bench/hooks.sh)\n"
 		"RUNG_BENCH_TOKEN in the environment: the bearer token sent on every call (an admin token)\n");
 }
 
@@ -1723,6 +1724,11 @@ int main(int argc, char **argv)
 	}
 	if (getenv("RUNG_BENCH_TOKEN") && *getenv("RUNG_BENCH_TOKEN"))
 		o.auth = xasprintf("Bearer %s", getenv("RUNG_BENCH_TOKEN"));
+	if (o.hook) { /* the hook's bench/cpu.sh counts this process as the load generator */
+		char pid[24];
+		snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+		setenv("RUNG_BENCH_PID", pid, 1);
+	}
 	memset(&b, 0, sizeof(b));
 	b.o = &o;
 	{

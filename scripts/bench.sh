@@ -10,8 +10,8 @@
 #      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
 #      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time),
 #      BENCH_PEERS=0 (skip graphile-worker and pg-boss), BENCH_PEER_CONC (their concurrency, 16),
-#      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh). Every window also
-#      reports the CPU each process used per unit (bench/cpu.sh; bench/hooks.sh runs both hooks).
+#      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh). Every window but the
+#      fleet's also reports the CPU each process used per unit (bench/cpu.sh; bench/hooks.sh runs both hooks).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -192,20 +192,20 @@ start_rungd() { # extra rungd flags
 # pgbench ROWS_LABEL SCENARIO SETTING RUN METRIC SCRIPT CLIENTS [pgbench args]: one run, one raw line.
 pgbench_run() {
 	[ "$PGBENCH_ON" = 1 ] || return 0
-	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat ntx cpu client
+	local scenario=$1 setting=$2 run=$3 metric=$4 script=$5 clients=$6 threads out tps lat ntx cpu client TIMEFORMAT
 	shift 6
 	threads=$(( clients < $(nproc) ? clients : $(nproc) ))
 	# CPU per transaction as for rung (bench/cpu.sh: Postgres), plus the pgbench client's own (bash's
 	# `time`: user and system seconds)
-	RUNGD_PID="" "$ROOT/bench/cpu.sh" begin
+	RUNGD_PID="" RUNG_BENCH_PID="" "$ROOT/bench/cpu.sh" begin || rm -f "$CPU_STATE"
 	{ TIMEFORMAT='%U %S'; time "$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c "$clients" \
 		-j "$threads" -T "$SECS" -f "$script" "$@" "$DB" >"$TMP/pgbench.out" 2>&1; } 2>"$TMP/pgbench.time"
 	out=$(cat "$TMP/pgbench.out")
 	tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)
 	lat=$(sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p' <<<"$out" | head -n 1)
 	ntx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out" | head -n 1)
-	cpu=$(RUNGD_PID="" "$ROOT/bench/cpu.sh" end "${ntx:-0}")
-	client=$(awk -v n="${ntx:-0}" 'NF == 2 { printf "%.3f", (n > 0 ? ($1 + $2) * 1000 / n : 0) }' "$TMP/pgbench.time")
+	cpu=$(RUNGD_PID="" RUNG_BENCH_PID="" "$ROOT/bench/cpu.sh" end "${ntx:-0}")
+	client=$(awk -v n="${ntx:-0}" 'NF == 2 && n > 0 { printf "%.3f", ($1 + $2) * 1000 / n }' "$TMP/pgbench.time")
 	if [ -z "$tps" ] || grep -q "client [0-9]* aborted" <<<"$out"; then
 		echo "bench.sh: pgbench failed:" >&2
 		tail -n 5 <<<"$out" >&2

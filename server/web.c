@@ -646,7 +646,7 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	}
 	if (json_is_object(json_object_get(j, "result")))
 		dt(b, "result", jpath_get(j, "result.reason"));
-	if (html_start_lower_attempt(j) > 0) { /* issue 12: the story itself precedes that attempt below */
+	if (lower > 0) { /* issue 12: the story itself precedes that attempt below */
 		html_add(b, "<dt>start</dt><dd><a href=\"#started-lower\">");
 		html_start_lower_line(b, j);
 		html_add(b, "</a></dd>");

@@ -39,17 +39,29 @@ const emit = (run, metrics) =>
 // CPU per job over a window, as rung-bench reports it (bench/cpu.sh through BENCH_CPU_HOOK: Postgres), plus this
 // node process's own (the peer's client side). Without the hook, nothing is added.
 const cpuHook = process.env.BENCH_CPU_HOOK;
+// A failure to measure loses the CPU figures only, never the run's rates.
+const cpuEnv = () => ({ ...process.env, RUNGD_PID: "", RUNG_BENCH_PID: "" });
 const cpuBegin = () => {
-  if (cpuHook) execFileSync(cpuHook, ["begin"], { env: { ...process.env, RUNGD_PID: "" } });
+  try {
+    if (cpuHook) execFileSync(cpuHook, ["begin"], { env: cpuEnv() });
+  } catch (e) {
+    console.error("peer.mjs: cpu hook begin:", e.message);
+  }
   return process.cpuUsage();
 };
 const cpuEnd = (since, units) => {
   if (!cpuHook || !(units > 0)) return {};
-  const own = process.cpuUsage(since);
-  const pg = JSON.parse(execFileSync(cpuHook, ["end", String(units)], { env: { ...process.env, RUNGD_PID: "" } }));
-  const client = (own.user + own.system) / 1000 / units;
-  const r3 = (v) => Math.round(v * 1000) / 1000;
-  return { cpu_postgres_ms: pg.cpu_postgres_ms, cpu_client_ms: r3(client), cpu_total_ms: r3(pg.cpu_postgres_ms + client) };
+  try {
+    const own = process.cpuUsage(since);
+    const pg = JSON.parse(execFileSync(cpuHook, ["end", String(units)], { env: cpuEnv() }));
+    if (typeof pg.cpu_postgres_ms !== "number") return {};
+    const client = (own.user + own.system) / 1000 / units;
+    const r3 = (v) => Math.round(v * 1000) / 1000;
+    return { cpu_postgres_ms: pg.cpu_postgres_ms, cpu_client_ms: r3(client), cpu_total_ms: r3(pg.cpu_postgres_ms + client) };
+  } catch (e) {
+    console.error("peer.mjs: cpu hook end:", e.message);
+    return {};
+  }
 };
 
 // conc loops call op() back to back until the window ends; op returns how many jobs it handled.
@@ -112,8 +124,8 @@ async function graphile() {
         taskList: { bench: async () => { if (done++ === 0) started(); } },
       });
       await first; // the window starts once the runner works (its start-up is not timed)
+      const cpu0 = cpuBegin(); // (a synchronous spawn: before the window's first count)
       const before = await count();
-      const cpu0 = cpuBegin();
       const t0 = now();
       await new Promise((r) => setTimeout(r, seconds * 1000));
       const completed = before - (await count());

@@ -29,8 +29,8 @@
 --
 -- Its statements use generic plans (SET plan_cache_mode): with custom plans, the default, plpgsql
 -- re-planned four of them at every call, because a generic plan's estimate for an array variable
--- (10-100 rows) costs more than a custom plan's for the real few: ~0.5 ms of planning per round, more
--- than the round's own work at W=1 (docs/PERFORMANCE.md, rounds 7 and 8). The generic plans were checked
+-- (10-100 rows) costs more than a custom plan's for the real few: 0.5-0.75 ms of planning per round, up
+-- to half of a 1.6-1.9 ms round at W=1 (docs/PERFORMANCE.md, rounds 7 and 8). The generic plans were checked
 -- on 50,000 jobs and 47,500 attempts: each statement still probes jobs_claim, the primary keys and
 -- attempts_job_id_number_key (the rung_claim fallback it calls too, round 7).
 DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
