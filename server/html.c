@@ -492,13 +492,12 @@ long long html_start_lower_attempt(const json_t *job)
 	return sl ? (n > 0 ? n : 1) : 0;
 }
 
-/* Any JSON value as escaped text: strings as they are, null and absent as "-", the rest compact. */
-static void esc_json(struct hbuf *b, const json_t *v)
+void html_esc_json(struct hbuf *b, const json_t *v, const char *null_html)
 {
 	char *t;
 
 	if (!v || json_is_null(v)) {
-		html_add(b, "-");
+		html_add(b, null_html);
 		return;
 	}
 	if (json_is_string(v)) {
@@ -508,6 +507,32 @@ static void esc_json(struct hbuf *b, const json_t *v)
 	t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
 	html_esc(b, t);
 	free(t);
+}
+
+void html_changes_table(struct hbuf *b, const json_t *changes, const char *old_label, const char *new_label,
+			const char *null_html)
+{
+	const json_t *c;
+	size_t i;
+
+	html_printf(b, "<table class=\"changes\"><thead><tr><th>path</th><th>%s</th><th>%s</th></tr></thead><tbody>\n",
+		    old_label, new_label);
+	json_array_foreach(changes, i, c) {
+		html_add(b, "<tr><td><code>");
+		html_esc_json(b, json_object_get(c, "path"), null_html);
+		html_add(b, "</code></td><td>");
+		html_esc_json(b, json_object_get(c, "old"), null_html);
+		html_add(b, "</td><td>");
+		html_esc_json(b, json_object_get(c, "new"), null_html);
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
+/* The story's values: null and absent as "-". */
+static void esc_json(struct hbuf *b, const json_t *v)
+{
+	html_esc_json(b, v, "-");
 }
 
 /* "a, b, c" of an array of names, each in <code>; `none` when empty. */
@@ -576,10 +601,9 @@ int html_start_lower_line(struct hbuf *b, const json_t *job)
 
 int html_start_lower(struct hbuf *b, const json_t *job)
 {
-	const json_t *sl = started_lower(job), *changes = json_object_get(sl, "changes"), *c;
+	const json_t *sl = started_lower(job), *changes = json_object_get(sl, "changes");
 	const json_t *gpu = json_object_get(sl, "gpu_mib");
 	long long n = html_start_lower_attempt(job);
-	size_t i;
 
 	if (!sl)
 		return 0;
@@ -609,17 +633,7 @@ int html_start_lower(struct hbuf *b, const json_t *job)
 		html_add(b, "<p class=\"muted\">No changes recorded.</p>\n</section>\n");
 		return 1;
 	}
-	html_add(b, "<table class=\"changes\"><thead><tr><th>path</th><th>target</th><th>started with</th></tr></thead>"
-		    "<tbody>\n");
-	json_array_foreach(changes, i, c) {
-		html_add(b, "<tr><td><code>");
-		esc_json(b, json_object_get(c, "path"));
-		html_add(b, "</code></td><td>");
-		esc_json(b, json_object_get(c, "old"));
-		html_add(b, "</td><td>");
-		esc_json(b, json_object_get(c, "new"));
-		html_add(b, "</td></tr>\n");
-	}
-	html_add(b, "</tbody></table>\n</section>\n");
+	html_changes_table(b, changes, "target", "started with", "-");
+	html_add(b, "</section>\n");
 	return 1;
 }

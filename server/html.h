@@ -22,6 +22,14 @@ void html_printf(struct hbuf *b, const char *fmt, ...) __attribute__((format(pri
 /* Appends s with & < > " ' escaped, safe in element text and quoted attribute values. NULL
  * appends nothing. Bytes below 0x20 other than tab and newline become U+FFFD. */
 void html_esc(struct hbuf *b, const char *s);
+/* Appends any JSON value as escaped text: a string as it is, any other value as compact JSON; a
+ * null or absent value appends `null_html` instead (trusted markup, appended as it is; NULL: nothing). */
+void html_esc_json(struct hbuf *b, const json_t *v, const char *null_html);
+/* Appends a <table class="changes"> of a config's CHANGES ([{"path", "old", "new"}], ladder.h): one
+ * row per change, the two value columns headed `old_label` and `new_label` (trusted markup), values
+ * as html_esc_json with `null_html`. */
+void html_changes_table(struct hbuf *b, const json_t *changes, const char *old_label, const char *new_label,
+			const char *null_html);
 /* Appends s percent-encoded for use as one URL query value or path segment. */
 void html_url(struct hbuf *b, const char *s);
 /* Returns the buffer's string (heap, caller frees; "" when empty) and empties b. */

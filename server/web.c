@@ -187,22 +187,10 @@ static bool token_ok(const char *t)
 	return true;
 }
 
-/* Display text of any JSON value: strings as they are, null as "-", the rest as compact JSON. */
+/* Display text of any JSON value: strings as they are, null as a muted "-", the rest as compact JSON. */
 static void esc_val(struct hbuf *b, const json_t *v)
 {
-	char *t;
-
-	if (!v || json_is_null(v)) {
-		html_add(b, "<span class=\"muted\">-</span>");
-		return;
-	}
-	if (json_is_string(v)) {
-		html_esc(b, json_string_value(v));
-		return;
-	}
-	t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-	html_esc(b, t);
-	free(t);
+	html_esc_json(b, v, "<span class=\"muted\">-</span>");
 }
 
 /* "2025-01-31T12:34:56.789+00:00" -> "2025-01-31 12:34:56". */
@@ -486,20 +474,7 @@ static void diff_table(struct hbuf *b, const json_t *a, const json_t *bb, const 
 
 static void changes_table(struct hbuf *b, const json_t *changes)
 {
-	json_t *c;
-	size_t i;
-
-	html_add(b, "<table class=\"changes\"><thead><tr><th>path</th><th>old</th><th>new</th></tr></thead><tbody>\n");
-	json_array_foreach(changes, i, c) {
-		html_add(b, "<tr><td><code>");
-		html_esc(b, json_string_value(json_object_get(c, "path")));
-		html_add(b, "</code></td><td>");
-		esc_val(b, json_object_get(c, "old"));
-		html_add(b, "</td><td>");
-		esc_val(b, json_object_get(c, "new"));
-		html_add(b, "</td></tr>\n");
-	}
-	html_add(b, "</tbody></table>\n");
+	html_changes_table(b, changes, "old", "new", "<span class=\"muted\">-</span>");
 }
 
 static void kv_table(struct hbuf *b, const json_t *obj)

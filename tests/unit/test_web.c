@@ -49,6 +49,35 @@ static void test_escape(void)
 	s = html_take(&b);
 	TAP_STR_EQ(s, "%2Fui%2Fjobs%2F1%3Fx%3Da%20b%26c", "html_url percent-encodes a query value");
 	free(s);
+	{
+		json_t *v = json_pack("{s:s, s:i, s:n, s:{s:s}}", "s", "<b>", "n", 42, "z", "o", "k", "<v>");
+		html_esc_json(&b, json_object_get(v, "s"), "NULL");
+		html_add(&b, "|");
+		html_esc_json(&b, json_object_get(v, "n"), "NULL");
+		html_add(&b, "|");
+		html_esc_json(&b, json_object_get(v, "z"), "<i>-</i>");
+		html_add(&b, "|");
+		html_esc_json(&b, json_object_get(v, "absent"), "<i>-</i>");
+		html_add(&b, "|");
+		html_esc_json(&b, json_object_get(v, "o"), NULL);
+		s = html_take(&b);
+		TAP_STR_EQ(s, "&lt;b&gt;|42|<i>-</i>|<i>-</i>|{&quot;k&quot;:&quot;&lt;v&gt;&quot;}",
+			   "html_esc_json: a string escaped, a number as JSON, null and absent as the given markup, an object escaped");
+		free(s);
+		json_decref(v);
+	}
+	{
+		json_t *ch = json_pack("[{s:s, s:i, s:i}, {s:s, s:n, s:s}]", "path", "train.batch_size", "old", 4, "new", 1,
+				       "path", "x<y", "old", "new", "<&>");
+		html_changes_table(&b, ch, "before", "after", "~");
+		s = html_take(&b);
+		TAP_OK(has(s, "<th>path</th><th>before</th><th>after</th>"), "html_changes_table heads its columns with the labels");
+		TAP_OK(has(s, "<tr><td><code>train.batch_size</code></td><td>4</td><td>1</td></tr>"), "one row per change");
+		TAP_OK(has(s, "<tr><td><code>x&lt;y</code></td><td>~</td><td>&lt;&amp;&gt;</td></tr>"),
+		       "paths and values escaped, a null value as the given markup");
+		free(s);
+		json_decref(ch);
+	}
 }
 
 static void test_markdown(void)
