@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# CPU time per unit (attempt, job, decision) of one timed `make bench` window, per process: PostgreSQL (postmaster,
-# live children, and children that exited in the window through its cutime/cstime), rungd and the load generator.
-# `cpu.sh begin` before the window, `cpu.sh end UNITS` after it prints one JSON object ({} when it cannot tell).
-# Env (scripts/bench.sh): PG_DIR, CPU_STATE (a file), RUNGD_PID; RUNG_BENCH_PID (rung-bench sets it for its hooks).
+# CPU time per unit (attempt, job, decision) of one timed `make bench` window: PostgreSQL (postmaster, live
+# children, and children that exited in the window through its cutime/cstime), rungd and the load generator.
+# `begin` before the window; `end UNITS` after it prints one JSON object ({} when it cannot tell). Env: PG_DIR,
+# CPU_STATE (a file), RUNGD_PID (scripts/bench.sh); RUNG_BENCH_PID (rung-bench sets it for its hooks).
 set -u
 cmd=${1:-}
 tck=$(getconf CLK_TCK)
