@@ -943,6 +943,9 @@ static void test_heartbeat_skip(void)
 			  q1("SELECT id FROM workers WHERE name = 'hs'", 0, NULL));
 	p[0] = items;
 	TAP_STR_EQ(q1("SELECT string_agg(status, ',') FROM rung_claim_batch($1::jsonb, 30)", 1, p), "ok", "leased for 30 s");
+	TAP_STR_EQ(q1("SELECT array_to_string(proconfig, ',') FROM pg_proc WHERE proname = 'rung_claim_batch'", 0, NULL),
+		   "plan_cache_mode=force_generic_plan",
+		   "the claim round's statements use generic plans, planned once per session (docs/PERFORMANCE.md, round 8)");
 	free(items);
 	snprintf(id, sizeof id, "%s", q1("SELECT id FROM attempts", 0, NULL));
 	snprintf(tok, sizeof tok, "%s", q1("SELECT token FROM attempts", 0, NULL));
