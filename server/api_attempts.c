@@ -14,6 +14,7 @@
 #include "db.h"
 #include "facts.h"
 #include "http.h"
+#include "lease.h"
 #include "log.h"
 #include "memcache.h"
 #include "memmodel.h"
@@ -213,6 +214,10 @@ static void finish_applied(struct finish *f, const char *value)
 		json_decref(doc);
 	}
 	memcache_note_finish(h->app->memcache, f->obs, util_mono_ms()); /* issue 12: the profile learned */
+	/* a re-queue wakes the lease waiters of every replica (a cancel may have turned it into an end:
+	 * the spare wake-up finds nothing to claim); the batch's announces are one NOTIFY */
+	if (strcmp(json_string_value(json_object_get(f->decision, "job_state")) ?: "", "queued") == 0)
+		lease_announce(h->app->lease);
 	hreq_reply_text(h, 200, value);
 out:
 	finish_free(f);

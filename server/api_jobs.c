@@ -398,8 +398,8 @@ static int read_submit(struct hreq *h, json_t **out)
 	return 0;
 }
 
-/* Submits are coalesced (batch.c): one rung_submit_batch() statement per batch, one NOTIFY per
- * batch, each reply (201, 200 for a repeated Idempotency-Key, 409) after it committed. */
+/* Submits are coalesced (batch.c): one rung_submit_batch() statement per batch, one NOTIFY after
+ * it (lease_announce), each reply (201, 200 for a repeated Idempotency-Key, 409) after it committed. */
 struct submit_item {
 	struct hreq *h;
 	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key", "body"} */
@@ -482,7 +482,7 @@ static void submit_reply(struct hreq *h, const char *status, long long id, const
 		log_info("job submitted", "job=%lld kind=%s priority=%lld", id,
 			 json_string_value(json_object_get(item, "kind")) ?: "-",
 			 (long long)json_integer_value(json_object_get(item, "priority")));
-		lease_wake(h->app->lease);
+		lease_announce(h->app->lease); /* the batch's announces are one NOTIFY */
 		hreq_reply_text(h, 201, job);
 	} else {
 		log_info("job submit repeated", "job=%lld", id);

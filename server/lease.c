@@ -2,12 +2,14 @@
  * one rung_claim_batch() statement (sql/functions/41_claim_batch.sql) for up to LEASE_ROUND_MAX
  * waiters; at most one round is in flight per process. A job's first attempt predicted not to fit
  * the leased GPU (issue 12: the cached profile, memcache.h, and policy_initial) is lowered with one
- * rung_start_lower() before its answer. Owns the waiters, their timers, the round and the lowerings;
- * pushes the number of waiters into the rung_lease_waiters gauge it registers (metrics.h). */
+ * rung_start_lower() before its answer. Owns the waiters, their timers, the round and the lowerings,
+ * and the wake-ups between replicas (lease_announce, lease_notified); pushes the number of waiters
+ * into the rung_lease_waiters gauge it registers (metrics.h). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -66,6 +68,10 @@ struct lease_mgr {
 	int round_n, round_old, round_retries;
 	char *round_json;
 	bool round_busy;
+	/* lease_announce: one NOTIFY statement in flight at most, one more when announced meanwhile */
+	struct event *announce;  /* sends the NOTIFY on the next loop pass */
+	bool announce_due, announce_busy;
+	char self[48];           /* the NOTIFY payload that names this process: its own are not wake-ups */
 };
 
 struct release_arg {
@@ -525,6 +531,41 @@ static void on_gone(struct hreq *h, void *arg)
 	/* W_CLAIMING, W_LOWERING: the round or on_lowered sees h->gone and releases what it claimed */
 }
 
+static void announce_schedule(struct lease_mgr *m)
+{
+	if (m->announce_due && !m->announce_busy && !event_pending(m->announce, EV_TIMEOUT, NULL))
+		event_active(m->announce, EV_TIMEOUT, 0);
+}
+
+static void on_announced(PGresult *res, const char *err, void *arg)
+{
+	struct lease_mgr *m = arg;
+
+	m->announce_busy = false;
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		/* the other replicas find the work at their next fallback poll; nothing to retry here */
+		log_warn("wake-up not sent to other replicas", "error=\"%s\"",
+			 err ? err : res ? PQresultErrorMessage(res) : "?");
+		if (!res)
+			return; /* the pool is down or closing: no statement from inside its callback */
+	}
+	announce_schedule(m);
+}
+
+static void on_announce(evutil_socket_t fd, short what, void *arg)
+{
+	struct lease_mgr *m = arg;
+	const char *params[1] = { m->self };
+
+	(void)fd;
+	(void)what;
+	if (!m->announce_due || m->announce_busy)
+		return;
+	m->announce_due = false;
+	m->announce_busy = true;
+	db_exec(m->app->db, sql_jobs_notify, 1, params, on_announced, m);
+}
+
 static void on_poll(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -541,8 +582,10 @@ struct lease_mgr *lease_new(struct app *app)
 	m->waiters = metrics_register(app->metrics, "rung_lease_waiters", "gauge", "Parked lease long-polls.", 1, NULL);
 	m->poll = event_new(app->base, -1, EV_PERSIST, on_poll, m);
 	m->kick = event_new(app->base, -1, 0, on_kick, m);
-	if (!m->poll || !m->kick)
+	m->announce = event_new(app->base, -1, 0, on_announce, m);
+	if (!m->poll || !m->kick || !m->announce)
 		abort();
+	snprintf(m->self, sizeof m->self, "rungd:%ld:%p", (long)getpid(), (void *)m);
 	if (app->poll_fallback_ms > 0)
 		event_add(m->poll, &tv);
 	return m;
@@ -565,6 +608,7 @@ void lease_free(struct lease_mgr *m)
 	free(m->round_json);
 	event_free(m->poll);
 	event_free(m->kick);
+	event_free(m->announce);
 	free(m);
 }
 
@@ -605,6 +649,22 @@ void lease_wake(struct lease_mgr *m)
 	if (m->parked.head || m->round_busy)
 		m->woken = true;
 	lease_schedule(m);
+}
+
+void lease_announce(struct lease_mgr *m)
+{
+	if (!m)
+		return;
+	lease_wake(m); /* the other replicas are told even while this one stops */
+	m->announce_due = true;
+	announce_schedule(m);
+}
+
+void lease_notified(struct lease_mgr *m, const char *payload)
+{
+	if (payload && strcmp(payload, m->self) == 0)
+		return; /* this process's own lease_announce: it woke its waiters then */
+	lease_wake(m);
 }
 
 void lease_shutdown(struct lease_mgr *m)

@@ -26,6 +26,17 @@ void lease_park(struct lease_mgr *m, struct hreq *h, long long worker_id, const 
 /* New or re-queued work may be there: the next round tries the parked waiters (no-op when there
  * are none). */
 void lease_wake(struct lease_mgr *m);
+/* Work was queued by a statement that has committed: wakes this process's waiters (lease_wake)
+ * and, with one NOTIFY rung_jobs in a transaction of its own (sql/jobs_notify.sql), every other
+ * replica's. Not sent inside the transaction that queued the work: Postgres holds a cluster-wide
+ * lock from a notifying transaction's pre-commit until its commit is flushed, so notifying
+ * transactions commit one at a time, never in one WAL flush (docs/PERFORMANCE.md, round 9).
+ * Coalesced: one NOTIFY in flight at most, one more after it when announced meanwhile. A NOTIFY
+ * that fails is logged; the other replicas then find the work at their fallback poll. */
+void lease_announce(struct lease_mgr *m);
+/* A NOTIFY on rung_jobs arrived with `payload` (may be NULL): wakes the waiters, unless it is
+ * this process's own lease_announce. */
+void lease_notified(struct lease_mgr *m, const char *payload);
 /* Answers every parked waiter 204 now, and those mid-claim when their claim returns. */
 void lease_shutdown(struct lease_mgr *m);
 /* Number of waiters (parked or claiming): for tests and logs. */

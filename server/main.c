@@ -116,8 +116,8 @@ static void on_notify(const char *channel, const char *payload, void *arg)
 {
 	struct app *app = arg;
 
-	log_debug("notify", "channel=%s job=%s", channel, payload ? payload : "-");
-	lease_wake(app->lease);
+	log_debug("notify", "channel=%s payload=%s", channel, payload ? payload : "-");
+	lease_notified(app->lease, payload);
 }
 
 static void on_listen_reconnect(void *arg)

@@ -37,8 +37,9 @@ END $$;
 -- order, each an insert-or-return-existing (the same request hash: md5 of the body as jsonb text),
 -- so a repeated key later in the same batch finds the earlier job. Rows: (i, status "created" |
 -- "existing" | "conflict", the job's id, the lean JOB, target_config as text, current_config as
--- text or NULL when it is the target) per item; rungd splices the configs into the JOB. One NOTIFY
--- per batch that created a job. (Its result columns changed in migration 007: a return type cannot
+-- text or NULL when it is the target) per item; rungd splices the configs into the JOB. No NOTIFY:
+-- rungd wakes the replicas after the commit (server/lease.c lease_announce: notifying
+-- transactions commit one at a time, never in one shared WAL flush). (Its result columns changed in migration 007: a return type cannot
 -- be replaced, so a database from before that has its old version dropped first.)
 DROP FUNCTION IF EXISTS rung_submit_batch(jsonb);
 CREATE OR REPLACE FUNCTION rung_submit_batch(p jsonb)
@@ -51,7 +52,6 @@ DECLARE
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p) k WHERE jsonb_typeof(k->'key') = 'string') THEN
     RETURN QUERY SELECT * FROM rung_submit_set(p);
-    IF jsonb_array_length(p) > 0 THEN PERFORM pg_notify('rung_jobs', ''); END IF;
     RETURN;
   END IF;
   FOR e IN SELECT x FROM jsonb_array_elements(p) x LOOP
@@ -79,5 +79,4 @@ BEGIN
     current := j.current_config::text;
     RETURN NEXT;
   END LOOP;
-  IF created > 0 THEN PERFORM pg_notify('rung_jobs', ''); END IF;
 END $$;

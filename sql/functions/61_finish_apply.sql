@@ -131,7 +131,6 @@ BEGIN
     VALUES (a_job, a_id, 'escalated', d->'escalation'->>'summary',
             jsonb_build_object('escalation_id', esc_id, 'trigger', d->'escalation'->>'trigger'));
   END IF;
-  IF new_state = 'queued' THEN PERFORM pg_notify('rung_jobs', a_job::text); END IF;
   RETURN jsonb_build_object('attempt_id', a_id, 'job_id', a_job, 'job_state', new_state,
                             'escalation_id', esc_id, 'decision', d);
 END $$;

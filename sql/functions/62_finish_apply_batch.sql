@@ -15,12 +15,8 @@ DECLARE
   e jsonb;
 BEGIN
   -- (jsonpath tests scan p in place: no element of it is copied)
-  -- NOTIFY is sent at commit: one for the batch when a plain decision re-queues (a cancel may turn
-  -- it into none: a spare wake-up finds nothing to claim)
-  IF p @? '$[*] ? (@.decision.job_state == "queued" && !(@.decision.gpu.type() == "object")
-                   && !(@.decision.escalation.type() == "object") && !(@.decision.class == "env_fault"))' THEN
-    PERFORM pg_notify('rung_jobs', '');
-  END IF;
+  -- No NOTIFY here: rungd wakes the replicas after the commit when a decision re-queued
+  -- (server/lease.c lease_announce: notifying transactions cannot share a WAL flush)
   IF p @? '$[*] ? (!(@.decision.gpu.type() == "object") && !(@.decision.escalation.type() == "object")
                    && !(@.decision.class == "env_fault"))' THEN
     RETURN QUERY

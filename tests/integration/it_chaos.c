@@ -668,6 +668,46 @@ static void test_replicas(struct harness *h)
 		free(like);
 		free(name);
 	}
+	/* A re-queue wakes B as well: A applies a finish that re-queues and then announces it with a
+	 * NOTIFY of its own (lease_announce). rb1 stops so that the job goes to a fake worker on A,
+	 * then parks on B again before A takes the fake worker's OOM. */
+	h_ok(h, h_worker_stop(h, wb, SIGTERM) == 0, "replicas: rb1 stops");
+	h_ok(h, submit_one(h, "rqwake", 10, false), "replicas: job rqwake submitted on A");
+	const char *rq[] = { "rqwake" };
+	char *rqid = xasprintf("%lld", h_sql_int(h, "SELECT id FROM jobs WHERE name = $1", 1, rq));
+	char *fw = h_fake_register(h, "ra-fake", "GPU-fake-rqwake", 24576);
+	long st = 0;
+	json_t *fl = fw ? h_fake_lease(h, fw, "GPU-fake-rqwake", 0, &st) : NULL;
+	char *faid = fl ? h_id(fl, "attempt_id") : NULL, *fjob = fl ? h_id(fl, "job_id") : NULL;
+	h_ok(h, faid && fjob && !strcmp(fjob, rqid), "replicas: a fake worker on A leases rqwake");
+	h_ok(h, h_worker_restart(h, wb) == 0 && wait_until(parked, &pk, 15000), "replicas: rb1 parks on B again");
+	json_t *oom = json_pack("{s:i, s:n, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, "
+				"s:[]}, s:s, s:i, s:[s]}", "exit_code", 1, "signal", "cancelled", 0, "phase", "train",
+				"oom_phase", "train", "first_step", 0, "last_step", 3, "steps_done", 3, "total_steps",
+				10, "signatures", "cuda_oom", 1, "error_running_job", 1, "oom", "tried_to_allocate_mib",
+				2048, "total_capacity_mib", 24564, "free_mib", 1100, "allocated_by_pytorch_mib", 21564,
+				"processes", "error", "torch.OutOfMemoryError: CUDA out of memory", "duration_ms", 4000,
+				"log_tail", "torch.OutOfMemoryError: CUDA out of memory");
+	int64_t t0 = util_mono_ms();
+	json_t *fin = faid ? h_fake_finish(h, faid, h_str(fl, "token"), oom, &st) : NULL;
+	h_ok(h, st == 200 && !strcmp(h_str(fin, "job_state") ?: "", "queued"),
+		"replicas: A re-queues rqwake after its OOM (%ld, %s)", st, h_str(fin, "job_state") ?: "-");
+	json_t *as = h_wait_attempts(h, rqid, 2, NULL, 10000);
+	int64_t took = util_mono_ms() - t0;
+	h_ok(h, as && took < 5000, "replicas: rb1 on B leased the re-queued job through LISTEN/NOTIFY (%lld ms)",
+		(long long)took);
+	json_t *rqdone = h_wait_job(h, rqid, "succeeded", 60000);
+	h_ok(h, rqdone != NULL, "replicas: rqwake succeeds on B");
+	h_ok(h, wait_until(parked, &pk, 15000), "replicas: rb1 parks on B again");
+	json_decref(rqdone);
+	json_decref(as);
+	json_decref(fin);
+	json_decref(oom);
+	json_decref(fl);
+	free(faid);
+	free(fjob);
+	free(fw);
+	free(rqid);
 	/* Load split across both: two workers on A, two on B. */
 	struct h_worker *wa1 = h_worker_start(h, "ra1", NULL), *wa2 = h_worker_start(h, "ra2", NULL);
 	const char *bargs2[] = { "--server", burl, NULL };

@@ -277,6 +277,22 @@ static char *q1(const char *sql, int n, const char *const *params)
 	return buf;
 }
 
+/* The NOTIFYs on rung_jobs that reached pg since the last call: their number; the last payload
+ * into last (size 64). */
+static int rung_jobs_notifies(char *last)
+{
+	PGnotify *nf;
+	int n = 0;
+
+	PQconsumeInput(pg);
+	while ((nf = PQnotifies(pg))) {
+		n += strcmp(nf->relname, "rung_jobs") == 0;
+		snprintf(last, 64, "%s", nf->extra);
+		PQfreemem(nf);
+	}
+	return n;
+}
+
 static void test_sql(void)
 {
 	const char *p[2];
@@ -285,6 +301,7 @@ static void test_sql(void)
 	pg = PQconnectdb(url);
 	TAP_OK(PQstatus(pg) == CONNECTION_OK, "connected");
 	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("LISTEN rung_jobs", 0, NULL); /* a session hears its own NOTIFYs */
 	q1("SELECT rung_register('wb', 'h', '[{\"uuid\":\"G-a\",\"memory_total_mib\":24000},"
 	   "{\"uuid\":\"G-b\",\"memory_total_mib\":24000},{\"uuid\":\"G-c\",\"memory_total_mib\":80000}]')", 0, NULL);
 
@@ -560,6 +577,16 @@ static void test_sql(void)
 			      0, NULL),
 			   "suspect/1", "the env fault marked its GPU and was recorded (rung_finish_apply)");
 		free(batch);
+		{
+			/* rungd wakes the replicas after the commit (lease_announce): a NOTIFY inside these
+			 * transactions would make Postgres commit them one at a time */
+			char last[64] = "";
+			TAP_INT_EQ(rung_jobs_notifies(last), 0,
+				   "no NOTIFY from the submit, claim and apply batches, re-queues included");
+			q1("SELECT pg_notify('rung_jobs', 'probe')", 0, NULL);
+			TAP_OK(rung_jobs_notifies(last) == 1 && strcmp(last, "probe") == 0,
+			       "(this session does hear a NOTIFY on rung_jobs)");
+		}
 
 		/* CTX batch (010): one query for the batch, configs as stored, fenced items without a row */
 		j = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"A-1\"}]", wid);
