@@ -6,10 +6,12 @@
  * and the wake-ups between replicas (lease_announce, lease_notified); pushes the number of waiters
  * into the rung_lease_waiters gauge it registers (metrics.h). */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/random.h>
 
 #include <event2/event.h>
 
@@ -72,7 +74,16 @@ struct lease_mgr {
 	struct event *announce;  /* sends the NOTIFY on the next loop pass */
 	bool announce_due, announce_busy;
 	char self[48];           /* the NOTIFY payload that names this process: its own are not wake-ups */
+	struct metrics_family *notifies; /* rung_lease_notifies_total{event}: NOTIFY_* */
 };
+
+/* rung_lease_notifies_total's samples */
+enum { NOTIFY_SENT, NOTIFY_FAILED, NOTIFY_RECEIVED, NOTIFY_OWN };
+static const char *const nt_sent[] = { "event", "sent", NULL };
+static const char *const nt_failed[] = { "event", "failed", NULL };
+static const char *const nt_received[] = { "event", "received", NULL };
+static const char *const nt_own[] = { "event", "own", NULL };
+static const char *const *const NOTIFY_LABELS[] = { nt_sent, nt_failed, nt_received, nt_own };
 
 struct release_arg {
 	long long attempt_id;
@@ -542,6 +553,7 @@ static void on_announced(PGresult *res, const char *err, void *arg)
 	struct lease_mgr *m = arg;
 
 	m->announce_busy = false;
+	metrics_add(m->notifies, res && PQresultStatus(res) == PGRES_TUPLES_OK ? NOTIFY_SENT : NOTIFY_FAILED, 1);
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
 		/* the other replicas find the work at their next fallback poll; nothing to retry here */
 		log_warn("wake-up not sent to other replicas", "error=\"%s\"",
@@ -580,12 +592,21 @@ struct lease_mgr *lease_new(struct app *app)
 
 	m->app = app;
 	m->waiters = metrics_register(app->metrics, "rung_lease_waiters", "gauge", "Parked lease long-polls.", 1, NULL);
+	m->notifies = metrics_register(app->metrics, "rung_lease_notifies_total", "counter",
+				       "Wake-ups between replicas (NOTIFY rung_jobs): sent, failed to send, received from "
+				       "others, this process's own (ignored).", 4, NOTIFY_LABELS);
 	m->poll = event_new(app->base, -1, EV_PERSIST, on_poll, m);
 	m->kick = event_new(app->base, -1, 0, on_kick, m);
 	m->announce = event_new(app->base, -1, 0, on_announce, m);
 	if (!m->poll || !m->kick || !m->announce)
 		abort();
-	snprintf(m->self, sizeof m->self, "rungd:%ld:%p", (long)getpid(), (void *)m);
+	{
+		/* random, not only the pid: replicas in containers are often all pid 1 */
+		uint64_t r = 0;
+		if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+			r = (uint64_t)util_mono_ms() ^ (uint64_t)(uintptr_t)m;
+		snprintf(m->self, sizeof m->self, "rungd:%ld:%016llx", (long)getpid(), (unsigned long long)r);
+	}
 	if (app->poll_fallback_ms > 0)
 		event_add(m->poll, &tv);
 	return m;
@@ -662,8 +683,11 @@ void lease_announce(struct lease_mgr *m)
 
 void lease_notified(struct lease_mgr *m, const char *payload)
 {
-	if (payload && strcmp(payload, m->self) == 0)
-		return; /* this process's own lease_announce: it woke its waiters then */
+	if (payload && strcmp(payload, m->self) == 0) {
+		metrics_add(m->notifies, NOTIFY_OWN, 1); /* its lease_announce woke its waiters then */
+		return;
+	}
+	metrics_add(m->notifies, NOTIFY_RECEIVED, 1);
 	lease_wake(m);
 }
 

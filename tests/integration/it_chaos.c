@@ -631,6 +631,21 @@ static bool parked(void *arg)
 	return metric(a->h, a->url, "rung_lease_waiters") >= 1;
 }
 
+struct notified_arg {
+	struct harness *h;
+	const char *url;
+	const char *event;
+};
+
+static bool notified(void *arg)
+{
+	struct notified_arg *a = arg;
+	char *name = xasprintf("rung_lease_notifies_total{event=\"%s\"}", a->event);
+	long v = metric(a->h, a->url, name);
+	free(name);
+	return v >= 1;
+}
+
 /* 5. Two rungd replicas on one database, workers split across them. */
 static void test_replicas(struct harness *h)
 {
@@ -668,6 +683,14 @@ static void test_replicas(struct harness *h)
 		free(like);
 		free(name);
 	}
+	/* Each replica counts the wake-ups: A sent them, B received them, and A heard its own and
+	 * ignored them (it woke its own waiters when it sent them). */
+	struct notified_arg na = { h, aurl, "own" };
+	h_ok(h, wait_until(notified, &na, 10000) && metric(h, aurl, "rung_lease_notifies_total{event=\"sent\"}") >= 2,
+		"replicas: A sent its wake-ups and ignored its own NOTIFYs (own %ld)",
+		metric(h, aurl, "rung_lease_notifies_total{event=\"own\"}"));
+	h_ok(h, metric(h, burl, "rung_lease_notifies_total{event=\"received\"}") >= 2,
+		"replicas: B received them");
 	/* A re-queue wakes B as well: A applies a finish that re-queues and then announces it with a
 	 * NOTIFY of its own (lease_announce). rb1 stops so that the job goes to a fake worker on A,
 	 * then parks on B again before A takes the fake worker's OOM. */
