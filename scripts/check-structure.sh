@@ -5,7 +5,9 @@
 #      x.c with x.h; includes are read from the sources, calls from the objects under build/);
 #   2. recovery/ includes nothing from server/, worker/ or cli/, and no libevent, libpq or curl header;
 #   3. every SQL function (and procedure) has exactly one CREATE in the tree's .sql files, under
-#      sql/functions/, and triggers and views are created there too (migrations hold only schema).
+#      sql/functions/, and triggers and views are created there too (migrations hold only schema);
+#   4. no SQL under sql/ NOTIFYs but sql/jobs_notify.sql, which rungd runs after a commit (lease_announce):
+#      Postgres commits notifying transactions one at a time, WAL flush included.
 # Usage: scripts/check-structure.sh [ROOT]   (ROOT: the repository, default this script's parent)
 set -u
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -119,5 +121,14 @@ else ok "each of the $nfun functions has exactly one CREATE"; fi
 outside=$(awk '$3 !~ /^sql\/functions\// { print $2 " " $1 " in " $3 }' "$TMP/creates")
 if [ -n "$outside" ]; then bad "functions, triggers or views created outside sql/functions/: $(echo "$outside" | tr '\n' ';')"
 else ok "functions, triggers and views are created only under sql/functions/"; fi
+
+# --- 4. NOTIFY only from sql/jobs_notify.sql ---
+notifying=$(for f in sql/*.sql sql/functions/*.sql; do
+	[ "$f" = sql/jobs_notify.sql ] && continue
+	sed 's/--.*//' "$f" | grep -qiE 'pg_notify|(^|[^a-z_])notify[ \t]+[a-z_"]' && echo "$f"
+done)
+if [ -n "$notifying" ]; then bad "NOTIFY inside a statement that writes (only sql/jobs_notify.sql may): $(echo "$notifying" | tr '\n' ' ')"
+elif ! grep -qs pg_notify sql/jobs_notify.sql; then bad "sql/jobs_notify.sql does not NOTIFY"
+else ok "only sql/jobs_notify.sql NOTIFYs, after the commit of what it announces"; fi
 
 exit $failed

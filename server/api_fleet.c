@@ -146,7 +146,7 @@ static void on_gpu_released(PGresult *res, const char *err, void *arg)
 
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
 		log_info("gpu released", "gpu=%s", h->param[0]);
-		lease_wake(h->app->lease);
+		lease_announce(h->app->lease);
 	}
 	reply_doc(h, res, err, "GPU");
 }

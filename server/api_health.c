@@ -69,7 +69,7 @@ static void on_health(PGresult *res, const char *err, void *arg)
 	from = json_string_value(json_object_get(doc, "from_state"));
 	if (state && from && strcmp(state, from)) {
 		log_info("gpu state changed by a health check", "gpu=%s from=%s to=%s", h->param[0], from, state);
-		lease_wake(h->app->lease);
+		lease_announce(h->app->lease);
 	}
 	hreq_reply(h, 200, json_pack("{s:O, s:O, s:O}", "uuid", json_object_get(doc, "uuid"), "state",
 				     json_object_get(doc, "state"), "next_check_ms",

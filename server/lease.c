@@ -86,6 +86,7 @@ static const char *const nt_own[] = { "event", "own", NULL };
 static const char *const *const NOTIFY_LABELS[] = { nt_sent, nt_failed, nt_received, nt_own };
 
 struct release_arg {
+	struct app *app;
 	long long attempt_id;
 	long long job_id;
 	char *token;
@@ -166,10 +167,12 @@ static void on_released(PGresult *res, const char *err, void *arg)
 {
 	struct release_arg *r = arg;
 
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK) {
 		log_info("lease released", "job=%lld attempt=%lld reason=client_gone released=%s", r->job_id,
 			 r->attempt_id, PQgetvalue(res, 0, 0));
-	else
+		if (!strcmp(PQgetvalue(res, 0, 0), "t"))
+			lease_announce(r->app->lease); /* the job is queued again */
+	} else
 		log_error("lease release failed", "job=%lld attempt=%lld error=\"%s\" (the reaper ends it at lease expiry)",
 			  r->job_id, r->attempt_id, res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : err);
 	free(r->token);
@@ -182,6 +185,7 @@ static void release_lease(struct app *app, long long attempt_id, long long job_i
 	char id[32];
 	const char *params[2];
 
+	r->app = app;
 	r->attempt_id = attempt_id;
 	r->job_id = job_id;
 	r->token = xstrdup(token ? token : "");

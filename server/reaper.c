@@ -53,7 +53,7 @@ static void on_reaped(PGresult *res, const char *err, void *arg)
 	}
 	json_decref(list);
 	if (requeued)
-		lease_wake(r->app->lease);
+		lease_announce(r->app->lease);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)

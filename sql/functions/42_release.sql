@@ -14,6 +14,5 @@ BEGIN
   INSERT INTO events (job_id, attempt_id, kind, from_state, to_state, reason)
   VALUES (a.job_id, a.id, 'lease_released', 'running', 'queued',
           'the worker went away before it received the lease');
-  PERFORM pg_notify('rung_jobs', a.job_id::text);
   RETURN true;
 END $$;

@@ -35,7 +35,6 @@ BEGIN
     VALUES (j.id, a.id, 'attempt_lost', 'running', 'lost', why,
             jsonb_build_object('number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid)),
            (j.id, a.id, 'job_' || new_state, j.state, new_state, why, NULL);
-    IF new_state = 'queued' THEN PERFORM pg_notify('rung_jobs', j.id::text); END IF;
     v_out := v_out || jsonb_build_array(jsonb_build_object('attempt_id', a.id, 'job_id', j.id,
                                                        'job_state', new_state));
   END LOOP;

@@ -15,7 +15,6 @@ BEGIN
   WHERE uuid = p_uuid RETURNING * INTO g;
   INSERT INTO events (kind, from_state, to_state, reason, data)
   VALUES ('gpu_released', old, 'ok', 'released by an operator', jsonb_build_object('gpu_uuid', p_uuid));
-  PERFORM pg_notify('rung_jobs', '');
   RETURN rung_gpu_json(g);
 END $$;
 
@@ -94,7 +93,6 @@ BEGIN
     INSERT INTO events (kind, from_state, to_state, reason, data)
     VALUES ('gpu_cleared', old, g.state, why, jsonb_build_object('gpu_uuid', g.uuid));
   END IF;
-  IF why IS NOT NULL THEN PERFORM pg_notify('rung_jobs', ''); END IF;
   next_ms := CASE
     WHEN g.state = 'quarantined' THEN greatest(0, ceil(extract(epoch FROM
                coalesce(g.quarantined_at, now()) + make_interval(secs => p_min_s) - now()) * 1000))::bigint
