@@ -118,9 +118,9 @@ static json_t *apply_json(void *item);
 static void applies_done(void **items, int n, PGresult *res, const char *err, void *arg);
 static long long finish_order(void *item);
 
-static const struct batch_ops beat_ops = { sql_heartbeat_batch, beat_json, beats_done, beat_order };
-static const struct batch_ops ctx_ops = { sql_finish_ctx_batch, ctx_json, ctxs_done, NULL };
-static const struct batch_ops apply_ops = { sql_finish_apply_batch, apply_json, applies_done, finish_order };
+static const struct batch_ops beat_ops = { sql_heartbeat_batch, beat_json, beats_done, beat_order, NULL };
+static const struct batch_ops ctx_ops = { sql_finish_ctx_batch, ctx_json, ctxs_done, NULL, NULL };
+static const struct batch_ops apply_ops = { sql_finish_apply_batch, apply_json, applies_done, finish_order, NULL };
 
 #define BEAT_BATCH_MAX 500
 #define FINISH_BATCH_MAX 64

@@ -64,9 +64,29 @@ static int order_cmp(const void *a, const void *b)
 /* The statement's JSON array, "i" = position. */
 static char *stmt_json(const struct batch *b, void **items, int n)
 {
-	json_t *arr = json_array();
+	json_t *arr;
 	char *s;
 
+	if (b->ops->item_text) { /* [{"i":0,<the object's members>},...] */
+		size_t cap = 2, len = 0;
+		for (int i = 0; i < n; i++)
+			cap += strlen(b->ops->item_text(items[i])) + 24;
+		s = xmalloc(cap + 1);
+		s[len++] = '[';
+		for (int i = 0; i < n; i++) {
+			const char *t = b->ops->item_text(items[i]);
+			t += strspn(t, " \t\r\n");
+			if (*t == '{')
+				t++;
+			t += strspn(t, " \t\r\n");
+			len += (size_t)snprintf(s + len, cap + 1 - len, "%s{\"i\":%d%s%s", i ? "," : "", i, *t == '}' ? "" : ",",
+						t);
+		}
+		s[len++] = ']';
+		s[len] = '\0';
+		return s;
+	}
+	arr = json_array();
 	for (int i = 0; i < n; i++) {
 		json_t *o = b->ops->item_json(items[i]);
 		json_object_set_new(o, "i", json_integer(i));

@@ -27,6 +27,10 @@ struct batch_ops {
 	/* Optional: the items of a statement are put in ascending order of this key (e.g. the
 	 * attempt id, so that concurrent statements lock rows in one order). */
 	long long (*order)(void *item);
+	/* Optional, instead of item_json: the item's JSON object as text (borrowed, valid until done;
+	 * "i" is added by the coalescer), for an item that carries JSON text it was sent, so that the
+	 * text is not parsed into a tree only to be printed again (a submit's 3 KB config). */
+	const char *(*item_text)(void *item);
 };
 
 /* A coalescer on `base` and `db` (both borrowed, must outlive it). max_items: items per

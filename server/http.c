@@ -346,6 +346,14 @@ int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **v
 	return 0;
 }
 
+const char *hreq_body_text(struct hreq *h, size_t *len)
+{
+	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
+
+	*len = in ? evbuffer_get_length(in) : 0;
+	return *len ? (const char *)evbuffer_pullup(in, -1) : NULL;
+}
+
 int hreq_body(struct hreq *h, json_t **out)
 {
 	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;

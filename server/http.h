@@ -71,6 +71,9 @@ const struct http_route *http_route_find(const struct http_route *routes, size_t
  * On failure answers 400 (malformed or not an object) or 413 (over HTTP_MAX_BODY), frees h, and
  * returns -1: the caller must not touch h again. */
 int hreq_body(struct hreq *h, json_t **out);
+/* The request body's bytes as received (not NUL-terminated; *len its length), or NULL when it is
+ * empty. Borrowed from h: valid until h is answered. */
+const char *hreq_body_text(struct hreq *h, size_t *len);
 
 /* Value of query parameter `key` as a new heap string (caller frees), or NULL when absent. */
 char *hreq_query(const struct hreq *h, const char *key);

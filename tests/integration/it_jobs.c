@@ -97,6 +97,49 @@ static void test_idempotency(struct harness *h)
 	json_decref(cfg);
 }
 
+/* The envelope is handed to Postgres as it was sent (api_jobs.c submit_item_text): blank space,
+ * escapes, braces and quotes inside strings, and the key order the client chose all arrive as the
+ * same JSON; the same document sent with other spacing under the same Idempotency-Key is a repeat,
+ * a different one a conflict. */
+static void test_submit_as_sent(struct harness *h)
+{
+	json_t *cfg = h_config("as_sent", 50);
+	char *c = json_dumps(cfg, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	/* the config's name holds quotes, braces, a backslash and escaped non-ASCII text */
+	const char *name = " \"n\\\"a}m{e\\\\ \\u00e9\\ud83d\\ude00\" ";
+	char *body = xasprintf("\n {\t\"priority\" : 3 ,\r\n  \"name\":%s, \"config\" :\n%s , \"recovery\": { } }  \n", name, c);
+	char *spaced = xasprintf("{\"name\":%s,\"priority\":3,\"config\":%s,\"recovery\":{}}", name, c);
+	const char *hk[] = { "Content-Type: application/json", "Idempotency-Key: as-sent", NULL };
+	long st = 0, st2 = 0, st3 = 0;
+	json_t *job = h_request(h, "POST", "/v1/jobs", body, strlen(body), hk, &st);
+	json_t *sent = json_loads(body, 0, NULL);
+	h_ok(h, st == 201 && job && sent, "an envelope with blank space and escapes is accepted (%ld)", st);
+	h_ok(h, job && json_equal(json_object_get(job, "target_config"), cfg) &&
+		!strcmp(h_str(job, "name") ?: "", json_string_value(json_object_get(sent, "name")) ?: "-") &&
+		h_int(job, "priority") == 3, "the job holds the config, the name (quotes, braces, \\u escapes) and the priority sent");
+	char *id = job ? h_id(job, "id") : NULL;
+	json_t *got = id ? h_job(h, id) : NULL;
+	h_ok(h, got && json_equal(got, job), "GET returns that job");
+	json_t *again = h_request(h, "POST", "/v1/jobs", spaced, strlen(spaced), hk, &st2);
+	char *id2 = again ? h_id(again, "id") : NULL;
+	h_ok(h, st2 == 200 && id && id2 && !strcmp(id, id2), "the same document spaced otherwise is a repeat (%ld)", st2);
+	json_decref(again);
+	free(spaced);
+	spaced = xasprintf("{\"name\":%s,\"priority\":4,\"config\":%s,\"recovery\":{}}", name, c);
+	again = h_request(h, "POST", "/v1/jobs", spaced, strlen(spaced), hk, &st3);
+	h_ok(h, st3 == 409, "another priority under that key is a conflict (%ld)", st3);
+	json_decref(again);
+	json_decref(got);
+	json_decref(sent);
+	json_decref(job);
+	free(id);
+	free(id2);
+	free(spaced);
+	free(body);
+	free(c);
+	json_decref(cfg);
+}
+
 static void test_pagination(struct harness *h)
 {
 	long long total = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
@@ -188,6 +231,7 @@ int main(void)
 	test_submit_shape(h);
 	test_video_kind(h);
 	test_idempotency(h);
+	test_submit_as_sent(h);
 	test_pagination(h);
 	test_cancel_queued(h);
 	return h_free(h);

@@ -46,6 +46,7 @@ struct item {
 	int stmt;         /* which done call answered it */
 	bool failed;
 	bool done;
+	char text[48];    /* its JSON object as text, for ops_text */
 };
 
 static const char sql_double[] =
@@ -85,8 +86,14 @@ static void items_done(void **items, int n, PGresult *res, const char *err, void
 	}
 }
 
-static const struct batch_ops ops = { sql_double, item_json, items_done, NULL };
-static const struct batch_ops ops_ordered = { sql_double, item_json, items_done, item_order };
+static const char *item_text(void *p)
+{
+	return ((struct item *)p)->text;
+}
+
+static const struct batch_ops ops = { sql_double, item_json, items_done, NULL, NULL };
+static const struct batch_ops ops_ordered = { sql_double, item_json, items_done, item_order, NULL };
+static const struct batch_ops ops_text = { sql_double, NULL, items_done, NULL, item_text };
 
 static bool all_done(struct item *it, int n)
 {
@@ -172,6 +179,23 @@ static void test_coalesce(struct db *db)
 	TAP_INT_EQ(ok, 9, "the nine others succeeded, each alone");
 	batch_free(b);
 
+	/* items given as JSON text (item_text): spliced into the array as they are, "i" added, blank
+	 * space and an extra member kept; the failing one split off as with item_json */
+	b = batch_new(base, db, &ops_text, NULL, 500, 1, NULL);
+	stmts = 0;
+	for (int i = 0; i < 10; i++) {
+		it[i] = (struct item){ .v = 10 + i, .got = -1 };
+		snprintf(it[i].text, sizeof it[i].text, i % 2 ? " {\n \"v\" : %d, \"x\": [1, {}] } " : "{\"v\":%d}",
+			 10 + i);
+		batch_add(b, &it[i], -1);
+	}
+	TAP_OK(WAIT_FOR(all_done(it, 10), 10000), "items given as text all answered");
+	ok = 0;
+	for (int i = 0; i < 10; i++)
+		ok += i != 3 && !it[i].failed && it[i].got == it[i].v * 2;
+	TAP_OK(ok == 9 && it[3].failed, "each text item got its own row; the bad one failed alone");
+	batch_free(b);
+
 	/* batch_free with items waiting: finished with res NULL */
 	b = batch_new(base, db, &ops, NULL, 500, 1, NULL);
 	it[0] = (struct item){ .v = 1, .got = -1 };
@@ -187,7 +211,7 @@ static void test_coalesce(struct db *db)
 static const char sql_locked[] =
 	"SELECT (e->>'i')::int, 0, (e->>'v')::int * 2 "
 	"FROM pg_advisory_xact_lock_shared(4242) l, jsonb_array_elements($1::jsonb) e";
-static const struct batch_ops ops_locked = { sql_locked, item_json, items_done, NULL };
+static const struct batch_ops ops_locked = { sql_locked, item_json, items_done, NULL, NULL };
 
 static void test_min_fill(struct db *db)
 {
