@@ -1,7 +1,7 @@
 /* The memory-profile cache of rungd (see memcache.h): a small table of (arch, GPU MiB) entries, each
  * with the PROFILE fitted from its last fill, generations that tell a fill which invalidations and
  * resets it predates, and the fills in flight. Owns the fit of each fill (memplan_profile) and its
- * two /metrics families; the database read is sql/memcache_fill.sql. */
+ * three /metrics families; the database read is sql/memcache_fill.sql. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,7 @@ struct memcache {
 	struct memcache_fill *fills;    /* in flight */
 	struct metrics_family *states;  /* rung_memory_profile_cache: pending, none, ready, stale */
 	struct metrics_family *results; /* rung_memory_profile_fills_total: ok, failed, dropped */
+	struct metrics_family *fleet;   /* rung_memory_fleet_max_gpu_mib: fleet_mib */
 	int fleet_mib;                  /* the fleet's largest usable GPU memory, 0: none read yet */
 	int64_t fleet_at;               /* when the fill that read it started */
 };
@@ -114,6 +115,8 @@ struct memcache *memcache_new(memcache_fetch_fn fetch, void *arg, struct metrics
 				     "Memory profiles cached for the first-attempt check, by state.", 4, STATE_LABELS);
 	c->results = metrics_register(metrics, "rung_memory_profile_fills_total", "counter",
 				      "Memory profile cache fills, by result.", 3, RESULT_LABELS);
+	c->fleet = metrics_register(metrics, "rung_memory_fleet_max_gpu_mib", "gauge",
+				    "The fleet's largest usable GPU memory (MiB) as the last profile cache fill read it.", 1, NULL);
 	push_states(c);
 	return c;
 }
@@ -276,6 +279,7 @@ void memcache_filled(struct memcache_fill *f, const json_t *observations, int fl
 		/* the fleet is the same for every entry: a dropped fill's figure is as good */
 		c->fleet_mib = fleet_mib;
 		c->fleet_at = f->started;
+		metrics_set(c->fleet, 0, fleet_mib);
 	}
 	if (f->prev)
 		f->prev->next = f->next;

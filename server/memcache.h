@@ -28,8 +28,9 @@ typedef void (*memcache_fetch_fn)(void *arg, const char *arch, int gpu_mib, stru
 
 /* A cache whose fills go through fetch(arg, ...). metrics may be NULL; when given, the cache
  * pushes rung_memory_profile_cache{state="pending"|"none"|"ready"|"stale"} (entries; stale: filled
- * but invalidated since, a refill due or in flight) and
- * rung_memory_profile_fills_total{result="ok"|"failed"|"dropped"} into it. */
+ * but invalidated since, a refill due or in flight),
+ * rung_memory_profile_fills_total{result="ok"|"failed"|"dropped"} and
+ * rung_memory_fleet_max_gpu_mib (the fleet figure the last fill read, 0 before any) into it. */
 struct memcache *memcache_new(memcache_fetch_fn fetch, void *arg, struct metrics *metrics);
 /* A cache filled from db with sql/memcache_fill.sql (non-blocking db_exec). */
 struct memcache *memcache_new_db(struct db *db, struct metrics *metrics);

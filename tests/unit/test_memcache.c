@@ -57,10 +57,9 @@ static json_t *obs_of(const char *arch, const char *outcome)
 	return json_pack("{s:s, s:i, s:s}", "arch", arch, "gpu_mib", GPU, "outcome", outcome);
 }
 
-/* rung_memory_profile_cache{state="stale"} as /metrics renders it; -1 when missing. */
-static long stale_gauge(struct metrics *m)
+/* The sample `key` (name and labels, then a space) as /metrics renders it; -1 when missing. */
+static long gauge(struct metrics *m, const char *key)
 {
-	static const char key[] = "rung_memory_profile_cache{state=\"stale\"} ";
 	struct evbuffer *b = evbuffer_new();
 	char *text, *at;
 	long v;
@@ -72,6 +71,11 @@ static long stale_gauge(struct metrics *m)
 	v = at ? strtol(at + strlen(key), NULL, 10) : -1;
 	evbuffer_free(b);
 	return v;
+}
+
+static long stale_gauge(struct metrics *m)
+{
+	return gauge(m, "rung_memory_profile_cache{state=\"stale\"} ");
 }
 
 static void lookup_and_fill(void)
@@ -203,15 +207,18 @@ static void tick(void)
 static void fleet(void)
 {
 	struct rec r = { 0 };
-	struct memcache *c = memcache_new(fetch, &r, NULL);
+	struct metrics *m = metrics_new();
+	struct memcache *c = memcache_new(fetch, &r, m);
 	json_t *obs = observations(4);
 	int64_t t = 9000000;
 
 	TAP_INT_EQ(memcache_fleet_mib(c, t), 0, "fleet: nothing before a fill");
+	TAP_INT_EQ(gauge(m, "\nrung_memory_fleet_max_gpu_mib "), 0, "fleet: the gauge says 0");
 	memcache_profile(c, "flux", GPU, t);
 	memcache_profile(c, "sdxl", GPU, t + 5);
 	memcache_filled(r.fill[1], obs, 81559);
 	TAP_INT_EQ(memcache_fleet_mib(c, t + 6), 81559, "fleet: a fill brings the figure");
+	TAP_INT_EQ(gauge(m, "\nrung_memory_fleet_max_gpu_mib "), 81559, "fleet: and the gauge");
 	memcache_filled(r.fill[0], obs, 49152);
 	TAP_INT_EQ(memcache_fleet_mib(c, t + 7), 81559, "fleet: a fill started earlier does not replace it");
 	memcache_profile(c, "flux", 81559, t + 10);
@@ -233,6 +240,7 @@ static void fleet(void)
 		   "fleet: not after");
 	TAP_INT_EQ(memcache_fleet_mib(NULL, t), 0, "fleet: no cache, no figure");
 	memcache_free(c);
+	metrics_free(m);
 	json_decref(obs);
 }
 
