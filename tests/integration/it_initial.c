@@ -7,7 +7,8 @@
  * dropped and a first attempt runs as submitted. Then history in which the lightest config the ladder
  * can reach ran out of memory on 24 GiB: with no bigger GPU in the fleet a first attempt runs as
  * submitted (today's path); once an 80 GiB GPU is in the fleet, the 24 GiB worker's claim is handed
- * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU. */
+ * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU; rungctl show and
+ * the web job page say why. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +450,22 @@ static void test_bigger(struct harness *h, const struct h_worker_opts *small)
 	     batch_of(a1), h_int(job, "attempts"), h_str(a1, "gpu_uuid"));
 	h_ok(h, count_events(h, id, "started_bigger") == 1 && count_events(h, id, "started_lower") == 0,
 	     "the small GPU never claimed it again: one started_bigger, no lowering");
+	{
+		int rc = -1;
+		char *args = xasprintf("show %s", id), *out = h_rungctl(h, args, &rc), *page;
+		h_ok(h, rc == 0 && strstr(out, "  started on a bigger GPU (memory model): its claim on a 24576 MiB GPU was handed "
+					       "back before it ran, for a GPU with at least 24577 MiB\n    why: memory model: every rung"),
+		     "rungctl show says the first claim was handed back for a bigger GPU, and why");
+		if (h->failed)
+			h_diag("rungctl show: %s", out);
+		free(out);
+		free(args);
+		page = job_page(h, id);
+		h_ok(h, page && strstr(page, "<dt>bigger GPU</dt><dd>started on a bigger GPU (memory model): its claim on a 24576 MiB "
+					     "GPU was handed back before it ran, for a GPU with at least 24577 MiB"),
+		     "and so does the web job page");
+		free(page);
+	}
 	if (h->failed)
 		h_diag("job: %s", h->last_body ? h->last_body : "?");
 out:
