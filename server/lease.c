@@ -383,7 +383,7 @@ static bool start_lower(struct waiter *w, const struct claim_row *c)
 	reason = xasprintf("%s; the target: %s", json_string_value(json_object_get(init, "reason")) ?: "",
 			   json_string_value(json_object_get(target_est, "evidence")) ?: "?");
 	if (bigger)
-		data = json_pack("{s:I, s:i, s:s, s:I, s:i, s:I, s:s, s:O, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
+		data = json_pack("{s:I, s:i, s:s, s:I, s:i, s:I, s:s, s:O?, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
 				 c->gpu_mib, "gpu_uuid", w->gpu_uuid, "worker_id", (json_int_t)w->worker_id,
 				 "fleet_max_gpu_mib", fleet, "min_gpu_memory_mib",
 				 json_integer_value(jpath_get(init, "constraints.min_gpu_memory_mib")), "reason", reason,
