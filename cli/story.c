@@ -3,7 +3,8 @@
  * keys of result.target/achieved (recovery/ladder.c's ladder_summary) to the scale-up setting whose
  * ceiling covers them; anything else in the result is shown by its own key. When the policy gives
  * its own account (result.settings, result.good_attempt), that is what is told. A job whose first
- * attempt started below its target (issue 12, recovery_state.started_lower) says so and why. */
+ * attempt started below its target (issue 12, recovery_state.started_lower) says so and why, and one
+ * whose first claim was handed back for a bigger GPU (recovery_state.started_bigger) says that. */
 #include "story.h"
 
 #include <stdarg.h>
@@ -177,6 +178,23 @@ static char *started_lower_line(const json_t *job)
 	    json_integer_value(json_object_get(job, "attempts")) > (n > 0 ? n : 1) ? ", then scaled up" : "", n > 0 ? n : 1,
 	    rungs ? rungs : "the model's rungs");
 	free(rungs);
+	return out;
+}
+
+/* The verdict's line for a job whose first claim was handed back for a bigger GPU before it ran, or
+ * NULL. Heap string. */
+static char *started_bigger_line(const json_t *job)
+{
+	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
+	char *out = NULL;
+
+	if (!json_is_object(sb))
+		return NULL;
+	cat(&out, "  started on a bigger GPU (memory model): its claim on a %lld MiB GPU was handed back before it ran, "
+		  "for a GPU with at least %lld MiB\n", (long long)json_integer_value(json_object_get(sb, "gpu_mib")),
+	    (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
+	if (str_of(sb, "reason"))
+		cat(&out, "    why: %s\n", str_of(sb, "reason"));
 	return out;
 }
 
@@ -495,6 +513,12 @@ char *story_verdict(const json_t *job, const json_t *attempts, const char *id)
 		if (sl)
 			cat(&out, "%s", sl);
 		free(sl);
+	}
+	{
+		char *sb = started_bigger_line(job);
+		if (sb)
+			cat(&out, "%s", sb);
+		free(sb);
 	}
 	free(jid);
 	free(n);

@@ -36,7 +36,10 @@ char *story_start_text(const json_t *job, const json_t *attempts);
  *     achieved and ceilings and the attempts (which scale-up attempt hit each ceiling);
  *   failed/cancelled: "job ID STATE after N attempt(s): REASON";
  *   then, for a job that started below its target (story_start_text), "  started below the target
- *   (memory model)[, then scaled up]: attempt N ran with RUNGS applied".
+ *   (memory model)[, then scaled up]: attempt N ran with RUNGS applied"; for one whose first claim
+ *   was handed back for a bigger GPU (recovery_state.started_bigger), "  started on a bigger GPU
+ *   (memory model): its claim on a G MiB GPU was handed back before it ran, for a GPU with at least
+ *   M MiB" and "    why: REASON".
  * id: the job id as the user wrote it (NULL: the job's own). attempts may be NULL. */
 char *story_verdict(const json_t *job, const json_t *attempts, const char *id);
 

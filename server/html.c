@@ -599,6 +599,18 @@ int html_start_lower_line(struct hbuf *b, const json_t *job)
 	return 1;
 }
 
+int html_start_bigger_line(struct hbuf *b, const json_t *job)
+{
+	const json_t *sb = jpath_get(job, "recovery_state.started_bigger");
+
+	if (!json_is_object(sb))
+		return 0;
+	html_printf(b, "started on a bigger GPU (memory model): its claim on a %lld MiB GPU was handed back before it ran, "
+		       "for a GPU with at least %lld MiB", (long long)json_integer_value(json_object_get(sb, "gpu_mib")),
+		    (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
+	return 1;
+}
+
 int html_start_lower(struct hbuf *b, const json_t *job)
 {
 	const json_t *sl = started_lower(job), *changes = json_object_get(sl, "changes");

@@ -67,6 +67,12 @@ int html_start_lower(struct hbuf *b, const json_t *job);
  * start lower. */
 int html_start_lower_line(struct hbuf *b, const json_t *job);
 
+/* The job whose first claim was handed back for a bigger GPU (recovery_state.started_bigger), as
+ * rungctl's verdict phrases it: "started on a bigger GPU (memory model): its claim on a G MiB GPU
+ * was handed back before it ran, for a GPU with at least M MiB" (escaped). Returns 1 when appended,
+ * 0 (nothing appended) when there is no such record. */
+int html_start_bigger_line(struct hbuf *b, const json_t *job);
+
 /* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
  * not recorded), 0 when the job did not start lower. */
 long long html_start_lower_attempt(const json_t *job);

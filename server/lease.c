@@ -2,9 +2,11 @@
  * one rung_claim_batch() statement (sql/functions/41_claim_batch.sql) for up to LEASE_ROUND_MAX
  * waiters; at most one round is in flight per process. A job's first attempt predicted not to fit
  * the leased GPU (issue 12: the cached profile, memcache.h, and policy_initial) is lowered with one
- * rung_start_lower() before its answer. Owns the waiters, their timers, the round and the lowerings,
- * and the wake-ups between replicas (lease_announce, lease_notified); pushes the number of waiters
- * into the rung_lease_waiters gauge it registers (metrics.h). */
+ * rung_start_lower() before its answer, or, when no rung fits and the fleet has a bigger GPU,
+ * handed back to the queue for one with one rung_start_bigger() and its waiter waits on. Owns the
+ * waiters, their timers, the round and those first-attempt changes, and the wake-ups between
+ * replicas (lease_announce, lease_notified); pushes the number of waiters into the
+ * rung_lease_waiters gauge it registers (metrics.h). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "app.h"
 #include "db.h"
 #include "http.h"
+#include "jpath.h"
 #include "lease.h"
 #include "log.h"
 #include "memcache.h"
@@ -36,7 +39,8 @@ enum waiter_state {
 	W_FRESH,    /* never claimed for: its worker and GPU are unchecked; in the next round */
 	W_PARKED,   /* claimed for once, found nothing: waits for a wake or its deadline */
 	W_CLAIMING, /* in the round in flight */
-	W_LOWERING, /* got a first attempt that rung_start_lower is lowering; answered when it returns */
+	W_LOWERING, /* got a first attempt that rung_start_lower is lowering, or rung_start_bigger is
+		     * handing back; answered (or parked again) when it returns */
 };
 
 struct waiter {
@@ -209,14 +213,15 @@ struct claim_row {
 	const char *recovery;     /* the job's recovery options, JSON text (with arch) */
 };
 
-/* A first attempt being lowered (rung_start_lower in flight): what its answer needs, copied out of
- * the round's result. */
+/* A first attempt being lowered (rung_start_lower in flight) or handed back for a bigger GPU
+ * (rung_start_bigger in flight): what its answer needs, copied out of the round's result. */
 struct lowering {
 	struct waiter *w;
 	long long attempt_id, job_id, number;
 	char *token, *lease;
 	char *config;             /* as claimed: the answer when the change is refused */
-	char *rungs;              /* for the log line */
+	char *rungs;              /* for the log line (lowering) */
+	int gpu_mib, min_mib, fleet_mib; /* for the log line (bigger) */
 };
 
 /* The reply body: LEASE with the config and heartbeat_ms added (LEASE is a JSON object text from
@@ -296,25 +301,77 @@ out:
 	lowering_free(l);
 }
 
+/* rung_start_bigger returned. It acted: the attempt is gone and the job queued for a bigger GPU,
+ * so the waiter waits on as if its round had found nothing (parked, or 204 when its deadline passed
+ * or it has none), and the re-queued job wakes the waiters here and on the other replicas (after
+ * the commit: the function does not NOTIFY). It changed nothing (the attempt no longer runs the
+ * target, or the statement failed and rolled back): answered as claimed. Outcome unknown (no
+ * connection): 503, the attempt left to the reaper, as on_lowered does. */
+static void on_bigger(PGresult *res, const char *err, void *arg)
+{
+	struct lowering *l = arg;
+	struct waiter *w = l->w;
+	struct lease_mgr *m = w->m;
+	struct claim_row c = { .status = "ok", .attempt_id = l->attempt_id, .job_id = l->job_id, .number = l->number,
+			       .token = l->token, .lease = l->lease, .config = l->config };
+
+	wlist_unlink(&m->lowering, w);
+	w->state = W_CLAIMING;
+	if (!res) {
+		log_error("start bigger failed", "job=%lld attempt=%lld error=\"%s\" (outcome unknown: the reaper ends the lease)",
+			  l->job_id, l->attempt_id, err ? err : "?");
+		waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable", "message",
+						err ? err : "database unavailable", "field"));
+		goto out;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "t")) {
+		log_warn("first attempt not re-queued for a bigger GPU", "job=%lld attempt=%lld error=\"%s\" (answered as claimed)",
+			 l->job_id, l->attempt_id, PQresultStatus(res) == PGRES_TUPLES_OK ? "the attempt no longer runs the target" :
+			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+		deliver(w, &c, false);
+		goto out;
+	}
+	log_info("first attempt re-queued for a bigger GPU", "job=%lld attempt=%lld worker=%lld gpu=%s gpu_mib=%d "
+		 "min_gpu_memory_mib=%d fleet_max_mib=%d", l->job_id, l->attempt_id, w->worker_id, w->gpu_uuid, l->gpu_mib,
+		 l->min_mib, l->fleet_mib);
+	if (w->h->gone || w->expired || !w->deadline || m->stopping) {
+		waiter_answer(w, 204, NULL);
+	} else {
+		w->state = W_PARKED;
+		wlist_append(&m->parked, w);
+	}
+	lease_announce(m);
+out:
+	lowering_free(l);
+}
+
 /* Issue 12: when c is a job's first attempt at its target and the cached profile of its (arch, GPU)
- * predicts the config does not fit (policy_initial says "start_lower"), starts rung_start_lower and
- * takes the waiter over (on_lowered answers it); returns false, changing nothing, otherwise. No
- * profile cached yet (the lookup starts a fill) or one that predicts nothing costs no parse. */
+ * predicts the config does not fit, policy_initial says "start_lower" (starts rung_start_lower;
+ * on_lowered answers the waiter) or, when every rung is predicted to fail for sure and the fleet
+ * has a bigger GPU, "requeue_bigger" (starts rung_start_bigger; on_bigger parks the waiter again or
+ * answers it); either takes the waiter over and returns true. Returns false, changing nothing,
+ * otherwise. No profile cached yet (the lookup starts a fill) or one that predicts nothing costs
+ * no parse. The fleet's largest GPU memory comes from the same cache (memcache_fleet_mib: read by
+ * the fills, not by the claim round); without a recent figure requeue_bigger is never answered. */
 static bool start_lower(struct waiter *w, const struct claim_row *c)
 {
 	struct lease_mgr *m = w->m;
 	struct app *app = m->app;
 	const json_t *profile;
 	json_t *cfg = NULL, *rec = NULL, *ctx = NULL, *init = NULL, *data = NULL, *target_est = NULL;
-	char *perr = NULL, *next = NULL, *dtext = NULL, *rungs = NULL, *reason = NULL, id[32];
+	char *perr = NULL, *next = NULL, *dtext = NULL, *rungs = NULL, *reason = NULL, id[32], min_s[16];
+	const char *action;
 	struct lowering *l;
-	bool taken = false;
+	bool taken = false, bigger;
+	int64_t now = util_mono_ms();
+	int fleet;
 
 	if (!c->arch || c->gpu_mib <= 0 || !c->config || !c->lease)
 		return false;
-	profile = memcache_profile(app->memcache, c->arch, c->gpu_mib, util_mono_ms());
+	profile = memcache_profile(app->memcache, c->arch, c->gpu_mib, now);
 	if (!profile)
 		return false;
+	fleet = memcache_fleet_mib(app->memcache, now);
 	cfg = json_loads(c->config, 0, NULL);
 	rec = c->recovery ? json_loads(c->recovery, 0, NULL) : NULL;
 	if (!json_is_object(cfg))
@@ -322,27 +379,39 @@ static bool start_lower(struct waiter *w, const struct claim_row *c)
 	ctx = json_pack("{s:{s:s?, s:O, s:O?}, s:{s:i}, s:{s:s, s:i, s:O}}", "job", "kind", c->kind, "target_config", cfg,
 			"recovery", rec, "gpu", "memory_total_mib", c->gpu_mib, "memory", "arch", c->arch, "gpu_mib",
 			c->gpu_mib, "profile", profile);
+	if (ctx && fleet > c->gpu_mib)
+		json_object_set_new(ctx, "fleet", json_pack("{s:i}", "max_gpu_memory_mib", fleet));
 	init = ctx ? policy_initial(ctx, &perr) : NULL;
 	if (!init) {
 		log_warn("first-attempt check failed", "job=%lld error=\"%s\"", c->job_id, perr ? perr : "?");
 		goto out;
 	}
-	if (strcmp(json_string_value(json_object_get(init, "action")) ?: "", "start_lower") ||
-	    !json_is_object(json_object_get(init, "next_config")))
+	action = json_string_value(json_object_get(init, "action")) ?: "";
+	bigger = !strcmp(action, "requeue_bigger") &&
+		 json_integer_value(jpath_get(init, "constraints.min_gpu_memory_mib")) > c->gpu_mib;
+	if (!bigger && (strcmp(action, "start_lower") || !json_is_object(json_object_get(init, "next_config"))))
 		goto out;
-	/* recovery_state.started_lower and the event's data, the story of the job: why the target does
-	 * not fit (its estimate), the rungs applied and what the config that runs is predicted to need */
+	/* recovery_state.started_lower / started_bigger and the event's data, the story of the job: why
+	 * the target does not fit (its estimate); lowered: the rungs applied and what the config that
+	 * runs is predicted to need; bigger: the GPU it was refused on and the floor for the next one */
 	target_est = memplan_estimate(profile, c->kind && !strcmp(c->kind, "video"), cfg);
 	reason = xasprintf("%s; the target: %s", json_string_value(json_object_get(init, "reason")) ?: "",
 			   json_string_value(json_object_get(target_est, "evidence")) ?: "?");
-	data = json_pack("{s:I, s:i, s:s, s:O, s:O, s:O?, s:O, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
-			 c->gpu_mib, "reason", reason, "rungs", json_object_get(init, "rungs"), "changes",
-			 json_object_get(init, "changes"), "skipped", json_object_get(init, "skipped"), "estimate",
-			 json_object_get(init, "estimate"), "target_estimate", target_est);
-	next = json_dumps(json_object_get(init, "next_config"), JSON_COMPACT);
+	if (bigger)
+		data = json_pack("{s:I, s:i, s:s, s:I, s:i, s:I, s:s, s:O?, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
+				 c->gpu_mib, "gpu_uuid", w->gpu_uuid, "worker_id", (json_int_t)w->worker_id,
+				 "fleet_max_gpu_mib", fleet, "min_gpu_memory_mib",
+				 json_integer_value(jpath_get(init, "constraints.min_gpu_memory_mib")), "reason", reason,
+				 "estimate", json_object_get(init, "estimate"), "target_estimate", target_est);
+	else
+		data = json_pack("{s:I, s:i, s:s, s:O, s:O, s:O?, s:O, s:O?}", "attempt", (json_int_t)c->number, "gpu_mib",
+				 c->gpu_mib, "reason", reason, "rungs", json_object_get(init, "rungs"), "changes",
+				 json_object_get(init, "changes"), "skipped", json_object_get(init, "skipped"), "estimate",
+				 json_object_get(init, "estimate"), "target_estimate", target_est);
+	next = bigger ? NULL : json_dumps(json_object_get(init, "next_config"), JSON_COMPACT);
 	dtext = data ? json_dumps(data, JSON_COMPACT) : NULL;
-	rungs = json_dumps(json_object_get(init, "rungs"), JSON_COMPACT);
-	if (!next || !dtext)
+	rungs = bigger ? NULL : json_dumps(json_object_get(init, "rungs"), JSON_COMPACT);
+	if ((!bigger && !next) || !dtext)
 		goto out;
 	l = xcalloc(1, sizeof *l);
 	l->w = w;
@@ -354,10 +423,17 @@ static bool start_lower(struct waiter *w, const struct claim_row *c)
 	l->config = xstrdup(c->config);
 	l->rungs = rungs ? rungs : xstrdup("[]");
 	rungs = NULL;
+	l->gpu_mib = c->gpu_mib;
+	l->min_mib = (int)json_integer_value(jpath_get(init, "constraints.min_gpu_memory_mib"));
+	l->fleet_mib = fleet;
 	w->state = W_LOWERING;
 	wlist_append(&m->lowering, w);
 	snprintf(id, sizeof id, "%lld", c->attempt_id);
-	{
+	if (bigger) {
+		const char *params[5] = { id, l->token, min_s, reason, dtext };
+		snprintf(min_s, sizeof min_s, "%d", l->min_mib);
+		db_exec(app->db, sql_start_bigger, 5, params, on_bigger, l);
+	} else {
 		const char *params[5] = { id, l->token, next, reason, dtext };
 		db_exec(app->db, sql_start_lower, 5, params, on_lowered, l);
 	}

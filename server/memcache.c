@@ -1,7 +1,7 @@
 /* The memory-profile cache of rungd (see memcache.h): a small table of (arch, GPU MiB) entries, each
  * with the PROFILE fitted from its last fill, generations that tell a fill which invalidations and
  * resets it predates, and the fills in flight. Owns the fit of each fill (memplan_profile) and its
- * two /metrics families; the database read is sql/memcache_fill.sql. */
+ * three /metrics families; the database read is sql/memcache_fill.sql. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +47,9 @@ struct memcache {
 	struct memcache_fill *fills;    /* in flight */
 	struct metrics_family *states;  /* rung_memory_profile_cache: pending, none, ready, stale */
 	struct metrics_family *results; /* rung_memory_profile_fills_total: ok, failed, dropped */
+	struct metrics_family *fleet;   /* rung_memory_fleet_max_gpu_mib: fleet_mib */
+	int fleet_mib;                  /* the fleet's largest usable GPU memory, 0: none read yet */
+	int64_t fleet_at;               /* when the fill that read it started */
 };
 
 enum { FILL_OK, FILL_FAILED, FILL_DROPPED };
@@ -112,6 +115,8 @@ struct memcache *memcache_new(memcache_fetch_fn fetch, void *arg, struct metrics
 				     "Memory profiles cached for the first-attempt check, by state.", 4, STATE_LABELS);
 	c->results = metrics_register(metrics, "rung_memory_profile_fills_total", "counter",
 				      "Memory profile cache fills, by result.", 3, RESULT_LABELS);
+	c->fleet = metrics_register(metrics, "rung_memory_fleet_max_gpu_mib", "gauge",
+				    "The fleet's largest usable GPU memory (MiB) as the last profile cache fill read it.", 1, NULL);
 	push_states(c);
 	return c;
 }
@@ -262,7 +267,7 @@ static json_t *fit(const char *arch, int gpu_mib, const json_t *obs)
 	return p;
 }
 
-void memcache_filled(struct memcache_fill *f, const json_t *observations)
+void memcache_filled(struct memcache_fill *f, const json_t *observations, int fleet_mib)
 {
 	struct memcache *c = f->c;
 	struct mc_entry *e;
@@ -270,6 +275,12 @@ void memcache_filled(struct memcache_fill *f, const json_t *observations)
 
 	if (!c)
 		goto out;
+	if (fleet_mib > 0 && json_is_array(observations) && (c->fleet_mib <= 0 || f->started >= c->fleet_at)) {
+		/* the fleet is the same for every entry: a dropped fill's figure is as good */
+		c->fleet_mib = fleet_mib;
+		c->fleet_at = f->started;
+		metrics_set(c->fleet, 0, fleet_mib);
+	}
 	if (f->prev)
 		f->prev->next = f->next;
 	else
@@ -298,20 +309,31 @@ out:
 	free(f);
 }
 
+int memcache_fleet_mib(const struct memcache *c, int64_t now_ms)
+{
+	if (!c || c->fleet_mib <= 0 || now_ms - c->fleet_at > MEMCACHE_FLEET_MAX_AGE_MS)
+		return 0;
+	return c->fleet_mib;
+}
+
 /* ---- the database fetcher ---- */
 
 static void on_fill(PGresult *res, const char *err, void *arg)
 {
 	struct memcache_fill *f = arg;
 	json_t *obs = NULL;
+	int fleet = 0;
 
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
 		obs = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+		if (PQnfields(res) >= 2 && !PQgetisnull(res, 0, 1))
+			fleet = atoi(PQgetvalue(res, 0, 1));
+	}
 	if (!json_is_array(obs))
 		log_warn("memory profile cache fill failed", "arch=%s gpu_mib=%d error=\"%s\"", f->arch, f->gpu_mib,
 			 res && PQresultStatus(res) == PGRES_FATAL_ERROR ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" :
 			 err ? err : "no observations array");
-	memcache_filled(f, obs);
+	memcache_filled(f, obs, fleet);
 	json_decref(obs);
 }
 

@@ -3,7 +3,8 @@
  * entry missing, invalidated (a finish of its arch applied here, a profile reset) or older than
  * the TTL (other replicas' finishes) is refilled in the background from the database, at most one
  * fill per entry in flight and one started per MEMCACHE_GAP_MS, and the old data is served until
- * the new lands (a reset drops it). An entry with nothing to predict with is cached as "none". */
+ * the new lands (a reset drops it). An entry with nothing to predict with is cached as "none".
+ * Each fill also brings the fleet's largest usable GPU memory, for policy_initial's requeue_bigger. */
 #ifndef RUNG_MEMCACHE_H
 #define RUNG_MEMCACHE_H
 
@@ -14,6 +15,7 @@
 #define MEMCACHE_GAP_MS 250   /* at most one fill started per entry in this long */
 #define MEMCACHE_MAX 64       /* entries; the least recently used one goes first */
 #define MEMCACHE_ARCH_MAX 64  /* arch keys are shorter (memmodel_arch's buffer) */
+#define MEMCACHE_FLEET_MAX_AGE_MS 60000 /* an older fleet figure is not used (a quiet spell) */
 
 struct memcache;
 struct memcache_fill;
@@ -26,8 +28,9 @@ typedef void (*memcache_fetch_fn)(void *arg, const char *arch, int gpu_mib, stru
 
 /* A cache whose fills go through fetch(arg, ...). metrics may be NULL; when given, the cache
  * pushes rung_memory_profile_cache{state="pending"|"none"|"ready"|"stale"} (entries; stale: filled
- * but invalidated since, a refill due or in flight) and
- * rung_memory_profile_fills_total{result="ok"|"failed"|"dropped"} into it. */
+ * but invalidated since, a refill due or in flight),
+ * rung_memory_profile_fills_total{result="ok"|"failed"|"dropped"} and
+ * rung_memory_fleet_max_gpu_mib (the fleet figure the last fill read, 0 before any) into it. */
 struct memcache *memcache_new(memcache_fetch_fn fetch, void *arg, struct metrics *metrics);
 /* A cache filled from db with sql/memcache_fill.sql (non-blocking db_exec). */
 struct memcache *memcache_new_db(struct db *db, struct metrics *metrics);
@@ -58,8 +61,16 @@ void memcache_reset(struct memcache *c, const char *arch, int gpu_class_mib);
 
 /* Hands a fill its OBSERVATIONs (array, borrowed; NULL: the read failed, the entry keeps what it
  * had and is tried again after MEMCACHE_GAP_MS) and frees fill. The profile is fitted here
- * (memplan_profile), once per fill. */
-void memcache_filled(struct memcache_fill *fill, const json_t *observations);
+ * (memplan_profile), once per fill. fleet_mib: the fleet's largest usable GPU memory read with
+ * them (the finish CTX's fleet.max_gpu_memory_mib), <= 0 when unknown; the cache keeps the one of
+ * the latest fill started that had one, whatever entry it filled. */
+void memcache_filled(struct memcache_fill *fill, const json_t *observations, int fleet_mib);
+
+/* The fleet's largest usable GPU memory as the last fill read it, for policy_initial's
+ * fleet.max_gpu_memory_mib at a lease; 0 when no fill brought one or the figure was read more than
+ * MEMCACHE_FLEET_MAX_AGE_MS before now_ms (monotonic). A profile the lookup serves comes from a fill
+ * too, so whenever there is a profile to predict with the figure is about as fresh as it. */
+int memcache_fleet_mib(const struct memcache *c, int64_t now_ms);
 
 /* Entries by state, for tests and logs: not filled yet, filled with nothing to predict with,
  * filled with a profile. Any pointer may be NULL. */

@@ -626,6 +626,16 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_start_lower_line(b, j);
 		html_add(b, "</a></dd>");
 	}
+	if (json_is_object(jpath_get(j, "recovery_state.started_bigger"))) { /* issue 12: handed back before it ran */
+		html_add(b, "<dt>bigger GPU</dt><dd>");
+		html_start_bigger_line(b, j);
+		if (json_is_string(jpath_get(j, "recovery_state.started_bigger.reason"))) {
+			html_add(b, "<br><span class=\"reason\">");
+			html_esc(b, json_string_value(jpath_get(j, "recovery_state.started_bigger.reason")));
+			html_add(b, "</span>");
+		}
+		html_add(b, "</dd>");
+	}
 	html_add(b, "</dl>\n");
 	if (next) {
 		html_add(b, "<div class=\"next\"><strong>Next action:</strong> ");

@@ -4,7 +4,11 @@
  * not to fit runs batch 1 first (no OOM), says so in its events, recovery_state, rungctl's story and
  * the web job page, and scales up after the success; one predicted to fit runs as submitted (and its
  * page tells no such story); recovery.scale_up false is respected; after a profile reset the cache is
- * dropped and a first attempt runs as submitted. */
+ * dropped and a first attempt runs as submitted. Then history in which the lightest config the ladder
+ * can reach ran out of memory on 24 GiB: with no bigger GPU in the fleet a first attempt runs as
+ * submitted (today's path); once an 80 GiB GPU is in the fleet, the 24 GiB worker's claim is handed
+ * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU; rungctl show and
+ * the web job page say why. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +20,7 @@
 #include "util.h"
 
 #define GPU_24G 24576
+#define GPU_80G 81920
 
 /* The value of /metrics sample `key` (name and labels), or -1. */
 static long metric(struct harness *h, const char *key)
@@ -271,6 +276,209 @@ static void test_reset(struct harness *h)
 	free(id);
 }
 
+/* Memory history that spends the ladder on 24 GiB: the lightest config every rung together can make
+ * (256 px, batch 1, checkpointing, low_vram, quantize, offloading, no sampling) ran out of memory at
+ * load on a 24 GiB GPU; every flux config is then predicted to fail for sure there ("a config no
+ * heavier than this ran out of memory"). Kept under a job of its own, ended now (after the last
+ * reset). */
+static bool seed_spent_ladder(struct harness *h)
+{
+	PGresult *r = h_sql(h, "WITH j AS (INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count) "
+			       "VALUES ('seed_spent_ladder', 'image', 'failed', '{}', '{}', 1) RETURNING id) "
+			       "INSERT INTO attempts (job_id, number, config, config_hash, token, lease_expires_at, state, outcome, "
+			       "ended_at, mem_arch, mem_gpu_mib, mem_obs) SELECT j.id, 1, NULL, 'seed', 'seed-' || j.id || '-' || "
+			       "clock_timestamp(), now(), 'ended', 'failed', now(), 'flux', 24576, jsonb_build_object('arch', 'flux', "
+			       "'gpu_mib', 24576, 'features', '{\"res_max\": 256, \"res_n\": 1, \"batch\": 1, \"grad_ckpt\": true, "
+			       "\"frames\": 1, \"low_vram\": true, \"quantize\": true, \"offload\": true, \"sampling\": false}'::jsonb, "
+			       "'outcome', 'oom', 'phase', 'load', 'need_mib', 24600, 'job_id', j.id) FROM j", 0, NULL);
+	bool ok = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+
+	PQclear(r);
+	return ok;
+}
+
+/* A profile of flux on 24 GiB is cached and the fleet figure the fills read is r->want. */
+static bool profile_and_fleet(void *arg)
+{
+	struct ready_arg *r = arg;
+	return metric(r->h, "rung_memory_profile_cache{state=\"ready\"}") >= 1 &&
+	       metric(r->h, "\nrung_memory_fleet_max_gpu_mib") == r->want;
+}
+
+/* Resets what flux learned on 24 GiB, seeds the spent ladder and runs a small job that fits: its
+ * lease is the first lookup after the reset (as submitted, a fill starts), so every profile cached
+ * afterwards includes the seed; waits until one is cached with fleet figure fleet_mib. */
+static bool spent_ladder_cached(struct harness *h, const char *primer, long fleet_mib)
+{
+	struct ready_arg ready = { h, fleet_mib };
+	json_t *ans;
+	long st = 0;
+	char *id;
+	bool ok;
+
+	ans = h_postf(h, NULL, &st, "/v1/profiles/flux/%d/reset", GPU_24G);
+	json_decref(ans);
+	ok = h_ok(h, st == 200, "%s: profile of flux on 24 GiB reset", primer) &&
+	     h_ok(h, seed_spent_ladder(h), "%s: history seeded: the lightest config the ladder reaches ran out of memory on 24 GiB",
+		  primer);
+	if (!ok)
+		return false;
+	id = run_job(h, flux(primer, 1, 768), NULL, "succeeded");
+	ok = h_ok(h, id != NULL, "%s: a batch-1 job on 768 px, the first lease after the reset, runs as submitted and succeeds",
+		  primer);
+	free(id);
+	return ok && h_ok(h, wait_until(profile_and_fleet, &ready, 20000 * h_slow()),
+			  "%s: a profile with that history cached, the fleet's largest GPU read as %ld MiB (%ld)", primer,
+			  fleet_mib, metric(h, "\nrung_memory_fleet_max_gpu_mib"));
+}
+
+/* No bigger GPU in the fleet: a first attempt predicted to fail on every rung runs as submitted,
+ * as before (nothing is re-queued, nothing lowered); its OOM then spends the ladder at once. */
+static void test_no_bigger(struct harness *h)
+{
+	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0), *job = NULL, *as = NULL, *a1;
+	long st = 0;
+	char *id;
+
+	if (!spent_ladder_cached(h, "init_prime_a", GPU_24G))
+		goto out;
+	id = run_job(h, flux("init_nobig", 4, 1024), extra, "failed");
+	if (h_ok(h, id != NULL, "no bigger GPU: a batch-4 job on 1024 px ends failed")) {
+		job = h_job(h, id);
+		as = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+		a1 = json_array_get(json_object_get(as, "attempts"), 0);
+		h_ok(h, h_int(job, "attempts") == 1 && batch_of(a1) == 4 && !strcmp(h_str(a1, "outcome"), "failed"),
+		     "its first attempt ran as submitted (batch %lld, %s, %lld attempt(s)): the lease path as before",
+		     batch_of(a1), h_str(a1, "outcome"), h_int(job, "attempts"));
+		h_ok(h, count_events(h, id, "started_bigger") == 0 && count_events(h, id, "started_lower") == 0 &&
+		     !jpath_get(job, "recovery_state.started_bigger"), "no started_bigger or started_lower");
+		h_ok(h, jpath_get(job, "constraints.min_gpu_memory_mib") == NULL ||
+		     json_is_null(jpath_get(job, "constraints.min_gpu_memory_mib")), "and no memory floor");
+	}
+	free(id);
+out:
+	json_decref(as);
+	json_decref(job);
+	json_decref(extra);
+}
+
+struct event_arg {
+	struct harness *h;
+	const char *id, *kind;
+};
+
+static bool has_event(void *arg)
+{
+	struct event_arg *e = arg;
+	return count_events(e->h, e->id, e->kind) >= 1;
+}
+
+static bool gpu_registered(void *arg)
+{
+	return h_sql_int(arg, "SELECT count(*) FROM gpus WHERE memory_total_mib = 81920", 0, NULL) == 1;
+}
+
+/* An 80 GiB GPU in the fleet (its worker registered, then stopped): the 24 GiB worker claims the
+ * job, rungd hands the claim back with the job re-queued for at least 24577 MiB, the story in an
+ * event and recovery_state; the job runs once, as attempt 1 at its target, on the 80 GiB GPU when
+ * that worker comes back. */
+static void test_bigger(struct harness *h, const struct h_worker_opts *small)
+{
+	static const char *const env[] = { "RUNG_SIM_STEP_MS=60", "RUNG_SIM_LOAD_MS=150", NULL };
+	char *gpus = h_sim_gpus("big", 1, GPU_80G), *id = NULL, *big_uuid = NULL;
+	struct h_worker_opts o = { .gpus_json = gpus, .env = env, .args = small->args };
+	struct h_worker *big = h_worker_start(h, "wbig", &o);
+	json_t *cfg = flux("init_bigger", 4, 1024), *sub = NULL, *job = NULL, *as = NULL, *done = NULL, *a1, *sb;
+	struct event_arg ev = { h, NULL, "started_bigger" };
+	long st = 0;
+
+	if (!h_ok(h, big && wait_until(gpu_registered, h, 20000 * h_slow()), "a worker with one 80 GiB GPU registers") ||
+	    !h_ok(h, h_worker_stop(h, big, SIGTERM) == 0, "and stops: its GPU stays in the fleet"))
+		goto out;
+	{
+		PGresult *r = h_sql(h, "SELECT uuid FROM gpus WHERE memory_total_mib = 81920", 0, NULL);
+		big_uuid = r && PQntuples(r) == 1 ? xstrdup(PQgetvalue(r, 0, 0)) : NULL;
+		PQclear(r);
+	}
+	if (!spent_ladder_cached(h, "init_prime_b", GPU_80G))
+		goto out;
+	sub = h_submit(h, cfg, NULL);
+	id = h_id(sub, "id");
+	ev.id = id;
+	if (!h_ok(h, id && wait_until(has_event, &ev, 30000 * h_slow()),
+		  "a batch-4 job on 1024 px claimed on 24 GiB: started_bigger recorded"))
+		goto out;
+	job = h_job(h, id);
+	h_ok(h, !strcmp(h_str(job, "state"), "queued") && h_int(job, "attempts") == 0,
+	     "the claim is undone: the job is queued with no attempt (%s, %lld)", h_str(job, "state"), h_int(job, "attempts"));
+	h_ok(h, jpath_int(job, "constraints.min_gpu_memory_mib", 0) == GPU_24G + 1,
+	     "re-queued for a GPU with at least 24577 MiB (got %lld)", jpath_int(job, "constraints.min_gpu_memory_mib", 0));
+	{
+		const char *params[1] = { id };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", 1, params) == 0,
+		     "no attempt row is left of the claim");
+	}
+	sb = jpath_get(job, "recovery_state.started_bigger");
+	h_ok(h, json_is_object(sb) && jpath_int(sb, "gpu_mib", 0) == GPU_24G && jpath_int(sb, "fleet_max_gpu_mib", 0) == GPU_80G &&
+	     jpath_int(sb, "min_gpu_memory_mib", 0) == GPU_24G + 1 && jpath_int(sb, "attempt", 0) == 1 &&
+	     json_is_false(jpath_get(sb, "target_estimate.fits")) &&
+	     strstr(jpath_str(sb, "reason", ""), "every rung of the ladder is predicted not to fit this 24576 MiB GPU") &&
+	     strstr(jpath_str(sb, "reason", ""), "ran out of memory on a 24576 MiB GPU"),
+	     "recovery_state.started_bigger keeps the story: the 24 GiB GPU, the fleet's 80 GiB, the floor, why (%s)",
+	     jpath_str(sb, "reason", "?"));
+	{
+		const char *params[1] = { id };
+		PGresult *r = h_sql(h, "SELECT e.from_state || '>' || e.to_state, e.reason = e.data->>'reason', e.data->>'gpu_uuid' "
+				       "FROM events e WHERE e.job_id = $1::bigint AND e.kind = 'started_bigger'", 1, params);
+		h_ok(h, r && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 0), "running>queued") && !strcmp(PQgetvalue(r, 0, 1), "t") &&
+		     big_uuid && strcmp(PQgetvalue(r, 0, 2), big_uuid),
+		     "one started_bigger event, running > queued, with the reason, naming the 24 GiB GPU");
+		PQclear(r);
+	}
+	if (!h_ok(h, h_worker_restart(h, big) == 0, "the 80 GiB worker comes back"))
+		goto out;
+	done = h_wait_job(h, id, "succeeded", 60000 * h_slow());
+	if (!h_ok(h, done != NULL, "the job succeeds on it"))
+		goto out;
+	json_decref(job);
+	job = h_job(h, id);
+	as = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	a1 = json_array_get(json_object_get(as, "attempts"), 0);
+	h_ok(h, h_int(job, "attempts") == 1 && h_int(a1, "number") == 1 && big_uuid &&
+	     !strcmp(h_str(a1, "gpu_uuid"), big_uuid) && batch_of(a1) == 4 && !strcmp(h_str(a1, "outcome"), "succeeded"),
+	     "one attempt, number 1, on the 80 GiB GPU, at its target (batch %lld), succeeded (%lld attempt(s), gpu %s)",
+	     batch_of(a1), h_int(job, "attempts"), h_str(a1, "gpu_uuid"));
+	h_ok(h, count_events(h, id, "started_bigger") == 1 && count_events(h, id, "started_lower") == 0,
+	     "the small GPU never claimed it again: one started_bigger, no lowering");
+	{
+		int rc = -1;
+		char *args = xasprintf("show %s", id), *out = h_rungctl(h, args, &rc), *page;
+		h_ok(h, rc == 0 && strstr(out, "  started on a bigger GPU (memory model): its claim on a 24576 MiB GPU was handed "
+					       "back before it ran, for a GPU with at least 24577 MiB\n    why: memory model: every rung"),
+		     "rungctl show says the first claim was handed back for a bigger GPU, and why");
+		if (h->failed)
+			h_diag("rungctl show: %s", out);
+		free(out);
+		free(args);
+		page = job_page(h, id);
+		h_ok(h, page && strstr(page, "<dt>bigger GPU</dt><dd>started on a bigger GPU (memory model): its claim on a 24576 MiB "
+					     "GPU was handed back before it ran, for a GPU with at least 24577 MiB"),
+		     "and so does the web job page");
+		free(page);
+	}
+	if (h->failed)
+		h_diag("job: %s", h->last_body ? h->last_body : "?");
+out:
+	json_decref(done);
+	json_decref(as);
+	json_decref(job);
+	json_decref(sub);
+	json_decref(cfg);
+	free(big_uuid);
+	free(id);
+	free(gpus);
+}
+
 int main(void)
 {
 	static const char *const env[] = { "RUNG_SIM_STEP_MS=60", "RUNG_SIM_LOAD_MS=150", NULL };
@@ -307,6 +515,8 @@ int main(void)
 	test_fits(h);
 	test_no_scale_up(h);
 	test_reset(h);
+	test_no_bigger(h);
+	test_bigger(h, &o);
 	if (h->failed) { /* what the model learned from: peaks and their phases (a slow host mislabels them) */
 		PGresult *r = h_sql(h, "SELECT string_agg(id || ': ' || coalesce(peak_mib::text, '-') || ' MiB in ' || "
 				       "coalesce(peak_phase, '-') || ', ' || coalesce(mem_features::text, '-'), E'\\n' ORDER BY id) "

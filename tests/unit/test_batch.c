@@ -20,6 +20,7 @@
 #include "log.h"
 #include "memmodel.h"
 #include "policy.h"
+#include "sql.h"
 #include "tap.h"
 #include "util.h"
 
@@ -906,6 +907,28 @@ static void test_scale(void)
 	b = blocks("SELECT * FROM rung_claim_batch($1::jsonb, 30)", 1, p);
 	few_blocks(b, "claim batch of 2 from a queue of 10,000");
 	free(items);
+
+	/* the profile cache's fill also reads the fleet's largest usable GPU (requeue_bigger at a lease):
+	 * with 10,000 GPUs, the largest quarantined, it counts as the finish CTX does and reads a few
+	 * blocks (gpus_usable_memory backwards), not the table */
+	q1("INSERT INTO gpus (uuid, worker_id, memory_total_mib, state) SELECT 'F-' || g, $1::bigint, 16384 + (g % 57) * 1024, "
+	   "CASE WHEN g = 10000 THEN 'quarantined' WHEN g % 7 = 0 THEN 'suspect' ELSE 'ok' END FROM generate_series(1, 10000) g",
+	   1, (const char *[]){ wid });
+	q1("UPDATE gpus SET memory_total_mib = 143771 WHERE uuid = 'F-10000'", 0, NULL);
+	p[0] = "flux";
+	p[1] = "24576";
+	TAP_STR_EQ(q1("SELECT count(*) || ':' || (SELECT max(memory_total_mib) FROM gpus) FROM gpus", 0, NULL), "10002:143771",
+		   "10,000 more GPUs, the largest (143771 MiB) quarantined");
+	{
+		PGresult *r = PQexecParams(pg, sql_memcache_fill, 2, NULL, p, NULL, NULL, 0);
+		char want[32];
+		snprintf(want, sizeof want, "%d", 16384 + 56 * 1024);
+		TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && PQnfields(r) == 2 &&
+		       !strcmp(PQgetvalue(r, 0, 1), want), "the fill's fleet figure: the largest GPU not quarantined");
+		PQclear(r);
+	}
+	b = blocks(sql_memcache_fill, 2, p);
+	few_blocks(b, "profile cache fill with the fleet's largest GPU among 10,002");
 	PQfinish(pg);
 }
 
@@ -1155,6 +1178,133 @@ static void test_claim_rules(void)
 	PQfinish(pg);
 }
 
+/* rung_start_bigger (sql/functions/43_start_lower.sql): a claimed first attempt at the target is
+ * handed back for a bigger GPU in one transaction (attempt gone, count back, job queued with the
+ * memory floor merged into its constraints, the story in recovery_state and an event, no NOTIFY);
+ * its fence (token, running, still the target) changes nothing when it does not hold, and the
+ * small GPU cannot claim the job again while the big one can, as attempt 1 at the target. */
+static void test_start_bigger(void)
+{
+	const char *p[5];
+	char ids[4][32], toks[4][80], wid[32], last[64] = "";
+	char *items;
+	const char *data = "{\"attempt\": 1, \"gpu_mib\": 24000, \"min_gpu_memory_mib\": 24001, \"reason\": \"why\"}";
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("LISTEN rung_jobs", 0, NULL);
+	q1("SELECT rung_register('wbig', 'h', '[{\"uuid\":\"S-1\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"S-2\",\"memory_total_mib\":24000},{\"uuid\":\"S-3\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"S-4\",\"memory_total_mib\":24000},{\"uuid\":\"L-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wbig'", 0, NULL));
+	q1("INSERT INTO jobs (name, kind, priority, target_config, recovery, constraints) VALUES "
+	   "('nb1', 'image', 1, '{\"x\":1}', '{}', '{\"exclude_gpus\":[\"Z-9\"]}'), "
+	   "('nb2', 'image', 2, '{\"x\":2}', '{}', '{}'), ('nb3', 'image', 3, '{\"x\":3}', '{}', '{}'), "
+	   "('nb4', 'image', 4, '{\"x\":4}', '{}', '{\"min_gpu_memory_mib\": 20000}')", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"S-1\",\"fresh\":true},{\"i\":1,\"worker\":%s,\"gpu\":\"S-2\",\"fresh\":true},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"S-3\",\"fresh\":true},{\"i\":3,\"worker\":%s,\"gpu\":\"S-4\",\"fresh\":true}]",
+			  wid, wid, wid, wid);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || number, ',' ORDER BY i) FROM rung_claim_batch($1::jsonb, $2::int)",
+		      2, p), "0:ok:1,1:ok:1,2:ok:1,3:ok:1", "start bigger: four first attempts claimed on 24000 MiB GPUs");
+	free(items);
+	for (int k = 0; k < 4; k++) {
+		char name[8];
+		const char *np[1] = { name };
+
+		snprintf(name, sizeof name, "nb%d", k + 1);
+		snprintf(ids[k], sizeof ids[k], "%s", q1("SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = $1", 1, np));
+		snprintf(toks[k], sizeof toks[k], "%s", q1("SELECT a.token FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = $1", 1, np));
+	}
+	rung_jobs_notifies(last);
+
+	/* the fence: a wrong token, an attempt already lowered, one not running */
+	p[0] = ids[0];
+	p[1] = "not-the-token";
+	p[2] = "24001";
+	p[3] = "why";
+	p[4] = data;
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "false",
+		   "start bigger: a wrong token: false");
+	p[0] = ids[1];
+	p[1] = toks[1];
+	p[2] = "{\"x\":0}";
+	p[3] = "lower";
+	p[4] = "{}";
+	TAP_STR_EQ(q1("SELECT rung_start_lower($1::bigint, $2, $3::jsonb, $4, $5::jsonb)", 5, p), "{\"x\": 0}",
+		   "start bigger: (nb2's attempt started lower first)");
+	p[2] = "24001";
+	p[3] = "why";
+	p[4] = data;
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "false",
+		   "start bigger: an attempt that no longer runs the target: false");
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now() WHERE id = $1::bigint", 1,
+	   (const char *[]){ ids[2] });
+	p[0] = ids[2];
+	p[1] = toks[2];
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "false",
+		   "start bigger: an attempt that is not running: false");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || j.state || ':' || j.attempts_count || ':' || "
+		      "coalesce(j.constraints->>'min_gpu_memory_mib', '-') || ':' || (j.recovery_state ? 'started_bigger') || ':' || "
+		      "(SELECT count(*) FROM attempts a WHERE a.job_id = j.id), ',' ORDER BY j.name) FROM jobs j WHERE j.name < 'nb4'",
+		      0, NULL),
+		   "nb1:running:1:-:false:1,nb2:running:1:-:false:1,nb3:running:1:-:false:1",
+		   "start bigger: refused calls changed no job, count, constraint, story or attempt");
+	TAP_STR_EQ(q1("SELECT count(*) FROM events WHERE kind = 'started_bigger'", 0, NULL), "0", "and logged no event");
+
+	/* nb1: handed back */
+	p[0] = ids[0];
+	p[1] = toks[0];
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "true",
+		   "start bigger: the running first attempt at the target: true");
+	TAP_STR_EQ(q1("SELECT j.state || ':' || j.attempts_count || ':' || j.constraints::text || ':' || "
+		      "(j.recovery_state->'started_bigger' = $5::jsonb) || ':' || coalesce(j.next_action, '-') || ':' || "
+		      "(j.current_config IS NULL) || ':' || (SELECT count(*) FROM attempts a WHERE a.job_id = j.id) "
+		      "FROM jobs j WHERE j.name = 'nb1' AND $1::text IS NOT NULL AND $2::text IS NOT NULL AND $3::text IS NOT NULL "
+		      "AND $4::text IS NOT NULL", 5, p),
+		   "queued:0:{\"exclude_gpus\": [\"Z-9\"], \"exclude_workers\": [], \"min_gpu_memory_mib\": 24001}:true:"
+		   "run the target config on a GPU with at least 24001 MiB:true:0",
+		   "the attempt is gone, the job queued at its target with the floor merged and the story kept");
+	TAP_STR_EQ(q1("SELECT string_agg(e.kind || ':' || e.from_state || '>' || e.to_state || ':' || e.reason || ':' || "
+		      "(e.attempt_id = $1::bigint) || ':' || (e.data = $2::jsonb), ',') FROM events e JOIN jobs j ON j.id = e.job_id "
+		      "WHERE j.name = 'nb1' AND e.kind NOT IN ('submitted')", 2, (const char *[]){ ids[0], data }),
+		   "started_bigger:running>queued:why:true:true", "one started_bigger event (the leased one went with the attempt)");
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "false",
+		   "start bigger: called again: false");
+	TAP_INT_EQ(rung_jobs_notifies(last), 0, "start bigger: no NOTIFY (rungd announces after the commit)");
+
+	/* nb4: a floor already above the answer's stays; a cancel asked meanwhile cancels */
+	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 30000}', cancel_requested = true WHERE name = 'nb4'", 0, NULL);
+	p[0] = ids[3];
+	p[1] = toks[3];
+	TAP_STR_EQ(q1("SELECT rung_start_bigger($1::bigint, $2, $3::int, $4, $5::jsonb)::text", 5, p), "true",
+		   "start bigger: a job with a cancel asked");
+	TAP_STR_EQ(q1("SELECT state || ':' || (constraints->>'min_gpu_memory_mib') || ':' || (finished_at IS NOT NULL) || ':' || "
+		      "(SELECT to_state FROM events e WHERE e.job_id = j.id AND e.kind = 'started_bigger') FROM jobs j WHERE name = 'nb4'",
+		      0, NULL),
+		   "cancelled:30000:true:cancelled", "is cancelled, as rung_release does; a higher floor is kept");
+
+	/* no loop: the small GPU may not take nb1 again, the big one takes it as attempt 1 at the target */
+	q1("UPDATE attempts SET state = 'ended', outcome = 'succeeded', ended_at = now() WHERE state = 'running'", 0, NULL);
+	q1("UPDATE jobs SET state = 'succeeded' WHERE name IN ('nb2', 'nb3')", 0, NULL);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"S-1\",\"fresh\":true}]", wid);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p), "0:none",
+		   "start bigger: the 24000 MiB GPU cannot claim the job again");
+	free(items);
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"L-1\",\"fresh\":true}]", wid);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || (SELECT name FROM jobs WHERE id = b.job_id) || ':' || "
+		      "number || ':' || coalesce(init_gpu_mib::text, '-'), ',') FROM rung_claim_batch($1::jsonb, $2::int) b", 2, p),
+		   "0:ok:nb1:1:80000", "the 80000 MiB GPU claims it as attempt 1, with the first-attempt check's columns");
+	TAP_STR_EQ(q1("SELECT (a.config IS NULL) || ':' || (j.current_config IS NULL) FROM attempts a JOIN jobs j ON j.id = a.job_id "
+		      "WHERE j.name = 'nb1' AND a.state = 'running'", 0, NULL), "true:true", "at the target");
+	free(items);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -1195,6 +1345,7 @@ int main(void)
 	test_heartbeat_skip();
 	test_claim_rules();
 	test_plain_ctx();
+	test_start_bigger();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

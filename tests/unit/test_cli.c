@@ -314,6 +314,14 @@ static void test_story_start_lower(void)
 	s = story_verdict(job, atts, NULL);
 	TAP_OK(s && !strstr(s, "started below"), "story: and no verdict line");
 	free(s);
+	/* a first claim handed back for a bigger GPU (recovery_state.started_bigger) */
+	json_object_set_new(job, "recovery_state", J("{\"started_bigger\": {\"attempt\": 1, \"gpu_mib\": 24576, "
+		"\"min_gpu_memory_mib\": 24577, \"reason\": \"memory model: every rung fails here\"}}"));
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && strstr(s, "\n  started on a bigger GPU (memory model): its claim on a 24576 MiB GPU was handed back "
+			     "before it ran, for a GPU with at least 24577 MiB\n    why: memory model: every rung fails here\n") &&
+	       !strstr(s, "started below"), "story: the verdict says the first claim was handed back for a bigger GPU, and why");
+	free(s);
 	json_decref(job);
 	json_decref(atts);
 }

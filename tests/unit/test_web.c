@@ -244,6 +244,23 @@ static void test_start_lower(void)
 	TAP_OK(drawn == 0 && !strcmp(s, ""), "a started_lower that is not an object: nothing");
 	free(s);
 	free(line);
+	{
+		struct hbuf b = { 0 };
+		json_t *j = json_loads("{\"recovery_state\": {\"started_bigger\": {\"gpu_mib\": 24576, "
+				       "\"min_gpu_memory_mib\": 24577}}}", 0, NULL);
+		TAP_OK(html_start_bigger_line(&b, j) == 1, "a job handed back for a bigger GPU: its line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "started on a bigger GPU (memory model): its claim on a 24576 MiB GPU was handed back before it "
+			   "ran, for a GPU with at least 24577 MiB", "as rungctl's verdict phrases it");
+		free(s);
+		json_decref(j);
+		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
+		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
+		s = html_take(&b);
+		TAP_OK(!s || !strcmp(s, ""), "and nothing appended");
+		free(s);
+		json_decref(j);
+	}
 }
 
 static void test_helpers(void)
