@@ -269,6 +269,24 @@ static void lowering_free(struct lowering *l)
  * changed nothing (the attempt no longer runs the target, or the statement failed and rolled
  * back); when its outcome is unknown (no connection) answers 503 and leaves the attempt to the
  * reaper, since the database may record either config. */
+/* The start of on_lowered and on_bigger: the waiter leaves the lowering list; when the statement's
+ * outcome is unknown (res NULL: no connection) `failed` is logged, the waiter gets 503 and the
+ * attempt is left to the reaper. Returns false when it answered the waiter. */
+static bool lowering_back(struct lowering *l, PGresult *res, const char *err, const char *failed)
+{
+	struct waiter *w = l->w;
+
+	wlist_unlink(&w->m->lowering, w);
+	w->state = W_CLAIMING;
+	if (res)
+		return true;
+	log_error(failed, "job=%lld attempt=%lld error=\"%s\" (outcome unknown: the reaper ends the lease)", l->job_id,
+		  l->attempt_id, err ? err : "?");
+	waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable", "message",
+					err ? err : "database unavailable", "field"));
+	return false;
+}
+
 static void on_lowered(PGresult *res, const char *err, void *arg)
 {
 	struct lowering *l = arg;
@@ -277,15 +295,8 @@ static void on_lowered(PGresult *res, const char *err, void *arg)
 			       .token = l->token, .lease = l->lease, .config = l->config };
 	bool lowered = false;
 
-	wlist_unlink(&w->m->lowering, w);
-	w->state = W_CLAIMING;
-	if (!res) {
-		log_error("start lower failed", "job=%lld attempt=%lld error=\"%s\" (outcome unknown: the reaper ends the lease)",
-			  l->job_id, l->attempt_id, err ? err : "?");
-		waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable", "message",
-						err ? err : "database unavailable", "field"));
+	if (!lowering_back(l, res, err, "start lower failed"))
 		goto out;
-	}
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
 		c.config = PQgetvalue(res, 0, 0);
 		lowered = true;
@@ -315,15 +326,8 @@ static void on_bigger(PGresult *res, const char *err, void *arg)
 	struct claim_row c = { .status = "ok", .attempt_id = l->attempt_id, .job_id = l->job_id, .number = l->number,
 			       .token = l->token, .lease = l->lease, .config = l->config };
 
-	wlist_unlink(&m->lowering, w);
-	w->state = W_CLAIMING;
-	if (!res) {
-		log_error("start bigger failed", "job=%lld attempt=%lld error=\"%s\" (outcome unknown: the reaper ends the lease)",
-			  l->job_id, l->attempt_id, err ? err : "?");
-		waiter_answer(w, 503, json_pack("{s:s, s:s, s:n}", "error", "database_unavailable", "message",
-						err ? err : "database unavailable", "field"));
+	if (!lowering_back(l, res, err, "start bigger failed"))
 		goto out;
-	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "t")) {
 		log_warn("first attempt not re-queued for a bigger GPU", "job=%lld attempt=%lld error=\"%s\" (answered as claimed)",
 			 l->job_id, l->attempt_id, PQresultStatus(res) == PGRES_TUPLES_OK ? "the attempt no longer runs the target" :
