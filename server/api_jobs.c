@@ -427,31 +427,19 @@ static const char *submit_text(void *item)
  * submit. Otherwise the envelope is printed. A new string. */
 static char *submit_item_text(const json_t *item, const json_t *body, const char *sent, size_t sent_len)
 {
-	char *meta = json_dumps(item, JSON_COMPACT), *text, *b = NULL;
-	size_t mlen = meta ? strlen(meta) : 0;
+	char *meta = json_dumps(item, JSON_COMPACT), *envelope = NULL, *text = NULL;
 
-	if (!sent || memchr(sent, '\0', sent_len)) {
-		b = json_dumps(body, JSON_COMPACT);
-		sent = b;
-		sent_len = b ? strlen(b) : 0;
+	if (sent && !memchr(sent, '\0', sent_len)) { /* the body is not NUL-terminated where it lies */
+		envelope = xmalloc(sent_len + 1);
+		memcpy(envelope, sent, sent_len);
+		envelope[sent_len] = '\0';
+	} else {
+		envelope = json_dumps(body, JSON_COMPACT);
 	}
-	if (!meta || mlen < 2 || !sent) {
-		free(meta);
-		free(b);
-		return NULL;
-	}
-	/* {"name":...,"key":...} -> {"name":...,"key":...,"body":SENT} */
-	text = xmalloc(mlen + sent_len + 16);
-	memcpy(text, meta, mlen - 1);
-	memcpy(text + mlen - 1, mlen > 2 ? ",\"body\":" : "\"body\":", mlen > 2 ? 8 : 7);
-	{
-		size_t at = mlen - 1 + (mlen > 2 ? 8 : 7);
-		memcpy(text + at, sent, sent_len);
-		text[at + sent_len] = '}';
-		text[at + sent_len + 1] = '\0';
-	}
+	if (meta && envelope)
+		text = util_json_append(meta, "\"body\": ", envelope, NULL);
 	free(meta);
-	free(b);
+	free(envelope);
 	return text;
 }
 
