@@ -14,17 +14,51 @@ CREATE OR REPLACE FUNCTION rung_config_arch(c jsonb) RETURNS text LANGUAGE sql I
   FROM (SELECT c #> '{config,process,0,model}' AS m) s
 $$;
 
--- The attempts whose OBSERVATION still counts: one was stored (mem_obs) and the attempt ended after
--- the last reset of (its arch, its own GPU's memory class: mem_gpu_mib rounded to the nearest GiB),
--- so a reset drops what was learned on that class and nothing else. The one place that rule is
--- written; a plain view, so the planner inlines it into each reader below and a reader filtering on
--- mem_arch and ordering by (mem_arch, id DESC) can still walk attempts_mem_obs (checked with EXPLAIN,
--- docs/DESIGN.md).
+-- Whether the OBSERVATION of an attempt of ARCH on a GPU of GPU_MIB that ended at ENDED still
+-- counts: it ended after the last reset of (its arch, its own GPU's memory class: GPU_MIB rounded to
+-- the nearest GiB), so a reset drops what was learned on that class and nothing else. The one place
+-- that rule is written (memory_observations and rung_memory_newest read it).
+CREATE OR REPLACE FUNCTION rung_memory_counts(p_arch text, p_gpu_mib int, p_ended timestamptz) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT p_ended IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM memory_profiles m
+    WHERE m.arch = p_arch AND m.gpu_class_mib = ((p_gpu_mib + 512) / 1024) * 1024 AND m.reset_at >= p_ended)
+$$;
+
+-- The attempts whose OBSERVATION was stored (mem_obs) and still counts.
 CREATE OR REPLACE VIEW memory_observations AS
   SELECT a.id, a.job_id, a.mem_arch, a.mem_obs, a.ended_at
   FROM attempts a
-  LEFT JOIN memory_profiles m ON m.arch = a.mem_arch AND m.gpu_class_mib = ((a.mem_gpu_mib + 512) / 1024) * 1024
-  WHERE a.mem_obs IS NOT NULL AND a.ended_at > coalesce(m.reset_at, '-infinity');
+  WHERE a.mem_obs IS NOT NULL AND rung_memory_counts(a.mem_arch, a.mem_gpu_mib, a.ended_at);
+
+-- The newest LIMIT observations of ARCH that still count, newest first: a walk down attempts_mem_obs,
+-- one entry a step (an index probe below the last id, LIMIT 1), so its cost is O(LIMIT) whatever
+-- the statistics say. The plain "WHERE mem_arch = $1 ORDER BY id DESC LIMIT 48" was planned two
+-- ways that read far more (docs/PERFORMANCE.md, round 10):
+-- - as the primary key walked backwards, filtering on the arch (the planner assumes the arch's rows
+--   are spread evenly through the table): for an arch whose observations are older than another's,
+--   every newer attempt is read, on every call, for good;
+-- - as "read every observation of the arch, sort" when a stale ANALYZE put the arch's rows below the
+--   limit (a new deployment's first minutes, a new arch).
+-- The arch is matched as ">= AND <=" rather than "=": an equality makes the arch a constant the
+-- planner drops from the ORDER BY, after which the primary key provides the order as well; a range
+-- keeps it, so attempts_mem_obs is the only ordered path, and btree still positions each probe on
+-- (arch, id) directly. Entries a reset hides are stepped over, as the plain query filtered them.
+CREATE OR REPLACE FUNCTION rung_memory_newest(p_arch text, p_limit int)
+RETURNS TABLE (id bigint, mem_obs jsonb, ended_at timestamptz)
+LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE walk(id, mem_obs, ended_at, counts, kept) AS (
+    SELECT 9223372036854775807::bigint, NULL::jsonb, NULL::timestamptz, false, 0
+    UNION ALL
+    SELECT s.id, s.mem_obs, s.ended_at, s.counts, w.kept + s.counts::int
+    FROM walk w CROSS JOIN LATERAL (
+      SELECT a.id, a.mem_obs, a.ended_at, rung_memory_counts(a.mem_arch, a.mem_gpu_mib, a.ended_at) AS counts
+      FROM attempts a
+      WHERE a.mem_arch >= p_arch AND a.mem_arch <= p_arch AND a.mem_obs IS NOT NULL AND a.id < w.id
+      ORDER BY a.mem_arch, a.id DESC LIMIT 1) s
+    WHERE w.kept < p_limit)
+  SELECT w.id, w.mem_obs, w.ended_at FROM walk w WHERE w.counts
+$$;
 
 -- The OBSERVATIONs of ARCH on GPUs of every memory class (what a config needs does not depend on
 -- the card: recovery/memmodel.h), newest first, at most 200, plus every one of job P_JOB (NULL:
@@ -33,10 +67,9 @@ CREATE OR REPLACE VIEW memory_observations AS
 -- profile's class: kept in the signature, the fit judges against it).
 CREATE OR REPLACE FUNCTION rung_memory_observations(p_arch text, p_gpu_mib int, p_job bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-  WITH o AS ((SELECT v.id, v.mem_obs, v.ended_at FROM memory_observations v
-              WHERE v.mem_arch = p_arch ORDER BY v.mem_arch, v.id DESC LIMIT 200)
+  WITH o AS (SELECT n.id, n.mem_obs, n.ended_at FROM rung_memory_newest(p_arch, 200) n
              UNION
-             SELECT v.id, v.mem_obs, v.ended_at FROM memory_observations v WHERE v.job_id = p_job)
+             SELECT v.id, v.mem_obs, v.ended_at FROM memory_observations v WHERE p_job IS NOT NULL AND v.job_id = p_job)
   SELECT coalesce(jsonb_agg(o.mem_obs || jsonb_build_object('at', o.ended_at) ORDER BY o.id DESC), '[]')
   FROM o WHERE p_gpu_mib IS NOT NULL
 $$;
@@ -48,10 +81,9 @@ $$;
 -- at each finish; 200 full observations were ~90 KB of CTX, 48 compact ones are under a sixth of that.
 CREATE OR REPLACE FUNCTION rung_memory_ctx_observations(p_arch text, p_gpu_mib int, p_job bigint) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-  WITH o AS ((SELECT v.id, v.mem_obs, false AS own FROM memory_observations v
-              WHERE v.mem_arch = p_arch ORDER BY v.mem_arch, v.id DESC LIMIT 48)
+  WITH o AS (SELECT n.id, n.mem_obs, false AS own FROM rung_memory_newest(p_arch, 48) n
              UNION ALL
-             SELECT v.id, v.mem_obs, true FROM memory_observations v WHERE v.job_id = p_job),
+             SELECT v.id, v.mem_obs, true FROM memory_observations v WHERE p_job IS NOT NULL AND v.job_id = p_job),
   k AS (SELECT DISTINCT ON (o.id) o.id, o.mem_obs, o.own FROM o ORDER BY o.id, o.own DESC),
   s AS (SELECT k.id, k.mem_obs FROM k ORDER BY k.own DESC, k.id DESC LIMIT 48)
   SELECT coalesce(jsonb_agg(jsonb_strip_nulls(s.mem_obs - 'at') ||

@@ -932,6 +932,79 @@ static void test_scale(void)
 	PQfinish(pg);
 }
 
+/* The newest observations of an arch (rung_memory_newest, sql/functions/55_memory.sql) cost O(limit)
+ * whatever the statistics say. 2,000 observations of sdxl, then 10,000 newer ones of flux, ANALYZE
+ * having seen only the first 6 of flux:
+ * - sdxl's newest 48 lie under every flux row: the plain "ORDER BY id DESC LIMIT 48" was planned as
+ *   the primary key walked backwards (the arch assumed spread evenly) and read all 10,000 first, on
+ *   every call (this check fails against it);
+ * - flux's estimate (~36) is below the limit, the case the bench's fresh database planned as "read
+ *   every observation, sort" (docs/PERFORMANCE.md, round 10).
+ * The walk keeps the plain query's answer: the newest 20, on a GPU class reset after they ended, are
+ * stepped over. */
+static void test_memory_walk(void)
+{
+	const char *p[2];
+	char plain[8192];
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, memory_profiles "
+	   "CASCADE", 0, NULL);
+	q1("ALTER TABLE attempts SET (autovacuum_enabled = off)", 0, NULL);
+	/* 1,200 jobs of 10 attempts each */
+	q1("INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count) "
+	   "SELECT 'hist' || g, 'image', 'succeeded', '{\"x\":1}', '{}', 10 FROM generate_series(0, 1199) g", 0, NULL);
+	/* what ANALYZE sees: 2,000 observations of another arch and the first 6 of flux; then 10,000 more of
+	 * flux on 24 GiB, the newest 20 on 40 GiB, every one ~400 bytes as the real ones. The estimate
+	 * of flux's rows is then ~36, below the limit of 48. */
+	q1("INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, ended_at, "
+	   "mem_arch, mem_gpu_mib, mem_obs) SELECT j.id, g, 'h', 'o' || g, now(), 'ended', 'succeeded', "
+	   "now() - interval '1 hour', 'sdxl', 24576, jsonb_build_object('outcome', 'success', 'n', g) "
+	   "FROM generate_series(1, 2000) g JOIN jobs j ON j.name = 'hist' || (g / 10) ORDER BY g", 0, NULL);
+	for (int k = 0; k < 2; k++) {
+		p[0] = k ? "7" : "1";
+		p[1] = k ? "10006" : "6";
+		q1("INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, ended_at, "
+		   "mem_arch, mem_gpu_mib, mem_obs) SELECT j.id, 2000 + g, 'h', 'f' || g, now(), 'ended', 'succeeded', "
+		   "now() - interval '1 hour', 'flux', CASE WHEN g > 9986 THEN 40960 ELSE 24576 END, "
+		   "jsonb_build_object('outcome', 'success', 'n', g, 'features', jsonb_build_object('res', 1024, "
+		   "'batch', 1, 'grad_ckpt', true, 'low_vram', false), 'pad', repeat('x', 300)) "
+		   "FROM generate_series($1::int, $2::int) g JOIN jobs j ON j.name = 'hist' || ((1999 + g) / 10) ORDER BY g",
+		   2, p);
+		if (!k)
+			q1("ANALYZE attempts", 0, NULL);
+	}
+	q1("INSERT INTO memory_profiles (arch, gpu_class_mib, reset_at) VALUES ('flux', 40960, now())", 0, NULL);
+
+	snprintf(plain, sizeof plain, "%s",
+		 q1("SELECT string_agg(x.id::text, ',' ORDER BY x.id DESC) FROM (SELECT v.id FROM memory_observations v "
+		    "WHERE v.mem_arch = 'flux' ORDER BY v.id DESC LIMIT 48) x", 0, NULL));
+	TAP_STR_EQ(q1("SELECT string_agg(n.id::text, ',') FROM rung_memory_newest('flux', 48) n", 0, NULL), plain,
+		   "the walk answers what the plain query answers, newest first");
+	TAP_STR_EQ(q1("SELECT count(*) || ':' || min(n.mem_obs->>'n') || '..' || max(n.mem_obs->>'n') "
+		      "FROM rung_memory_newest('flux', 48) n", 0, NULL), "48:9939..9986",
+		   "48 observations, the 20 newest (reset 40 GiB class) stepped over");
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_memory_newest('flux', 20000)", 0, NULL), "9986",
+		   "a limit beyond the history: every observation that counts");
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_memory_newest('sd3', 48)", 0, NULL), "0", "an arch with none: none");
+	TAP_STR_EQ(q1("SELECT jsonb_array_length(rung_memory_ctx_observations('flux', 24576, NULL))", 0, NULL), "48",
+		   "the CTX reads 48 of them");
+
+	TAP_STR_EQ(q1("SELECT jsonb_array_length(rung_memory_ctx_observations('sdxl', 24576, NULL))", 0, NULL), "48",
+		   "and 48 of the older arch");
+	for (int k = 0; k < 2; k++) {
+		char name[160];
+		p[0] = k ? "flux" : "sdxl";
+		b = blocks("SELECT rung_memory_ctx_observations($1, 24576, NULL)", 1, p);
+		snprintf(name, sizeof name, "the CTX's observations of %s: %ld blocks (< 400; the 10,000 flux rows fill over "
+			 "1,000)", p[0], b);
+		TAP_OK(b > 0 && b < 400, name);
+	}
+	q1("ALTER TABLE attempts RESET (autovacuum_enabled)", 0, NULL);
+	PQfinish(pg);
+}
+
 /* Two fences of migration 011's batches, each a regression a review found:
  * - a claim round whose later waiter falls back to rung_claim(), which takes a job an earlier waiter
  *   had chosen (this statement's own lock does not make SKIP LOCKED skip it), still succeeds: the
@@ -1341,6 +1414,7 @@ int main(void)
 	test_queue();
 	test_sql();
 	test_scale();
+	test_memory_walk();
 	test_fences_011();
 	test_heartbeat_skip();
 	test_claim_rules();
