@@ -14,6 +14,22 @@ CREATE OR REPLACE FUNCTION rung_config_arch(c jsonb) RETURNS text LANGUAGE sql I
   FROM (SELECT c #> '{config,process,0,model}' AS m) s
 $$;
 
+-- The fleet's largest usable GPU memory in MiB (0: none), the figure requeue_bigger and a lease's
+-- started_bigger weigh (the finish CTX's fleet, the profile cache's fill): a GPU not quarantined on
+-- a worker that takes work (online, not draining) and was seen in the last 10 minutes. A live
+-- worker is seen at least once a minute (each long-poll, at most 60 s, and each heartbeat touch
+-- last_seen_at); a host gone for good no longer promises a bigger card, which would park a job
+-- queued for one that never comes back. Walks gpus_usable_memory backwards to the first GPU whose
+-- worker qualifies: a few blocks at 10,000 GPUs (test_batch).
+CREATE OR REPLACE FUNCTION rung_fleet_max_gpu_mib() RETURNS int
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT g.memory_total_mib FROM gpus g
+                   WHERE g.state <> 'quarantined'
+                     AND (SELECT w.state = 'online' AND w.last_seen_at > now() - interval '10 minutes'
+                          FROM workers w WHERE w.id = g.worker_id)
+                   ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
+$$;
+
 -- Whether the OBSERVATION of an attempt of ARCH on a GPU of GPU_MIB that ended at ENDED still
 -- counts: it ended after the last reset of (its arch, its own GPU's memory class: GPU_MIB rounded to
 -- the nearest GiB), so a reset drops what was learned on that class and nothing else. The one place

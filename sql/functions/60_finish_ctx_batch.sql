@@ -9,7 +9,7 @@
 -- was most of the CTX's cost (docs/PERFORMANCE.md, round 6). Any other finish carries it.
 CREATE OR REPLACE FUNCTION rung_finish_ctx_batch(p jsonb) RETURNS TABLE (i int, ctx jsonb)
 LANGUAGE sql STABLE AS $$
-  WITH f AS (SELECT coalesce((SELECT max(memory_total_mib) FROM gpus WHERE state <> 'quarantined'), 0) AS m),
+  WITH f AS (SELECT rung_fleet_max_gpu_mib() AS m),
   x AS (SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, plain boolean))
   SELECT x.i, jsonb_build_object(
     'job', jsonb_build_object('id', j.id, 'kind', j.kind, 'target_config', j.target_config,

@@ -929,6 +929,33 @@ static void test_scale(void)
 	}
 	b = blocks(sql_memcache_fill, 2, p);
 	few_blocks(b, "profile cache fill with the fleet's largest GPU among 10,002");
+
+	/* only workers that take work count: a bigger GPU on a worker not seen for 11 minutes (a host
+	 * gone for good) or on a draining one promises nothing */
+	q1("SELECT rung_register('gone', 'h', '[{\"uuid\":\"G-1\",\"memory_total_mib\":200000}]')", 0, NULL);
+	{
+		static const struct {
+			const char *set, *want, *name;
+		} cases[] = {
+			{ "last_seen_at = now() - interval '11 minutes'", "73728", "a worker not seen for 11 minutes: its GPU does not count" },
+			{ "last_seen_at = now() - interval '9 minutes'", "200000", "seen 9 minutes ago: it counts" },
+			{ "state = 'draining'", "73728", "draining: it does not count" },
+		};
+		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+			char *sql = xasprintf("UPDATE workers SET %s WHERE name = 'gone'", cases[k].set), name[160];
+			PGresult *r;
+			q1(sql, 0, NULL);
+			free(sql);
+			r = PQexecParams(pg, sql_memcache_fill, 2, NULL, p, NULL, NULL, 0);
+			TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+			       !strcmp(PQgetvalue(r, 0, 1), cases[k].want), cases[k].name);
+			PQclear(r);
+			snprintf(name, sizeof name, "and the CTX's fleet figure (%s)", cases[k].set);
+			TAP_STR_EQ(q1("SELECT rung_fleet_max_gpu_mib()", 0, NULL), cases[k].want, name);
+		}
+	}
+	b = blocks(sql_memcache_fill, 2, p);
+	few_blocks(b, "profile cache fill, the largest GPU's worker draining");
 	PQfinish(pg);
 }
 
