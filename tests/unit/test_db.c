@@ -31,6 +31,7 @@ static const char sql_plans[] =
 static const char sql_isnull[] = "SELECT $1::text IS NULL";
 static const char sql_sleep[] = "SELECT pg_sleep($1::float8)";
 static const char sql_one[] = "SELECT 1 AS one";
+static const char sql_session[] = "SELECT current_setting('jit'), current_setting('application_name')";
 
 static struct event_base *base;
 static bool in_exec;
@@ -303,6 +304,28 @@ static void test_prepared_reuse(void)
 	db_free(one);
 }
 
+/* A session's defaults (db.c conn_connect): JIT off and application_name rungd, unless the
+ * conninfo says otherwise (its own options win). */
+static void test_session_defaults(void)
+{
+	static struct call c;
+	char url[600];
+	struct db *one;
+
+	for (int k = 0; k < 2; k++) {
+		snprintf(url, sizeof url, "%s%soptions=-c%%20jit%%3Don", pg_url, strchr(pg_url, '?') ? "&" : "?");
+		one = db_new(base, k ? url : pg_url, 1);
+		cur = one;
+		TAP_OK(WAIT_FOR(cur_up(), 10000), k ? "pool up (conninfo with options)" : "pool up");
+		exec1(one, sql_session, NULL, &c);
+		TAP_OK(WAIT_FOR(c.n == 1, 10000), "session settings read");
+		TAP_STR_EQ(c.v0, k ? "on" : "off", k ? "the conninfo's options win over rungd's jit=off" :
+						       "rungd's sessions run without JIT");
+		TAP_STR_EQ(c.v1, "rungd", "application_name rungd");
+		db_free(one);
+	}
+}
+
 static bool restart_ok;
 static void test_restart(const char *mode)
 {
@@ -467,6 +490,7 @@ int main(void)
 	pool = cur;
 	test_errors();
 	test_prepared_reuse();
+	test_session_defaults();
 	cur = pool; /* the 4-connection pool carries on through restarts and a stop */
 	test_restart("fast");
 	test_restart("immediate");
