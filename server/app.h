@@ -34,6 +34,7 @@ struct app {
 	int reap_interval_ms;          /* --reap-interval-ms */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
 	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */
+	int metrics_history_ms;        /* --metrics-history-ms: how long /metrics reuses the history's counts */
 	int inflight;                  /* requests not yet answered */
 	int unflushed;                 /* replies handed to evhttp but not yet written out */
 	bool stopping;                 /* SIGTERM/SIGINT seen: no new work */

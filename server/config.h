@@ -21,6 +21,7 @@ struct config {
 	int poll_fallback_ms;       /* --poll-fallback-ms */
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */
+	int metrics_history_ms;     /* --metrics-history-ms: reuse of /metrics' history counts */
 	int submit_rate;            /* --submit-rate: submits per second per token (burst 2x) */
 	int webhook_poll_ms;        /* --webhook-poll-ms: how often the outbox is scanned */
 	int webhook_backoff_ms;     /* --webhook-backoff-ms: first retry delay, doubled each time */

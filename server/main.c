@@ -182,6 +182,7 @@ int main(int argc, char **argv)
 	app.heartbeat_ms = o.heartbeat_ms;
 	app.reap_interval_ms = o.reap_interval_ms;
 	app.poll_fallback_ms = o.poll_fallback_ms;
+	app.metrics_history_ms = o.metrics_history_ms;
 	app.quarantine_min_s = o.quarantine_min_s;
 	app.base = new_base();
 	app.http = evhttp_new(app.base);

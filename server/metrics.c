@@ -1,8 +1,9 @@
 /* Prometheus exposition for rungd (metrics.h): histogram bookkeeping, the text-format writers
  * (HELP/TYPE, escaped labels, cumulative buckets), the in-process registry (HTTP latencies fed by
  * the router's observe hook, and the families other modules register and push into), and the GET
- * /metrics handler that adds the database counts of sql/metrics_counts.sql. Owns the registry;
- * reads no other module's state but the database pool's statistics. */
+ * /metrics handler that adds the database counts: what is true now (sql/metrics_live.sql, every
+ * scrape) and the history's counts (sql/metrics_history.sql, kept for --metrics-history-ms). Owns
+ * the registry and that kept reading; reads no other module's state but the pool's statistics. */
 #include "metrics.h"
 
 #include <math.h>
@@ -49,6 +50,16 @@ struct metrics {
 	size_t nhttp, caphttp;
 	struct metrics_family **fam;      /* in registration order */
 	size_t nfam;
+	json_t *history;                  /* the last reading of sql/metrics_history.sql, or NULL */
+	int64_t history_ms;               /* when it was read (util_mono_ms) */
+};
+
+/* One GET /metrics: the live statement and, when the kept history is too old, the history's;
+ * answered when both are back. */
+struct scrape {
+	struct hreq *h;
+	json_t *live;                     /* NULL until read, or when it failed */
+	int pending;                      /* statements not yet answered */
 };
 
 void metrics_hist_init(struct metrics_hist *hi, const double *bounds, int nbounds)
@@ -200,6 +211,7 @@ void metrics_free(struct metrics *m)
 		free(m->fam[i]);
 	}
 	free(m->fam);
+	json_decref(m->history);
 	free(m);
 }
 
@@ -268,42 +280,31 @@ static void write_by_state(struct evbuffer *b, const char *name, const char *typ
 	}
 }
 
-static void write_db_counts(struct evbuffer *b, const json_t *doc)
+/* rung_jobs: the ended states from the history's reading (none when there is none yet), queued
+ * and running from the live one. */
+static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *history)
 {
-	const json_t *lw = json_object_get(doc, "lease_wait");
-	const json_t *buckets = json_object_get(lw, "buckets");
-	uint64_t cum[ARRAY_LEN(wait_bounds)] = { 0 };
-	const char *key;
-	json_t *v;
-	size_t i;
+	json_t *counts = json_deep_copy(json_object_get(history, "jobs"));
 
-	write_by_state(b, "rung_jobs", "gauge", "Jobs by state.", json_object_get(doc, "jobs"), job_states,
-		       ARRAY_LEN(job_states));
-	metrics_write_head(b, "rung_attempts_total", "counter", "Ended attempts by outcome and failure class.");
-	json_array_foreach(json_object_get(doc, "attempts"), i, v) {
-		const char *labels[] = { "outcome", json_string_value(json_object_get(v, "outcome")), "class",
-					 json_string_value(json_object_get(v, "class")), NULL };
-		metrics_write_sample(b, "rung_attempts_total", labels, jnum(v, "n"));
+	if (!json_is_object(counts)) {
+		json_decref(counts);
+		counts = json_object();
 	}
+	json_object_set_new(counts, "queued", json_integer((json_int_t)jnum(live, "queue_depth")));
+	json_object_set_new(counts, "running", json_integer((json_int_t)jnum(live, "running")));
+	write_by_state(b, "rung_jobs", "gauge", "Jobs by state.", counts, job_states, ARRAY_LEN(job_states));
+	json_decref(counts);
+}
+
+static void write_live_counts(struct evbuffer *b, const json_t *doc)
+{
 	metrics_write_head(b, "rung_attempts_running", "gauge", "Attempts running now.");
 	metrics_write_sample(b, "rung_attempts_running", NULL, jnum(doc, "running"));
-	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
-	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
-		const char *labels[] = { "rung", key, NULL };
-		metrics_write_sample(b, "rung_rungs_applied_total", labels, json_number_value(v));
-	}
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));
-	for (i = 0; i < ARRAY_LEN(wait_bounds); i++)
-		cum[i] = (uint64_t)json_integer_value(json_array_get(buckets, i));
-	metrics_write_head(b, "rung_lease_wait_seconds", "histogram",
-			   "Time from a job being queued to an attempt leasing it.");
-	metrics_write_hist_cumulative(b, "rung_lease_wait_seconds", NULL, wait_bounds, cum,
-				      (int)ARRAY_LEN(wait_bounds), jnum(lw, "sum"),
-				      (uint64_t)json_integer_value(json_object_get(lw, "count")));
 	metrics_write_head(b, "rung_heartbeat_lag_seconds_max", "gauge",
 			   "Longest time since a running attempt's last heartbeat (or start).");
 	metrics_write_sample(b, "rung_heartbeat_lag_seconds_max", NULL, jnum(doc, "heartbeat_lag_max_s"));
@@ -313,6 +314,38 @@ static void write_db_counts(struct evbuffer *b, const json_t *doc)
 		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
 	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");
 	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
+}
+
+static void write_history_counts(struct evbuffer *b, const json_t *doc, double age_s)
+{
+	const json_t *lw = json_object_get(doc, "lease_wait");
+	const json_t *buckets = json_object_get(lw, "buckets");
+	uint64_t cum[ARRAY_LEN(wait_bounds)] = { 0 };
+	const char *key;
+	json_t *v;
+	size_t i;
+
+	metrics_write_head(b, "rung_metrics_history_age_seconds", "gauge",
+			   "Age of the history's counts below (jobs ended, attempts, rungs, lease waits).");
+	metrics_write_sample(b, "rung_metrics_history_age_seconds", NULL, age_s);
+	metrics_write_head(b, "rung_attempts_total", "counter", "Ended attempts by outcome and failure class.");
+	json_array_foreach(json_object_get(doc, "attempts"), i, v) {
+		const char *labels[] = { "outcome", json_string_value(json_object_get(v, "outcome")), "class",
+					 json_string_value(json_object_get(v, "class")), NULL };
+		metrics_write_sample(b, "rung_attempts_total", labels, jnum(v, "n"));
+	}
+	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
+	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
+		const char *labels[] = { "rung", key, NULL };
+		metrics_write_sample(b, "rung_rungs_applied_total", labels, json_number_value(v));
+	}
+	for (i = 0; i < ARRAY_LEN(wait_bounds); i++)
+		cum[i] = (uint64_t)json_integer_value(json_array_get(buckets, i));
+	metrics_write_head(b, "rung_lease_wait_seconds", "histogram",
+			   "Time from a job being queued to an attempt leasing it.");
+	metrics_write_hist_cumulative(b, "rung_lease_wait_seconds", NULL, wait_bounds, cum,
+				      (int)ARRAY_LEN(wait_bounds), jnum(lw, "sum"),
+				      (uint64_t)json_integer_value(json_object_get(lw, "count")));
 }
 
 struct metrics_family *metrics_register(struct metrics *m, const char *name, const char *type, const char *help,
@@ -360,40 +393,89 @@ void metrics_write_families(const struct metrics *m, struct evbuffer *b)
 	}
 }
 
-static void on_counts(PGresult *res, const char *err, void *arg)
+/* The JSON document of a one-row, one-column counts statement, or NULL (logged with WHAT). */
+static json_t *counts_doc(PGresult *res, const char *err, const char *what)
 {
-	struct hreq *h = arg;
-	struct app *app = h->app;
-	struct evbuffer *b = evbuffer_new();
 	json_t *doc = NULL;
-	int busy = 0, idle = 0, queued = 0;
 
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
 		doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	if (!doc)
-		log_warn("metrics without database counts", "error=\"%s\"",
+		log_warn("metrics without database counts", "counts=%s error=\"%s\"", what,
 			 err ? err : res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : "?");
+	return doc;
+}
+
+/* Both statements are back: the reply. rung_database_up is 1 when the live counts were read and
+ * a reading of the history exists (this scrape's or a kept one). */
+static void scrape_answer(struct scrape *sc)
+{
+	struct hreq *h = sc->h;
+	struct app *app = h->app;
+	struct metrics *m = app->metrics;
+	struct evbuffer *b = evbuffer_new();
+	bool up = sc->live && m->history;
+	int busy = 0, idle = 0, queued = 0;
+
 	metrics_write_head(b, "rung_database_up", "gauge", "Whether the database counts could be read.");
-	metrics_write_sample(b, "rung_database_up", NULL, doc ? 1 : 0);
-	if (doc)
-		write_db_counts(b, doc);
-	metrics_write_http(app->metrics, b);
+	metrics_write_sample(b, "rung_database_up", NULL, up ? 1 : 0);
+	if (sc->live) {
+		write_jobs(b, sc->live, m->history);
+		write_live_counts(b, sc->live);
+	}
+	if (m->history)
+		write_history_counts(b, m->history, (double)(util_mono_ms() - m->history_ms) / 1000.0);
+	metrics_write_http(m, b);
 	db_stats(app->db, &busy, &idle, &queued);
 	metrics_write_head(b, "rung_db_connections", "gauge", "Database pool connections by state.");
 	metrics_write_sample(b, "rung_db_connections", (const char *const[]){ "state", "busy", NULL }, busy);
 	metrics_write_sample(b, "rung_db_connections", (const char *const[]){ "state", "idle", NULL }, idle);
 	metrics_write_head(b, "rung_db_queued_statements", "gauge", "Statements waiting for a connection.");
 	metrics_write_sample(b, "rung_db_queued_statements", NULL, queued);
-	metrics_write_families(app->metrics, b); /* lease waiters, auth's ownership checks */
+	metrics_write_families(m, b); /* lease waiters, auth's ownership checks */
 	hreq_reply_typed(h, 200, "text/plain; version=0.0.4; charset=utf-8",
 			 (const char *)evbuffer_pullup(b, -1), evbuffer_get_length(b));
 	evbuffer_free(b);
-	json_decref(doc);
+	json_decref(sc->live);
+	free(sc);
+}
+
+static void on_live(PGresult *res, const char *err, void *arg)
+{
+	struct scrape *sc = arg;
+
+	sc->live = counts_doc(res, err, "live");
+	if (--sc->pending == 0)
+		scrape_answer(sc);
+}
+
+/* A failed reading keeps the one before it (the counts are then older, as the age gauge says). */
+static void on_history(PGresult *res, const char *err, void *arg)
+{
+	struct scrape *sc = arg;
+	struct metrics *m = sc->h->app->metrics;
+	json_t *doc = counts_doc(res, err, "history");
+
+	if (doc) {
+		json_decref(m->history);
+		m->history = doc;
+		m->history_ms = util_mono_ms();
+	}
+	if (--sc->pending == 0)
+		scrape_answer(sc);
 }
 
 void metrics_handle(struct hreq *h)
 {
 	const char *params[1] = { wait_bounds_sql };
+	struct app *app = h->app;
+	struct metrics *m = app->metrics;
+	struct scrape *sc = xcalloc(1, sizeof *sc);
+	bool stale = !m->history || util_mono_ms() - m->history_ms >= app->metrics_history_ms;
 
-	db_exec(h->app->db, sql_metrics_counts, 1, params, on_counts, h);
+	sc->h = h;
+	sc->pending = stale ? 2 : 1;
+	db_exec(app->db, sql_metrics_live, 0, NULL, on_live, sc);
+	if (stale)
+		db_exec(app->db, sql_metrics_history, 1, params, on_history, sc);
 }

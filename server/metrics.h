@@ -1,8 +1,10 @@
 /* GET /metrics for rungd in the Prometheus text exposition format (version 0.0.4): the counts
- * kept in the database (jobs, attempts, rungs, queue, lease waits, heartbeats, GPUs,
- * escalations, webhook outbox; one statement), and what only the process knows (HTTP request
- * latency by route and status class, the database pool, and the families other modules register
- * here and push into: parked long-polls, ownership checks). It includes none of those modules. */
+ * kept in the database (what is true now: running attempts, queue, heartbeats, GPUs,
+ * escalations, webhook outbox, read at every scrape; and the history's: jobs ended, attempts,
+ * rungs, lease waits, read at most once per --metrics-history-ms), and what only the process
+ * knows (HTTP request latency by route and status class, the database pool, and the families
+ * other modules register here and push into: parked long-polls, ownership checks). It includes
+ * none of those modules. */
 #ifndef RUNG_METRICS_H
 #define RUNG_METRICS_H
 
@@ -63,8 +65,9 @@ void metrics_set(struct metrics_family *f, size_t sample, double v);
 /* Appends every registered family to b. */
 void metrics_write_families(const struct metrics *m, struct evbuffer *b);
 
-/* The GET /metrics handler: one statement for the database counts, then the in-process ones;
- * answers 200 text/plain even when the database is down (rung_database_up 0). */
+/* The GET /metrics handler: the live counts' statement, the history's too when the kept reading
+ * is app->metrics_history_ms old or more (or there is none), then the in-process ones; answers
+ * 200 text/plain even when the database is down (rung_database_up 0). */
 void metrics_handle(struct hreq *h);
 
 #endif

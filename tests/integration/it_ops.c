@@ -191,6 +191,62 @@ static double sample(const char *text, const char *name)
 	return -1;
 }
 
+/* The text of GET /metrics as an admin (heap), or NULL. */
+static char *scrape(struct harness *h)
+{
+	long st = 0;
+	json_t *r = h_get(h, "/metrics", &st);
+	char *text = st == 200 && h->last_body ? xstrdup(h->last_body) : NULL;
+
+	json_decref(r);
+	return text;
+}
+
+/* The history's counts (jobs ended, attempts, rungs, lease waits) come from one reading kept for
+ * --metrics-history-ms (10 minutes here); what is true now is read at every scrape. A job
+ * submitted shows at once as queued; cancelled, it leaves the queue at once but is not counted as
+ * cancelled until the reading is renewed: here by a restart, whose first scrape reads it. */
+static void test_metrics_history(struct harness *h)
+{
+	json_t *cfg = h_config("ops_history", 10), *job = h_submit(h, cfg, NULL), *c = NULL;
+	char *id = h_id(job, "id"), *t0 = scrape(h), *t1 = NULL, *t2 = NULL, *t3 = NULL;
+	long st = 0;
+
+	if (!h_ok(h, id && t0, "a job submitted, /metrics read"))
+		goto out;
+	h_ok(h, sample(t0, "rung_jobs{state=\"queued\"}") == 1 && sample(t0, "rung_queue_depth") == 1,
+	     "the queued job shows at once (live counts)");
+	h_ok(h, sample(t0, "rung_metrics_history_age_seconds") >= 0 && sample(t0, "rung_metrics_history_age_seconds") < 600,
+	     "the history's counts say how old they are (%.3f s)", sample(t0, "rung_metrics_history_age_seconds"));
+	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
+	h_ok(h, st == 200, "the job cancelled (status %ld)", st);
+	t1 = scrape(h);
+	h_ok(h, t1 && sample(t1, "rung_queue_depth") == 0 && sample(t1, "rung_jobs{state=\"queued\"}") == 0,
+	     "it left the queue at once");
+	h_ok(h, t1 && sample(t1, "rung_jobs{state=\"cancelled\"}") == sample(t0, "rung_jobs{state=\"cancelled\"}") &&
+		     sample(t1, "rung_metrics_history_age_seconds") >= sample(t0, "rung_metrics_history_age_seconds"),
+	     "the history's counts are the kept reading: no cancelled job yet (%.0f), as old as before or older",
+	     t1 ? sample(t1, "rung_jobs{state=\"cancelled\"}") : -1);
+	t2 = scrape(h);
+	h_ok(h, t2 && sample(t2, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1 &&
+		     sample(t2, "rung_database_up") == 1,
+	     "a scrape from the kept reading still carries every history count");
+	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_restart(h) == 0, "rungd restarted"))
+		goto out;
+	t3 = scrape(h);
+	h_ok(h, t3 && sample(t3, "rung_jobs{state=\"cancelled\"}") == sample(t0, "rung_jobs{state=\"cancelled\"}") + 1,
+	     "a new process reads the history afresh: the cancelled job counted");
+out:
+	json_decref(c);
+	json_decref(job);
+	json_decref(cfg);
+	free(id);
+	free(t0);
+	free(t1);
+	free(t2);
+	free(t3);
+}
+
 static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 {
 	json_t *cfg = h_config("ops_metrics", 10), *r;
@@ -437,7 +493,8 @@ int main(void)
 	url = xasprintf("http://127.0.0.1:%d/hook", rc.port);
 	{
 		const char *extra[] = { "--escalation-webhook", url, "--webhook-poll-ms", "50", "--webhook-backoff-ms",
-					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000", NULL };
+					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000",
+					"--metrics-history-ms", "600000", NULL };
 		if (!h_ok(h, rc.port > 0 && h_server_start(h, extra) == 0, "rungd started with a webhook"))
 			goto out;
 	}
@@ -447,6 +504,7 @@ int main(void)
 	if (!h_ok(h, oom && wid, "facts loaded and fake worker registered"))
 		goto out;
 	test_metrics(h, wid, oom);
+	test_metrics_history(h);
 	test_config_once(h, wid, oom);
 	test_webhook(h, wid, oom, &rc);
 out:

@@ -52,6 +52,7 @@ int main(void)
 	TAP_STR_EQ(c.listen, "127.0.0.1:8080", "default listen");
 	TAP_INT_EQ(c.lease_seconds, 30, "default lease-seconds");
 	TAP_INT_EQ(c.webhook_backoff_ms, 1000, "default webhook-backoff-ms");
+	TAP_INT_EQ(c.metrics_history_ms, 30000, "default metrics-history-ms");
 	TAP_OK(c.escalation_webhook == NULL, "no webhook by default");
 	TAP_OK(!c.no_migrate && !c.migrate_only, "booleans default false");
 
@@ -73,6 +74,9 @@ int main(void)
 	TAP_INT_EQ(c.lease_seconds, 60, "flag beats env");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--lease-seconds=61", NULL }), CONFIG_OK, "--flag=value form");
 	TAP_INT_EQ(c.lease_seconds, 61, "--flag=value applies");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--metrics-history-ms", "0", NULL }), CONFIG_OK,
+		   "--metrics-history-ms 0 (every scrape) loads");
+	TAP_INT_EQ(c.metrics_history_ms, 0, "and applies");
 	unsetenv("RUNG_LEASE_SECONDS");
 
 	setenv("RUNG_CONFIG", tmpl, 1);

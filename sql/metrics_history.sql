@@ -1,10 +1,13 @@
--- GET /metrics: every count kept in the database, in one statement, as one JSON document.
+-- GET /metrics, the counts of the whole history: jobs that ended, by state; ended attempts by
+-- outcome and class; rungs applied; the lease-wait histogram. They read every job and attempt
+-- (about 65 ms at 9,000 jobs and 6,600 attempts on 2 cores: docs/PERFORMANCE.md, round 10), so
+-- rungd reads them at most once per --metrics-history-ms and answers the scrapes between from
+-- that reading (server/metrics.c). One JSON document.
 -- $1: the lease-wait histogram's upper bounds in seconds (float8[] text, ascending); each
 -- bucket is cumulative (waits <= bound). A wait is a `leased` event's time minus the time of
--- the latest event before it that queued the job (submitted, re-queued, lease released).
--- One pass over the queueing and leased events, in (job, id) order, rather than a lookup per leased
--- event (3.4x faster at 6,600 attempts; the count still grows with the history: docs/PERFORMANCE.md,
--- round 10).
+-- the latest event before it that queued the job (submitted, re-queued, lease released): one pass
+-- over the queueing and leased events in (job, id) order, rather than a lookup per leased event
+-- (3.4x faster at 6,600 attempts).
 WITH waits AS MATERIALIZED (
   SELECT extract(epoch FROM s.at - s.queued_at)::float8 AS w
   FROM (SELECT e.kind, e.at,
@@ -14,27 +17,16 @@ WITH waits AS MATERIALIZED (
   WHERE s.kind = 'leased' AND s.queued_at IS NOT NULL)
 SELECT jsonb_build_object(
   'jobs', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
-           FROM (SELECT state, count(*) AS n FROM jobs GROUP BY state) s),
+           FROM (SELECT state, count(*) AS n FROM jobs WHERE state NOT IN ('queued', 'running') GROUP BY state) s),
   'attempts', (SELECT coalesce(jsonb_agg(jsonb_build_object('outcome', outcome, 'class', class, 'n', n)
                                          ORDER BY outcome, class), '[]')
                FROM (SELECT coalesce(outcome, state) AS outcome, coalesce(class, 'none') AS class,
                             count(*) AS n
                      FROM attempts WHERE state <> 'running' GROUP BY 1, 2) s),
-  'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
   'rungs', (SELECT coalesce(jsonb_object_agg(rung, n), '{}')
             FROM (SELECT rung, count(*) AS n FROM attempts WHERE rung IS NOT NULL GROUP BY rung) s),
-  'queue_depth', (SELECT count(*) FROM jobs WHERE state = 'queued'),
-  'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
-                      FROM jobs WHERE state = 'queued'),
   'lease_wait', (SELECT jsonb_build_object(
                    'buckets', (SELECT jsonb_agg((SELECT count(*) FROM waits WHERE w <= b) ORDER BY b)
                                FROM unnest($1::float8[]) AS b),
                    'sum', coalesce(sum(w), 0), 'count', count(*))
-                 FROM waits),
-  'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)
-                          FROM attempts WHERE state = 'running'),
-  'gpus', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
-           FROM (SELECT state, count(*) AS n FROM gpus GROUP BY state) s),
-  'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
-                  FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
-  'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text
+                 FROM waits))::text

@@ -1,0 +1,18 @@
+-- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
+-- the queue, heartbeat lag, GPUs, escalations and webhooks pending, as one JSON document. Each
+-- count walks a partial index or a small table, so a scrape costs the same however long the
+-- history is (the history's counts: metrics_history.sql). A job is running exactly while its
+-- attempt is (one statement moves both), so running jobs are counted as running attempts, through
+-- attempts_one_running, rather than by reading every job.
+SELECT jsonb_build_object(
+  'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
+  'queue_depth', (SELECT count(*) FROM jobs WHERE state = 'queued'),
+  'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
+                      FROM jobs WHERE state = 'queued'),
+  'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)
+                          FROM attempts WHERE state = 'running'),
+  'gpus', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+           FROM (SELECT state, count(*) AS n FROM gpus GROUP BY state) s),
+  'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+                  FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
+  'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text
