@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobtext.h"
 #include "jsondiff.h"
 #include "table.h"
 #include "util.h"
@@ -181,20 +182,23 @@ static char *started_lower_line(const json_t *job)
 	return out;
 }
 
-/* The verdict's line for a job whose first claim was handed back for a bigger GPU before it ran, or
- * NULL. Heap string. */
-static char *started_bigger_line(const json_t *job)
+/* The verdict's lines for a job whose first claim was handed back for a bigger GPU before it ran
+ * (and why), and for a queued job no usable GPU can take (recovery/jobtext.h); NULL when neither.
+ * Heap string. */
+static char *placement_lines(const json_t *job)
 {
 	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
-	char *out = NULL;
+	char *bigger = jobtext_started_bigger(job), *waiting = jobtext_placement(job), *out = NULL;
 
-	if (!json_is_object(sb))
-		return NULL;
-	cat(&out, "  started on a bigger GPU (memory model): its claim on a %lld MiB GPU was handed back before it ran, "
-		  "for a GPU with at least %lld MiB\n", (long long)json_integer_value(json_object_get(sb, "gpu_mib")),
-	    (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
-	if (str_of(sb, "reason"))
-		cat(&out, "    why: %s\n", str_of(sb, "reason"));
+	if (bigger) {
+		cat(&out, "  %s\n", bigger);
+		if (str_of(sb, "reason"))
+			cat(&out, "    why: %s\n", str_of(sb, "reason"));
+	}
+	if (waiting)
+		cat(&out, "  %s\n", waiting);
+	free(bigger);
+	free(waiting);
 	return out;
 }
 
@@ -515,7 +519,7 @@ char *story_verdict(const json_t *job, const json_t *attempts, const char *id)
 		free(sl);
 	}
 	{
-		char *sb = started_bigger_line(job);
+		char *sb = placement_lines(job);
 		if (sb)
 			cat(&out, "%s", sb);
 		free(sb);

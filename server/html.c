@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jobtext.h"
 #include "jpath.h"
 #include "util.h"
 
@@ -599,16 +600,24 @@ int html_start_lower_line(struct hbuf *b, const json_t *job)
 	return 1;
 }
 
+/* Appends SENTENCE (heap, consumed; NULL: nothing) escaped. 1 when it appended, else 0. */
+static int html_esc_sentence(struct hbuf *b, char *sentence)
+{
+	if (!sentence)
+		return 0;
+	html_esc(b, sentence);
+	free(sentence);
+	return 1;
+}
+
 int html_start_bigger_line(struct hbuf *b, const json_t *job)
 {
-	const json_t *sb = jpath_get(job, "recovery_state.started_bigger");
+	return html_esc_sentence(b, jobtext_started_bigger(job));
+}
 
-	if (!json_is_object(sb))
-		return 0;
-	html_printf(b, "started on a bigger GPU (memory model): its claim on a %lld MiB GPU was handed back before it ran, "
-		       "for a GPU with at least %lld MiB", (long long)json_integer_value(json_object_get(sb, "gpu_mib")),
-		    (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
-	return 1;
+int html_placement_line(struct hbuf *b, const json_t *job)
+{
+	return html_esc_sentence(b, jobtext_placement(job));
 }
 
 int html_start_lower(struct hbuf *b, const json_t *job)

@@ -67,11 +67,15 @@ int html_start_lower(struct hbuf *b, const json_t *job);
  * start lower. */
 int html_start_lower_line(struct hbuf *b, const json_t *job);
 
-/* The job whose first claim was handed back for a bigger GPU (recovery_state.started_bigger), as
- * rungctl's verdict phrases it: "started on a bigger GPU (memory model): its claim on a G MiB GPU
- * was handed back before it ran, for a GPU with at least M MiB" (escaped). Returns 1 when appended,
- * 0 (nothing appended) when there is no such record. */
+/* The job whose first claim was handed back for a bigger GPU (recovery_state.started_bigger), in
+ * rungctl's words (recovery/jobtext.h: "started on a bigger GPU (memory model): its claim on a G
+ * MiB GPU was handed back before it ran, for a GPU with at least M MiB"), escaped. Returns 1 when
+ * appended, 0 (nothing appended) when there is no such record. */
 int html_start_bigger_line(struct hbuf *b, const json_t *job);
+
+/* A queued job no usable GPU can take (its "placement" counts none): the sentence of
+ * recovery/jobtext.h, escaped. Returns 1 when it wrote it, 0 otherwise. */
+int html_placement_line(struct hbuf *b, const json_t *job);
 
 /* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
  * not recorded), 0 when the job did not start lower. */

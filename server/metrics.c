@@ -302,6 +302,9 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_sample(b, "rung_attempts_running", NULL, jnum(doc, "running"));
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
+	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
+			   "Queued jobs whose minimum GPU memory no usable GPU on a live worker has.");
+	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));

@@ -218,6 +218,35 @@ static void test_metrics_history(struct harness *h)
 	     "the queued job shows at once (live counts)");
 	h_ok(h, sample(t0, "rung_metrics_history_age_seconds") >= 0 && sample(t0, "rung_metrics_history_age_seconds") < 600,
 	     "the history's counts say how old they are (%.3f s)", sample(t0, "rung_metrics_history_age_seconds"));
+	{
+		/* its floor raised above every GPU (as requeue_bigger does; the only GPU here has 24576 MiB):
+		 * the job's placement counts none, /metrics counts it unplaceable, the page says why it waits */
+		const char *p[1] = { id };
+		char *cookie = xasprintf("Cookie: rung_token=%s", h->admin_token), *path = xasprintf("/ui/jobs/%s", id);
+		const char *hdr[] = { cookie, NULL };
+		char *jpath = xasprintf("/v1/jobs/%s", id), *t;
+		json_t *j = h_get(h, jpath, &st);
+
+		h_ok(h, j && h_int(json_object_get(j, "placement"), "gpus") == 1, "a queued job without a floor: one GPU can take it");
+		json_decref(j);
+		PQclear(h_sql(h, "UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 81920}' WHERE id = $1::bigint", 1, p));
+		j = h_get(h, jpath, &st);
+		h_ok(h, j && h_int(json_object_get(j, "placement"), "gpus") == 0 &&
+			     h_int(json_object_get(j, "placement"), "fleet_max_gpu_mib") == 24576,
+		     "with a floor of 80 GiB: none can, the largest has 24576 MiB");
+		json_decref(j);
+		t = scrape(h);
+		h_ok(h, t && sample(t, "rung_queue_unplaceable") == 1, "/metrics: one queued job unplaceable");
+		free(t);
+		json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+		h_ok(h, st == 200 && h->last_body &&
+			     strstr(h->last_body, "waiting for a GPU: none of the usable GPUs on live workers meets its "
+						  "constraints (at least 81920 MiB; the largest has 24576 MiB)"),
+		     "the web job page says why it waits");
+		free(jpath);
+		free(path);
+		free(cookie);
+	}
 	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
 	h_ok(h, st == 200, "the job cancelled (status %ld)", st);
 	t1 = scrape(h);

@@ -1032,6 +1032,54 @@ static void test_memory_walk(void)
 	PQfinish(pg);
 }
 
+/* Where a queued job could run (rung_job_placement, sql/functions/55_memory.sql): the GPUs not
+ * quarantined, on live workers, that meet its constraints as a claim reads them. */
+static void test_placement(void)
+{
+	static const struct {
+		const char *constraints, *want, *name;
+	} cases[] = {
+		{ "{}", "3:0:81920", "no constraints: every usable GPU on a live worker (not the quarantined one, not the gone worker's)" },
+		{ "{\"min_gpu_memory_mib\": 40000}", "1:40000:81920", "a floor: the GPUs at or above it" },
+		{ "{\"min_gpu_memory_mib\": 100000}", "0:100000:81920", "a floor above the fleet (the 160 GiB GPU's worker is gone): none" },
+		{ "{\"exclude_gpus\": [\"PL-1\", \"PL-2\"]}", "1:0:81920", "excluded GPUs do not count" },
+		{ "{\"exclude_workers\": [%s]}", "0:0:81920", "an excluded worker's GPUs do not count (as a number)" },
+		{ "{\"exclude_workers\": [\"%s\"]}", "0:0:81920", "nor as a string" },
+	};
+	char wid[32];
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('pl', 'h', '[{\"uuid\":\"PL-1\",\"memory_total_mib\":24576},"
+	   "{\"uuid\":\"PL-2\",\"memory_total_mib\":24576},{\"uuid\":\"PL-3\",\"memory_total_mib\":81920},"
+	   "{\"uuid\":\"PL-4\",\"memory_total_mib\":81920}]')", 0, NULL);
+	q1("UPDATE gpus SET state = 'quarantined' WHERE uuid = 'PL-4'", 0, NULL);
+	q1("SELECT rung_register('gone', 'h', '[{\"uuid\":\"PL-9\",\"memory_total_mib\":163840}]')", 0, NULL);
+	q1("UPDATE workers SET last_seen_at = now() - interval '11 minutes' WHERE name = 'gone'", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'pl'", 0, NULL));
+	TAP_STR_EQ(q1("SELECT rung_worker_live(id)::text || rung_worker_live(NULL)::text FROM workers WHERE name = 'gone'",
+		      0, NULL), "falsefalse", "a worker not seen for 11 minutes is not live, nor is no worker");
+	for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+		char *cons = xasprintf(cases[k].constraints, wid); /* %s: the worker's id, where there is one */
+		const char *p[1] = { cons };
+		q1("DELETE FROM jobs", 0, NULL);
+		q1("INSERT INTO jobs (name, kind, target_config, recovery, constraints) VALUES ('pl', 'image', '{\"x\":1}', '{}', "
+		   "$1::jsonb)", 1, p);
+		TAP_STR_EQ(q1("SELECT p->>'gpus' || ':' || (p->>'min_gpu_memory_mib') || ':' || (p->>'fleet_max_gpu_mib') "
+			      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j) x", 0, NULL), cases[k].want, cases[k].name);
+		free(cons);
+	}
+	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 100000}'", 0, NULL);
+	{
+		json_t *live = json_loads(q1(sql_metrics_live, 0, NULL), 0, NULL);
+		TAP_OK(live && json_integer_value(json_object_get(live, "unplaceable")) == 1 &&
+			       json_integer_value(json_object_get(live, "queue_depth")) == 1,
+		       "/metrics' live counts: the one queued job is unplaceable");
+		json_decref(live);
+	}
+	PQfinish(pg);
+}
+
 /* Two fences of migration 011's batches, each a regression a review found:
  * - a claim round whose later waiter falls back to rung_claim(), which takes a job an earlier waiter
  *   had chosen (this statement's own lock does not make SKIP LOCKED skip it), still succeeds: the
@@ -1442,6 +1490,7 @@ int main(void)
 	test_sql();
 	test_scale();
 	test_memory_walk();
+	test_placement();
 	test_fences_011();
 	test_heartbeat_skip();
 	test_claim_rules();

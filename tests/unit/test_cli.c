@@ -322,6 +322,31 @@ static void test_story_start_lower(void)
 			     "before it ran, for a GPU with at least 24577 MiB\n    why: memory model: every rung fails here\n") &&
 	       !strstr(s, "started below"), "story: the verdict says the first claim was handed back for a bigger GPU, and why");
 	free(s);
+	/* a queued job no usable GPU can take (the JOB's placement, recovery/jobtext.h) */
+	{
+		static const struct {
+			const char *placement, *line, *name;
+		} cases[] = {
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 100000, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least 100000 MiB; "
+			  "the largest has 81920 MiB)\n", "story: a floor above the fleet" },
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: every usable GPU on a live worker is excluded by its constraints\n",
+			  "story: every GPU excluded" },
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 0}",
+			  "\n  waiting for a GPU: no live worker has a usable GPU\n", "story: no live worker" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}", NULL,
+			  "story: no waiting line when a GPU can take it" },
+		};
+		json_object_set_new(job, "state", json_string("queued"));
+		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+			json_object_set_new(job, "placement", J(cases[k].placement));
+			s = story_verdict(job, atts, NULL);
+			TAP_OK(s && (cases[k].line ? strstr(s, cases[k].line) != NULL : !strstr(s, "waiting for a GPU")),
+			       cases[k].name);
+			free(s);
+		}
+	}
 	json_decref(job);
 	json_decref(atts);
 }

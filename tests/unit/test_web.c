@@ -254,6 +254,18 @@ static void test_start_lower(void)
 			   "ran, for a GPU with at least 24577 MiB", "as rungctl's verdict phrases it");
 		free(s);
 		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 0, \"min_gpu_memory_mib\": 100000, \"fleet_max_gpu_mib\": 81920}}",
+			       0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "a queued job no GPU can take: its line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least "
+			   "100000 MiB; the largest has 81920 MiB)", "in rungctl's words");
+		free(s);
+		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 3}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 0, "none when a GPU can take it");
+		free(html_take(&b));
+		json_decref(j);
 		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
 		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
 		s = html_take(&b);

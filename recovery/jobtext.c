@@ -1,0 +1,35 @@
+/* Sentences about a job shared by rungctl and the web UI (jobtext.h): one wording, two renderings.
+ * Owns nothing; reads the JOB document it is given. */
+#include "jobtext.h"
+
+#include "util.h"
+
+char *jobtext_started_bigger(const json_t *job)
+{
+	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
+
+	if (!json_is_object(sb))
+		return NULL;
+	return xasprintf("started on a bigger GPU (memory model): its claim on a %lld MiB GPU was handed back before it "
+			 "ran, for a GPU with at least %lld MiB",
+			 (long long)json_integer_value(json_object_get(sb, "gpu_mib")),
+			 (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
+}
+
+char *jobtext_placement(const json_t *job)
+{
+	const json_t *p = json_object_get(job, "placement");
+	long long min, max;
+
+	if (!json_is_object(p) || !json_is_integer(json_object_get(p, "gpus")) ||
+	    json_integer_value(json_object_get(p, "gpus")) > 0)
+		return NULL;
+	min = (long long)json_integer_value(json_object_get(p, "min_gpu_memory_mib"));
+	max = (long long)json_integer_value(json_object_get(p, "fleet_max_gpu_mib"));
+	if (max <= 0)
+		return xasprintf("waiting for a GPU: no live worker has a usable GPU");
+	if (min > max)
+		return xasprintf("waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at "
+				 "least %lld MiB; the largest has %lld MiB)", min, max);
+	return xasprintf("waiting for a GPU: every usable GPU on a live worker is excluded by its constraints");
+}

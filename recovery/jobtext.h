@@ -1,0 +1,20 @@
+/* Plain sentences about a job that rungctl's verdict and the web job page both print, written
+ * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), and a
+ * queued job that no usable GPU can take (the JOB's "placement", GET /v1/jobs/{id}). Pure: no
+ * I/O; the web page escapes them. */
+#ifndef RUNG_JOBTEXT_H
+#define RUNG_JOBTEXT_H
+
+#include <jansson.h>
+
+/* "started on a bigger GPU (memory model): its claim on a G MiB GPU was handed back before it
+ * ran, for a GPU with at least M MiB" when job (a JOB, borrowed) has recovery_state.started_bigger;
+ * else NULL. Heap string, the caller frees. */
+char *jobtext_started_bigger(const json_t *job);
+
+/* "waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least M
+ * MiB; the largest has L MiB)" when job's placement counts no GPU; NULL when it counts some or
+ * the job has no placement (it is not queued). Heap string, the caller frees. */
+char *jobtext_placement(const json_t *job);
+
+#endif
