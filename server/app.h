@@ -26,6 +26,7 @@ struct app {
 	struct lease_mgr *lease;       /* parked long-polls */
 	struct memcache *memcache;     /* fitted memory profiles for the first-attempt check (issue 12) */
 	struct reaper *reaper;
+	struct retention *retention;   /* NULL unless --retain-days */
 	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
 	struct metrics *metrics;       /* in-process /metrics registry (HTTP latencies) */
 	struct webhook *webhook;       /* escalation webhook delivery, NULL when not configured */
@@ -35,6 +36,8 @@ struct app {
 	int poll_fallback_ms;          /* --poll-fallback-ms */
 	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */
 	int metrics_history_ms;        /* --metrics-history-ms: how long /metrics reuses the history's counts */
+	int retain_days;               /* --retain-days (0: retention off) */
+	int prune_interval_ms;         /* --prune-interval-ms */
 	int inflight;                  /* requests not yet answered */
 	int unflushed;                 /* replies handed to evhttp but not yet written out */
 	bool stopping;                 /* SIGTERM/SIGINT seen: no new work */

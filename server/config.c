@@ -13,7 +13,7 @@
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_LEASE_SECONDS, O_HEARTBEAT_MS, O_REAP_INTERVAL_MS,
-	O_POLL_FALLBACK_MS, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_WEBHOOK_POLL_MS,
+	O_POLL_FALLBACK_MS, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_WEBHOOK_POLL_MS,
 	O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS, O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
 
@@ -38,6 +38,9 @@ static const struct options_desc opts[O_COUNT] = {
 	I(O_DB_POOL, "db-pool", "4", 1, 256, "database connections"),
 	I(O_METRICS_HISTORY_MS, "metrics-history-ms", "30000", 0, 3600000,
 	  "how long /metrics answers from one reading of the history's counts (0: every scrape)"),
+	I(O_RETAIN_DAYS, "retain-days", "0", 0, 36500,
+	  "delete jobs that ended more than N days ago, with their attempts and events (0: keep everything)"),
+	I(O_PRUNE_INTERVAL_MS, "prune-interval-ms", "60000", 10, 86400000, "how often retention looks for such jobs"),
 	I(O_SUBMIT_RATE, "submit-rate", "200", 1, 1000000,
 	  "job submits per second per token (burst twice that; over it: 429)"),
 	S(O_ESCALATION_WEBHOOK, "escalation-webhook", "URL", NULL,
@@ -94,6 +97,8 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->quarantine_min_s = (int)options_int(&o, O_QUARANTINE_MIN_S);
 	c->db_pool = (int)options_int(&o, O_DB_POOL);
 	c->metrics_history_ms = (int)options_int(&o, O_METRICS_HISTORY_MS);
+	c->retain_days = (int)options_int(&o, O_RETAIN_DAYS);
+	c->prune_interval_ms = (int)options_int(&o, O_PRUNE_INTERVAL_MS);
 	c->submit_rate = (int)options_int(&o, O_SUBMIT_RATE);
 	c->webhook_poll_ms = (int)options_int(&o, O_WEBHOOK_POLL_MS);
 	c->webhook_backoff_ms = (int)options_int(&o, O_WEBHOOK_BACKOFF_MS);

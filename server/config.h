@@ -22,6 +22,8 @@ struct config {
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */
 	int metrics_history_ms;     /* --metrics-history-ms: reuse of /metrics' history counts */
+	int retain_days;            /* --retain-days: ended jobs older than this are deleted (0: never) */
+	int prune_interval_ms;      /* --prune-interval-ms */
 	int submit_rate;            /* --submit-rate: submits per second per token (burst 2x) */
 	int webhook_poll_ms;        /* --webhook-poll-ms: how often the outbox is scanned */
 	int webhook_backoff_ms;     /* --webhook-backoff-ms: first retry delay, doubled each time */

@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "migrate.h"
 #include "reaper.h"
+#include "retention.h"
 #include "routes.h"
 #include "util.h"
 #include "webhook.h"
@@ -107,6 +108,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		app->listener = NULL;
 	}
 	reaper_stop(app->reaper);
+	retention_stop(app->retention);
 	lease_shutdown(app->lease);
 	event_add(app->stop_check, &grace);
 	app_request_done(app);
@@ -183,6 +185,8 @@ int main(int argc, char **argv)
 	app.reap_interval_ms = o.reap_interval_ms;
 	app.poll_fallback_ms = o.poll_fallback_ms;
 	app.metrics_history_ms = o.metrics_history_ms;
+	app.retain_days = o.retain_days;
+	app.prune_interval_ms = o.prune_interval_ms;
 	app.quarantine_min_s = o.quarantine_min_s;
 	app.base = new_base();
 	app.http = evhttp_new(app.base);
@@ -207,6 +211,7 @@ int main(int argc, char **argv)
 		app.webhook = webhook_new(app.base, app.db, &wo);
 	}
 	app.reaper = reaper_new(&app);
+	app.retention = retention_new(&app);
 	db_listen(app.db, "rung_jobs", on_notify, &app);
 	db_on_listen_reconnect(app.db, on_listen_reconnect, &app);
 	app.stop_check = event_new(app.base, -1, 0, on_stop_check, &app);
@@ -215,13 +220,15 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
-	log_info("listening", "listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d db_pool=%d",
-		 o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms, o.poll_fallback_ms, o.db_pool);
+	log_info("listening", "listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d db_pool=%d "
+		 "retain_days=%d", o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms, o.poll_fallback_ms,
+		 o.db_pool, o.retain_days);
 	event_base_dispatch(app.base);
 	rc = 0;
 	log_info("stopped", "inflight=%d", app.inflight);
 out:
 	reaper_free(app.reaper);
+	retention_free(app.retention);
 	webhook_free(app.webhook);
 	db_free(app.db);
 	lease_free(app.lease);

@@ -276,6 +276,62 @@ out:
 	free(t3);
 }
 
+struct gone_arg {
+	struct harness *h;
+	const char *path;
+};
+
+static bool job_gone(void *arg)
+{
+	struct gone_arg *g = arg;
+	long st = 0;
+
+	json_decref(h_get(g->h, g->path, &st));
+	return st == 404;
+}
+
+/* Retention (--retain-days 30, --prune-interval-ms 100 here): a job that ended 39 days ago is
+ * deleted with its attempts and events; one that ended now stays; /metrics counts it. */
+static void test_retention(struct harness *h)
+{
+	json_t *cfg = h_config("ops_retention", 10), *old = h_submit(h, cfg, NULL), *fresh = h_submit(h, cfg, NULL);
+	char *old_id = h_id(old, "id"), *fresh_id = h_id(fresh, "id"), *path = NULL, *t = NULL;
+	long st = 0;
+
+	if (!h_ok(h, old_id && fresh_id, "two jobs submitted"))
+		goto out;
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", old_id));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", fresh_id));
+	{
+		const char *p[1] = { old_id };
+		/* as if submitted 40 days ago: the jobs before it (ids grow with creation, which the search
+		 * relies on) older still, each keeping when it ended */
+		PQclear(h_sql(h, "UPDATE jobs SET created_at = now() - interval '41 days' WHERE id < $1::bigint", 1, p));
+		PQclear(h_sql(h, "UPDATE jobs SET created_at = now() - interval '40 days', "
+				 "finished_at = now() - interval '39 days' WHERE id = $1::bigint", 1, p));
+		path = xasprintf("/v1/jobs/%s", old_id);
+		struct gone_arg g = { h, path };
+		h_ok(h, wait_until(job_gone, &g, 10000 * h_slow()), "the job that ended 39 days ago is deleted (404)");
+		h_ok(h, h_sql_int(h, "SELECT (SELECT count(*) FROM attempts WHERE job_id = $1::bigint) + "
+				  "(SELECT count(*) FROM event_log WHERE job_id = $1::bigint)", 1, p) == 0,
+		     "with its events");
+	}
+	free(path);
+	path = xasprintf("/v1/jobs/%s", fresh_id);
+	json_decref(h_get(h, path, &st));
+	h_ok(h, st == 200, "the job that ended now stays (status %ld)", st);
+	t = scrape(h);
+	h_ok(h, t && sample(t, "rung_retention_pruned_jobs_total") == 1, "/metrics counts the pruned job");
+out:
+	json_decref(old);
+	json_decref(fresh);
+	json_decref(cfg);
+	free(old_id);
+	free(fresh_id);
+	free(path);
+	free(t);
+}
+
 static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 {
 	json_t *cfg = h_config("ops_metrics", 10), *r;
@@ -523,7 +579,8 @@ int main(void)
 	{
 		const char *extra[] = { "--escalation-webhook", url, "--webhook-poll-ms", "50", "--webhook-backoff-ms",
 					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000",
-					"--metrics-history-ms", "600000", NULL };
+					"--metrics-history-ms", "600000", "--retain-days", "30", "--prune-interval-ms", "100",
+					NULL };
 		if (!h_ok(h, rc.port > 0 && h_server_start(h, extra) == 0, "rungd started with a webhook"))
 			goto out;
 	}
@@ -534,6 +591,7 @@ int main(void)
 		goto out;
 	test_metrics(h, wid, oom);
 	test_metrics_history(h);
+	test_retention(h);
 	test_config_once(h, wid, oom);
 	test_webhook(h, wid, oom, &rc);
 out:

@@ -1080,6 +1080,84 @@ static void test_placement(void)
 	PQfinish(pg);
 }
 
+/* Retention (rung_prune, sql/functions/75_prune.sql): jobs that ended more than N days ago go with
+ * their attempts, events, escalations and webhook rows; a job still waiting for support, one that
+ * ended recently, one still running, and every younger job stay. Batches are bounded, and the
+ * search stops at the first young job (a few blocks among 10,000 of them). */
+static void test_prune(void)
+{
+	/* name, state, created (days ago), finished (days ago, -1: not), escalation state or NULL */
+	static const struct {
+		const char *name, *state;
+		int created, finished;
+		const char *esc;
+	} jobs[] = {
+		{ "old-ok", "succeeded", 40, 39, "resolved" },
+		{ "old-support", "failed", 40, 39, "open" },
+		{ "old-acked", "failed", 40, 39, "acknowledged" },
+		{ "old-ended-late", "succeeded", 40, 1, NULL },
+		{ "old-running", "running", 40, -1, NULL },
+		{ "old-cancelled", "cancelled", 35, 34, NULL },
+		{ "young", "succeeded", 2, 1, NULL },
+	};
+	char sql[1024];
+	const char *p[2];
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	for (size_t k = 0; k < sizeof jobs / sizeof jobs[0]; k++) {
+		char created[16], finished[16];
+		snprintf(created, sizeof created, "%d", jobs[k].created);
+		snprintf(finished, sizeof finished, "%d", jobs[k].finished);
+		p[0] = jobs[k].name;
+		p[1] = jobs[k].state;
+		snprintf(sql, sizeof sql,
+			 "WITH j AS (INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count, created_at, "
+			 "finished_at) VALUES ($1, 'image', $2, '{\"x\":1}', '{}', 2, now() - interval '%s days', "
+			 "CASE WHEN %s < 0 THEN NULL ELSE now() - interval '%s days' END) RETURNING id), "
+			 "a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome) "
+			 "SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' ELSE 'ended' END, "
+			 "CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END FROM j, generate_series(1, 2) n "
+			 "RETURNING id, job_id) "
+			 "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a",
+			 created, finished, finished);
+		q1(sql, 2, p);
+		if (jobs[k].esc) {
+			p[1] = jobs[k].esc;
+			q1("INSERT INTO escalations (job_id, trigger, state) SELECT id, 'x', $2 FROM jobs WHERE name = $1", 2, p);
+		}
+	}
+	TAP_STR_EQ(q1("SELECT count(*) || ':' || (SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log) "
+		      "|| ':' || (SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) FROM jobs",
+		      0, NULL), "7:14:14:3:3", "seven jobs, two attempts and two events each, three escalations and their webhooks");
+	TAP_STR_EQ(q1("SELECT rung_prune(0, 500) || ':' || rung_prune(30, 0)", 0, NULL), "0:0", "0 days or a limit of 0: nothing");
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 500)", 0, NULL), "2", "30 days: two jobs pruned");
+	TAP_STR_EQ(q1("SELECT string_agg(name, ',' ORDER BY id) FROM jobs", 0, NULL),
+		   "old-support,old-acked,old-ended-late,old-running,young",
+		   "kept: waiting for support (open, acknowledged), ended within 30 days, running, young");
+	TAP_STR_EQ(q1("SELECT (SELECT count(*) FROM attempts WHERE job_id NOT IN (SELECT id FROM jobs)) || ':' || "
+		      "(SELECT count(*) FROM event_log WHERE job_id NOT IN (SELECT id FROM jobs)) || ':' || "
+		      "(SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) || ':' || "
+		      "(SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log)", 0, NULL),
+		   "0:0:2:2:10:10", "their attempts, events, resolved escalation and its webhook went with them; the rest stayed");
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 500)", 0, NULL), "0", "again: nothing left to prune");
+	q1("UPDATE escalations SET state = 'resolved'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 1) || ':' || rung_prune(30, 1) || ':' || rung_prune(30, 1)", 0, NULL), "1:1:0",
+		   "once support resolved them: pruned, one per call with a limit of 1");
+
+	/* 10,000 young jobs: finding nothing to prune reads a few blocks */
+	q1("INSERT INTO jobs (name, kind, state, target_config, recovery, finished_at) SELECT 'y' || g, 'image', 'succeeded', "
+	   "'{\"x\":1}', '{}', now() FROM generate_series(1, 10000) g", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL); /* as autovacuum keeps it (jobs: analyze_scale_factor 0.02); with none the walk's
+				      * cursor may sort the table instead, once per --prune-interval-ms */
+	p[0] = "30";
+	p[1] = "500";
+	b = blocks("SELECT rung_prune($1::int, $2::int)", 2, p);
+	few_blocks(b, "retention among 10,000 young jobs and an old running one");
+	PQfinish(pg);
+}
+
 /* Two fences of migration 011's batches, each a regression a review found:
  * - a claim round whose later waiter falls back to rung_claim(), which takes a job an earlier waiter
  *   had chosen (this statement's own lock does not make SKIP LOCKED skip it), still succeeds: the
@@ -1491,6 +1569,7 @@ int main(void)
 	test_scale();
 	test_memory_walk();
 	test_placement();
+	test_prune();
 	test_fences_011();
 	test_heartbeat_skip();
 	test_claim_rules();

@@ -53,6 +53,8 @@ int main(void)
 	TAP_INT_EQ(c.lease_seconds, 30, "default lease-seconds");
 	TAP_INT_EQ(c.webhook_backoff_ms, 1000, "default webhook-backoff-ms");
 	TAP_INT_EQ(c.metrics_history_ms, 30000, "default metrics-history-ms");
+	TAP_INT_EQ(c.retain_days, 0, "retention off by default (retain-days 0)");
+	TAP_INT_EQ(c.prune_interval_ms, 60000, "default prune-interval-ms");
 	TAP_OK(c.escalation_webhook == NULL, "no webhook by default");
 	TAP_OK(!c.no_migrate && !c.migrate_only, "booleans default false");
 
