@@ -24,7 +24,7 @@
 static const double http_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 /* queued -> leased, seconds; must match the text below (the statement's $1) */
 static const double wait_bounds[] = { 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400 };
-static const char wait_bounds_sql[] = "{0.1,0.5,1,5,10,30,60,300,900,3600,14400}";
+const char metrics_lease_wait_bounds_sql[] = "{0.1,0.5,1,5,10,30,60,300,900,3600,14400}";
 
 static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
 static const char *const gpu_states[] = { "ok", "suspect", "quarantined" };
@@ -470,7 +470,7 @@ static void on_history(PGresult *res, const char *err, void *arg)
 
 void metrics_handle(struct hreq *h)
 {
-	const char *params[1] = { wait_bounds_sql };
+	const char *params[1] = { metrics_lease_wait_bounds_sql };
 	struct app *app = h->app;
 	struct metrics *m = app->metrics;
 	struct scrape *sc = xcalloc(1, sizeof *sc);

@@ -65,6 +65,11 @@ void metrics_set(struct metrics_family *f, size_t sample, double v);
 /* Appends every registered family to b. */
 void metrics_write_families(const struct metrics *m, struct evbuffer *b);
 
+/* The lease-wait histogram's upper bounds in seconds as a Postgres float8[] literal: what
+ * sql/metrics_history.sql counts against, and what retention records a pruned job's waits
+ * against (sql/prune.sql). */
+extern const char metrics_lease_wait_bounds_sql[];
+
 /* The GET /metrics handler: the live counts' statement, the history's too when the kept reading
  * is app->metrics_history_ms old or more (or there is none), then the in-process ones; answers
  * 200 text/plain even when the database is down (rung_database_up 0). */

@@ -54,14 +54,14 @@ static void on_pruned(PGresult *res, const char *err, void *arg)
 static void prune_run(struct retention *r)
 {
 	char days[16], limit[16];
-	const char *params[2] = { days, limit };
+	const char *params[3] = { days, limit, metrics_lease_wait_bounds_sql };
 
 	if (r->busy || r->app->stopping)
 		return;
 	snprintf(days, sizeof days, "%d", r->app->retain_days);
 	snprintf(limit, sizeof limit, "%d", PRUNE_BATCH);
 	r->busy = true;
-	db_exec(r->app->db, sql_prune, 2, params, on_pruned, r);
+	db_exec(r->app->db, sql_prune, 3, params, on_pruned, r);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)

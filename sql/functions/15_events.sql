@@ -31,3 +31,17 @@ BEGIN
 END $$;
 CREATE OR REPLACE TRIGGER events_insert INSTEAD OF INSERT ON events
   FOR EACH ROW EXECUTE FUNCTION rung_events_insert();
+
+-- Lease waits: for every `leased` event, the seconds since the latest event before it that queued the
+-- job (submitted, re-queued, lease released). One pass over the queueing and leased events in (job,
+-- id) order; a filter on job_id reaches inside (it is the window's partition), so the waits of a few
+-- jobs read only theirs. /metrics' histogram (sql/metrics_history.sql) and retention's record of what
+-- it deletes (75_prune.sql) read it. It depends on `events`: a migration that drops that view drops
+-- this one first (CASCADE; this file recreates both).
+CREATE OR REPLACE VIEW lease_waits AS
+  SELECT s.job_id, extract(epoch FROM s.at - s.queued_at)::float8 AS w
+  FROM (SELECT e.job_id, e.kind, e.at,
+               max(e.at) FILTER (WHERE e.to_state = 'queued')
+                 OVER (PARTITION BY e.job_id ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS queued_at
+        FROM events e WHERE e.to_state = 'queued' OR e.kind = 'leased') s
+  WHERE s.kind = 'leased' AND s.queued_at IS NOT NULL;

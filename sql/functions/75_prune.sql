@@ -1,7 +1,9 @@
 -- Retention (--retain-days, server/retention.c): deletes up to P_LIMIT jobs that ended (succeeded,
 -- failed, cancelled) more than P_DAYS days ago, with their attempts, events, escalations and
 -- webhook deliveries; a job whose escalation is still open or acknowledged stays until support
--- resolves it. Returns how many jobs it deleted.
+-- resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
+-- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls.
+-- Returns how many jobs it deleted.
 --
 -- Finding them costs O(batch), not O(history), and needs no index of its own: the primary key is
 -- walked in id order (ids grow with creation) and the walk stops at the first job created within
@@ -10,7 +12,7 @@
 -- run: few.
 -- The memory model forgets the observations of the attempts it deletes (it reads the newest ones);
 -- an Idempotency-Key of a deleted job can be used again.
-CREATE OR REPLACE FUNCTION rung_prune(p_days int, p_limit int) RETURNS int LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION rung_prune(p_days int, p_limit int, p_bounds float8[]) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   cutoff timestamptz := now() - make_interval(days => p_days);
   r record;
@@ -39,6 +41,23 @@ BEGIN
   IF cardinality(ids) = 0 THEN
     RETURN 0;
   END IF;
+  WITH pw AS MATERIALIZED (SELECT v.w FROM lease_waits v WHERE v.job_id = ANY (ids)),
+  c AS (SELECT 'job' AS kind, j.state AS label1, '' AS label2, count(*)::float8 AS n
+        FROM jobs j WHERE j.id = ANY (ids) GROUP BY j.state
+        UNION ALL
+        SELECT 'attempt', coalesce(a.outcome, a.state), coalesce(a.class, 'none'), count(*)
+        FROM attempts a WHERE a.job_id = ANY (ids) AND a.state <> 'running' GROUP BY 2, 3
+        UNION ALL
+        SELECT 'rung', a.rung, '', count(*) FROM attempts a WHERE a.job_id = ANY (ids) AND a.rung IS NOT NULL GROUP BY 2
+        UNION ALL
+        SELECT 'lease_wait_le', b::text, '', (SELECT count(*) FROM pw WHERE pw.w <= b) FROM unnest(p_bounds) b
+        UNION ALL
+        SELECT 'lease_wait', 'sum', '', coalesce(sum(pw.w), 0) FROM pw
+        UNION ALL
+        SELECT 'lease_wait', 'count', '', count(*) FROM pw)
+  INSERT INTO metrics_pruned AS m (kind, label1, label2, n)
+  SELECT c.kind, c.label1, c.label2, c.n FROM c WHERE c.n <> 0
+  ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + excluded.n;
   DELETE FROM webhook_outbox w USING escalations e WHERE w.escalation_id = e.id AND e.job_id = ANY (ids);
   DELETE FROM escalations WHERE job_id = ANY (ids);
   DELETE FROM event_log WHERE job_id = ANY (ids);

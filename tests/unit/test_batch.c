@@ -15,6 +15,7 @@
 #include "../../server/api_attempts.h"
 #include "../../server/batch.h"
 #include "../../server/db.h"
+#include "../../server/metrics.h"
 #include "../../server/migrate.h"
 #include "jpath.h"
 #include "log.h"
@@ -1080,6 +1081,30 @@ static void test_placement(void)
 	PQfinish(pg);
 }
 
+/* /metrics' history counts (sql/metrics_history.sql) as text, the lease waits' float sum rounded to
+ * the millisecond (deleting rows changes the order it is summed in). Static buffer. */
+static const char *history_counts(void)
+{
+	static char out[4096];
+	const char *p[1] = { metrics_lease_wait_bounds_sql };
+	PGresult *r = PQexecParams(pg, sql_metrics_history, 1, NULL, p, NULL, NULL, 0);
+	json_t *doc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ?
+			      json_loads(PQgetvalue(r, 0, 0), 0, NULL) : NULL;
+	json_t *lw = json_object_get(doc, "lease_wait");
+	char *s;
+
+	PQclear(r);
+	out[0] = 0;
+	if (!doc)
+		return out;
+	json_object_set_new(lw, "sum", json_integer((json_int_t)(json_number_value(json_object_get(lw, "sum")) * 1000 + 0.5)));
+	s = json_dumps(doc, JSON_COMPACT | JSON_SORT_KEYS);
+	snprintf(out, sizeof out, "%s", s ? s : "");
+	free(s);
+	json_decref(doc);
+	return out;
+}
+
 /* Retention (rung_prune, sql/functions/75_prune.sql): jobs that ended more than N days ago go with
  * their attempts, events, escalations and webhook rows; a job still waiting for support, one that
  * ended recently, one still running, and every younger job stay. Batches are bounded, and the
@@ -1100,12 +1125,13 @@ static void test_prune(void)
 		{ "old-cancelled", "cancelled", 35, 34, NULL },
 		{ "young", "succeeded", 2, 1, NULL },
 	};
-	char sql[1024];
+	char sql[1024], before[4096];
 	const char *p[2];
 	long b;
 
 	pg = PQconnectdb(url);
-	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
+	   "CASCADE", 0, NULL);
 	for (size_t k = 0; k < sizeof jobs / sizeof jobs[0]; k++) {
 		char created[16], finished[16];
 		snprintf(created, sizeof created, "%d", jobs[k].created);
@@ -1113,16 +1139,19 @@ static void test_prune(void)
 		p[0] = jobs[k].name;
 		p[1] = jobs[k].state;
 		snprintf(sql, sizeof sql,
-			 "WITH j AS (INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count, created_at, "
-			 "finished_at) VALUES ($1, 'image', $2, '{\"x\":1}', '{}', 2, now() - interval '%s days', "
-			 "CASE WHEN %s < 0 THEN NULL ELSE now() - interval '%s days' END) RETURNING id), "
-			 "a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome) "
-			 "SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' ELSE 'ended' END, "
-			 "CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END FROM j, generate_series(1, 2) n "
-			 "RETURNING id, job_id) "
-			 "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a",
-			 created, finished, finished);
+			 "INSERT INTO jobs (name, kind, state, target_config, recovery, attempts_count, created_at, finished_at) "
+			 "VALUES ($1, 'image', $2, '{\"x\":1}', '{}', 2, now() - interval '%s days', "
+			 "CASE WHEN %s < 0 THEN NULL ELSE now() - interval '%s days' END)", created, finished, finished);
 		q1(sql, 2, p);
+		/* submitted (queued) when created; each attempt leased a minute later than the one before */
+		q1("INSERT INTO event_log (job_id, kind, to_state, reason, at) SELECT id, 'submitted', 'queued', 'x', created_at "
+		   "FROM jobs WHERE name = $1", 1, p);
+		q1("WITH a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, class, "
+		   "rung, started_at) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
+		   "ELSE 'ended' END, CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END, 'oom_train_early', "
+		   "CASE WHEN n = 1 THEN 'batch_size' END, j.created_at + make_interval(mins => n) "
+		   "FROM jobs j, generate_series(1, 2) n WHERE j.name = $1 ORDER BY n RETURNING id, job_id) "
+		   "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a", 2, p);
 		if (jobs[k].esc) {
 			p[1] = jobs[k].esc;
 			q1("INSERT INTO escalations (job_id, trigger, state) SELECT id, 'x', $2 FROM jobs WHERE name = $1", 2, p);
@@ -1130,9 +1159,12 @@ static void test_prune(void)
 	}
 	TAP_STR_EQ(q1("SELECT count(*) || ':' || (SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log) "
 		      "|| ':' || (SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) FROM jobs",
-		      0, NULL), "7:14:14:3:3", "seven jobs, two attempts and two events each, three escalations and their webhooks");
-	TAP_STR_EQ(q1("SELECT rung_prune(0, 500) || ':' || rung_prune(30, 0)", 0, NULL), "0:0", "0 days or a limit of 0: nothing");
-	TAP_STR_EQ(q1("SELECT rung_prune(30, 500)", 0, NULL), "2", "30 days: two jobs pruned");
+		      0, NULL), "7:14:21:3:3", "seven jobs, two attempts and three events each, three escalations and their webhooks");
+	TAP_STR_EQ(q1("SELECT rung_prune(0, 500, '{1}') || ':' || rung_prune(30, 0, '{1}')", 0, NULL), "0:0", "0 days or a limit of 0: nothing");
+	p[0] = metrics_lease_wait_bounds_sql;
+	snprintf(before, sizeof before, "%s", history_counts());
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "2", "30 days: two jobs pruned");
+	TAP_STR_EQ(history_counts(), before, "/metrics' history counts are the same after the prune (metrics_pruned)");
 	TAP_STR_EQ(q1("SELECT string_agg(name, ',' ORDER BY id) FROM jobs", 0, NULL),
 		   "old-support,old-acked,old-ended-late,old-running,young",
 		   "kept: waiting for support (open, acknowledged), ended within 30 days, running, young");
@@ -1140,20 +1172,23 @@ static void test_prune(void)
 		      "(SELECT count(*) FROM event_log WHERE job_id NOT IN (SELECT id FROM jobs)) || ':' || "
 		      "(SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) || ':' || "
 		      "(SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log)", 0, NULL),
-		   "0:0:2:2:10:10", "their attempts, events, resolved escalation and its webhook went with them; the rest stayed");
-	TAP_STR_EQ(q1("SELECT rung_prune(30, 500)", 0, NULL), "0", "again: nothing left to prune");
+		   "0:0:2:2:10:15", "their attempts, events, resolved escalation and its webhook went with them; the rest stayed");
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "0", "again: nothing left to prune");
 	q1("UPDATE escalations SET state = 'resolved'", 0, NULL);
-	TAP_STR_EQ(q1("SELECT rung_prune(30, 1) || ':' || rung_prune(30, 1) || ':' || rung_prune(30, 1)", 0, NULL), "1:1:0",
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 1, $1::float8[]) || ':' || rung_prune(30, 1, $1::float8[]) || ':' || "
+		      "rung_prune(30, 1, $1::float8[])", 1, p), "1:1:0",
 		   "once support resolved them: pruned, one per call with a limit of 1");
+	TAP_STR_EQ(history_counts(), before, "and the history counts still the same");
 
 	/* 10,000 young jobs: finding nothing to prune reads a few blocks */
 	q1("INSERT INTO jobs (name, kind, state, target_config, recovery, finished_at) SELECT 'y' || g, 'image', 'succeeded', "
 	   "'{\"x\":1}', '{}', now() FROM generate_series(1, 10000) g", 0, NULL);
 	q1("ANALYZE jobs", 0, NULL); /* as autovacuum keeps it (jobs: analyze_scale_factor 0.02); with none the walk's
 				      * cursor may sort the table instead, once per --prune-interval-ms */
-	p[0] = "30";
-	p[1] = "500";
-	b = blocks("SELECT rung_prune($1::int, $2::int)", 2, p);
+	{
+		const char *pp[3] = { "30", "500", metrics_lease_wait_bounds_sql };
+		b = blocks("SELECT rung_prune($1::int, $2::int, $3::float8[])", 3, pp);
+	}
 	few_blocks(b, "retention among 10,000 young jobs and an old running one");
 	PQfinish(pg);
 }
