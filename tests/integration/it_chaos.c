@@ -651,7 +651,9 @@ static void test_replicas(struct harness *h)
 {
 	struct h_proc b = { 0 };
 	char *burl = NULL, *aurl = xstrdup(h->base_url);
-	const char *bextra[] = { "--poll-fallback-ms", "30000", NULL };
+	/* B's reaper is held back (an hour): every lease that expires is reaped by A, whose announce
+	 * must reach B's parked worker (the reaper's re-queue below) */
+	const char *bextra[] = { "--poll-fallback-ms", "30000", "--reap-interval-ms", "3600000", NULL };
 	const char *pre = "repl";
 	if (!h_ok(h, h_replica_start(h, &b, "rungd-b", bextra, &burl) == 0,
 		"replicas: a second rungd (poll fallback 30 s) on the same database"))
@@ -731,6 +733,40 @@ static void test_replicas(struct harness *h)
 	free(fjob);
 	free(fw);
 	free(rqid);
+	/* A lease that expires wakes B too: a fake worker on A leases reapwake and goes silent, its lease
+	 * held an hour until rb1 parks on B (30 s fallback poll), then expired; A's reaper re-queues it
+	 * and announces it (lease_announce), and rb1 gets it at once. */
+	h_ok(h, h_worker_stop(h, wb, SIGTERM) == 0, "replicas: rb1 stops");
+	h_ok(h, submit_one(h, "reapwake", 10, false), "replicas: job reapwake submitted on A");
+	const char *rw[] = { "reapwake" };
+	char *rwid = xasprintf("%lld", h_sql_int(h, "SELECT id FROM jobs WHERE name = $1", 1, rw));
+	char *rfw = h_fake_register(h, "ra-silent", "GPU-fake-reapwake", 24576);
+	json_t *rl = rfw ? h_fake_lease(h, rfw, "GPU-fake-reapwake", 0, &st) : NULL;
+	char *rjob = rl ? h_id(rl, "job_id") : NULL;
+	h_ok(h, rjob && !strcmp(rjob, rwid), "replicas: a fake worker on A leases reapwake, then goes silent");
+	PQclear(h_sql(h, "UPDATE attempts SET lease_expires_at = now() + interval '1 hour' WHERE job_id = $1::bigint",
+		      1, (const char *[]){ rwid }));
+	h_ok(h, h_worker_restart(h, wb) == 0 && wait_until(parked, &pk, 15000), "replicas: rb1 parks on B again");
+	PQclear(h_sql(h, "UPDATE attempts SET lease_expires_at = now() WHERE job_id = $1::bigint", 1,
+		      (const char *[]){ rwid }));
+	int64_t rt0 = util_mono_ms();
+	json_t *ras = h_wait_attempts(h, rwid, 2, NULL, 20000);
+	int64_t rtook = util_mono_ms() - rt0;
+	h_ok(h, ras && rtook < 5000,
+	     "replicas: rb1 on B leased it %lld ms after its lease expired (A's reaper; B's fallback poll is 30 s)",
+	     (long long)rtook);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts a JOIN jobs j ON j.id = a.job_id "
+			     "WHERE j.name = $1 AND a.number = 1 AND a.outcome = 'lost'", 1, rw) == 1,
+	     "replicas: its first attempt was reaped as lost");
+	json_t *rwdone = h_wait_job(h, rwid, "succeeded", 60000);
+	h_ok(h, rwdone != NULL, "replicas: reapwake succeeds on B");
+	h_ok(h, wait_until(parked, &pk, 15000), "replicas: rb1 parks on B again");
+	json_decref(rwdone);
+	json_decref(ras);
+	json_decref(rl);
+	free(rjob);
+	free(rfw);
+	free(rwid);
 	/* Load split across both: two workers on A, two on B. */
 	struct h_worker *wa1 = h_worker_start(h, "ra1", NULL), *wa2 = h_worker_start(h, "ra2", NULL);
 	const char *bargs2[] = { "--server", burl, NULL };
