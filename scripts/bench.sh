@@ -77,7 +77,7 @@ port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() {
 	local p try
 	for try in $(seq 1 50); do
-		p=$((20000 + RANDOM % 20000))
+		p=$((20000 + RANDOM % 12000))
 		port_free "$p" && { echo "$p"; return 0; }
 	done
 	return 1

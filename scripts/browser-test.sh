@@ -53,8 +53,10 @@ for b in bin/rungd bin/rung-worker bin/sim/nvidia-smi bin/sim/rung-sim-trainer; 
 	[ -x "$b" ] || make -s "$b" >"$TMP/make.log" 2>&1 || { fail "$b builds"; exit 1; }
 done
 
+# Ports below Linux's ephemeral range (32768-60999): a port there may be the local end of an outgoing
+# connection, which the probe below does not see and which makes the bind fail.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-pick_port() { local p; for _ in $(seq 1 50); do p=$((20000 + RANDOM % 30000)); port_free "$p" && { echo "$p"; return; }; done; echo 0; }
+pick_port() { local p; for _ in $(seq 1 50); do p=$((20000 + RANDOM % 12000)); port_free "$p" && { echo "$p"; return; }; done; echo 0; }
 
 # 2. Postgres, schema, tokens, rungd.
 PG_PORT=$(pick_port)

@@ -57,7 +57,7 @@ if [ -z "${RUNG_DATABASE_URL:-}" ]; then
 	port=${RUNG_PG_PORT:-5433}
 	if ! port_free "$port"; then
 		for try in $(seq 1 20); do
-			port=$((20000 + RANDOM % 20000))
+			port=$((20000 + RANDOM % 12000))
 			port_free "$port" && break
 		done
 	fi

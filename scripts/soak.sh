@@ -39,7 +39,7 @@ trap 'echo "soak.sh: interrupted" >&2; cleanup; exit 130' INT TERM
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for try in 1 2 3 4 5; do
-	p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+	p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
 	port_free "$p" || continue
 	if tests/pg.sh start "$PGDATA_DIR" "$p" >"$TMP/pg-start.log" 2>&1; then
 		PGPORT=$p

@@ -32,10 +32,12 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "run.sh: interrupted" >&2; cleanup; exit 130' INT TERM
 
-# A port nobody listens on; pg_ctl fails when another process takes it first, so retry a few times.
+# A port nobody listens on, below the ephemeral range (32768-60999: an outgoing connection's local
+# port there passes the probe but fails the bind); pg_ctl fails when another process takes it first,
+# so retry a few times.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 for try in 1 2 3 4 5; do
-	p=$((20000 + (RANDOM * 32768 + RANDOM) % 30000))
+	p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
 	port_free "$p" || continue
 	if tests/pg.sh start "$PGDATA_DIR" "$p" >"$TMP/pg-start.log" 2>&1; then
 		PGPORT=$p
