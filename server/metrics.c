@@ -343,12 +343,12 @@ static void write_history_counts(struct evbuffer *b, const json_t *doc, double a
 		metrics_write_sample(b, "rung_rungs_applied_total", labels, json_number_value(v));
 	}
 	for (i = 0; i < ARRAY_LEN(wait_bounds); i++)
-		cum[i] = (uint64_t)json_integer_value(json_array_get(buckets, i));
+		cum[i] = (uint64_t)json_number_value(json_array_get(buckets, i)); /* with metrics_pruned: float8 sums */
 	metrics_write_head(b, "rung_lease_wait_seconds", "histogram",
 			   "Time from a job being queued to an attempt leasing it.");
 	metrics_write_hist_cumulative(b, "rung_lease_wait_seconds", NULL, wait_bounds, cum,
 				      (int)ARRAY_LEN(wait_bounds), jnum(lw, "sum"),
-				      (uint64_t)json_integer_value(json_object_get(lw, "count")));
+				      (uint64_t)json_number_value(json_object_get(lw, "count")));
 }
 
 struct metrics_family *metrics_register(struct metrics *m, const char *name, const char *type, const char *help,
