@@ -8,9 +8,11 @@ SELECT jsonb_build_object(
   'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
   'queue_depth', (SELECT count(*) FROM jobs WHERE state = 'queued'),
   -- queued jobs whose floor no usable GPU on a live worker meets (requeue_bigger, started_bigger
-  -- and a big host that left): exclusions aside, as rung_job_placement counts them; O(queue)
+  -- and a big host that left): exclusions aside, as rung_job_placement counts them; O(queue), the
+  -- fleet's figure read once (a scalar subquery), not per job
   'unplaceable', (SELECT count(*) FROM jobs
-                  WHERE state = 'queued' AND (constraints->>'min_gpu_memory_mib')::int > rung_fleet_max_gpu_mib()),
+                  WHERE state = 'queued' AND constraints ? 'min_gpu_memory_mib'
+                    AND (constraints->>'min_gpu_memory_mib')::int > (SELECT rung_fleet_max_gpu_mib())),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)
