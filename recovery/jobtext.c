@@ -31,5 +31,6 @@ char *jobtext_placement(const json_t *job)
 	if (min > max)
 		return xasprintf("waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at "
 				 "least %lld MiB; the largest has %lld MiB)", min, max);
-	return xasprintf("waiting for a GPU: every usable GPU on a live worker is excluded by its constraints");
+	return xasprintf("waiting for a GPU: its exclusions leave no usable GPU on a live worker with at least %lld MiB",
+			 min);
 }

@@ -26,8 +26,6 @@ struct retention {
 	bool orphaned;                 /* freed while busy: the callback frees the struct */
 };
 
-static void prune_run(struct retention *r);
-
 static void on_pruned(PGresult *res, const char *err, void *arg)
 {
 	struct retention *r = arg;
@@ -88,6 +86,7 @@ struct retention *retention_new(struct app *app)
 	if (!r->timer || !r->again)
 		abort();
 	event_add(r->timer, &tv);
+	event_active(r->again, EV_TIMEOUT, 0); /* a first batch as soon as the loop runs, not an interval later */
 	return r;
 }
 

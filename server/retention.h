@@ -1,4 +1,4 @@
-/* Retention of rungd (--retain-days): every --prune-interval-ms one statement (rung_prune,
+/* Retention of rungd (--retain-days): at start and every --prune-interval-ms one statement (rung_prune,
  * sql/functions/75_prune.sql) deletes up to a batch of jobs that ended more than that many days
  * ago, with their attempts, events, escalations and webhook deliveries; a full batch is followed
  * by the next at once, so a backlog drains without waiting. Safe on several replicas at once. */

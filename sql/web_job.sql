@@ -1,8 +1,7 @@
--- Web job page. $1 job id, $2 owner or NULL -> {"job": JOB (with "placement" when queued, as
--- job_get.sql), "attempts": [ATTEMPT + gpu_memory_mib, gpu_name]
+-- Web job page. $1 job id, $2 owner or NULL -> {"job": JOB (with "placement" when queued:
+-- rung_job_json_placed), "attempts": [ATTEMPT + gpu_memory_mib, gpu_name]
 -- oldest first, "escalations": [ESCALATION]}; no row when missing or not the owner's.
-SELECT jsonb_build_object('job', rung_job_json(j) || CASE WHEN j.state = 'queued'
-    THEN jsonb_build_object('placement', rung_job_placement(j)) ELSE '{}' END,
+SELECT jsonb_build_object('job', rung_job_json_placed(j),
   'attempts', coalesce((SELECT jsonb_agg(rung_attempt_json(a) || jsonb_build_object('gpu_memory_mib', g.memory_total_mib,
       'gpu_name', g.name) ORDER BY a.number)
     FROM attempts a LEFT JOIN gpus g ON g.uuid = a.gpu_uuid WHERE a.job_id = j.id), '[]'),

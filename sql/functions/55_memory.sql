@@ -55,6 +55,14 @@ LANGUAGE sql STABLE AS $$
     'fleet_max_gpu_mib', rung_fleet_max_gpu_mib())
 $$;
 
+-- JOB (rung_job_json) as GET /v1/jobs/{id} and the web job page show it: a queued job with its
+-- "placement" (rung_job_placement). The submit reply and the lists leave it out (it reads every GPU).
+CREATE OR REPLACE FUNCTION rung_job_json_placed(j jobs) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT rung_job_json(j) || CASE WHEN j.state = 'queued' THEN jsonb_build_object('placement', rung_job_placement(j))
+                                  ELSE '{}' END
+$$;
+
 -- Whether the OBSERVATION of an attempt of ARCH on a GPU of GPU_MIB that ended at ENDED still
 -- counts: it ended after the last reset of (its arch, its own GPU's memory class: GPU_MIB rounded to
 -- the nearest GiB), so a reset drops what was learned on that class and nothing else. The one place

@@ -276,52 +276,67 @@ out:
 	free(t3);
 }
 
-struct gone_arg {
+struct old_left_arg {
 	struct harness *h;
-	const char *path;
+	const char *name;
 };
 
-static bool job_gone(void *arg)
+/* No job of that name is left. */
+static bool old_gone(void *arg)
 {
-	struct gone_arg *g = arg;
-	long st = 0;
+	struct old_left_arg *o = arg;
 
-	json_decref(h_get(g->h, g->path, &st));
-	return st == 404;
+	return h_sql_int(o->h, "SELECT count(*) FROM jobs WHERE name = $1", 1, (const char *[]){ o->name }) == 0;
 }
 
-/* Retention (--retain-days 30, --prune-interval-ms 100 here): a job that ended 39 days ago is
- * deleted with its attempts and events; one that ended now stays; /metrics counts it. */
+/* Retention (--retain-days 30 and --prune-interval-ms of an hour here): a restart prunes at once, and
+ * a full batch (500) is followed by the next at once, so 501 jobs that ended 39 days ago all go,
+ * with their attempts and events, long before the interval; one that ended now stays, and so do
+ * the jobs before them (their ends are recent). Without the start-up run nothing would go for an
+ * hour; without the chaining one job would stay. */
 static void test_retention(struct harness *h)
 {
-	json_t *cfg = h_config("ops_retention", 10), *old = h_submit(h, cfg, NULL), *fresh = h_submit(h, cfg, NULL);
-	char *old_id = h_id(old, "id"), *fresh_id = h_id(fresh, "id"), *path = NULL, *t = NULL;
+	json_t *cfg = h_config("ops_retention", 10), *old = h_submit(h, cfg, NULL), *fresh = NULL;
+	char *old_id = h_id(old, "id"), *fresh_id = NULL, *path = NULL, *t = NULL;
+	struct old_left_arg o = { h, "ops_retention_old" };
 	long st = 0;
+	long long before;
 
-	if (!h_ok(h, old_id && fresh_id, "two jobs submitted"))
+	if (!h_ok(h, old_id != NULL, "a job submitted"))
 		goto out;
 	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", old_id));
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", fresh_id));
 	{
 		const char *p[1] = { old_id };
-		/* as if submitted 40 days ago: the jobs before it (ids grow with creation, which the search
-		 * relies on) older still, each keeping when it ended */
+		/* it and 500 more ended 39 days ago, created 40 days ago; the jobs before them (ids grow with
+		 * creation, which the search relies on) were created earlier still, each keeping its end */
 		PQclear(h_sql(h, "UPDATE jobs SET created_at = now() - interval '41 days' WHERE id < $1::bigint", 1, p));
-		PQclear(h_sql(h, "UPDATE jobs SET created_at = now() - interval '40 days', "
+		PQclear(h_sql(h, "UPDATE jobs SET name = 'ops_retention_old', created_at = now() - interval '40 days', "
 				 "finished_at = now() - interval '39 days' WHERE id = $1::bigint", 1, p));
-		path = xasprintf("/v1/jobs/%s", old_id);
-		struct gone_arg g = { h, path };
-		h_ok(h, wait_until(job_gone, &g, 10000 * h_slow()), "the job that ended 39 days ago is deleted (404)");
+		PQclear(h_sql(h, "INSERT INTO jobs (name, kind, state, target_config, recovery, created_at, finished_at) "
+				 "SELECT 'ops_retention_old', 'image', 'cancelled', '{\"x\":1}', '{}', now() - interval '40 days', "
+				 "now() - interval '39 days' FROM generate_series(1, 500)", 0, NULL));
+	}
+	fresh = h_submit(h, cfg, NULL);
+	fresh_id = h_id(fresh, "id");
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", fresh_id ? fresh_id : "0"));
+	before = h_sql_int(h, "SELECT count(*) FROM jobs WHERE name <> 'ops_retention_old'", 0, NULL);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE name = 'ops_retention_old'", 0, NULL) == 501,
+	     "501 jobs ended 39 days ago, then one that ended now");
+	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_restart(h) == 0, "rungd restarted"))
+		goto out;
+	h_ok(h, wait_until(old_gone, &o, 20000 * h_slow()), "all 501 are deleted at once (the interval is an hour)");
+	{
+		const char *p[1] = { old_id };
 		h_ok(h, h_sql_int(h, "SELECT (SELECT count(*) FROM attempts WHERE job_id = $1::bigint) + "
 				  "(SELECT count(*) FROM event_log WHERE job_id = $1::bigint)", 1, p) == 0,
-		     "with its events");
+		     "with their attempts and events");
 	}
-	free(path);
-	path = xasprintf("/v1/jobs/%s", fresh_id);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before, "every other job stays");
+	path = xasprintf("/v1/jobs/%s", fresh_id ? fresh_id : "0");
 	json_decref(h_get(h, path, &st));
 	h_ok(h, st == 200, "the job that ended now stays (status %ld)", st);
 	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_retention_pruned_jobs_total") == 1, "/metrics counts the pruned job");
+	h_ok(h, t && sample(t, "rung_retention_pruned_jobs_total") == 501, "/metrics counts the 501 pruned jobs");
 out:
 	json_decref(old);
 	json_decref(fresh);
@@ -579,7 +594,7 @@ int main(void)
 	{
 		const char *extra[] = { "--escalation-webhook", url, "--webhook-poll-ms", "50", "--webhook-backoff-ms",
 					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000",
-					"--metrics-history-ms", "600000", "--retain-days", "30", "--prune-interval-ms", "100",
+					"--metrics-history-ms", "600000", "--retain-days", "30", "--prune-interval-ms", "3600000",
 					NULL };
 		if (!h_ok(h, rc.port > 0 && h_server_start(h, extra) == 0, "rungd started with a webhook"))
 			goto out;

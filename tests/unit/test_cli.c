@@ -330,9 +330,9 @@ static void test_story_start_lower(void)
 			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 100000, \"fleet_max_gpu_mib\": 81920}",
 			  "\n  waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least 100000 MiB; "
 			  "the largest has 81920 MiB)\n", "story: a floor above the fleet" },
-			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
-			  "\n  waiting for a GPU: every usable GPU on a live worker is excluded by its constraints\n",
-			  "story: every GPU excluded" },
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 40000, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: its exclusions leave no usable GPU on a live worker with at least 40000 MiB\n",
+			  "story: the GPUs big enough are excluded" },
 			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 0}",
 			  "\n  waiting for a GPU: no live worker has a usable GPU\n", "story: no live worker" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}", NULL,
