@@ -21,6 +21,10 @@ const struct cli_cmd cli_cmds[] = {
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
 	{ "cancel", "cancel JOB", "Cancels a job (a running one stops at its next heartbeat).", cmd_cancel },
+	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
+		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
+		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"
+		"(kept in the event; it resolves the job's open escalations).", cmd_retry },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"
 		"it led to (against its own config), the verdict as show prints it. Each line is written as it happens,\n"
 		"also into a pipe; in a terminal a progress line shows the speed between the last two step reports\n"

@@ -1,4 +1,4 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, watch. Each parses its
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, watch. Each parses its
  * options, makes its calls through cli_call and prints a table, lines or the server's JSON. */
 #include "cmd_jobs.h"
 
@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cmd_profiles.h"
+#include "jpath.h"
 #include "jsondiff.h"
 #include "progress.h"
 #include "story.h"
@@ -417,6 +418,49 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 				: pending ? "cancel requested (the worker stops it at its next heartbeat)" : st ? st : "?");
 		}
 	}
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
+/* retry: POST /v1/jobs/ID/retry {"from"?, "note"?}. */
+int cmd_retry(struct cli *c, int argc, char **argv)
+{
+	const char *from = NULL, *note = NULL;
+	char *ops[1], *e = NULL, *path = NULL;
+	json_t *job = NULL, *body = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "from", .type = ARGS_STRING, .str = &from },
+		{ .name = "note", .type = ARGS_STRING, .str = &note },
+	};
+	int rc = cli_args(c, cli_cmd_named("retry"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (from && strcmp(from, "current") && strcmp(from, "target")) {
+		fprintf(c->err, "rungctl retry: --from must be current or target\nusage: rungctl %s\n",
+			cli_cmd_named("retry")->usage);
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:s?, s:s?}", "from", from, "note", note);
+	if (!body) {
+		fprintf(c->err, "rungctl retry: --note must be UTF-8 text\n");
+		return CLI_USAGE;
+	}
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/retry", e);
+	rc = cli_call(c, "POST", path, body, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, job);
+		} else {
+			const json_t *story = json_object_get(json_object_get(job, "recovery_state"), "retried");
+			fprintf(c->out, "job %s: queued again from the %s config; budgets count from attempt %lld\n", ops[0],
+				jpath_str(story, "from", "current"), jpath_int(story, "budget_from", 0) + 1);
+		}
+	}
+	json_decref(body);
 	json_decref(job);
 	free(path);
 	free(e);

@@ -182,14 +182,17 @@ static char *started_lower_line(const json_t *job)
 	return out;
 }
 
-/* The verdict's lines for a job whose first claim was handed back for a bigger GPU before it ran
- * (and why), and for a queued job no usable GPU can take (recovery/jobtext.h); NULL when neither.
- * Heap string. */
+/* The verdict's lines for a job that was retried, one whose first claim was handed back for a
+ * bigger GPU before it ran (and why), and a queued job no usable GPU can take (recovery/jobtext.h);
+ * NULL when none. Heap string. */
 static char *placement_lines(const json_t *job)
 {
 	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
-	char *bigger = jobtext_started_bigger(job), *waiting = jobtext_placement(job), *out = NULL;
+	char *bigger = jobtext_started_bigger(job), *waiting = jobtext_placement(job), *retried = jobtext_retried(job);
+	char *out = NULL;
 
+	if (retried)
+		cat(&out, "  %s\n", retried);
 	if (bigger) {
 		cat(&out, "  %s\n", bigger);
 		if (str_of(sb, "reason"))
@@ -199,6 +202,7 @@ static char *placement_lines(const json_t *job)
 		cat(&out, "  %s\n", waiting);
 	free(bigger);
 	free(waiting);
+	free(retried);
 	return out;
 }
 

@@ -34,3 +34,16 @@ char *jobtext_placement(const json_t *job)
 	return xasprintf("waiting for a GPU: its exclusions leave no usable GPU on a live worker with at least %lld MiB",
 			 min);
 }
+
+char *jobtext_retried(const json_t *job)
+{
+	const json_t *r = json_object_get(json_object_get(job, "recovery_state"), "retried");
+	const char *by = json_string_value(json_object_get(r, "by")), *note = json_string_value(json_object_get(r, "note"));
+	const char *from = json_string_value(json_object_get(r, "from")), *was = json_string_value(json_object_get(r, "previous_state"));
+
+	if (!json_is_object(r))
+		return NULL;
+	return xasprintf("retried%s%s from the %s config after it was %s; budgets count from attempt %lld%s%s", by ? " by " : "",
+			 by ? by : "", from ? from : "current", was ? was : "failed",
+			 (long long)json_integer_value(json_object_get(r, "budget_from")) + 1, note ? ": " : "", note ? note : "");
+}

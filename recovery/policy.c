@@ -28,6 +28,8 @@ struct pctx {
 	bool succeeded_before; /* this exact config succeeded before */
 	bool scale_up;
 	long long max_attempts, max_env_retries, max_gpu_seconds, validate_steps, early_steps, quarantine_after;
+	long long budget_from; /* recovery_state.budget_from: attempts up to this number were made before a
+				* retry (sql/functions/22_retry.sql) and spend none of the budgets */
 	json_t *profile;       /* issue 12: the memory profile of ctx.memory (owned), NULL without history */
 };
 
@@ -130,6 +132,26 @@ static bool attempt_succeeded(const json_t *a)
 	return !strcmp(jpath_str(a, "outcome", ""), "succeeded") || !strcmp(jpath_str(a, "class", ""), "success");
 }
 
+/* Whether an earlier attempt counts against the budgets: made since the job's last retry. */
+static bool in_budget(const struct pctx *p, const json_t *a)
+{
+	return jpath_int(a, "number", 0) > p->budget_from;
+}
+
+/* Attempts since the last retry, the one just ended included. */
+static long long attempts_since_retry(const struct pctx *p)
+{
+	size_t i;
+	json_t *a;
+	long long n = 1;
+
+	json_array_foreach(p->attempts, i, a)
+		if (in_budget(p, a))
+			n++;
+	return n;
+}
+
+/* Earlier attempts of class cls since the last retry (the env-fault and host-OOM re-run budgets). */
 static long long count_class(const struct pctx *p, const char *cls)
 {
 	size_t i;
@@ -137,7 +159,7 @@ static long long count_class(const struct pctx *p, const char *cls)
 	long long n = 0;
 
 	json_array_foreach(p->attempts, i, a)
-		if (!strcmp(jpath_str(a, "class", ""), cls))
+		if (in_budget(p, a) && !strcmp(jpath_str(a, "class", ""), cls))
 			n++;
 	return n;
 }
@@ -170,8 +192,8 @@ static long long gpu_memory(const struct pctx *p)
 	return m > 0 ? m : jpath_int(p->gpu, "memory_total_mib", 0);
 }
 
-/* Exclusions carried from earlier attempts: GPUs with env faults, workers with host OOMs, and the
- * memory floor of earlier requeue_bigger decisions. */
+/* Exclusions carried from earlier attempts since the last retry: GPUs with env faults, workers with
+ * host OOMs, and the memory floor of earlier requeue_bigger decisions. */
 static void carry_constraints(const struct pctx *p, struct dec *d)
 {
 	size_t i;
@@ -179,6 +201,8 @@ static void carry_constraints(const struct pctx *p, struct dec *d)
 
 	json_array_foreach(p->attempts, i, a) {
 		const char *c = jpath_str(a, "class", "");
+		if (!in_budget(p, a)) /* a retry from the target cleared them; one from the current config kept them */
+			continue;
 		if (!strcmp(c, "env_fault") && json_is_string(json_object_get(a, "gpu_uuid")))
 			json_array_append(d->exclude_gpus, json_object_get(a, "gpu_uuid"));
 		if (!strcmp(c, "host_oom") && json_object_get(a, "worker_id"))
@@ -449,17 +473,19 @@ static void succeed_with(const struct pctx *p, struct dec *d, const json_t *good
 	free(summary);
 }
 
-/* Budgets (max_attempts, max_gpu_seconds): NULL when another attempt may run, else a static why. */
+/* Budgets (max_attempts, max_gpu_seconds), over the attempts since the last retry: NULL when
+ * another attempt may run, else a static why. */
 static const char *budget_spent(const struct pctx *p)
 {
-	long long used = (long long)json_array_size(p->attempts) + 1, ms = 0;
+	long long ms = 0;
 	size_t i;
 	json_t *a;
 
-	if (used >= p->max_attempts)
+	if (attempts_since_retry(p) >= p->max_attempts)
 		return "recovery.max_attempts reached";
 	json_array_foreach(p->attempts, i, a)
-		ms += jpath_int(a, "duration_ms", jpath_int(json_object_get(a, "facts"), "duration_ms", 0));
+		if (in_budget(p, a))
+			ms += jpath_int(a, "duration_ms", jpath_int(json_object_get(a, "facts"), "duration_ms", 0));
 	ms += jpath_int(p->attempt, "duration_ms", jpath_int(p->facts, "duration_ms", 0));
 	if (p->max_gpu_seconds > 0 && ms >= p->max_gpu_seconds * 1000)
 		return "recovery.max_gpu_seconds reached";
@@ -476,8 +502,8 @@ static void out_of_budget(const struct pctx *p, struct dec *d, const char *why)
 		return;
 	}
 	end_job(d, "fail", "failed");
-	sum = xasprintf("job %s: %s after %zu attempt(s); last failure %s%s", config_name(p->target), why,
-			json_array_size(p->attempts) + 1, cls_name(d),
+	sum = xasprintf("job %s: %s after %lld attempt(s)%s; last failure %s%s", config_name(p->target), why,
+			attempts_since_retry(p), p->budget_from > 0 ? " since its retry" : "", cls_name(d),
 			strcmp(cls_name(d), "env_fault") ? "" : ": suspected environment fault (the GPU or worker, not the config)");
 	escalate(d, "budget_exhausted", sum, "review the attempts and the config; raise the budget or fix the cause");
 	set_reason(d, "%s: %s, job failed", cls_name(d), why);
@@ -930,6 +956,7 @@ static int read_ctx(const json_t *ctx, struct pctx *p, char **err)
 	p->validate_steps = knob(rec, "validate_steps", 0);
 	p->early_steps = knob(rec, "early_steps", 10);
 	p->quarantine_after = knob(rec, "quarantine_after", 2);
+	p->budget_from = jpath_int(p->rstate, "budget_from", 0);
 	p->scaling = !strcmp(jpath_str(p->rstate, "mode", "recover"), "scale_up");
 	p->succeeded_before = jpath_bool(ctx, "config_succeeded_before", 0);
 	json_array_foreach(p->attempts, i, a)

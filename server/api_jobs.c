@@ -1,6 +1,6 @@
 /* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
  * envelope validation, atconfig_validate, kind, RECOVERY defaults, Idempotency-Key), get, list
- * (keyset on id descending, cursor = last id as a string), attempts, events and cancel. Each request
+ * (keyset on id descending, cursor = last id as a string), attempts, events, cancel and retry. Each request
  * is one SQL statement (sql/job_*.sql); submits are coalesced into rung_submit_batch() statements
  * (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
@@ -642,6 +642,74 @@ void api_jobs_cancel(struct hreq *h)
 	json_decref(body);
 	const char *params[1] = { h->param[0] };
 	db_exec(h->app->db, sql_job_cancel, 1, params, on_cancelled, h);
+}
+
+static void on_retried(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value, *status, *state;
+	json_t *doc;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	doc = json_loads(value, 0, NULL);
+	if (!doc) {
+		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
+		return;
+	}
+	status = json_string_value(json_object_get(doc, "status"));
+	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
+	if (!status || strcmp(status, "ok")) {
+		hreq_error(h, 409, "invalid_transition", NULL,
+			   "job %s is %s: only a failed or cancelled job can be retried%s", h->param[0], state ? state : "?",
+			   state && !strcmp(state, "succeeded") ? " (submit it again to run it again)" : "");
+		goto out;
+	}
+	log_info("job retried", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
+	lease_announce(h->app->lease); /* the job is queued again */
+	hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
+out:
+	json_decref(doc);
+}
+
+void api_jobs_retry(struct hreq *h)
+{
+	json_t *body = NULL, *from, *note;
+	char by[AUTH_NAME_MAX + 32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	from = json_object_get(body, "from");
+	note = json_object_get(body, "note");
+	if (from && !json_is_null(from) && (!json_is_string(from) || (strcmp(json_string_value(from), "current") &&
+								      strcmp(json_string_value(from), "target")))) {
+		hreq_error(h, 400, "invalid_request", "from", "from must be \"current\" or \"target\"");
+		goto out;
+	}
+	if (note && !json_is_null(note) && (!json_is_string(note) || json_string_length(note) > API_JOBS_NOTE_MAX)) {
+		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes",
+			   API_JOBS_NOTE_MAX);
+		goto out;
+	}
+	if (h->who.name[0])
+		snprintf(by, sizeof by, "%s", h->who.name);
+	else
+		snprintf(by, sizeof by, "token %lld", h->who.token_id);
+	{
+		const char *params[4] = { h->param[0], json_is_string(from) ? json_string_value(from) : NULL,
+					  json_is_string(note) ? json_string_value(note) : NULL, by };
+		db_exec(h->app->db, sql_job_retry, 4, params, on_retried, h);
+	}
+out:
+	json_decref(body);
 }
 
 static void on_list(PGresult *res, const char *err, void *arg)

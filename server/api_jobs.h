@@ -1,5 +1,5 @@
 /* Handlers of /v1/jobs: submit (validation, recovery defaults, Idempotency-Key), get, list
- * (keyset pagination), attempts, events, cancel. Each is one SQL statement. */
+ * (keyset pagination), attempts, events, cancel, retry. Each is one SQL statement. */
 #ifndef RUNG_API_JOBS_H
 #define RUNG_API_JOBS_H
 
@@ -14,6 +14,12 @@ void api_jobs_list(struct hreq *h);
 void api_jobs_attempts(struct hreq *h);
 void api_jobs_events(struct hreq *h);
 void api_jobs_cancel(struct hreq *h);
+/* POST /v1/jobs/{id}/retry {"from"?: "current"|"target", "note"?}: a failed or cancelled job is
+ * queued again with fresh budgets (sql/functions/22_retry.sql) and the waiters are woken; 400
+ * naming from/note, 404, 409 invalid_transition for a job in any other state. */
+void api_jobs_retry(struct hreq *h);
+
+#define API_JOBS_NOTE_MAX 4096 /* bytes of a retry's note */
 
 /* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
  * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and

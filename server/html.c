@@ -620,6 +620,11 @@ int html_placement_line(struct hbuf *b, const json_t *job)
 	return html_esc_sentence(b, jobtext_placement(job));
 }
 
+int html_retried_line(struct hbuf *b, const json_t *job)
+{
+	return html_esc_sentence(b, jobtext_retried(job));
+}
+
 int html_start_lower(struct hbuf *b, const json_t *job)
 {
 	const json_t *sl = started_lower(job), *changes = json_object_get(sl, "changes");

@@ -76,6 +76,8 @@ int html_start_bigger_line(struct hbuf *b, const json_t *job);
 /* A queued job no usable GPU can take (its "placement" counts none): the sentence of
  * recovery/jobtext.h, escaped. Returns 1 when it wrote it, 0 otherwise. */
 int html_placement_line(struct hbuf *b, const json_t *job);
+/* The job's last retry (recovery/jobtext.h), escaped; returns 0 (nothing written) when it has none. */
+int html_retried_line(struct hbuf *b, const json_t *job);
 
 /* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
  * not recorded), 0 when the job did not start lower. */

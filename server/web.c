@@ -636,6 +636,11 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		}
 		html_add(b, "</dd>");
 	}
+	if (json_is_object(jpath_get(j, "recovery_state.retried"))) {
+		html_add(b, "<dt>retried</dt><dd>");
+		html_retried_line(b, j);
+		html_add(b, "</dd>");
+	}
 	if (json_is_object(json_object_get(j, "placement")) && json_integer_value(jpath_get(j, "placement.gpus")) == 0) {
 		html_add(b, "<dt>waiting</dt><dd class=\"reason\">");
 		html_placement_line(b, j);

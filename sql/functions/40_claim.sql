@@ -31,7 +31,8 @@ END $$;
 
 -- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
 -- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker,
--- enough GPU memory, and never a config identical to one that failed on this GPU; SKIP LOCKED.
+-- enough GPU memory, and never a config identical to one that failed on this GPU since the job's
+-- last retry (a retry says the GPU or host changed: sql/functions/22_retry.sql); SKIP LOCKED.
 -- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}.
 CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -59,6 +60,7 @@ BEGIN
     AND coalesce((c.constraints->>'min_gpu_memory_mib')::int, 0) <= g.memory_total_mib
     AND NOT EXISTS (SELECT 1 FROM attempts f
                     WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                      AND f.number > coalesce((c.recovery_state->>'budget_from')::int, 0)
                       AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text))
   ORDER BY c.priority, c.created_at, c.id
   LIMIT 1

@@ -21,7 +21,8 @@
 -- status "ok" | "none" | "no_worker" | "no_gpu", and for "ok" the attempt id, job id, attempt
 -- number, token, LEASE without config and heartbeat_ms, and the config as text, which rungd
 -- splices into the reply); a missing row means "none". For a lease that is its job's first attempt
--- at the job's target (attempt number 1, current_config still NULL) the row also carries what
+-- at the job's target (attempt number 1, or the first after a retry: 1 + recovery_state.budget_from,
+-- sql/functions/22_retry.sql; current_config still NULL) the row also carries what
 -- rungd's memory check needs (issue 12, server/lease.c): the config's arch (rung_config_arch), the
 -- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
 -- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
@@ -58,6 +59,7 @@ DECLARE
   ids bigint[];
   cons jsonb[];
   reran bigint[];     -- the candidates that ran before
+  reran_from int[];   -- per reran candidate: recovery_state.budget_from (0 before any retry)
   failed jsonb := '{}'; -- job id -> {GPU -> config hashes that failed on it}
   cur_hash text[];    -- per candidate: md5 of its current config, read when first needed
   h text;
@@ -93,9 +95,11 @@ BEGIN
 
   SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
          array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
-         array_agg(x.id) FILTER (WHERE x.attempts_count > 0)
-  INTO ids, cons, reran
-  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count FROM jobs c
+         array_agg(x.id) FILTER (WHERE x.attempts_count > 0),
+         array_agg(x.budget_from) FILTER (WHERE x.attempts_count > 0)
+  INTO ids, cons, reran, reran_from
+  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count,
+               coalesce((c.recovery_state->>'budget_from')::int, 0) AS budget_from FROM jobs c
         WHERE c.state = 'queued'
         ORDER BY c.priority, c.created_at, c.id
         LIMIT np FOR UPDATE SKIP LOCKED) x;
@@ -105,7 +109,8 @@ BEGIN
   taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
   cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);
   IF reran IS NOT NULL THEN
-    -- a job is not offered again to a GPU on which its current config failed (rung_claim's rule);
+    -- a job is not offered again to a GPU on which its current config failed since its last retry
+    -- (rung_claim's rule; reran_from: the attempts before the retry, sql/functions/22_retry.sql);
     -- only a job that ran has attempts (attempts_count counts them: rung_release, which deletes an
     -- attempt that never started, takes it back; it_chaos checks the two agree). Printing and
     -- hashing a config costs more than the rest of a lease, so the current config's hash is read
@@ -113,8 +118,8 @@ BEGIN
     SELECT coalesce(jsonb_object_agg(t.job_id::text, t.gpus), '{}') INTO failed
     FROM (SELECT u.job_id, jsonb_object_agg(u.gpu_uuid, u.hashes) AS gpus
           FROM (SELECT f.job_id, f.gpu_uuid, jsonb_agg(DISTINCT f.config_hash) AS hashes
-                FROM attempts f
-                WHERE f.job_id = ANY (reran) AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL
+                FROM attempts f JOIN unnest(reran, reran_from) AS rf(job_id, n) ON rf.job_id = f.job_id
+                WHERE f.job_id = ANY (reran) AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL AND f.number > rf.n
                 GROUP BY f.job_id, f.gpu_uuid) u
           GROUP BY u.job_id) t;
   END IF;
@@ -214,10 +219,11 @@ BEGIN
       init_gpu_mib := NULL;
       init_kind := NULL;
       init_recovery := NULL;
-      IF status = 'ok' AND number = 1 THEN -- rung_claim's lease (rare): the same as below
+      IF status = 'ok' THEN -- rung_claim's lease (rare): the same as below
         SELECT rung_config_arch(c.target_config), w_mem[n], c.kind, c.recovery::text
         INTO init_arch, init_gpu_mib, init_kind, init_recovery
-        FROM jobs c WHERE c.id = job_id AND c.current_config IS NULL;
+        FROM jobs c WHERE c.id = job_id AND c.current_config IS NULL
+                      AND number = 1 + coalesce((c.recovery_state->>'budget_from')::int, 0);
       END IF;
       RETURN NEXT;
     END IF;
@@ -241,7 +247,8 @@ BEGIN
     -- a first attempt at the target: its arch, for rungd's memory check (jsonb path reads only)
     RETURNING jobs.id, jobs.attempts_count, jobs.current_config,
               coalesce(jobs.current_config, jobs.target_config)::text AS cfg,
-              CASE WHEN jobs.attempts_count = 1 AND jobs.current_config IS NULL
+              CASE WHEN jobs.current_config IS NULL
+                        AND jobs.attempts_count = 1 + coalesce((jobs.recovery_state->>'budget_from')::int, 0)
                    THEN rung_config_arch(jobs.target_config) END AS arch, jobs.kind, jobs.recovery),
   a AS (
     INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token,

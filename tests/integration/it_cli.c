@@ -1,6 +1,6 @@
 /* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
  * command: submit (YAML fixture, JSON file, recovery options), jobs, show, attempts, events, watch
- * (plain lines when not a tty; exit 0/1), cancel, escalations, report, ack, resolve, workers, gpus,
+ * (plain lines when not a tty; exit 0/1), cancel, retry, escalations, report, ack, resolve, workers, gpus,
  * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
  * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
 #include <curl/curl.h>
@@ -169,7 +169,7 @@ static json_t *raw_post(struct harness *h, const char *path, const char *ctype, 
 static void test_help_and_usage(struct harness *h)
 {
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
-		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "watch", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "watch", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "classify", NULL } };
@@ -258,6 +258,22 @@ static void test_job_commands(struct harness *h)
 	rc = ctl(h, "watch", id, "--interval-ms", "50");
 	h_ok(h, rc == 1 && strstr(g_out, "cancelled") && !strchr(g_out, '\r'),
 		"watch of a cancelled job: plain lines, exit 1 (rc %d)", rc);
+	h_ok(h, ctl(h, "retry", id, "--from", "bottom") == 2 && strstr(g_err, "current or target"),
+		"retry --from bottom: exit 2");
+	h_ok(h, ctl(h, "retry", "999999") == 4, "retry of an unknown job: exit 4");
+	h_ok(h, ctl(h, "retry", id, "--note", "cancelled by mistake") == 0 &&
+		strstr(g_out, "queued again from the current config; budgets count from attempt 1"),
+		"retry: the cancelled job is queued again (%s)", g_out);
+	h_ok(h, ctl(h, "retry", id) == 1 && strstr(g_err, "409") && strstr(g_err, "is queued"),
+		"retry of a queued job: 409, exit 1");
+	h_ok(h, ctl(h, "events", id) == 0 && strstr(g_out, "retried") && strstr(g_out, "cancelled by mistake"),
+		"events: the retry with its note");
+	h_ok(h, ctl(h, "cancel", id, "--json") == 0 && ctl(h, "retry", id, "--from", "target", "--json") == 0 &&
+		(j = out_json()) && !strcmp(h_str(j, "state"), "queued") &&
+		!strcmp(h_str(json_object_get(json_object_get(j, "recovery_state"), "retried"), "from"), "target"),
+		"retry --from target --json: the job, queued");
+	json_decref(j);
+	h_ok(h, ctl(h, "cancel", id) == 0, "cancelled again");
 	free(cfg);
 	free(id);
 }

@@ -581,6 +581,194 @@ out:
 	free(id);
 }
 
+/* ---- retry (POST /v1/jobs/{id}/retry, sql/functions/22_retry.sql) ---- */
+
+/* Leases on GPU and checks the lease is job id's; finishes it with facts. The finish answer or NULL. */
+static json_t *attempt_of(struct harness *h, const char *wid, const char *id, const json_t *facts)
+{
+	long st = 0;
+	json_t *lease = h_fake_lease(h, wid, GPU, 5000, &st), *done = NULL;
+	char *aid = h_id(lease, "attempt_id"), *jid = h_id(lease, "job_id");
+
+	if (!h_ok(h, aid && jid && !strcmp(jid, id), "job %s leased (got %s, status %ld)", id, jid ? jid : "none", st))
+		goto out;
+	done = h_fake_finish(h, aid, h_str(lease, "token"), facts, &st);
+	h_ok(h, st == 200, "finish accepted (status %ld)", st);
+out:
+	free(aid);
+	free(jid);
+	json_decref(lease);
+	return done;
+}
+
+/* The job_state of a finish answer's decision ("" when absent). */
+static const char *decided(const json_t *done)
+{
+	return h_str(json_object_get(done, "decision"), "job_state");
+}
+
+/* A job that spent its budget (max_attempts 2: two OOMs) fails and escalates; support retries it:
+ * it is queued again where recovery stopped, its escalation resolved with the note, and the next
+ * OOM is answered with the next rung, not with the spent budget (without budget_from the third
+ * attempt would fail the job at once). Retrying a queued or succeeded job is a 409; bad fields a
+ * 400 naming them; a worker may not retry (403), a submitter only its own jobs (404 otherwise).
+ * A retry from the target starts the config and the constraints over. */
+static void test_retry(struct harness *h, const char *wid, const json_t *oom)
+{
+	json_t *cfg = h_config("ops_retry", 10), *ok = h_facts_success(10);
+	json_t *extra = json_pack("{s:{s:i, s:b}}", "recovery", "max_attempts", 2, "scale_up", 0);
+	json_t *job = h_submit(h, cfg, extra), *done = NULL, *r = NULL, *before = NULL, *body = NULL;
+	char *id = h_id(job, "id"), *esc = NULL, *big = NULL, *path = NULL;
+	const char *saved = h->auth_token;
+	long st = 0;
+
+	if (!h_ok(h, id != NULL, "retry: job submitted (max_attempts 2)"))
+		goto out;
+	done = attempt_of(h, wid, id, oom);
+	h_ok(h, !strcmp(decided(done), "queued"), "attempt 1's OOM: the next rung (%s)", decided(done));
+	json_decref(done);
+	done = attempt_of(h, wid, id, oom);
+	esc = h_id(done, "escalation_id");
+	if (!h_ok(h, !strcmp(decided(done), "failed") && esc, "attempt 2's OOM spends the budget: failed, escalated"))
+		goto out;
+	before = h_job(h, id);
+	path = xasprintf("/v1/jobs/%s/retry", id);
+
+	body = json_pack("{s:s}", "from", "bottom");
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "from"), "from \"bottom\": 400 naming from (%ld)", st);
+	json_decref(r);
+	json_decref(body);
+	big = xmalloc(5000);
+	memset(big, 'n', 4999);
+	big[4999] = '\0';
+	body = json_pack("{s:s}", "note", big);
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "note"), "a 4999-byte note: 400 naming note (%ld)", st);
+	json_decref(r);
+	json_decref(body);
+	r = h_post(h, "/v1/jobs/987654321/retry", NULL, &st);
+	h_ok(h, st == 404, "an unknown job: 404 (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->worker_token;
+	r = h_post(h, path, NULL, &st);
+	h_ok(h, st == 403, "a worker token may not retry (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->submitter_token;
+	r = h_post(h, path, NULL, &st);
+	h_ok(h, st == 404, "a submitter may not retry another's job (%ld)", st);
+	json_decref(r);
+	h->auth_token = saved;
+	r = h_job(h, id);
+	h_ok(h, !strcmp(h_str(r, "state"), "failed"), "after the refusals the job is still failed (%s)", h_str(r, "state"));
+	json_decref(r);
+
+	body = json_pack("{s:s, s:s}", "from", "current", "note", "GPU swapped");
+	r = h_post(h, path, body, &st);
+	json_decref(body);
+	body = NULL;
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "queued"), "retried: 200, queued (%ld %s)", st, h_str(r, "state"));
+	h_ok(h, json_equal(json_object_get(r, "current_config"), json_object_get(before, "current_config")) &&
+		     !json_equal(json_object_get(r, "current_config"), json_object_get(r, "target_config")),
+	     "from current: the config recovery had reached stays");
+	h_ok(h, h_int(json_object_get(r, "recovery_state"), "budget_from") == 2 &&
+		     !strcmp(h_str(json_object_get(json_object_get(r, "recovery_state"), "retried"), "note"), "GPU swapped") &&
+		     json_is_null(json_object_get(r, "result")) && json_is_null(json_object_get(r, "finished_at")),
+	     "budget_from 2, the note kept, result and finished_at cleared");
+	json_decref(r);
+	{
+		char *cookie = xasprintf("Cookie: rung_token=%s", h->admin_token), *page = xasprintf("/ui/jobs/%s", id);
+		const char *hdr[] = { cookie, NULL };
+		json_decref(h_request(h, "GET", page, NULL, 0, hdr, &st));
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<dt>retried</dt><dd>retried by it-admin from the current "
+									"config after it was failed; budgets count from attempt 3: GPU swapped"),
+		     "the web page says who retried it, from what and why");
+		free(cookie);
+		free(page);
+	}
+	r = h_getf(h, &st, "/v1/escalations/%s", esc);
+	h_ok(h, !strcmp(h_str(r, "state"), "resolved") && strstr(h_str(r, "note"), "GPU swapped"),
+	     "its escalation is resolved with the note (%s: %s)", h_str(r, "state"), h_str(r, "note"));
+	json_decref(r);
+	{
+		const char *p[1] = { id };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'retried' "
+				     "AND from_state = 'failed' AND to_state = 'queued'", 1, p) == 1,
+		     "an event retried (failed -> queued)");
+	}
+	r = h_post(h, path, NULL, &st);
+	h_ok(h, st == 409 && !strcmp(h_str(r, "error"), "invalid_transition"), "a queued job: 409 invalid_transition (%ld)",
+	     st);
+	json_decref(r);
+
+	done = attempt_of(h, wid, id, oom);
+	h_ok(h, !strcmp(decided(done), "queued") && *h_str(json_object_get(done, "decision"), "rung"),
+	     "attempt 3's OOM: the next rung, the budget counts from the retry (%s, %s)", decided(done),
+	     h_str(json_object_get(done, "decision"), "rung"));
+	json_decref(done);
+	done = attempt_of(h, wid, id, ok);
+	h_ok(h, !strcmp(decided(done), "succeeded"), "attempt 4 succeeds (%s)", decided(done));
+	r = h_post(h, path, NULL, &st);
+	h_ok(h, st == 409 && strstr(h_str(r, "message"), "submit it again"), "a succeeded job: 409 (%ld: %s)", st,
+	     h_str(r, "message"));
+	json_decref(r);
+	json_decref(done);
+	done = NULL;
+
+	/* from the target: a job failed at its first attempt starts over; its owner may retry it */
+	json_decref(job);
+	free(id);
+	free(path);
+	h->auth_token = h->submitter_token;
+	json_object_set_new(json_object_get(extra, "recovery"), "max_attempts", json_integer(1));
+	job = h_submit(h, cfg, extra);
+	id = h_id(job, "id");
+	path = xasprintf("/v1/jobs/%s/retry", id);
+	h->auth_token = saved;
+	if (!h_ok(h, id != NULL, "a submitter's job (max_attempts 1)"))
+		goto out;
+	done = attempt_of(h, wid, id, oom);
+	h_ok(h, !strcmp(decided(done), "failed"), "its first OOM fails it (%s)", decided(done));
+	{
+		const char *p[1] = { id };
+		PQclear(h_sql(h, "UPDATE jobs SET current_config = jsonb_set(target_config, '{config,process,0,train,batch_size}', "
+				 "'7'), constraints = '{\"min_gpu_memory_mib\": 30000}' WHERE id = $1::bigint", 1, p));
+	}
+	h->auth_token = h->submitter_token;
+	body = json_pack("{s:s}", "from", "target");
+	r = h_post(h, path, body, &st);
+	h->auth_token = saved;
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "queued"), "its owner retries it from the target (%ld)", st);
+	h_ok(h, json_equal(json_object_get(r, "current_config"), json_object_get(r, "target_config")) &&
+		     json_object_size(json_object_get(r, "constraints")) == 0 &&
+		     h_int(json_object_get(r, "recovery_state"), "budget_from") == 1,
+	     "from the target: the submitted config, no constraints, budget_from 1");
+	json_decref(r);
+	r = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "cancelled"), "cancelled while queued");
+	json_decref(r);
+	r = h_post(h, path, NULL, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "queued") &&
+		     !strcmp(h_str(json_object_get(json_object_get(r, "recovery_state"), "retried"), "previous_state"), "cancelled"),
+	     "a cancelled job can be retried (%ld)", st);
+	json_decref(r);
+	r = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
+	json_decref(r);
+out:
+	h->auth_token = saved;
+	json_decref(body);
+	json_decref(done);
+	json_decref(before);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(ok);
+	json_decref(cfg);
+	free(big);
+	free(esc);
+	free(path);
+	free(id);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -609,6 +797,7 @@ int main(void)
 	test_retention(h);
 	test_config_once(h, wid, oom);
 	test_webhook(h, wid, oom, &rc);
+	test_retry(h, wid, oom);
 out:
 	json_decref(oom);
 	free(path);

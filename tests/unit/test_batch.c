@@ -1400,6 +1400,27 @@ static void test_claim_rules(void)
 	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
 		   "0:none", "claim rules: not offered again to the GPU its current config failed on");
 	free(items);
+	/* unless the job was retried since (sql/functions/22_retry.sql: the GPU or host changed), in
+	 * rung_claim (the fallback) and in the set-wise rule */
+	{
+		const char *cp[1] = { wid[7] };
+		q1("UPDATE jobs SET recovery_state = jsonb_build_object('budget_from', attempts_count)", 0, NULL);
+		TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'R-7', 30, NULL)->>'status'", 1, cp), "ok",
+			   "claim rules: after a retry rung_claim offers it to that GPU again");
+		q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now() WHERE state = 'running'", 0, NULL);
+		q1("UPDATE jobs SET state = 'queued', recovery_state = '{}'", 0, NULL);
+		TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'R-7', 30, NULL)->>'status'", 1, cp), "none",
+			   "claim rules: rung_claim's rule without a retry (near miss)");
+		q1("UPDATE jobs SET recovery_state = jsonb_build_object('budget_from', attempts_count)", 0, NULL);
+		items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-7\",\"fresh\":true},"
+				  "{\"i\":1,\"worker\":%s,\"gpu\":\"R-none\",\"fresh\":false}]", wid[7], wid[7]);
+		p[0] = items;
+		TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+			   "0:ok", "claim rules: after a retry the set-wise rule offers it to that GPU again");
+		free(items);
+		q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now() WHERE state = 'running'", 0, NULL);
+		q1("UPDATE jobs SET state = 'queued', recovery_state = '{}'", 0, NULL);
+	}
 	/* (a second waiter, on no GPU, keeps the round from falling back to rung_claim: the set-wise rule
 	 * itself must offer the job) */
 	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"R-6\",\"fresh\":true},"
@@ -1566,6 +1587,78 @@ static void test_start_bigger(void)
 	PQfinish(pg);
 }
 
+/* rung_retry (sql/functions/22_retry.sql): a failed job queued again from its target loses its
+ * config changes, constraints, result and lost count, keeps its history, has its escalation
+ * resolved and an event retried; /metrics' history counts do not fall (the ending stays counted
+ * through metrics_pruned); its next attempt is a first attempt at the target again, so the claim
+ * hands rungd the first-attempt check's columns. A retry from the current config keeps both;
+ * jobs in other states are a conflict, a missing one NULL, an unknown "from" an error. */
+static void test_retry(void)
+{
+	const char *p[2];
+	char jid[32], before[4096], *items;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
+	   "CASCADE", 0, NULL);
+	q1("SELECT rung_register('wr', 'h', '[{\"uuid\":\"T-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, target_config, recovery) VALUES ('rt', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	snprintf(jid, sizeof jid, "%s", q1("SELECT id FROM jobs WHERE name = 'rt'", 0, NULL));
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"T-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"T-none\",\"fresh\":false}]",
+			  q1("SELECT id FROM workers WHERE name = 'wr'", 0, NULL), q1("SELECT id FROM workers WHERE name = 'wr'", 0, NULL));
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || number || ':' || coalesce(init_gpu_mib::text, '-'), ',') "
+		      "FROM rung_claim_batch($1::jsonb, $2::int)", 2, p), "0:ok:1:80000", "retry: attempt 1, with the first-attempt check");
+	/* it fails; recovery had lowered the config and raised a floor; support was called */
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', class = 'oom_train_early', ended_at = now()", 0, NULL);
+	q1("UPDATE jobs SET state = 'failed', finished_at = now(), current_config = '{\"x\":2}', lost_count = 2, "
+	   "constraints = '{\"min_gpu_memory_mib\": 90000}', result = '{\"class\": \"oom_train_early\"}', "
+	   "recovery_state = '{\"ladder_position\": 3}'", 0, NULL);
+	q1("INSERT INTO escalations (job_id, trigger) SELECT id, 'budget_exhausted' FROM jobs", 0, NULL);
+	snprintf(before, sizeof before, "%s", history_counts());
+	p[0] = jid;
+	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, 'target', 'GPU swapped', 'oncall')->>'status'", 1, p), "ok",
+		   "retry: a failed job, from the target: ok");
+	TAP_STR_EQ(history_counts(), before, "retry: /metrics' history counts are the same (the ending stays counted)");
+	TAP_STR_EQ(q1("SELECT state || ':' || (current_config IS NULL) || ':' || constraints::text || ':' || lost_count || ':' || "
+		      "(finished_at IS NULL) || ':' || (result IS NULL) || ':' || (recovery_state->>'budget_from') || ':' || "
+		      "coalesce(recovery_state->>'ladder_position', '-') || ':' || (recovery_state->'retried'->>'by') FROM jobs", 0, NULL),
+		   "queued:true:{}:0:true:true:1:-:oncall",
+		   "retry from the target: the target config, no constraints, no lost count or result, a fresh state, budget_from 1");
+	TAP_STR_EQ(q1("SELECT state || ':' || note FROM escalations", 0, NULL),
+		   "resolved:retried by oncall from the target config: GPU swapped", "retry: the escalation is resolved with the note");
+	TAP_STR_EQ(q1("SELECT string_agg(kind || ':' || coalesce(from_state, '-') || '>' || to_state, ',' ORDER BY id) "
+		      "FROM events WHERE kind IN ('retried', 'escalation_resolved')", 0, NULL),
+		   "escalation_resolved:->resolved,retried:failed>queued", "retry: the events escalation_resolved and retried");
+	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, 'target', NULL, NULL)->>'status'", 1, p), "conflict",
+		   "retry: a queued job is a conflict");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_retry(-1, NULL, NULL, NULL)::text, 'null')", 0, NULL), "null", "retry: no such job: NULL");
+	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, 'bottom', NULL, NULL)", 1, p), "", "retry: from 'bottom' is an error");
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || number || ':' || coalesce(init_gpu_mib::text, '-'), ',') "
+		      "FROM rung_claim_batch($1::jsonb, $2::int)", 2, p), "0:ok:2:80000",
+		   "retry: attempt 2 is the first at the target since the retry: the first-attempt check's columns again");
+	/* from the current config: the config and the floor stay */
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', class = 'oom_train_early', ended_at = now() "
+	   "WHERE state = 'running'", 0, NULL);
+	q1("UPDATE jobs SET state = 'cancelled', finished_at = now(), current_config = '{\"x\":3}', "
+	   "constraints = '{\"min_gpu_memory_mib\": 90000}'", 0, NULL);
+	snprintf(before, sizeof before, "%s", history_counts());
+	p[0] = jid;
+	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, NULL, NULL, NULL)->>'status'", 1, p), "ok", "retry: a cancelled job: ok");
+	TAP_STR_EQ(history_counts(), before, "retry: the cancelled ending stays counted");
+	TAP_STR_EQ(q1("SELECT state || ':' || current_config::text || ':' || (constraints->>'min_gpu_memory_mib') || ':' || "
+		      "(recovery_state->>'budget_from') || ':' || (recovery_state->'retried'->>'previous_state') FROM jobs", 0, NULL),
+		   "queued:{\"x\": 3}:90000:2:cancelled", "retry from the current config: the config and the floor stay, budget_from 2");
+	q1("UPDATE jobs SET state = 'succeeded'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (rung_retry($1::bigint, 'current', NULL, NULL)->'job'->>'state')", 1, p), "succeeded",
+		   "retry: a succeeded job is a conflict and answers the job as it is");
+	free(items);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -1610,6 +1703,7 @@ int main(void)
 	test_claim_rules();
 	test_plain_ctx();
 	test_start_bigger();
+	test_retry();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

@@ -322,6 +322,20 @@ static void test_story_start_lower(void)
 			     "before it ran, for a GPU with at least 24577 MiB\n    why: memory model: every rung fails here\n") &&
 	       !strstr(s, "started below"), "story: the verdict says the first claim was handed back for a bigger GPU, and why");
 	free(s);
+	/* a retried job (recovery_state.retried, POST /v1/jobs/{id}/retry) */
+	json_object_set_new(job, "recovery_state", J("{\"budget_from\": 2, \"retried\": {\"by\": \"oncall\", \"from\": "
+		"\"target\", \"note\": \"GPU-12 replaced\", \"previous_state\": \"failed\", \"budget_from\": 2}}"));
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && strstr(s, "\n  retried by oncall from the target config after it was failed; budgets count from attempt 3: "
+			     "GPU-12 replaced\n"), "story: the verdict says who retried it, from what, and why");
+	free(s);
+	json_object_set_new(job, "recovery_state", J("{\"retried\": {\"from\": \"current\", \"previous_state\": \"cancelled\", "
+		"\"budget_from\": 0}}"));
+	s = story_verdict(job, atts, NULL);
+	TAP_OK(s && strstr(s, "\n  retried from the current config after it was cancelled; budgets count from attempt 1\n"),
+	       "story: a retry without a name or note");
+	free(s);
+	json_object_set_new(job, "recovery_state", json_object());
 	/* a queued job no usable GPU can take (the JOB's placement, recovery/jobtext.h) */
 	{
 		static const struct {

@@ -224,6 +224,70 @@ static void budgets(void)
 	json_decref(d);
 }
 
+/* POST /v1/jobs/{id}/retry (sql/functions/22_retry.sql): recovery_state.budget_from N says attempts
+ * 1..N were made before the retry. They spend none of the budgets (max_attempts, max_gpu_seconds,
+ * max_env_retries, the one host-OOM re-run) and carry no exclusions; the history still counts
+ * where it is evidence about memory. */
+static void budgets_after_retry(void)
+{
+	json_t *ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 10, 24564), *d;
+	int i;
+
+	for (i = 1; i <= 9; i++)
+		fx_add_attempt(ctx, i, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(9));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry", "retry: attempt 10, the first since a retry after 9, may still retry");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 10, 24564);
+	for (i = 1; i <= 9; i++)
+		fx_add_attempt(ctx, i, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(0));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "fail", "retry: budget_from 0 counts every attempt (near miss)");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 12, 24564);
+	for (i = 1; i <= 11; i++)
+		fx_add_attempt(ctx, i, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	jpath_set(ctx, "job.recovery.max_attempts", json_integer(3));
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(9));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "escalation.trigger"), "budget_exhausted", "retry: the 3rd attempt since the retry spends max_attempts 3");
+	TAP_OK(strstr(S(d, "escalation.summary"), "after 3 attempt(s) since its retry") != NULL,
+	       "retry: the escalation counts the attempts since the retry");
+	json_decref(d);
+
+	ctx = fx_ctx(flux, flux, fx_load("facts_train_early_oom.json"), 3, 24564);
+	jpath_set(ctx, "job.recovery.max_gpu_seconds", json_integer(100));
+	fx_add_attempt(ctx, 1, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	fx_add_attempt(ctx, 2, flux, "failed", "oom_train_early", "retry", "GPU-1", 3);
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(2));
+	d = run(ctx);
+	TAP_OK(json_is_null(json_object_get(d, "escalation")), "retry: GPU seconds before the retry are not counted");
+	json_decref(d);
+
+	ctx = fx_ctx(flux, flux, fx_json("{\"exit_code\": 137, \"phase\": \"load\", \"signatures\": {\"host_killed\": 1}}"), 2,
+		     24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "host_oom", "retry_clean", "GPU-2", 4);
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(1));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "retry: a host OOM after the retry gets its re-run again");
+	TAP_INT_EQ(json_array_size(jpath_get(d, "constraints.exclude_workers")), 1,
+		   "retry: only this attempt's worker is excluded, not the one before the retry");
+	json_decref(d);
+
+	ctx = fx_ctx(flux, flux, env_facts(), 4, 24564);
+	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-7", 3);
+	fx_add_attempt(ctx, 2, flux, "failed", "env_fault", "retry_clean", "GPU-8", 3);
+	fx_add_attempt(ctx, 3, flux, "failed", "env_fault", "retry_clean", "GPU-9", 3);
+	jpath_set(ctx, "job.recovery_state.budget_from", json_integer(3));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "retry: env re-runs count from the retry");
+	TAP_INT_EQ(json_array_size(jpath_get(d, "constraints.exclude_gpus")), 1,
+		   "retry: GPUs faulted before the retry are not excluded again by this decision");
+	json_decref(d);
+}
+
 static void scale_up_flow(void)
 {
 	json_t *reduced = json_deep_copy(flux), *ctx, *d, *s1;
@@ -833,6 +897,7 @@ int main(void)
 	env_fault();
 	host_and_not_oom();
 	budgets();
+	budgets_after_retry();
 	scale_up_flow();
 	broken_gpu();
 	issue_configs();

@@ -262,6 +262,14 @@ static void test_start_lower(void)
 			   "100000 MiB; the largest has 81920 MiB)", "in rungctl's words");
 		free(s);
 		json_decref(j);
+		j = json_loads("{\"recovery_state\": {\"retried\": {\"by\": \"<b>x</b>\", \"from\": \"current\", "
+			       "\"previous_state\": \"failed\", \"budget_from\": 4, \"note\": \"swap & retry\"}}}", 0, NULL);
+		TAP_OK(html_retried_line(&b, j) == 1, "a retried job: its line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "retried by &lt;b&gt;x&lt;/b&gt; from the current config after it was failed; budgets count from "
+			   "attempt 5: swap &amp; retry", "in rungctl's words, escaped");
+		free(s);
+		json_decref(j);
 		j = json_loads("{\"placement\": {\"gpus\": 3}}", 0, NULL);
 		TAP_OK(html_placement_line(&b, j) == 0, "none when a GPU can take it");
 		free(html_take(&b));

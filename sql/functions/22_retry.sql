@@ -1,0 +1,69 @@
+-- Retry: a job that failed or was cancelled goes back to the queue (POST /v1/jobs/{id}/retry), for
+-- when the cause was outside the config rung changes: support replaced a GPU, added a bigger one,
+-- freed host memory, the dataset was fixed, or a cancel was a mistake.
+--
+-- rung_retry(job, from, note, by): under the job's row lock, a failed or cancelled job becomes
+-- queued again, in one transaction:
+--   - P_FROM 'current' (the default) resumes where recovery stopped: the current config, the
+--     ladder position, the ceilings and the placement constraints stay;
+--     'target' starts over from the submitted config: current_config NULL (the target), a fresh
+--     recovery_state, no constraints; the memory model still applies what it learned, because the
+--     next attempt counts as the job's first at its target (rung_claim_batch);
+--   - either way the budgets start again: recovery_state.budget_from is the number of attempts
+--     made so far, and the policy counts max_attempts, max_gpu_seconds, max_env_retries and the
+--     host-OOM re-run only over attempts after it (recovery/policy.c); lost_count starts at 0.
+--     The history stays and still informs the policy (succeeded configs, the GPUs' faults);
+--   - recovery_state.retried keeps the story (when, by whom, from what, the note, the previous
+--     state and result); the result, finished_at and cancel_requested are cleared;
+--   - the job's open or acknowledged escalations are resolved with the note (event
+--     escalation_resolved each), since the retry is support's answer to them;
+--   - an event `retried` (previous state -> queued) with the same data;
+--   - the ending it takes back stays counted in /metrics' rung_jobs{state} (the ended states count
+--     endings): one more in metrics_pruned (migration 016), as for a job retention deleted.
+-- Returns {"status": "ok", "job": JOB}; {"status": "conflict", "job": JOB} when the job is queued,
+-- running or succeeded (nothing changes); NULL when there is no such job. rungd wakes the waiters
+-- after the commit (lease_announce), as for every re-queue.
+CREATE OR REPLACE FUNCTION rung_retry(p_job bigint, p_from text, p_note text, p_by text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  e escalations;
+  v_from text := coalesce(p_from, 'current');
+  v_story jsonb;
+  v_why text;
+BEGIN
+  IF v_from NOT IN ('current', 'target') THEN
+    RAISE EXCEPTION 'rung_retry: from must be current or target, not %', v_from;
+  END IF;
+  SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF j.state NOT IN ('failed', 'cancelled') THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  v_story := jsonb_build_object('at', now(), 'by', p_by, 'from', v_from, 'note', p_note,
+                                'previous_state', j.state, 'previous_result', j.result,
+                                'budget_from', j.attempts_count);
+  v_why := 'retried' || coalesce(' by ' || p_by, '') || ' from the ' || v_from || ' config'
+           || coalesce(': ' || p_note, '');
+  FOR e IN UPDATE escalations SET state = 'resolved', note = v_why, updated_at = now()
+           WHERE job_id = p_job AND state <> 'resolved' RETURNING * LOOP
+    INSERT INTO events (job_id, kind, from_state, to_state, reason, data)
+    VALUES (e.job_id, 'escalation_resolved', NULL, 'resolved', v_why, jsonb_build_object('escalation_id', e.id));
+  END LOOP;
+  INSERT INTO metrics_pruned AS m (kind, label1, label2, n) VALUES ('job', j.state, '', 1)
+  ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + 1;
+  INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+  VALUES (j.id, 'retried', j.state, 'queued', v_why, v_story);
+  UPDATE jobs SET state = 'queued', cancel_requested = false, finished_at = NULL, result = NULL, lost_count = 0,
+                  current_config = CASE WHEN v_from = 'target' THEN NULL ELSE current_config END,
+                  constraints = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE constraints END,
+                  recovery_state = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE recovery_state END
+                                   || jsonb_build_object('budget_from', j.attempts_count, 'retried', v_story,
+                                                         'next_action', ''),
+                  next_action = 'queued again by a retry from the ' || v_from || ' config; waits for a GPU',
+                  updated_at = now()
+  WHERE id = p_job RETURNING * INTO j;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;
