@@ -33,7 +33,10 @@ const struct cli_cmd cli_cmds[] = {
 	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },
 	{ "resolve", "resolve ESC --note TEXT", "Resolves an escalation.", cmd_resolve },
-	{ "workers", "workers", "Lists workers.", cmd_workers },
+	{ "workers", "workers", "Lists workers (a drained one with who drained it and why).", cmd_workers },
+	{ "drain", "drain WORKER [--note TEXT]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
+		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
+	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
 	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB [--note TEXT]",

@@ -95,6 +95,8 @@ int cmd_report(struct cli *c, int argc, char **argv);
 int cmd_ack(struct cli *c, int argc, char **argv);
 int cmd_resolve(struct cli *c, int argc, char **argv);
 int cmd_workers(struct cli *c, int argc, char **argv);
+int cmd_drain(struct cli *c, int argc, char **argv);
+int cmd_resume(struct cli *c, int argc, char **argv);
 int cmd_gpus(struct cli *c, int argc, char **argv);
 int cmd_gpu_release(struct cli *c, int argc, char **argv);
 int cmd_classify(struct cli *c, int argc, char **argv);

@@ -1,14 +1,15 @@
-/* rungctl's fleet and support commands: escalations, report, ack, resolve, workers, gpus,
- * gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
+/* rungctl's fleet and support commands: escalations, report, ack, resolve, workers, drain, resume,
+ * gpus, gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "jpath.h"
 #include "table.h"
 #include "util.h"
 
-/* Prints the objects of list as a table with these headers; a key may be "a|b" (a, else b) or
- * "#k" (the length of the array under k). */
+/* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
+ * else b) or "#k" (the length of the array under k). */
 static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
 	size_t n)
 {
@@ -22,7 +23,7 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 			const json_t *v = NULL;
 			int count = alts[0] == '#';
 			for (char *p = strtok_r(alts + count, "|", &save); p && !v; p = strtok_r(NULL, "|", &save))
-				v = json_object_get(o, p);
+				v = jpath_get(o, p);
 			cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
 			free(alts);
 		}
@@ -173,9 +174,10 @@ int cmd_resolve(struct cli *c, int argc, char **argv)
 
 int cmd_workers(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "HOST", "STATE", "GPUS", "RUNNING", "LAST SEEN" };
+	static const char *const head[] = { "ID", "NAME", "HOST", "STATE", "GPUS", "RUNNING", "LAST SEEN", "DRAINED BY",
+		"WHY" };
 	static const char *const keys[] = { "id", "name", "host", "state", "#gpus", "running_attempts",
-		"last_seen_at" };
+		"last_seen_at", "drain.by", "drain.note" };
 	return list_cmd(c, "workers", argc, argv, "/v1/workers", "workers", head, keys, ARRAY_LEN(head));
 }
 
@@ -186,6 +188,54 @@ int cmd_gpus(struct cli *c, int argc, char **argv)
 	static const char *const keys[] = { "uuid", "worker_id", "index", "name", "memory_total_mib", "state",
 		"env_faults", "reason" };
 	return list_cmd(c, "gpus", argc, argv, "/v1/gpus", "gpus", head, keys, ARRAY_LEN(head));
+}
+
+/* drain and resume: POST /v1/workers/ID/VERB {"note"?}. */
+static int drain_cmd(struct cli *c, const char *verb, int argc, char **argv)
+{
+	const char *note = NULL;
+	char *ops[1], *e = NULL, *path = NULL;
+	json_t *ans = NULL, *body = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "note", .type = ARGS_STRING, .str = &note },
+	};
+	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	body = json_pack("{s:s?}", "note", note);
+	if (!body) {
+		fprintf(c->err, "rungctl %s: --note must be UTF-8 text\n", verb);
+		return CLI_USAGE;
+	}
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/workers/%s/%s", e, verb);
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *st = table_cell(json_object_get(ans, "state"));
+			fprintf(c->out, "worker %s: %s%s\n", ops[0], st,
+				!strcmp(st, "draining") ? " (no new leases; running attempts go on)" : "");
+			free(st);
+		}
+	}
+	json_decref(body);
+	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}
+
+int cmd_drain(struct cli *c, int argc, char **argv)
+{
+	return drain_cmd(c, "drain", argc, argv);
+}
+
+int cmd_resume(struct cli *c, int argc, char **argv)
+{
+	return drain_cmd(c, "resume", argc, argv);
 }
 
 int cmd_gpu_release(struct cli *c, int argc, char **argv)

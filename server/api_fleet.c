@@ -1,19 +1,19 @@
 /* Fleet and support handlers: escalations (list, get with the report, ack, resolve), GPUs (list,
- * operator release), workers (list) and /healthz. One statement each. */
+ * operator release), workers (list, drain, resume) and /healthz. One statement each. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_fleet.h"
 #include "app.h"
+#include "auth.h"
 #include "db.h"
 #include "http.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
 #include "util.h"
-
-#define NOTE_MAX_LEN 4096
 
 /* Replies the statement's JSON value, or 404 "no such THING" when it is NULL / missing. */
 static void reply_doc(struct hreq *h, PGresult *res, const char *err, const char *thing)
@@ -98,7 +98,8 @@ static void on_escalation_set(PGresult *res, const char *err, void *arg)
 
 static void escalation_set(struct hreq *h, const char *state)
 {
-	json_t *body = NULL, *note;
+	json_t *body = NULL;
+	const char *note;
 
 	if (http_parse_id(h->param[0]) < 0) {
 		hreq_error(h, 404, "not_found", NULL, "no such escalation: %s", h->param[0]);
@@ -106,17 +107,10 @@ static void escalation_set(struct hreq *h, const char *state)
 	}
 	if (hreq_body(h, &body) < 0)
 		return;
-	note = json_object_get(body, "note");
-	if (note && !json_is_null(note) && (!json_is_string(note) || json_string_length(note) > NOTE_MAX_LEN)) {
-		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes",
-			   NOTE_MAX_LEN);
-		goto out;
-	}
-	{
-		const char *params[3] = { h->param[0], state, json_is_string(note) ? json_string_value(note) : NULL };
+	if (hreq_note(h, body, &note) == 0) {
+		const char *params[3] = { h->param[0], state, note };
 		db_exec(h->app->db, sql_escalation_set, 3, params, on_escalation_set, h);
 	}
-out:
 	json_decref(body);
 }
 
@@ -138,6 +132,64 @@ void api_fleet_gpus(struct hreq *h)
 void api_fleet_workers(struct hreq *h)
 {
 	db_exec(h->app->db, sql_worker_list, 0, NULL, on_list, h);
+}
+
+static void on_drained(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+	json_t *doc;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such worker: %s", h->param[0]);
+		return;
+	}
+	doc = json_loads(value, 0, NULL);
+	if (!doc) {
+		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
+		return;
+	}
+	if (json_is_true(json_object_get(doc, "changed"))) {
+		const char *state = json_string_value(json_object_get(json_object_get(doc, "worker"), "state"));
+		log_info(state && !strcmp(state, "draining") ? "worker drained" : "worker resumed", "worker=%s by=%s",
+			 h->param[0], h->who.name[0] ? h->who.name : "?");
+		if (state && !strcmp(state, "online"))
+			lease_announce(h->app->lease); /* its parked long-polls may take work now */
+	}
+	hreq_reply(h, 200, json_incref(json_object_get(doc, "worker")));
+	json_decref(doc);
+}
+
+/* POST /v1/workers/{id}/drain and /resume: one rung_worker_drain statement. */
+static void worker_drain(struct hreq *h, bool drain)
+{
+	json_t *body = NULL;
+	const char *note;
+	char by[AUTH_NAME_MAX + 32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such worker: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	if (hreq_note(h, body, &note) == 0) {
+		const char *params[4] = { h->param[0], drain ? "true" : "false", note, hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_worker_drain, 4, params, on_drained, h);
+	}
+	json_decref(body);
+}
+
+void api_fleet_worker_drain(struct hreq *h)
+{
+	worker_drain(h, true);
+}
+
+void api_fleet_worker_resume(struct hreq *h)
+{
+	worker_drain(h, false);
 }
 
 static void on_gpu_released(PGresult *res, const char *err, void *arg)

@@ -1,5 +1,5 @@
 /* Handlers of the fleet and support views: escalations (list, get, ack, resolve), GPUs (list,
- * release), workers (list) and /healthz. */
+ * release), workers (list, drain, resume) and /healthz. */
 #ifndef RUNG_API_FLEET_H
 #define RUNG_API_FLEET_H
 
@@ -13,6 +13,11 @@ void api_fleet_escalation_resolve(struct hreq *h);
 void api_fleet_gpus(struct hreq *h);
 void api_fleet_gpu_release(struct hreq *h);
 void api_fleet_workers(struct hreq *h);
+/* POST /v1/workers/{id}/drain {"note"?}: no new lease on its GPUs, running attempts go on, kept
+ * across its restarts; /resume undoes it and wakes the waiters. Both 200 WORKER (repeats change
+ * nothing), 400 note, 404 (sql/functions/31_drain.sql). */
+void api_fleet_worker_drain(struct hreq *h);
+void api_fleet_worker_resume(struct hreq *h);
 void api_fleet_healthz(struct hreq *h);
 
 #endif

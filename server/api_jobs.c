@@ -678,7 +678,8 @@ out:
 
 void api_jobs_retry(struct hreq *h)
 {
-	json_t *body = NULL, *from, *note;
+	json_t *body = NULL, *from;
+	const char *note;
 	char by[AUTH_NAME_MAX + 32];
 
 	if (http_parse_id(h->param[0]) < 0) {
@@ -688,24 +689,16 @@ void api_jobs_retry(struct hreq *h)
 	if (hreq_body(h, &body) < 0)
 		return;
 	from = json_object_get(body, "from");
-	note = json_object_get(body, "note");
 	if (from && !json_is_null(from) && (!json_is_string(from) || (strcmp(json_string_value(from), "current") &&
 								      strcmp(json_string_value(from), "target")))) {
 		hreq_error(h, 400, "invalid_request", "from", "from must be \"current\" or \"target\"");
 		goto out;
 	}
-	if (note && !json_is_null(note) && (!json_is_string(note) || json_string_length(note) > API_JOBS_NOTE_MAX)) {
-		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes",
-			   API_JOBS_NOTE_MAX);
+	if (hreq_note(h, body, &note) < 0)
 		goto out;
-	}
-	if (h->who.name[0])
-		snprintf(by, sizeof by, "%s", h->who.name);
-	else
-		snprintf(by, sizeof by, "token %lld", h->who.token_id);
 	{
-		const char *params[4] = { h->param[0], json_is_string(from) ? json_string_value(from) : NULL,
-					  json_is_string(note) ? json_string_value(note) : NULL, by };
+		const char *params[4] = { h->param[0], json_is_string(from) ? json_string_value(from) : NULL, note,
+					  hreq_by(h, by, sizeof by) };
 		db_exec(h->app->db, sql_job_retry, 4, params, on_retried, h);
 	}
 out:

@@ -19,8 +19,6 @@ void api_jobs_cancel(struct hreq *h);
  * naming from/note, 404, 409 invalid_transition for a job in any other state. */
 void api_jobs_retry(struct hreq *h);
 
-#define API_JOBS_NOTE_MAX 4096 /* bytes of a retry's note */
-
 /* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
  * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and
  * *message heap strings (caller frees) describing the first problem. Pure; for tests. */

@@ -122,7 +122,8 @@ static void on_reset(PGresult *res, const char *err, void *arg)
 
 void api_profiles_reset(struct hreq *h)
 {
-	json_t *body = NULL, *note;
+	json_t *body = NULL;
+	const char *note;
 	char cls[24];
 	long mib;
 
@@ -138,16 +139,11 @@ void api_profiles_reset(struct hreq *h)
 	}
 	if (hreq_body(h, &body) < 0)
 		return;
-	note = json_object_get(body, "note");
-	if (note && !json_is_null(note) && (!json_is_string(note) || json_string_length(note) > API_PROFILES_NOTE_MAX)) {
-		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes",
-			   API_PROFILES_NOTE_MAX);
+	if (hreq_note(h, body, &note) < 0)
 		goto out;
-	}
 	snprintf(cls, sizeof cls, "%ld", mib);
 	{
-		const char *params[4] = { h->param[0], cls, h->who.name[0] ? h->who.name : NULL,
-					  json_is_string(note) ? json_string_value(note) : NULL };
+		const char *params[4] = { h->param[0], cls, h->who.name[0] ? h->who.name : NULL, note };
 		db_exec(h->app->db, sql_profile_reset, 4, params, on_reset, h);
 	}
 out:

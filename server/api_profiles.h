@@ -11,7 +11,6 @@ struct hreq;
 
 #define API_PROFILES_ARCH_MAX 64          /* bytes of an arch name */
 #define API_PROFILES_GPU_MIB_MAX 10000000 /* 10 TB of GPU memory: anything above is a typo */
-#define API_PROFILES_NOTE_MAX 4096        /* bytes of a reset's note (why: a driver change, ...) */
 
 /* True when s names an arch as stored: 1..API_PROFILES_ARCH_MAX bytes of [A-Za-z0-9_.-]. */
 bool api_profiles_arch_ok(const char *s);

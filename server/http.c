@@ -541,3 +541,27 @@ void http_setup(struct app *app, const struct http_route *routes, size_t n, cons
 	evhttp_set_default_content_type(app->http, "application/json");
 	evhttp_set_gencb(app->http, http_dispatch, app);
 }
+
+int hreq_note(struct hreq *h, const json_t *body, const char **note)
+{
+	const json_t *v = json_object_get(body, "note");
+
+	*note = NULL;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) > HTTP_NOTE_MAX) {
+		hreq_error(h, 400, "invalid_request", "note", "note must be a string of at most %d bytes", HTTP_NOTE_MAX);
+		return -1;
+	}
+	*note = json_string_value(v);
+	return 0;
+}
+
+const char *hreq_by(const struct hreq *h, char *buf, size_t n)
+{
+	if (h->who.name[0])
+		snprintf(buf, n, "%s", h->who.name);
+	else
+		snprintf(buf, n, "token %lld", h->who.token_id);
+	return buf;
+}

@@ -100,6 +100,17 @@ void hreq_db_error(struct hreq *h, const char *err);
  * connection, connection-class errors) or 500 (any other error), frees h and returns -1. */
 int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **value);
 
+#define HTTP_NOTE_MAX 4096 /* bytes of an operator's note: escalations, retries, profile resets, drains */
+
+/* The optional field "note" of a request body (borrowed): returns 0 and sets *note to its text
+ * (borrowed from body; NULL when absent or null), or answers 400 naming note (a string of at most
+ * HTTP_NOTE_MAX bytes), frees h and returns -1: the caller then only frees body. */
+int hreq_note(struct hreq *h, const json_t *body, const char **note);
+
+/* Who is calling, for the records an action leaves (an event's "by"): the token's name, else
+ * "token ID". Written into buf (n bytes); returns buf. */
+const char *hreq_by(const struct hreq *h, char *buf, size_t n);
+
 /* Parses a positive decimal id; returns -1 when it is not one. */
 long long http_parse_id(const char *s);
 

@@ -28,6 +28,7 @@ const char metrics_lease_wait_bounds_sql[] = "{0.1,0.5,1,5,10,30,60,300,900,3600
 
 static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
 static const char *const gpu_states[] = { "ok", "suspect", "quarantined" };
+static const char *const worker_states[] = { "online", "draining", "offline" };
 static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
 static const char *const status_classes[] = { "1xx", "2xx", "3xx", "4xx", "5xx", "other" };
 
@@ -313,6 +314,8 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_sample(b, "rung_heartbeat_lag_seconds_max", NULL, jnum(doc, "heartbeat_lag_max_s"));
 	write_by_state(b, "rung_gpus", "gauge", "GPUs by state.", json_object_get(doc, "gpus"), gpu_states,
 		       ARRAY_LEN(gpu_states));
+	write_by_state(b, "rung_workers", "gauge", "Workers by state (draining: no new leases, set by support).",
+		       json_object_get(doc, "workers"), worker_states, ARRAY_LEN(worker_states));
 	write_by_state(b, "rung_escalations", "gauge", "Escalations by state (open ones need a person).",
 		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
 	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");

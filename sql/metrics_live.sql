@@ -1,5 +1,5 @@
 -- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
--- the queue, heartbeat lag, GPUs, escalations and webhooks pending, as one JSON document. Each
+-- the queue, heartbeat lag, GPUs, workers, escalations and webhooks pending, as one JSON document. Each
 -- count walks a partial index or a small table, so a scrape costs the same however long the
 -- history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
@@ -19,6 +19,8 @@ SELECT jsonb_build_object(
                           FROM attempts WHERE state = 'running'),
   'gpus', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
            FROM (SELECT state, count(*) AS n FROM gpus GROUP BY state) s),
+  'workers', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
+              FROM (SELECT state, count(*) AS n FROM workers GROUP BY state) s),
   'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
                   FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
   'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text

@@ -9,7 +9,9 @@ DECLARE
   created boolean;
 BEGIN
   INSERT INTO workers AS w (name, host) VALUES (p_name, p_host)
-  ON CONFLICT (name) DO UPDATE SET host = excluded.host, state = 'online', last_seen_at = now()
+  -- a worker drained from the control plane stays drained when it restarts (31_drain.sql)
+  ON CONFLICT (name) DO UPDATE SET host = excluded.host, last_seen_at = now(),
+                                   state = CASE WHEN w.state = 'draining' THEN 'draining' ELSE 'online' END
   RETURNING w.id, (xmax = 0) INTO w_id, created;
   INSERT INTO gpus AS g (uuid, worker_id, idx, name, memory_total_mib)
   SELECT x->>'uuid', w_id, coalesce((x->>'index')::int, 0), coalesce(x->>'name', ''),

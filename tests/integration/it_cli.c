@@ -1,6 +1,6 @@
 /* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
  * command: submit (YAML fixture, JSON file, recovery options), jobs, show, attempts, events, watch
- * (plain lines when not a tty; exit 0/1), cancel, retry, escalations, report, ack, resolve, workers, gpus,
+ * (plain lines when not a tty; exit 0/1), cancel, retry, drain, resume, escalations, report, ack, resolve, workers, gpus,
  * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
  * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
 #include <curl/curl.h>
@@ -171,7 +171,7 @@ static void test_help_and_usage(struct harness *h)
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
 		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "watch", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
-		{ "workers", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
+		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "classify", NULL } };
 
 	h_ok(h, ctl(h, "--help") == 0 && strstr(g_out, "exit codes") && strstr(g_out, "gpu release"),
@@ -329,6 +329,16 @@ static void test_support_commands(struct harness *h)
 	h_ok(h, ctl(h, "workers") == 0 && strstr(g_out, "cli-fake"), "workers: the fake worker listed");
 	h_ok(h, ctl(h, "workers", "--json") == 0 && (j = out_json()) && json_array_size(json_object_get(j, "workers")) >= 1,
 		"workers --json parses");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl_as(h, h->submitter_token, "drain", wid) == 1 && strstr(g_err, "403"), "drain with a submitter token: 403, exit 1");
+	h_ok(h, ctl(h, "drain", "999999") == 4, "drain of an unknown worker: exit 4");
+	h_ok(h, ctl(h, "drain", wid, "--note", "kernel update") == 0 && strstr(g_out, "draining (no new leases"),
+		"drain: the worker is draining");
+	h_ok(h, ctl(h, "workers") == 0 && strstr(g_out, "draining") && strstr(g_out, "kernel update") &&
+		strstr(g_out, "DRAINED BY"), "workers: the drained worker with who and why");
+	h_ok(h, ctl(h, "resume", wid, "--json") == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "online"),
+		"resume --json: online");
 	json_decref(j);
 	j = NULL;
 	h_ok(h, ctl(h, "gpus") == 0 && strstr(g_out, FAKE_GPU), "gpus: the fake GPU listed");

@@ -769,6 +769,116 @@ out:
 	free(id);
 }
 
+/* ---- drain (POST /v1/workers/{id}/drain|resume, sql/functions/31_drain.sql) ---- */
+
+/* The worker's entry in GET /v1/workers (new reference) or NULL. */
+static json_t *worker_entry(struct harness *h, const char *wid)
+{
+	long st = 0;
+	json_t *all = h_get(h, "/v1/workers", &st), *w, *found = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(all, "workers"), i, w) {
+		char *id = h_id(w, "id");
+		if (id && !strcmp(id, wid))
+			found = json_incref(w);
+		free(id);
+	}
+	json_decref(all);
+	return found;
+}
+
+/* Support drains the fake worker: its GPU gets no lease while a job waits, the drain (who, why)
+ * shows in GET /v1/workers, outlives the worker registering again, and repeats change nothing;
+ * resumed, the GPU leases the job. Only staff may; an unknown worker is a 404, a bad note a 400. */
+static void test_drain(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_drain", 10), *job = NULL, *r = NULL, *w = NULL, *ok = h_facts_success(10);
+	json_t *note = json_pack("{s:s}", "note", "PSU swap"), *bad = json_pack("{s:i}", "note", 7);
+	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	char *drain = xasprintf("/v1/workers/%s/drain", wid), *resume = xasprintf("/v1/workers/%s/resume", wid), *id = NULL;
+	const char *saved = h->auth_token;
+	char *support = h_token_create(h, "support", "ops-support");
+	long st = 0;
+
+	h->auth_token = support;
+	r = h_post(h, drain, bad, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "note"), "drain: a note that is not a string is a 400 naming note");
+	json_decref(r);
+	r = h_post(h, "/v1/workers/987654/drain", NULL, &st);
+	h_ok(h, st == 404, "drain: an unknown worker is a 404 (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->worker_token;
+	r = h_post(h, drain, NULL, &st);
+	h_ok(h, st == 403, "drain: a worker token may not (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->submitter_token;
+	r = h_post(h, drain, NULL, &st);
+	h_ok(h, st == 403, "drain: nor a submitter (%ld)", st);
+	json_decref(r);
+	h->auth_token = support;
+	r = h_post(h, drain, note, &st);
+	h->auth_token = saved;
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "draining") &&
+		     !strcmp(h_str(json_object_get(r, "drain"), "note"), "PSU swap") &&
+		     !strcmp(h_str(json_object_get(r, "drain"), "by"), "ops-support"),
+	     "drained: 200, draining, the note and who (%ld)", st);
+	json_decref(r);
+	r = h_post(h, drain, NULL, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(json_object_get(r, "drain"), "note"), "PSU swap"),
+	     "drain again: 200, the first drain's record stays");
+	json_decref(r);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE kind = 'worker_drained'", 0, NULL) == 1,
+	     "one event worker_drained");
+
+	job = h_submit(h, cfg, extra);
+	id = h_id(job, "id");
+	r = h_fake_lease(h, wid, GPU, 300, &st);
+	h_ok(h, st == 204 && !r, "a drained worker's GPU gets no lease while a job waits (%ld)", st);
+	json_decref(r);
+	{
+		char *again = h_fake_register(h, "ops-w1", GPU, 24576);
+		h_ok(h, again && !strcmp(again, wid), "the worker registers again (a restart)");
+		free(again);
+	}
+	w = worker_entry(h, wid);
+	h_ok(h, w && !strcmp(h_str(w, "state"), "draining") && !strcmp(h_str(json_object_get(w, "drain"), "note"), "PSU swap"),
+	     "GET /v1/workers: still draining after the restart, with the note");
+	json_decref(w);
+	r = h_fake_lease(h, wid, GPU, 300, &st);
+	h_ok(h, st == 204 && !r, "and still no lease");
+	json_decref(r);
+	{
+		char *t = scrape(h);
+		h_ok(h, t && sample(t, "rung_workers{state=\"draining\"}") == 1 && sample(t, "rung_workers{state=\"online\"}") == 0,
+		     "/metrics: one worker draining, none online");
+		free(t);
+	}
+
+	r = h_post(h, resume, NULL, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(r, "state"), "online") && json_is_null(json_object_get(r, "drain")),
+	     "resumed: 200, online, no drain record (%ld)", st);
+	json_decref(r);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE kind = 'worker_resumed'", 0, NULL) == 1,
+	     "one event worker_resumed");
+	if (id) {
+		json_t *done = attempt_of(h, wid, id, ok);
+		h_ok(h, !strcmp(decided(done), "succeeded"), "the resumed GPU leases the waiting job, which succeeds");
+		json_decref(done);
+	}
+	h->auth_token = saved;
+	free(support);
+	free(id);
+	free(drain);
+	free(resume);
+	json_decref(job);
+	json_decref(cfg);
+	json_decref(ok);
+	json_decref(note);
+	json_decref(bad);
+	json_decref(extra);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -798,6 +908,7 @@ int main(void)
 	test_config_once(h, wid, oom);
 	test_webhook(h, wid, oom, &rc);
 	test_retry(h, wid, oom);
+	test_drain(h, wid);
 out:
 	json_decref(oom);
 	free(path);

@@ -1659,6 +1659,50 @@ static void test_retry(void)
 	PQfinish(pg);
 }
 
+/* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
+ * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
+ * leases. Repeats change nothing and write no event. */
+static void test_drain(void)
+{
+	const char *p[2];
+	char wid[32], *items;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wd', 'h', '[{\"uuid\":\"D-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wd'", 0, NULL));
+	q1("INSERT INTO jobs (name, kind, target_config, recovery) VALUES ('dj', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	p[0] = wid;
+	TAP_STR_EQ(q1("SELECT (rung_worker_drain($1::bigint, true, 'psu', 'ops')->>'changed') || ':' || "
+		      "(rung_worker_drain($1::bigint, true, 'again', 'ops')->>'changed')", 1, p), "true:false",
+		   "drain: drained, and a repeat changes nothing");
+	TAP_STR_EQ(q1("SELECT state || ':' || (drain->>'note') || ':' || (drain->>'by') FROM workers", 0, NULL), "draining:psu:ops",
+		   "drain: the state and the first record");
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"D-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"D-none\",\"fresh\":false}]", wid, wid);
+	p[1] = "30";
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:none,1:no_gpu", "drain: the set-wise claim gives its GPU nothing");
+	p[0] = wid;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'D-1', 30, NULL)->>'status'", 1, p), "none", "drain: nor does rung_claim");
+	q1("SELECT rung_register('wd', 'h2', '[{\"uuid\":\"D-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT state FROM workers", 0, NULL), "draining", "drain: registering again keeps it drained");
+	TAP_STR_EQ(q1("SELECT rung_worker_drain($1::bigint, false, NULL, 'ops')->>'changed'", 1, p), "true", "drain: resumed");
+	TAP_STR_EQ(q1("SELECT state || ':' || (drain IS NULL) FROM workers", 0, NULL), "online:true",
+		   "drain: online, the record gone");
+	TAP_STR_EQ(q1("SELECT string_agg(kind || ':' || from_state || '>' || to_state, ',' ORDER BY id) FROM events "
+		      "WHERE kind LIKE 'worker_%'", 0, NULL), "worker_drained:online>draining,worker_resumed:draining>online",
+		   "drain: one event each way");
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
+		   "0:ok", "drain: resumed, its GPU leases the job");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_worker_drain(-1, true, NULL, NULL)::text, 'null')", 0, NULL), "null",
+		   "drain: no such worker: NULL");
+	free(items);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -1704,6 +1748,7 @@ int main(void)
 	test_plain_ctx();
 	test_start_bigger();
 	test_retry();
+	test_drain();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

@@ -1,0 +1,51 @@
+-- Workers drained from the control plane: an operator takes a host out of service (maintenance, a
+-- bad PSU, a driver upgrade) without a shell on it. A draining worker's GPUs get no new lease (the
+-- claim answers 'none' to a worker that is not online), its running attempts go on to their end,
+-- and the fleet's figures leave it out (rung_worker_live: placement, the largest GPU). The state
+-- outlives the worker's restarts (rung_register keeps it) until the worker is resumed.
+
+-- A worker as GET /v1/workers lists it: its GPUs, running attempts and, while draining, the drain
+-- record {"at", "by", "note"}.
+CREATE OR REPLACE FUNCTION rung_worker_json(w workers) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('id', w.id, 'name', w.name, 'host', w.host, 'state', w.state,
+    'created_at', w.created_at, 'last_seen_at', w.last_seen_at, 'drain', w.drain,
+    'gpus', coalesce((SELECT jsonb_agg(g.uuid ORDER BY g.idx) FROM gpus g WHERE g.worker_id = w.id), '[]'),
+    'running_attempts', (SELECT count(*) FROM attempts a WHERE a.worker_id = w.id AND a.state = 'running'))
+$$;
+
+-- rung_worker_drain(worker, drain, note, by): P_DRAIN true drains the worker (state 'draining',
+-- drain = {"at", "by", "note"}, a fleet event worker_drained), false resumes it (state 'online',
+-- drain NULL, an event worker_resumed). Repeating either is a no-op. Returns {"changed": bool,
+-- "worker": WORKER}, or NULL when there is no such worker. rungd wakes the waiters after a resume
+-- commits (lease_announce): the worker's parked long-polls may now take work.
+CREATE OR REPLACE FUNCTION rung_worker_drain(p_worker bigint, p_drain boolean, p_note text, p_by text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  w workers;
+  v_changed boolean := false;
+  v_why text;
+BEGIN
+  SELECT * INTO w FROM workers WHERE id = p_worker FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  v_why := CASE WHEN p_drain THEN 'drained' ELSE 'resumed' END || coalesce(' by ' || p_by, '')
+           || coalesce(': ' || p_note, '');
+  IF p_drain AND w.state <> 'draining' THEN
+    UPDATE workers SET state = 'draining', drain = jsonb_build_object('at', now(), 'by', p_by, 'note', p_note)
+    WHERE id = p_worker RETURNING * INTO w;
+    v_changed := true;
+  ELSIF NOT p_drain AND w.state = 'draining' THEN
+    UPDATE workers SET state = 'online', drain = NULL WHERE id = p_worker RETURNING * INTO w;
+    v_changed := true;
+  END IF;
+  IF v_changed THEN
+    INSERT INTO events (kind, from_state, to_state, reason, data)
+    VALUES (CASE WHEN p_drain THEN 'worker_drained' ELSE 'worker_resumed' END,
+            CASE WHEN p_drain THEN 'online' ELSE 'draining' END, w.state, v_why,
+            jsonb_build_object('worker_id', w.id, 'worker', w.name, 'by', p_by, 'note', p_note,
+                               'running_attempts', (SELECT count(*) FROM attempts a
+                                                    WHERE a.worker_id = w.id AND a.state = 'running')));
+  END IF;
+  RETURN jsonb_build_object('changed', v_changed, 'worker', rung_worker_json(w));
+END $$;
