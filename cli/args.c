@@ -45,7 +45,8 @@ int args_parse(const struct args_opt *opts, size_t n_opts, int argc, char **argv
 	*err = NULL;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
-		if (only_operands || a[0] != '-' || !strcmp(a, "-")) {
+		/* "-5" is a negative number (a priority), not an option */
+		if (only_operands || a[0] != '-' || !strcmp(a, "-") || (a[1] >= '0' && a[1] <= '9')) {
 			if (*n_operands == max_operands) {
 				*err = xasprintf("unexpected argument '%s'", a);
 				return -1;

@@ -24,8 +24,9 @@ struct args_opt {
 
 /* Parses argv[0..argc) (argv[0] is the first argument, not the command name) against opts. Operands
  * (non-options) are stored in order into operands[0..max_operands) (borrowed) and counted in
- * *n_operands. `-h` means `--help` when an option named "help" exists. Returns 0, or -1 with *err set
- * to a heap string (unknown option, missing or bad value, too many operands); the caller frees it. */
+ * *n_operands; an argument of '-' and a digit ("-5") is an operand, a negative number. `-h` means
+ * `--help` when an option named "help" exists. Returns 0, or -1 with *err set to a heap string
+ * (unknown option, missing or bad value, too many operands); the caller frees it. */
 int args_parse(const struct args_opt *opts, size_t n_opts, int argc, char **argv,
 	char **operands, size_t max_operands, size_t *n_operands, char **err);
 

@@ -1,4 +1,4 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, watch. Each parses its
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, watch. Each parses its
  * options, makes its calls through cli_call and prints a table, lines or the server's JSON. */
 #include "cmd_jobs.h"
 
@@ -459,6 +459,40 @@ int cmd_retry(struct cli *c, int argc, char **argv)
 			fprintf(c->out, "job %s: queued again from the %s config; budgets count from attempt %lld\n", ops[0],
 				jpath_str(story, "from", "current"), jpath_int(story, "budget_from", 0) + 1);
 		}
+	}
+	json_decref(body);
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
+/* priority: POST /v1/jobs/ID/priority {"priority"}. */
+int cmd_priority(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *e = NULL, *path = NULL, *end = NULL;
+	json_t *job = NULL, *body = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	long long prio;
+	int rc = cli_args(c, cli_cmd_named("priority"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	prio = strtoll(ops[1], &end, 10);
+	if (!*ops[1] || *end) {
+		fprintf(c->err, "rungctl priority: PRIORITY must be an integer (lower runs first)\nusage: rungctl %s\n",
+			cli_cmd_named("priority")->usage);
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:I}", "priority", (json_int_t)prio);
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/priority", e);
+	rc = cli_call(c, "POST", path, body, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, job);
+		else
+			fprintf(c->out, "job %s: priority %lld (%s)\n", ops[0], (long long)jpath_int(job, "priority", prio),
+				jpath_str(job, "state", "?"));
 	}
 	json_decref(body);
 	json_decref(job);

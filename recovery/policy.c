@@ -29,7 +29,7 @@ struct pctx {
 	bool scale_up;
 	long long max_attempts, max_env_retries, max_gpu_seconds, validate_steps, early_steps, quarantine_after;
 	long long budget_from; /* recovery_state.budget_from: attempts up to this number were made before a
-				* retry (sql/functions/22_retry.sql) and spend none of the budgets */
+				* retry (sql/functions/22_job_ops.sql) and spend none of the budgets */
 	json_t *profile;       /* issue 12: the memory profile of ctx.memory (owned), NULL without history */
 };
 

@@ -1,8 +1,8 @@
 /* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
  * envelope validation, atconfig_validate, kind, RECOVERY defaults, Idempotency-Key), get, list
- * (keyset on id descending, cursor = last id as a string), attempts, events, cancel and retry. Each request
- * is one SQL statement (sql/job_*.sql); submits are coalesced into rung_submit_batch() statements
- * (sql/submit_batch.sql, batch.c). */
+ * (keyset on id descending, cursor = last id as a string), attempts, events, cancel, retry and
+ * priority. Each request is one SQL statement (sql/job_*.sql); submits are coalesced into
+ * rung_submit_batch() statements (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -700,6 +700,59 @@ void api_jobs_retry(struct hreq *h)
 		const char *params[4] = { h->param[0], json_is_string(from) ? json_string_value(from) : NULL, note,
 					  hreq_by(h, by, sizeof by) };
 		db_exec(h->app->db, sql_job_retry, 4, params, on_retried, h);
+	}
+out:
+	json_decref(body);
+}
+
+static void on_prioritized(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value, *status, *state;
+	json_t *doc;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	doc = json_loads(value, 0, NULL);
+	if (!doc) {
+		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
+		return;
+	}
+	status = json_string_value(json_object_get(doc, "status"));
+	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
+	if (!status || strcmp(status, "ok"))
+		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: only a queued or running job's priority can change",
+			   h->param[0], state ? state : "?");
+	else
+		hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
+	json_decref(doc);
+}
+
+void api_jobs_priority(struct hreq *h)
+{
+	json_t *body = NULL, *v;
+	char by[AUTH_NAME_MAX + 32], prio[24];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "priority");
+	if (!json_is_integer(v) || json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX) {
+		hreq_error(h, 400, "invalid_request", "priority", "priority must be an integer from %d to %d (lower runs first)",
+			   PRIORITY_MIN, PRIORITY_MAX);
+		goto out;
+	}
+	snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(v));
+	{
+		const char *params[3] = { h->param[0], prio, hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_job_priority, 3, params, on_prioritized, h);
 	}
 out:
 	json_decref(body);

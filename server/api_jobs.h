@@ -1,5 +1,5 @@
 /* Handlers of /v1/jobs: submit (validation, recovery defaults, Idempotency-Key), get, list
- * (keyset pagination), attempts, events, cancel, retry. Each is one SQL statement. */
+ * (keyset pagination), attempts, events, cancel, retry, priority. Each is one SQL statement. */
 #ifndef RUNG_API_JOBS_H
 #define RUNG_API_JOBS_H
 
@@ -15,9 +15,12 @@ void api_jobs_attempts(struct hreq *h);
 void api_jobs_events(struct hreq *h);
 void api_jobs_cancel(struct hreq *h);
 /* POST /v1/jobs/{id}/retry {"from"?: "current"|"target", "note"?}: a failed or cancelled job is
- * queued again with fresh budgets (sql/functions/22_retry.sql) and the waiters are woken; 400
+ * queued again with fresh budgets (sql/functions/22_job_ops.sql) and the waiters are woken; 400
  * naming from/note, 404, 409 invalid_transition for a job in any other state. */
 void api_jobs_retry(struct hreq *h);
+/* POST /v1/jobs/{id}/priority {"priority"}: a queued or running job's priority (lower runs first),
+ * with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
+void api_jobs_priority(struct hreq *h);
 
 /* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
  * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and

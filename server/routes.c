@@ -27,6 +27,7 @@ static const struct http_route routes[] = {
 	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/retry", api_jobs_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/jobs/{}/priority", api_jobs_priority, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/profiles", api_profiles_list, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/profiles/{}/{}/reset", api_profiles_reset, AUTH_STAFF, AUTH_SCOPE_NONE },

@@ -32,7 +32,7 @@ END $$;
 -- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
 -- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker,
 -- enough GPU memory, and never a config identical to one that failed on this GPU since the job's
--- last retry (a retry says the GPU or host changed: sql/functions/22_retry.sql); SKIP LOCKED.
+-- last retry (a retry says the GPU or host changed: sql/functions/22_job_ops.sql); SKIP LOCKED.
 -- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}.
 CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$

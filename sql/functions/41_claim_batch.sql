@@ -22,7 +22,7 @@
 -- number, token, LEASE without config and heartbeat_ms, and the config as text, which rungd
 -- splices into the reply); a missing row means "none". For a lease that is its job's first attempt
 -- at the job's target (attempt number 1, or the first after a retry: 1 + recovery_state.budget_from,
--- sql/functions/22_retry.sql; current_config still NULL) the row also carries what
+-- sql/functions/22_job_ops.sql; current_config still NULL) the row also carries what
 -- rungd's memory check needs (issue 12, server/lease.c): the config's arch (rung_config_arch), the
 -- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
 -- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
@@ -110,7 +110,7 @@ BEGIN
   cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);
   IF reran IS NOT NULL THEN
     -- a job is not offered again to a GPU on which its current config failed since its last retry
-    -- (rung_claim's rule; reran_from: the attempts before the retry, sql/functions/22_retry.sql);
+    -- (rung_claim's rule; reran_from: the attempts before the retry, sql/functions/22_job_ops.sql);
     -- only a job that ran has attempts (attempts_count counts them: rung_release, which deletes an
     -- attempt that never started, takes it back; it_chaos checks the two agree). Printing and
     -- hashing a config costs more than the rest of a lease, so the current config's hash is read

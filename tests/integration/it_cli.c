@@ -169,7 +169,7 @@ static json_t *raw_post(struct harness *h, const char *path, const char *ctype, 
 static void test_help_and_usage(struct harness *h)
 {
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
-		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "watch", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "classify", NULL } };
@@ -251,6 +251,9 @@ static void test_job_commands(struct harness *h)
 	j = NULL;
 	h_ok(h, ctl(h, "attempts", "999999") == 4 && ctl(h, "events", "999999") == 4 && ctl(h, "cancel", "999999") == 4,
 		"attempts/events/cancel of an unknown job: exit 4");
+	h_ok(h, ctl(h, "priority", id, "-5") == 0 && strstr(g_out, "priority -5 (queued)"), "priority: a negative priority (%s)",
+		g_out);
+	h_ok(h, ctl(h, "priority", id, "soon") == 2, "priority soon: exit 2");
 	h_ok(h, ctl(h, "cancel", id) == 0 && strstr(g_out, "cancelled"), "cancel: the queued job is cancelled");
 	h_ok(h, ctl(h, "cancel", id, "--json") == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "cancelled"),
 		"cancel --json parses");

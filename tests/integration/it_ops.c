@@ -581,7 +581,7 @@ out:
 	free(id);
 }
 
-/* ---- retry (POST /v1/jobs/{id}/retry, sql/functions/22_retry.sql) ---- */
+/* ---- retry (POST /v1/jobs/{id}/retry, sql/functions/22_job_ops.sql) ---- */
 
 /* Leases on GPU and checks the lease is job id's; finishes it with facts. The finish answer or NULL. */
 static json_t *attempt_of(struct harness *h, const char *wid, const char *id, const json_t *facts)
@@ -769,6 +769,70 @@ out:
 	free(id);
 }
 
+/* ---- priority (POST /v1/jobs/{id}/priority, sql/functions/22_job_ops.sql) ---- */
+
+/* Two jobs at the default priority: the newer one, raised to 10, is leased first; the event says
+ * from what to what and who. A bad priority is a 400 naming it, an ended job a 409, a worker a 403. */
+static void test_priority(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_priority", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *a = h_submit(h, cfg, extra), *b = h_submit(h, cfg, extra), *r = NULL, *body = NULL, *ok = h_facts_success(10);
+	char *ida = h_id(a, "id"), *idb = h_id(b, "id"), *path = NULL;
+	const char *saved = h->auth_token;
+	long st = 0;
+
+	if (!h_ok(h, ida && idb, "priority: two jobs queued at 100"))
+		goto out;
+	path = xasprintf("/v1/jobs/%s/priority", idb);
+	body = json_pack("{s:s}", "priority", "high");
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "priority"), "priority \"high\": 400 naming priority (%ld)", st);
+	json_decref(r);
+	json_decref(body);
+	body = json_pack("{s:i}", "priority", 2000000);
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "priority"), "priority 2000000: 400 (%ld)", st);
+	json_decref(r);
+	json_decref(body);
+	body = json_pack("{s:i}", "priority", 10);
+	h->auth_token = h->worker_token;
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 403, "a worker may not reprioritize (%ld)", st);
+	json_decref(r);
+	h->auth_token = saved;
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 200 && h_int(r, "priority") == 10 && !strcmp(h_str(r, "state"), "queued"), "the newer job raised to 10 (%ld)",
+	     st);
+	json_decref(r);
+	{
+		const char *p[1] = { idb };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'priority_changed' "
+				     "AND data->>'from' = '100' AND data->>'to' = '10' AND data->>'by' = 'it-admin'", 1, p) == 1,
+		     "an event priority_changed 100 -> 10 by it-admin");
+	}
+	{
+		json_t *done = attempt_of(h, wid, idb, ok);
+		h_ok(h, !strcmp(decided(done), "succeeded"), "the raised job is leased before the older one");
+		json_decref(done);
+		done = attempt_of(h, wid, ida, ok);
+		json_decref(done);
+	}
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 409 && !strcmp(h_str(r, "error"), "invalid_transition"), "an ended job: 409 (%ld)", st);
+	json_decref(r);
+out:
+	h->auth_token = saved;
+	free(path);
+	free(ida);
+	free(idb);
+	json_decref(body);
+	json_decref(a);
+	json_decref(b);
+	json_decref(ok);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 /* ---- drain (POST /v1/workers/{id}/drain|resume, sql/functions/31_drain.sql) ---- */
 
 /* The worker's entry in GET /v1/workers (new reference) or NULL. */
@@ -909,6 +973,7 @@ int main(void)
 	test_webhook(h, wid, oom, &rc);
 	test_retry(h, wid, oom);
 	test_drain(h, wid);
+	test_priority(h, wid);
 out:
 	json_decref(oom);
 	free(path);

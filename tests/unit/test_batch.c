@@ -1400,7 +1400,7 @@ static void test_claim_rules(void)
 	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p),
 		   "0:none", "claim rules: not offered again to the GPU its current config failed on");
 	free(items);
-	/* unless the job was retried since (sql/functions/22_retry.sql: the GPU or host changed), in
+	/* unless the job was retried since (sql/functions/22_job_ops.sql: the GPU or host changed), in
 	 * rung_claim (the fallback) and in the set-wise rule */
 	{
 		const char *cp[1] = { wid[7] };
@@ -1587,7 +1587,7 @@ static void test_start_bigger(void)
 	PQfinish(pg);
 }
 
-/* rung_retry (sql/functions/22_retry.sql): a failed job queued again from its target loses its
+/* rung_retry (sql/functions/22_job_ops.sql): a failed job queued again from its target loses its
  * config changes, constraints, result and lost count, keeps its history, has its escalation
  * resolved and an event retried; /metrics' history counts do not fall (the ending stays counted
  * through metrics_pruned); its next attempt is a first attempt at the target again, so the claim

@@ -54,6 +54,12 @@ static void test_args(void)
 	rc = args_parse(opts, 5, 1, v4, ops, 2, &n, &err);
 	TAP_OK(rc < 0 && err && strstr(err, "unknown option '--bogus'"), "args: unknown option");
 	free(err);
+	char *vneg[] = { "7", "-10", "-x" };
+	rc = args_parse(opts, 5, 2, vneg, ops, 2, &n, &err);
+	TAP_OK(rc == 0 && n == 2 && !strcmp(ops[1], "-10"), "args: a negative number is an operand (rungctl priority 7 -10)");
+	rc = args_parse(opts, 5, 3, vneg, ops, 2, &n, &err);
+	TAP_OK(rc < 0 && err && strstr(err, "unknown option '-x'"), "args: a dash and a letter is still an option");
+	free(err);
 	char *v5[] = { "--name" };
 	rc = args_parse(opts, 5, 1, v5, ops, 2, &n, &err);
 	TAP_OK(rc < 0 && err && strstr(err, "needs a value"), "args: missing value");

@@ -224,7 +224,7 @@ static void budgets(void)
 	json_decref(d);
 }
 
-/* POST /v1/jobs/{id}/retry (sql/functions/22_retry.sql): recovery_state.budget_from N says attempts
+/* POST /v1/jobs/{id}/retry (sql/functions/22_job_ops.sql): recovery_state.budget_from N says attempts
  * 1..N were made before the retry. They spend none of the budgets (max_attempts, max_gpu_seconds,
  * max_env_retries, the one host-OOM re-run) and carry no exclusions; the history still counts
  * where it is evidence about memory. */

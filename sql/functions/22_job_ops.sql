@@ -1,3 +1,6 @@
+-- Operators' changes to a job after submit: retry (a failed or cancelled job queued again) and
+-- reprioritize (a queued or running job's priority).
+
 -- Retry: a job that failed or was cancelled goes back to the queue (POST /v1/jobs/{id}/retry), for
 -- when the cause was outside the config rung changes: support replaced a GPU, added a bigger one,
 -- freed host memory, the dataset was fixed, or a cancel was a mistake.
@@ -65,5 +68,34 @@ BEGIN
                   next_action = 'queued again by a retry from the ' || v_from || ' config; waits for a GPU',
                   updated_at = now()
   WHERE id = p_job RETURNING * INTO j;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;
+
+-- Reprioritize: rung_set_priority(job, priority, by) sets a queued or running job's priority (lower
+-- runs first; a running job's counts when it is queued again) under its row lock, with an event
+-- priority_changed {"from", "to", "by"}. Returns {"status": "ok"|"conflict", "job": JOB} (conflict:
+-- the job has ended; an unchanged priority is ok and writes nothing), or NULL when there is no such
+-- job. The claim reads the order from jobs_claim, so the change holds from the next claim on.
+CREATE OR REPLACE FUNCTION rung_set_priority(p_job bigint, p_priority int, p_by text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  v_old int;
+BEGIN
+  SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF j.state NOT IN ('queued', 'running') THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  v_old := j.priority;
+  IF v_old <> p_priority THEN
+    UPDATE jobs SET priority = p_priority, updated_at = now() WHERE id = p_job RETURNING * INTO j;
+    INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+    VALUES (j.id, 'priority_changed', j.state, j.state,
+            'priority ' || v_old || ' -> ' || p_priority || coalesce(' by ' || p_by, ''),
+            jsonb_build_object('from', v_old, 'to', p_priority, 'by', p_by));
+  END IF;
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
 END $$;
