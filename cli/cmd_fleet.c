@@ -1,5 +1,6 @@
 /* rungctl's fleet and support commands: escalations, report, ack, resolve, workers, drain, resume,
  * gpus, gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,11 +119,13 @@ int cmd_report(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
-/* ack and resolve: POST /v1/escalations/ID/VERB {"note"}. */
-static int note_cmd(struct cli *c, const char *verb, int argc, char **argv)
+/* ack, resolve, drain and resume: POST /v1/COLLECTION/ID/VERB {"note"} (need_note: --note is
+ * required); prints "THING ID: STATE" or the server's JSON. */
+static int note_cmd(struct cli *c, const char *verb, const char *collection, const char *thing, bool need_note,
+	int argc, char **argv)
 {
 	const char *note = NULL;
-	char *ops[1];
+	char *ops[1], *e = NULL, *path = NULL;
 	json_t *ans = NULL, *body = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
@@ -131,30 +134,29 @@ static int note_cmd(struct cli *c, const char *verb, int argc, char **argv)
 	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if (!note) {
+	if (need_note && !note) {
 		fprintf(c->err, "rungctl %s: --note TEXT is required\nusage: rungctl %s\n", verb,
 			cli_cmd_named(verb)->usage);
 		return CLI_USAGE;
 	}
-	char *e = httpc_escape(ops[0]);
-	char *path = xasprintf("/v1/escalations/%s/%s", e, verb);
-	body = json_pack("{s:s}", "note", note);
+	body = json_pack("{s:s?}", "note", note);
 	if (!body) {
 		fprintf(c->err, "rungctl %s: --note must be UTF-8 text\n", verb);
-		rc = CLI_USAGE;
-		goto out;
+		return CLI_USAGE;
 	}
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/%s/%s/%s", collection, e, verb);
 	rc = cli_call(c, "POST", path, body, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json) {
 			cli_print_json(c, ans);
 		} else {
 			char *st = table_cell(json_object_get(ans, "state"));
-			fprintf(c->out, "escalation %s: %s\n", ops[0], st);
+			fprintf(c->out, "%s %s: %s%s\n", thing, ops[0], st,
+				!strcmp(st, "draining") ? " (no new leases; running attempts go on)" : "");
 			free(st);
 		}
 	}
-out:
 	json_decref(body);
 	json_decref(ans);
 	free(path);
@@ -164,12 +166,12 @@ out:
 
 int cmd_ack(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "ack", argc, argv);
+	return note_cmd(c, "ack", "escalations", "escalation", true, argc, argv);
 }
 
 int cmd_resolve(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "resolve", argc, argv);
+	return note_cmd(c, "resolve", "escalations", "escalation", true, argc, argv);
 }
 
 int cmd_workers(struct cli *c, int argc, char **argv)
@@ -190,52 +192,14 @@ int cmd_gpus(struct cli *c, int argc, char **argv)
 	return list_cmd(c, "gpus", argc, argv, "/v1/gpus", "gpus", head, keys, ARRAY_LEN(head));
 }
 
-/* drain and resume: POST /v1/workers/ID/VERB {"note"?}. */
-static int drain_cmd(struct cli *c, const char *verb, int argc, char **argv)
-{
-	const char *note = NULL;
-	char *ops[1], *e = NULL, *path = NULL;
-	json_t *ans = NULL, *body = NULL;
-	const struct args_opt opts[] = {
-		CLI_COMMON_OPTS(c),
-		{ .name = "note", .type = ARGS_STRING, .str = &note },
-	};
-	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
-	if (rc)
-		return rc < 0 ? CLI_OK : rc;
-	body = json_pack("{s:s?}", "note", note);
-	if (!body) {
-		fprintf(c->err, "rungctl %s: --note must be UTF-8 text\n", verb);
-		return CLI_USAGE;
-	}
-	e = httpc_escape(ops[0]);
-	path = xasprintf("/v1/workers/%s/%s", e, verb);
-	rc = cli_call(c, "POST", path, body, NULL, &ans);
-	if (rc == CLI_OK) {
-		if (c->json) {
-			cli_print_json(c, ans);
-		} else {
-			char *st = table_cell(json_object_get(ans, "state"));
-			fprintf(c->out, "worker %s: %s%s\n", ops[0], st,
-				!strcmp(st, "draining") ? " (no new leases; running attempts go on)" : "");
-			free(st);
-		}
-	}
-	json_decref(body);
-	json_decref(ans);
-	free(path);
-	free(e);
-	return rc;
-}
-
 int cmd_drain(struct cli *c, int argc, char **argv)
 {
-	return drain_cmd(c, "drain", argc, argv);
+	return note_cmd(c, "drain", "workers", "worker", false, argc, argv);
 }
 
 int cmd_resume(struct cli *c, int argc, char **argv)
 {
-	return drain_cmd(c, "resume", argc, argv);
+	return note_cmd(c, "resume", "workers", "worker", false, argc, argv);
 }
 
 int cmd_gpu_release(struct cli *c, int argc, char **argv)

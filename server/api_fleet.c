@@ -137,20 +137,10 @@ void api_fleet_workers(struct hreq *h)
 static void on_drained(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	const char *value;
-	json_t *doc;
+	json_t *doc = hreq_db_doc(h, res, err, "worker");
 
-	if (hreq_db_value(h, res, err, &value) < 0)
+	if (!doc)
 		return;
-	if (!value) {
-		hreq_error(h, 404, "not_found", NULL, "no such worker: %s", h->param[0]);
-		return;
-	}
-	doc = json_loads(value, 0, NULL);
-	if (!doc) {
-		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
-		return;
-	}
 	if (json_is_true(json_object_get(doc, "changed"))) {
 		const char *state = json_string_value(json_object_get(json_object_get(doc, "worker"), "state"));
 		log_info(state && !strcmp(state, "draining") ? "worker drained" : "worker resumed", "worker=%s by=%s",

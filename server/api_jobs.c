@@ -647,20 +647,11 @@ void api_jobs_cancel(struct hreq *h)
 static void on_retried(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	const char *value, *status, *state;
-	json_t *doc;
+	json_t *doc = hreq_db_doc(h, res, err, "job");
+	const char *status, *state;
 
-	if (hreq_db_value(h, res, err, &value) < 0)
+	if (!doc)
 		return;
-	if (!value) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	doc = json_loads(value, 0, NULL);
-	if (!doc) {
-		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
-		return;
-	}
 	status = json_string_value(json_object_get(doc, "status"));
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
 	if (!status || strcmp(status, "ok")) {
@@ -708,20 +699,11 @@ out:
 static void on_prioritized(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	const char *value, *status, *state;
-	json_t *doc;
+	json_t *doc = hreq_db_doc(h, res, err, "job");
+	const char *status, *state;
 
-	if (hreq_db_value(h, res, err, &value) < 0)
+	if (!doc)
 		return;
-	if (!value) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	doc = json_loads(value, 0, NULL);
-	if (!doc) {
-		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
-		return;
-	}
 	status = json_string_value(json_object_get(doc, "status"));
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
 	if (!status || strcmp(status, "ok"))

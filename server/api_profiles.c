@@ -42,28 +42,10 @@ long api_profiles_parse_mib(const char *s)
 	return v >= 1 && v <= API_PROFILES_GPU_MIB_MAX ? v : -1;
 }
 
-/* The statement's JSON value parsed, or NULL after answering (error, or 404 naming WHAT). */
-static json_t *db_doc(struct hreq *h, PGresult *res, const char *err, const char *what)
-{
-	const char *value;
-	json_t *doc;
-
-	if (hreq_db_value(h, res, err, &value) < 0)
-		return NULL;
-	if (!value) {
-		hreq_error(h, 404, "not_found", NULL, "no such %s", what);
-		return NULL;
-	}
-	doc = json_loads(value, 0, NULL);
-	if (!doc)
-		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
-	return doc;
-}
-
 static void on_list(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	json_t *doc = db_doc(h, res, err, "profiles"), *out, *e;
+	json_t *doc = hreq_db_doc(h, res, err, "profiles"), *out, *e;
 	size_t i;
 
 	if (!doc)
@@ -153,7 +135,7 @@ out:
 static void on_job(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	json_t *doc = db_doc(h, res, err, "job"), *features, *profile = NULL, *estimate = NULL;
+	json_t *doc = hreq_db_doc(h, res, err, "job"), *features, *profile = NULL, *estimate = NULL;
 	const char *arch;
 	int gpu;
 

@@ -565,3 +565,20 @@ const char *hreq_by(const struct hreq *h, char *buf, size_t n)
 		snprintf(buf, n, "token %lld", h->who.token_id);
 	return buf;
 }
+
+json_t *hreq_db_doc(struct hreq *h, PGresult *res, const char *err, const char *thing)
+{
+	const char *value;
+	json_t *doc;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return NULL;
+	if (!value) {
+		hreq_error(h, 404, "not_found", NULL, "no such %s: %s", thing, h->param[0] ? h->param[0] : "");
+		return NULL;
+	}
+	doc = json_loads(value, 0, NULL);
+	if (!doc)
+		hreq_error(h, 500, "internal", NULL, "the database answered unreadable JSON");
+	return doc;
+}

@@ -111,6 +111,11 @@ int hreq_note(struct hreq *h, const json_t *body, const char **note);
  * "token ID". Written into buf (n bytes); returns buf. */
 const char *hreq_by(const struct hreq *h, char *buf, size_t n);
 
+/* A statement's one JSON value (hreq_db_value), parsed: a new reference, or NULL after answering
+ * 404 "no such THING: {param[0]}" (no row or SQL NULL), 500 (unreadable JSON) or what
+ * hreq_db_value answers; h is then freed. */
+json_t *hreq_db_doc(struct hreq *h, PGresult *res, const char *err, const char *thing);
+
 /* Parses a positive decimal id; returns -1 when it is not one. */
 long long http_parse_id(const char *s);
 
