@@ -95,8 +95,8 @@ BEGIN
 
   SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
          array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
-         array_agg(x.id) FILTER (WHERE x.attempts_count > 0),
-         array_agg(x.budget_from) FILTER (WHERE x.attempts_count > 0)
+         array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
+         array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
   INTO ids, cons, reran, reran_from
   FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count,
                coalesce((c.recovery_state->>'budget_from')::int, 0) AS budget_from FROM jobs c
