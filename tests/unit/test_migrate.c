@@ -445,10 +445,11 @@ static const char *val(const char *url, const char *sql, int n, const char *cons
 static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM jobs t),"
-	/* columns added since 012 start NULL: migrations/014_memory.sql's and 015's lease_event_id are left out */
+	/* columns added since 012 start NULL: migrations/014_memory.sql's, 015's lease_event_id and 017's
+	 * workers.drain are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id'])::text, ',' ORDER BY t.id) FROM attempts t),"
-	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM workers t),"
+	" (SELECT string_agg((to_jsonb(t) - 'drain')::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM tokens t),"
 	" (SELECT string_agg(jsonb_set(to_jsonb(t), '{id}', to_jsonb(t.id / CASE WHEN to_regclass('event_log') IS NULL"
