@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth_who.h"
+#include "http.h"
 #include "jobtext.h"
 #include "jpath.h"
 #include "util.h"
@@ -662,4 +664,103 @@ int html_start_lower(struct hbuf *b, const json_t *job)
 	html_changes_table(b, changes, "target", "started with", "-");
 	html_add(b, "</section>\n");
 	return 1;
+}
+
+/* ---- the forms of server/web_act.c: which a page shows, by the caller's role ---- */
+
+static bool is_staff(unsigned role)
+{
+	return (role & (AUTH_SUPPORT | AUTH_ADMIN)) != 0;
+}
+
+/* <form method=post action="PATH"> with PATH = prefix + id (escaped as a URL segment). */
+static void act_form_open(struct hbuf *b, const char *cls, const char *prefix, const char *id, const char *verb)
+{
+	html_printf(b, "<form method=\"post\" class=\"act %s\" action=\"", cls);
+	html_esc(b, prefix);
+	if (id) {
+		struct hbuf u = { 0 };
+		char *s;
+		html_url(&u, id);
+		s = html_take(&u);
+		html_esc(b, s);
+		free(s);
+	}
+	html_printf(b, "/%s\">", verb);
+}
+
+static void note_input(struct hbuf *b, const char *placeholder)
+{
+	html_printf(b, "<input type=\"text\" name=\"note\" maxlength=\"%d\" placeholder=\"", HTTP_NOTE_MAX);
+	html_esc(b, placeholder);
+	html_add(b, "\">");
+}
+
+void html_job_forms(struct hbuf *b, unsigned role, const json_t *job)
+{
+	const char *state = json_string_value(json_object_get(job, "state"));
+	char id[32];
+
+	if (!state)
+		return;
+	snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(job, "id")));
+	if ((!strcmp(state, "failed") || !strcmp(state, "cancelled")) && (is_staff(role) || role == AUTH_SUBMITTER)) {
+		act_form_open(b, "retry", "/ui/jobs/", id, "retry");
+		html_add(b, "<select name=\"from\"><option value=\"current\">from the config recovery reached</option>"
+			    "<option value=\"target\">from the submitted config</option></select>");
+		note_input(b, "why (kept in the event)");
+		html_add(b, "<button type=\"submit\">Retry</button></form>\n");
+	}
+	if ((!strcmp(state, "queued") || !strcmp(state, "running")) && !json_is_true(json_object_get(job, "cancel_requested")) &&
+	    (role & (AUTH_SUBMITTER | AUTH_ADMIN))) {
+		act_form_open(b, "cancel", "/ui/jobs/", id, "cancel");
+		html_add(b, "<button type=\"submit\">Cancel job</button></form>\n");
+	}
+}
+
+void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc)
+{
+	const char *state = json_string_value(json_object_get(esc, "state"));
+	char id[32];
+
+	if (!state || !is_staff(role) || !strcmp(state, "resolved"))
+		return;
+	snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(esc, "id")));
+	if (!strcmp(state, "open")) {
+		act_form_open(b, "ack", "/ui/escalations/", id, "ack");
+		note_input(b, "note: who looks at it");
+		html_add(b, "<button type=\"submit\">Acknowledge</button></form>\n");
+	}
+	act_form_open(b, "resolve", "/ui/escalations/", id, "resolve");
+	note_input(b, "note: what was done");
+	html_add(b, "<button type=\"submit\">Resolve</button></form>\n");
+}
+
+void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu)
+{
+	const char *state = json_string_value(json_object_get(gpu, "state"));
+	const char *uuid = json_string_value(json_object_get(gpu, "uuid"));
+
+	if (!state || !uuid || !is_staff(role) || !strcmp(state, "ok"))
+		return;
+	act_form_open(b, "release", "/ui/gpus/", uuid, "release");
+	html_add(b, "<button type=\"submit\">Release</button></form>");
+}
+
+void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker)
+{
+	const char *state = json_string_value(json_object_get(worker, "state"));
+	char id[32];
+
+	if (!state || !is_staff(role))
+		return;
+	snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(worker, "id")));
+	if (!strcmp(state, "draining")) {
+		act_form_open(b, "resume", "/ui/workers/", id, "resume");
+		html_add(b, "<button type=\"submit\">Resume</button></form>");
+	} else {
+		act_form_open(b, "drain", "/ui/workers/", id, "drain");
+		note_input(b, "why (maintenance, ...)");
+		html_add(b, "<button type=\"submit\">Drain</button></form>");
+	}
 }

@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "util.h"
 #include "web.h"
+#include "web_act.h"
 
 static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
@@ -58,6 +59,14 @@ static const struct http_route routes[] = {
 	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },
+	/* the forms that change something (web_act.c): same statements and roles as the API routes */
+	{ "POST", "/ui/jobs/{}/retry", web_act_job_retry, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/jobs/{}/cancel", web_act_job_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/escalations/{}/ack", web_act_escalation_ack, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/escalations/{}/resolve", web_act_escalation_resolve, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/gpus/{}/release", web_act_gpu_release, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/workers/{}/drain", web_act_worker_drain, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/workers/{}/resume", web_act_worker_resume, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/login", web_login_form, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/login", web_login, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/logout", web_logout, AUTH_OPEN, AUTH_SCOPE_NONE },

@@ -1,6 +1,6 @@
 /* The /ui pages: each handler checks the caller (the rung_token cookie), runs one sql/web_*.sql
- * statement on the loop and renders the JSON it returns as one HTML page. Read-only: nothing here
- * changes a job, an escalation or a GPU. Every text from the database is escaped (html_esc); the
+ * statement on the loop and renders the JSON it returns as one HTML page. Nothing here changes a
+ * job, an escalation, a GPU or a worker: the forms that do are web_act.c's. Every text from the database is escaped (html_esc); the
  * pages carry no scripts and a Content-Security-Policy that forbids them. */
 #include "web.h"
 
@@ -25,7 +25,6 @@
 #include "sql.h"
 #include "util.h"
 
-#define WEB_COOKIE "rung_token"
 #define WEB_COOKIE_MAX_AGE (30 * 24 * 3600)
 #define WEB_TOKEN_MAX 512
 #define WEB_FORM_MAX 8192
@@ -63,7 +62,7 @@ static const char page_css[] =
 	"pre code{background:none;color:inherit;padding:0}"
 	".state{display:inline-block;padding:1px 9px;border-radius:10px;font-size:12px;font-weight:600;background:#e3e7ee}"
 	".s-succeeded,.s-ok,.s-resolved{background:#d6f0dc;color:#1d6b32}.s-failed,.s-quarantined,.s-open,.s-lost{background:#f8d7d7;color:#8f1d1d}"
-	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect{background:#fdefc8;color:#7a5a00}"
+	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect,.s-draining{background:#fdefc8;color:#7a5a00}"
 	".s-cancelled{background:#e5e5e5;color:#555}"
 	".filters a{margin-right:12px}.filters a.on{font-weight:700;color:#1d2330;text-decoration:none}"
 	".facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:8px 0}.facts dt{color:#5b6472}.facts dd{margin:0}"
@@ -74,7 +73,10 @@ static const char page_css[] =
 	".login{max-width:420px;margin:60px auto}.login input[type=password]{width:100%;padding:7px;box-sizing:border-box;margin:6px 0 12px}"
 	".login button{padding:6px 18px}"
 	"table.gpus code,table.gpus td:nth-child(4){white-space:nowrap}table.kv{width:auto;min-width:420px}table.kv th{width:220px}svg.memchart{display:block;margin:8px 0}"
-	".started-lower{border-left:4px solid #5b84c4}.started-lower h3{margin:0 0 6px}table.estimates th{width:110px}";
+	".started-lower{border-left:4px solid #5b84c4}.started-lower h3{margin:0 0 6px}table.estimates th{width:110px}"
+	"form.act{display:inline-flex;gap:6px;align-items:center;margin:6px 10px 6px 0}form.act input[type=text]{width:260px;"
+	"padding:4px}form.act button{padding:4px 12px;cursor:pointer}table form.act{margin:0}table form.act input[type=text]"
+	"{width:150px}";
 
 /* ---- small pure helpers ---- */
 
@@ -259,7 +261,7 @@ static void reply_html(struct hreq *h, int code, struct hbuf *b)
 	free(s);
 }
 
-static void reply_message(struct hreq *h, int code, const char *title, const char *msg)
+void web_message(struct hreq *h, int code, const char *title, const char *msg)
 {
 	struct hbuf b = { 0 };
 
@@ -273,7 +275,7 @@ static void reply_message(struct hreq *h, int code, const char *title, const cha
 	reply_html(h, code, &b);
 }
 
-static void redirect(struct hreq *h, const char *location)
+void web_redirect(struct hreq *h, const char *location)
 {
 	hreq_add_header(h, "Location", location);
 	hreq_add_header(h, "Cache-Control", "no-store");
@@ -292,7 +294,7 @@ static const char *owner_filter(const struct hreq *h)
 /* Runs page(h) for a caller with one of `roles`, checked by server/auth.c exactly as for the API:
  * the rung_token cookie is handed to auth_dispatch as the bearer token. Without a usable cookie
  * the browser is sent to the login form with the page to come back to. */
-static void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h))
+void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h))
 {
 	char *tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
 
@@ -313,7 +315,7 @@ static void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void
 			html_url(&loc, h->query);
 		}
 		next = html_take(&loc);
-		redirect(h, next);
+		web_redirect(h, next);
 		free(next);
 	}
 	free(tok);
@@ -331,12 +333,12 @@ static void on_page(PGresult *res, const char *err, void *arg)
 	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
 		log_warn("web page failed", "path=%s error=\"%s\"", h->path,
 			 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : err ? err : "?");
-		reply_message(h, 503, "Database unavailable", "The database could not answer; try again shortly.");
+		web_message(h, 503, "Database unavailable", "The database could not answer; try again shortly.");
 		goto out;
 	}
 	if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0) ||
 	    !(doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL))) {
-		reply_message(h, 404, "Not found", w->missing);
+		web_message(h, 404, "Not found", w->missing);
 		goto out;
 	}
 	page_open(&b, w->title);
@@ -370,7 +372,7 @@ static int state_param(struct hreq *h, const char *const *list, size_t n, char *
 	*out = NULL;
 	if (s && *s && !in_list(s, list, n)) {
 		free(s);
-		reply_message(h, 400, "Bad request", "unknown state filter");
+		web_message(h, 400, "Bad request", "unknown state filter");
 		return -1;
 	}
 	if (s && *s)
@@ -597,7 +599,6 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	int told_start = lower == 0; /* nothing to tell, or told */
 	size_t i;
 
-	(void)w;
 	html_printf(b, "<h1>Job %lld: ", (long long)json_integer_value(json_object_get(j, "id")));
 	html_esc(b, json_string_value(json_object_get(j, "name")));
 	html_add(b, " ");
@@ -652,6 +653,7 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_esc(b, next);
 		html_add(b, "</div>\n");
 	}
+	html_job_forms(b, w->h->who.role, j);
 	if (json_array_size(esc) > 0) {
 		html_add(b, "<h2>Escalations</h2><ul class=\"escalations\">");
 		json_array_foreach(esc, i, e) {
@@ -696,7 +698,7 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 static void job_page(struct hreq *h)
 {
 	if (http_parse_id(h->param[0]) < 0) {
-		reply_message(h, 404, "Not found", "no such job");
+		web_message(h, 404, "Not found", "no such job");
 		return;
 	}
 	const char *params[2] = { h->param[0], owner_filter(h) };
@@ -751,7 +753,6 @@ static void render_escalation(struct hbuf *b, const struct web_req *w, const jso
 {
 	long long job = json_integer_value(json_object_get(e, "job_id"));
 
-	(void)w;
 	html_printf(b, "<h1>Escalation %lld ", (long long)json_integer_value(json_object_get(e, "id")));
 	state_badge(b, json_string_value(json_object_get(e, "state")));
 	html_add(b, "</h1>\n<dl class=\"facts escalation\"><dt>trigger</dt><dd><code class=\"trigger\">");
@@ -769,7 +770,9 @@ static void render_escalation(struct hbuf *b, const struct web_req *w, const jso
 		dt(b, "note", json_object_get(e, "note"));
 	html_add(b, "</dl>\n<div class=\"next recommendation\"><strong>Recommendation:</strong> ");
 	esc_val(b, json_object_get(e, "recommendation"));
-	html_add(b, "</div>\n<h2>Report</h2>\n<article class=\"card report\">\n");
+	html_add(b, "</div>\n");
+	html_escalation_forms(b, w->h->who.role, e);
+	html_add(b, "<h2>Report</h2>\n<article class=\"card report\">\n");
 	if (json_is_string(json_object_get(e, "report_markdown")))
 		html_markdown(b, json_string_value(json_object_get(e, "report_markdown")));
 	else
@@ -780,7 +783,7 @@ static void render_escalation(struct hbuf *b, const struct web_req *w, const jso
 static void escalation_page(struct hreq *h)
 {
 	if (http_parse_id(h->param[0]) < 0) {
-		reply_message(h, 404, "Not found", "no such escalation");
+		web_message(h, 404, "Not found", "no such escalation");
 		return;
 	}
 	const char *params[2] = { h->param[0], owner_filter(h) };
@@ -789,19 +792,60 @@ static void escalation_page(struct hreq *h)
 
 /* ---- GPUs ---- */
 
+/* The workers: state (a drained one with who drained it and why), running attempts, last seen, and
+ * for staff the drain or resume form. */
+static void render_workers(struct hbuf *b, const struct web_req *w, const json_t *workers)
+{
+	const json_t *k;
+	size_t i;
+
+	html_add(b, "<h2>Workers</h2>\n");
+	if (json_array_size(workers) == 0) {
+		html_add(b, "<p class=\"muted\">No workers registered.</p>");
+		return;
+	}
+	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>state</th><th>GPUs</th>"
+		    "<th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
+	json_array_foreach(workers, i, k) {
+		const json_t *drain = json_object_get(k, "drain");
+		html_add(b, "<tr><td>");
+		esc_val(b, json_object_get(k, "name"));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(k, "host"));
+		html_add(b, "</td><td>");
+		state_badge(b, json_string_value(json_object_get(k, "state")));
+		html_printf(b, "</td><td>%zu</td><td>", json_array_size(json_object_get(k, "gpus")));
+		esc_val(b, json_object_get(k, "running_attempts"));
+		html_add(b, "</td><td>");
+		esc_time(b, json_object_get(k, "last_seen_at"));
+		html_add(b, "</td><td>");
+		if (json_is_object(drain)) {
+			html_add(b, "by ");
+			esc_val(b, json_object_get(drain, "by"));
+			if (json_is_string(json_object_get(drain, "note"))) {
+				html_add(b, ": ");
+				esc_val(b, json_object_get(drain, "note"));
+			}
+		}
+		html_add(b, "</td><td>");
+		html_worker_form(b, w->h->who.role, k);
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
 static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *doc)
 {
 	const json_t *gpus = json_object_get(doc, "gpus"), *g;
 	size_t i;
 
-	(void)w;
 	html_add(b, "<h1>GPUs</h1>\n");
 	if (json_array_size(gpus) == 0) {
 		html_add(b, "<p class=\"muted\">No GPUs registered.</p>");
 		return;
 	}
 	html_add(b, "<table class=\"gpus\"><thead><tr><th>GPU</th><th>name</th><th>worker</th><th>memory</th>"
-		    "<th>state</th><th>env faults</th><th>reason</th><th>running job</th><th>released</th></tr></thead>"
+		    "<th>state</th><th>env faults</th><th>reason</th><th>running job</th><th>released</th><th></th></tr></thead>"
 		    "<tbody>\n");
 	json_array_foreach(gpus, i, g) {
 		const json_t *job = json_object_get(g, "running_job");
@@ -827,9 +871,12 @@ static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *d
 			html_add(b, "<span class=\"muted\">-</span>");
 		html_add(b, "</td><td>");
 		esc_time(b, json_object_get(g, "released_at"));
+		html_add(b, "</td><td>");
+		html_gpu_form(b, w->h->who.role, g);
 		html_add(b, "</td></tr>\n");
 	}
 	html_add(b, "</tbody></table>\n");
+	render_workers(b, w, json_object_get(doc, "workers"));
 }
 
 static void gpus_page(struct hreq *h)
@@ -917,7 +964,7 @@ void web_login(struct hreq *h)
 	cookie = xasprintf(WEB_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d", token, WEB_COOKIE_MAX_AGE);
 	hreq_add_header(h, "Set-Cookie", cookie);
 	log_info("web login", "path=%s", h->path);
-	redirect(h, next && web_safe_next(next) ? next : "/ui/");
+	web_redirect(h, next && web_safe_next(next) ? next : "/ui/");
 out:
 	free(token);
 	free(next);
@@ -927,5 +974,5 @@ out:
 void web_logout(struct hreq *h)
 {
 	hreq_add_header(h, "Set-Cookie", WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
-	redirect(h, "/ui/login");
+	web_redirect(h, "/ui/login");
 }

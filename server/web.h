@@ -1,13 +1,18 @@
-/* rungd's read-only web pages for support and operators (/ui/...): the queue, a job with its
- * attempt timeline and memory charts, escalations with their rendered reports, the GPUs, and the
- * login form that keeps an API token in an HttpOnly cookie. Server-rendered HTML, no scripts, no
- * external assets. Data comes from sql/web_*.sql; the HTML pieces from html.c. */
+/* rungd's web pages for support and operators (/ui/...): the queue, a job with its attempt
+ * timeline and memory charts, escalations with their rendered reports, the GPUs and workers, and
+ * the login form that keeps an API token in an HttpOnly cookie. Server-rendered HTML, no scripts,
+ * no external assets. Data comes from sql/web_*.sql; the HTML pieces from html.c; the forms that
+ * change something (retry, cancel, ack, resolve, release, drain) from web_act.c. */
 #ifndef RUNG_WEB_H
 #define RUNG_WEB_H
 
 #include <stddef.h>
 
+#include "auth.h"
+
 struct hreq;
+
+#define WEB_COOKIE "rung_token" /* the cookie that carries the API token */
 
 /* Route handlers (server/http.c). Each answers exactly once with text/html (or a 303 redirect to
  * the login form when the request carries no usable token). */
@@ -19,6 +24,15 @@ void web_gpus(struct hreq *h);           /* GET /ui/gpus */
 void web_login_form(struct hreq *h);     /* GET /ui/login   ?next= */
 void web_login(struct hreq *h);          /* POST /ui/login   form token=&next= : sets the cookie, 303 */
 void web_logout(struct hreq *h);         /* POST /ui/logout : clears the cookie, 303 to the form */
+
+/* Runs page(h) for a caller with one of `roles` (and `scope` over param[0]), checked by auth.c as
+ * for the API with the rung_token cookie as the bearer token; without a usable cookie answers a 303
+ * to the login form that comes back here. */
+void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h));
+/* Answers `code` with a page titled `title` that says msg (escaped). */
+void web_message(struct hreq *h, int code, const char *title, const char *msg);
+/* Answers 303 to location (a local path). */
+void web_redirect(struct hreq *h, const char *location);
 
 /* Value of cookie `name` in a Cookie header (heap, caller frees), or NULL when absent. */
 char *web_cookie(const char *header, const char *name);

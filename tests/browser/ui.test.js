@@ -91,7 +91,29 @@ function check(cond, name, detail) {
     check(/quarantined/.test(gpuText) && /GPU-browser-dirty/.test(gpuText), 'the GPUs page shows the dirty GPU quarantined', gpuText);
     await page.screenshot({ path: path.join(out, 'gpus.png'), fullPage: true });
 
-    // 5. Logging out drops the cookie: the next page asks for the token again.
+    // 5. The forms: the quarantined GPU offers a release; support acknowledges the escalation from its
+    // page and drains, then resumes, a worker from the GPUs page (server/web_act.c).
+    check((await page.locator('table.gpus form.release button').count()) >= 1, 'the quarantined GPU offers a release button');
+    await page.goto(`${base}/ui/escalations/${escId}`);
+    await page.fill('form.ack input[name=note]', 'looking at the dirty GPU');
+    await Promise.all([page.waitForNavigation(), page.click('form.ack button')]);
+    check(new URL(page.url()).pathname === `/ui/escalations/${escId}`, 'acknowledging returns to the escalation page', page.url());
+    const acked = await page.textContent('h1');
+    check(/acknowledged/.test(acked), 'the escalation is acknowledged', acked);
+    check((await page.textContent('dl.escalation')).includes('looking at the dirty GPU'), 'with the note');
+    check((await page.locator('form.ack').count()) === 0 && (await page.locator('form.resolve').count()) === 1,
+      'now only resolve is offered');
+    await page.goto(`${base}/ui/gpus`);
+    await page.locator('table.workers form.drain input[name=note]').first().fill('kernel update');
+    await Promise.all([page.waitForNavigation(), page.locator('table.workers form.drain button').first().click()]);
+    const drained = await page.textContent('table.workers');
+    check(new URL(page.url()).pathname === '/ui/gpus' && /draining/.test(drained) && /kernel update/.test(drained),
+      'a worker drained from the GPUs page, with who and why', drained);
+    await page.screenshot({ path: path.join(out, 'workers.png'), fullPage: true });
+    await Promise.all([page.waitForNavigation(), page.locator('table.workers form.resume button').first().click()]);
+    check((await page.locator('table.workers form.resume').count()) === 0, 'and resumed');
+
+    // 6. Logging out drops the cookie: the next page asks for the token again.
     await Promise.all([page.waitForNavigation(), page.click('header button')]);
     await page.goto(`${base}/ui/gpus`);
     check(new URL(page.url()).pathname === '/ui/login', 'after logging out the pages ask for the token again', page.url());

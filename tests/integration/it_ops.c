@@ -943,6 +943,120 @@ static void test_drain(struct harness *h, const char *wid)
 	json_decref(extra);
 }
 
+/* ---- the web forms (server/web_act.c) ---- */
+
+/* POSTs form to path as the browser would, with the admin's cookie (cookie false: none) and an
+ * Origin (NULL: none). Returns the status; h->last_location holds a redirect's target. */
+static long web_post(struct harness *h, const char *path, const char *form, bool cookie, const char *origin)
+{
+	char *c = xasprintf("Cookie: rung_token=%s", h->admin_token), *o = origin ? xasprintf("Origin: %s", origin) : NULL;
+	const char *hdr[4];
+	const char *saved = h->auth_token;
+	int n = 0;
+	long st = 0;
+
+	if (cookie)
+		hdr[n++] = c;
+	if (o)
+		hdr[n++] = o;
+	hdr[n++] = "Content-Type: application/x-www-form-urlencoded";
+	hdr[n] = NULL;
+	h->auth_token = NULL; /* a browser sends the cookie, not a bearer token */
+	json_decref(h_request(h, "POST", path, form, strlen(form), hdr, &st));
+	h->auth_token = saved;
+	free(c);
+	free(o);
+	return st;
+}
+
+/* Support's day in the web UI: a failed job retried from its page (303 back to it, queued, the
+ * note in the event), then cancelled from it; a resolved escalation cannot be acknowledged (409);
+ * a worker drained and resumed from the GPUs page. A form posted from another site changes nothing
+ * (403), one without a cookie goes to the login form. */
+static void test_web_actions(struct harness *h, const char *wid, const json_t *oom)
+{
+	json_t *cfg = h_config("ops_web", 10), *extra = json_pack("{s:{s:i}}", "recovery", "max_attempts", 1);
+	json_t *job = h_submit(h, cfg, extra), *done = NULL, *r = NULL, *w = NULL;
+	char *id = h_id(job, "id"), *esc = NULL, *retry = NULL, *cancel = NULL, *ack = NULL, *drain = NULL, *resume = NULL;
+	char *back = NULL, *login = NULL, *origin = xasprintf("http://127.0.0.1:%d", h->port);
+	const char *p[1] = { id };
+	long st;
+
+	if (!h_ok(h, id != NULL, "web: job submitted (max_attempts 1)"))
+		goto out;
+	done = attempt_of(h, wid, id, oom);
+	esc = h_id(done, "escalation_id");
+	if (!h_ok(h, !strcmp(decided(done), "failed") && esc, "web: its OOM fails it with an escalation"))
+		goto out;
+	retry = xasprintf("/ui/jobs/%s/retry", id);
+	cancel = xasprintf("/ui/jobs/%s/cancel", id);
+	back = xasprintf("/ui/jobs/%s", id);
+	st = web_post(h, retry, "from=current&note=web+retry", true, "http://evil.example");
+	h_ok(h, st == 403, "web: a retry form posted from another site is refused (%ld)", st);
+	st = web_post(h, retry, "from=current", false, NULL);
+	login = xasprintf("/ui/login?next=%%2Fui%%2Fjobs%%2F%s", id);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, login),
+	     "web: without a cookie the form goes to the login, and back to the job page (%ld %s)", st,
+	     h->last_location ? h->last_location : "-");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND state = 'failed'", 1, p) == 1,
+	     "web: and neither changed the job");
+	st = web_post(h, retry, "from=bottom", true, origin);
+	h_ok(h, st == 400, "web: from=bottom is a 400 (%ld)", st);
+	st = web_post(h, retry, "from=current&note=web+retry", true, origin);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, back), "web: retried, 303 back to the job page (%ld %s)",
+	     st, h->last_location ? h->last_location : "-");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'retried' "
+			     "AND data->>'note' = 'web retry' AND data->>'by' = 'it-admin'", 1, p) == 1,
+	     "web: the job is queued again, the note and who in the event");
+	{
+		char *cookie = xasprintf("Cookie: rung_token=%s", h->admin_token);
+		const char *hdr[] = { cookie, NULL };
+		json_decref(h_request(h, "GET", back, NULL, 0, hdr, &st));
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "action=\"/ui/jobs/") &&
+			     strstr(h->last_body, "/cancel\"") && !strstr(h->last_body, "/retry\""),
+		     "web: the queued job's page offers cancel, not retry");
+		free(cookie);
+	}
+	st = web_post(h, cancel, "", true, origin);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND state = 'cancelled'", 1, p) == 1,
+	     "web: cancelled from its page (%ld)", st);
+	ack = xasprintf("/ui/escalations/%s/ack", esc);
+	st = web_post(h, ack, "note=looking", true, origin);
+	h_ok(h, st == 409, "web: the escalation the retry resolved cannot be acknowledged (%ld)", st);
+
+	drain = xasprintf("/ui/workers/%s/drain", wid);
+	resume = xasprintf("/ui/workers/%s/resume", wid);
+	st = web_post(h, drain, "note=from+the+page", true, origin);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/gpus"), "web: drain goes back to the GPUs page");
+	w = worker_entry(h, wid);
+	h_ok(h, w &&
+		     !strcmp(h_str(w, "state"), "draining") && !strcmp(h_str(json_object_get(w, "drain"), "note"), "from the page"),
+	     "web: a worker drained from the GPUs page, with the note (%ld)", st);
+	json_decref(w);
+	st = web_post(h, resume, "", true, origin);
+	w = worker_entry(h, wid);
+	h_ok(h, st == 303 && w && !strcmp(h_str(w, "state"), "online"), "web: and resumed (%ld)", st);
+	json_decref(w);
+	st = web_post(h, "/ui/workers/x/drain", "", true, origin);
+	h_ok(h, st == 404, "web: a worker id that is not one: 404 (%ld)", st);
+out:
+	free(origin);
+	free(login);
+	free(back);
+	free(retry);
+	free(cancel);
+	free(ack);
+	free(drain);
+	free(resume);
+	free(esc);
+	free(id);
+	json_decref(r);
+	json_decref(done);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -974,6 +1088,7 @@ int main(void)
 	test_retry(h, wid, oom);
 	test_drain(h, wid);
 	test_priority(h, wid);
+	test_web_actions(h, wid, oom);
 out:
 	json_decref(oom);
 	free(path);

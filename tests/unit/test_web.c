@@ -1,6 +1,7 @@
 /* Unit tests of the web pages' pure parts: HTML escaping, the Markdown subset of escalation
  * reports (report.c's own output included), the SVG memory chart from given facts, the start-lower
- * story of a job (issue 12), and the cookie / form / redirect helpers of the login. */
+ * story of a job (issue 12), the cookie / form / redirect helpers of the login, and which forms a
+ * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "../../recovery/report.h"
 #include "tap.h"
 #include "../../server/web.h"
+#include "../../server/web_act.h"
+#include "../../server/http.h"
 
 static char *esc(const char *s)
 {
@@ -310,6 +313,90 @@ static void test_helpers(void)
 	   !web_safe_next("/v1/jobs") && !web_safe_next(NULL), "no open redirect");
 }
 
+/* The forms a page shows depend on the caller's role and the object's state; a POST from another
+ * site is refused. */
+static void test_actions(void)
+{
+	struct hreq h;
+	struct hbuf b = { 0 };
+	json_t *failed = json_loads("{\"id\": 7, \"state\": \"failed\"}", 0, NULL);
+	json_t *queued = json_loads("{\"id\": 8, \"state\": \"queued\", \"cancel_requested\": false}", 0, NULL);
+	json_t *open = json_loads("{\"id\": 3, \"state\": \"open\"}", 0, NULL);
+	json_t *acked = json_loads("{\"id\": 3, \"state\": \"acknowledged\"}", 0, NULL);
+	json_t *gpu = json_loads("{\"uuid\": \"GPU-a/b\", \"state\": \"quarantined\"}", 0, NULL);
+	json_t *okgpu = json_loads("{\"uuid\": \"GPU-c\", \"state\": \"ok\"}", 0, NULL);
+	json_t *worker = json_loads("{\"id\": 4, \"state\": \"online\"}", 0, NULL);
+	json_t *drained = json_loads("{\"id\": 4, \"state\": \"draining\"}", 0, NULL);
+	char *s;
+
+	memset(&h, 0, sizeof h);
+	h.who.role = AUTH_SUPPORT;
+	html_job_forms(&b, h.who.role, failed);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "action=\"/ui/jobs/7/retry\"") && strstr(s, "name=\"from\"") && strstr(s, "value=\"target\"") &&
+	       !strstr(s, "cancel"), "support on a failed job: the retry form (from, note), no cancel");
+	free(s);
+	html_job_forms(&b, h.who.role, queued);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "support on a queued job: nothing (cancel is the owner's or an admin's)");
+	free(s);
+	h.who.role = AUTH_SUBMITTER;
+	html_job_forms(&b, h.who.role, queued);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "action=\"/ui/jobs/8/cancel\"") && !strstr(s, "retry"), "its owner on a queued job: cancel");
+	free(s);
+	json_object_set_new(queued, "cancel_requested", json_true());
+	html_job_forms(&b, h.who.role, queued);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "a cancel already asked: no second cancel form");
+	free(s);
+	html_escalation_forms(&b, h.who.role, open);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "a submitter gets no escalation forms");
+	free(s);
+	h.who.role = AUTH_ADMIN;
+	html_escalation_forms(&b, h.who.role, open);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "/ui/escalations/3/ack") && strstr(s, "/ui/escalations/3/resolve") && strstr(s, "name=\"note\""),
+	       "an open escalation: acknowledge and resolve, with notes");
+	free(s);
+	html_escalation_forms(&b, h.who.role, acked);
+	s = html_take(&b);
+	TAP_OK(s && !strstr(s, "/ack") && strstr(s, "/resolve"), "an acknowledged one: resolve only");
+	free(s);
+	html_gpu_form(&b, h.who.role, gpu);
+	html_gpu_form(&b, h.who.role, okgpu);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "action=\"/ui/gpus/GPU-a%2Fb/release\"") && !strstr(s, "GPU-c"),
+	       "a quarantined GPU: release (its uuid escaped in the path); an ok one: nothing");
+	free(s);
+	html_worker_form(&b, h.who.role, worker);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "/ui/workers/4/drain") && strstr(s, "name=\"note\""), "an online worker: drain, with a note");
+	free(s);
+	html_worker_form(&b, h.who.role, drained);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "/ui/workers/4/resume") && !strstr(s, "drain\""), "a drained one: resume");
+	free(s);
+
+	TAP_OK(web_act_same_site(NULL, NULL, "h:8080"), "same site: a POST without Origin or Sec-Fetch-Site (not a browser)");
+	TAP_OK(web_act_same_site("http://h:8080", "same-origin", "h:8080"), "same site: Origin is this host");
+	TAP_OK(web_act_same_site("https://H:8080", NULL, "h:8080"), "same site: https and another case");
+	TAP_OK(!web_act_same_site("http://evil.example", NULL, "h:8080"), "another Origin: refused");
+	TAP_OK(!web_act_same_site("http://h:8081", NULL, "h:8080"), "another port: refused");
+	TAP_OK(!web_act_same_site(NULL, "cross-site", "h:8080"), "Sec-Fetch-Site cross-site: refused");
+	TAP_OK(!web_act_same_site(NULL, "same-site", "h:8080"), "Sec-Fetch-Site same-site (a sibling host): refused");
+	TAP_OK(!web_act_same_site("null", NULL, "h:8080"), "Origin null: refused");
+	json_decref(failed);
+	json_decref(queued);
+	json_decref(open);
+	json_decref(acked);
+	json_decref(gpu);
+	json_decref(okgpu);
+	json_decref(worker);
+	json_decref(drained);
+}
+
 int main(void)
 {
 	test_escape();
@@ -318,5 +405,6 @@ int main(void)
 	test_chart();
 	test_start_lower();
 	test_helpers();
+	test_actions();
 	return TAP_DONE();
 }

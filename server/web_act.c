@@ -1,0 +1,321 @@
+/* The /ui forms that change something (web_act.h): each POST is checked for its site and its
+ * caller, runs its API route's statement (sql/job_retry.sql, job_cancel.sql, escalation_set.sql,
+ * gpu_release.sql, worker_drain.sql) and answers 303 back to its page (post/redirect/get), or a
+ * page that says why not. Owns the one request in flight per form; the forms' HTML is html.c's. */
+#include "web_act.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "app.h"
+#include "auth.h"
+#include "db.h"
+#include "html.h"
+#include "http.h"
+#include "lease.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+#include "web.h"
+
+#define ACT_FORM_MAX 8192 /* bytes of a form body: a note of HTTP_NOTE_MAX, URL-encoded, fits */
+
+/* An action: what the log and its refusals call it, and where the browser goes back to. */
+struct act {
+	const char *name;  /* "retry" */
+	const char *thing; /* "job": what a 404 names */
+	const char *back;  /* the page: "/ui/jobs/" followed by param[0], or "/ui/gpus" alone */
+	bool back_id;
+	bool announce;     /* something may run now: wake the waiters once it committed */
+};
+
+static const struct act act_retry = { "retry", "job", "/ui/jobs/", true, true };
+static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, false };
+static const struct act act_ack = { "acknowledge", "escalation", "/ui/escalations/", true, false };
+static const struct act act_resolve = { "resolve", "escalation", "/ui/escalations/", true, false };
+static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
+static const struct act act_drain = { "drain", "worker", "/ui/gpus", false, false };
+static const struct act act_resume = { "resume", "worker", "/ui/gpus", false, true };
+
+/* One form's statement between db_exec and its callback. */
+struct act_req {
+	struct hreq *h;
+	const struct act *act;
+};
+
+int web_act_same_site(const char *origin, const char *fetch_site, const char *host)
+{
+	if (fetch_site && strcmp(fetch_site, "same-origin") && strcmp(fetch_site, "none"))
+		return 0;
+	if (origin) {
+		const char *rest = !strncasecmp(origin, "http://", 7) ? origin + 7 : !strncasecmp(origin, "https://", 8) ? origin + 8
+																 : NULL;
+		if (!rest || !host || strcasecmp(rest, host))
+			return 0;
+	}
+	return 1;
+}
+
+/* The page to go back to (heap). */
+static char *back_path(const struct hreq *h, const struct act *a)
+{
+	struct hbuf b = { 0 };
+
+	html_add(&b, a->back);
+	if (a->back_id)
+		html_url(&b, h->param[0]);
+	return html_take(&b);
+}
+
+/* The value of `key` in the request's form (heap), or NULL. Sets *too_big when the body is over
+ * ACT_FORM_MAX. */
+static char *form_value(struct hreq *h, const char *key, bool *too_big)
+{
+	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
+	size_t len = in ? evbuffer_get_length(in) : 0;
+
+	*too_big = len > ACT_FORM_MAX;
+	if (len == 0 || *too_big)
+		return NULL;
+	return web_form_value((const char *)evbuffer_pullup(in, -1), len, key);
+}
+
+static void on_act(PGresult *res, const char *err, void *arg)
+{
+	struct act_req *r = arg;
+	struct hreq *h = r->h;
+	const struct act *a = r->act;
+	json_t *doc = NULL;
+	const char *status;
+	char *back = NULL, *msg = NULL;
+
+	free(r);
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
+		log_warn("web action failed", "action=%s path=%s error=\"%s\"", a->name, h->path,
+			 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : err ? err : "?");
+		web_message(h, 503, "Database unavailable", "The database could not answer; nothing was changed. Try again.");
+		return;
+	}
+	if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0) || !(doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL))) {
+		msg = xasprintf("no such %s: %s", a->thing, h->param[0]);
+		web_message(h, 404, "Not found", msg);
+		goto out;
+	}
+	status = json_string_value(json_object_get(doc, "status"));
+	if (status && !strcmp(status, "conflict")) {
+		const json_t *obj = json_object_get(doc, "job") ? json_object_get(doc, "job") : json_object_get(doc, "escalation");
+		msg = xasprintf("%s %s is %s: it cannot be %s now", a->thing, h->param[0],
+				json_string_value(json_object_get(obj, "state")) ?: "?",
+				!strcmp(a->name, "retry") ? "retried (only a failed or cancelled job can be)" : "changed that way");
+		web_message(h, 409, "Not possible", msg);
+		goto out;
+	}
+	log_info("web action", "action=%s %s=%s by=%s", a->name, a->thing, h->param[0], h->who.name[0] ? h->who.name : "?");
+	if (a->announce)
+		lease_announce(h->app->lease);
+	back = back_path(h, a);
+	web_redirect(h, back);
+out:
+	free(back);
+	free(msg);
+	json_decref(doc);
+}
+
+static void act_exec(struct hreq *h, const struct act *a, const char *sql, int n, const char *const *params)
+{
+	struct act_req *r = xcalloc(1, sizeof *r);
+
+	r->h = h;
+	r->act = a;
+	db_exec(h->app->db, sql, n, params, on_act, r);
+}
+
+/* The note of the form (heap, NULL when empty); answers 400 and returns -1 when it is too long. */
+static int form_note(struct hreq *h, char **note)
+{
+	bool too_big;
+
+	*note = form_value(h, "note", &too_big);
+	if (*note && !**note) {
+		free(*note);
+		*note = NULL;
+	}
+	if (too_big || (*note && strlen(*note) > HTTP_NOTE_MAX)) {
+		char *msg = xasprintf("the note must be at most %d bytes", HTTP_NOTE_MAX);
+		web_message(h, too_big ? 413 : 400, "Bad request", msg);
+		free(msg);
+		free(*note);
+		*note = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Checks the site, then the caller (web_gate: roles, scope over param[0]) before fn runs. */
+static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum auth_scope scope,
+		      void (*fn)(struct hreq *h))
+{
+	const char *host = hreq_header(h, "Host");
+	char *tok;
+
+	if (!web_act_same_site(hreq_header(h, "Origin"), hreq_header(h, "Sec-Fetch-Site"), host)) {
+		log_warn("web action refused", "action=%s path=%s origin=%s", a->name, h->path,
+			 hreq_header(h, "Origin") ?: "-");
+		web_message(h, 403, "Forbidden", "This form was sent from another site; nothing was changed.");
+		return;
+	}
+	tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
+	if (!tok) { /* to the login form and back to the page, not to this form's path */
+		struct hbuf loc = { 0 };
+		char *back = back_path(h, a), *next;
+		html_add(&loc, "/ui/login?next=");
+		html_url(&loc, back);
+		next = html_take(&loc);
+		web_redirect(h, next);
+		free(next);
+		free(back);
+		return;
+	}
+	free(tok);
+	web_gate(h, roles, scope, fn);
+}
+
+static void do_retry(struct hreq *h)
+{
+	bool too_big;
+	char *from = form_value(h, "from", &too_big), *note = NULL, by[AUTH_NAME_MAX + 32];
+
+	if (from && strcmp(from, "current") && strcmp(from, "target")) {
+		web_message(h, 400, "Bad request", "from must be current or target");
+		goto out;
+	}
+	if (form_note(h, &note) < 0)
+		goto out;
+	{
+		const char *params[4] = { h->param[0], from, note, hreq_by(h, by, sizeof by) };
+		act_exec(h, &act_retry, sql_job_retry, 4, params);
+	}
+out:
+	free(from);
+	free(note);
+}
+
+static void do_cancel(struct hreq *h)
+{
+	const char *params[1] = { h->param[0] };
+
+	act_exec(h, &act_cancel, sql_job_cancel, 1, params);
+}
+
+static void escalation_set(struct hreq *h, const struct act *a, const char *state)
+{
+	char *note = NULL;
+
+	if (form_note(h, &note) < 0)
+		return;
+	{
+		const char *params[3] = { h->param[0], state, note };
+		act_exec(h, a, sql_escalation_set, 3, params);
+	}
+	free(note);
+}
+
+static void do_ack(struct hreq *h)
+{
+	escalation_set(h, &act_ack, "acknowledged");
+}
+
+static void do_resolve(struct hreq *h)
+{
+	escalation_set(h, &act_resolve, "resolved");
+}
+
+static void do_release(struct hreq *h)
+{
+	const char *params[1] = { h->param[0] };
+
+	act_exec(h, &act_release, sql_gpu_release, 1, params);
+}
+
+static void worker_drain(struct hreq *h, const struct act *a, bool drain)
+{
+	char *note = NULL, by[AUTH_NAME_MAX + 32];
+
+	if (form_note(h, &note) < 0)
+		return;
+	{
+		const char *params[4] = { h->param[0], drain ? "true" : "false", note, hreq_by(h, by, sizeof by) };
+		act_exec(h, a, sql_worker_drain, 4, params);
+	}
+	free(note);
+}
+
+static void do_drain(struct hreq *h)
+{
+	worker_drain(h, &act_drain, true);
+}
+
+static void do_resume(struct hreq *h)
+{
+	worker_drain(h, &act_resume, false);
+}
+
+/* An id in a path segment: answered 404 here, before the statement casts it. */
+static bool id_ok(struct hreq *h, const char *thing)
+{
+	char *msg;
+
+	if (http_parse_id(h->param[0]) >= 0)
+		return true;
+	msg = xasprintf("no such %s: %s", thing, h->param[0]);
+	web_message(h, 404, "Not found", msg);
+	free(msg);
+	return false;
+}
+
+void web_act_job_retry(struct hreq *h)
+{
+	if (id_ok(h, "job"))
+		act_enter(h, &act_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_retry);
+}
+
+void web_act_job_cancel(struct hreq *h)
+{
+	if (id_ok(h, "job"))
+		act_enter(h, &act_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB, do_cancel);
+}
+
+void web_act_escalation_ack(struct hreq *h)
+{
+	if (id_ok(h, "escalation"))
+		act_enter(h, &act_ack, AUTH_STAFF, AUTH_SCOPE_NONE, do_ack);
+}
+
+void web_act_escalation_resolve(struct hreq *h)
+{
+	if (id_ok(h, "escalation"))
+		act_enter(h, &act_resolve, AUTH_STAFF, AUTH_SCOPE_NONE, do_resolve);
+}
+
+void web_act_gpu_release(struct hreq *h)
+{
+	act_enter(h, &act_release, AUTH_STAFF, AUTH_SCOPE_NONE, do_release);
+}
+
+void web_act_worker_drain(struct hreq *h)
+{
+	if (id_ok(h, "worker"))
+		act_enter(h, &act_drain, AUTH_STAFF, AUTH_SCOPE_NONE, do_drain);
+}
+
+void web_act_worker_resume(struct hreq *h)
+{
+	if (id_ok(h, "worker"))
+		act_enter(h, &act_resume, AUTH_STAFF, AUTH_SCOPE_NONE, do_resume);
+}
