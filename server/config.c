@@ -14,7 +14,7 @@
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_LEASE_SECONDS, O_HEARTBEAT_MS, O_REAP_INTERVAL_MS,
 	O_POLL_FALLBACK_MS, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS,
-	O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
+	O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
 	O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
 
@@ -46,7 +46,9 @@ static const struct options_desc opts[O_COUNT] = {
 	  "job submits per second per token (burst twice that; over it: 429)"),
 	S(O_ESCALATION_WEBHOOK, "escalation-webhook", "URL", NULL,
 	  "POST each new escalation here as JSON (none by default)"),
-	I(O_WEBHOOK_POLL_MS, "webhook-poll-ms", "1000", 10, 3600000, "how often undelivered escalations are looked for"),
+	S(O_JOB_WEBHOOK, "job-webhook", "URL", NULL,
+	  "POST each job that ends (succeeded, failed, cancelled) here as JSON (none by default; set it on every replica)"),
+	I(O_WEBHOOK_POLL_MS, "webhook-poll-ms", "1000", 10, 3600000, "how often undelivered webhooks are looked for"),
 	I(O_WEBHOOK_BACKOFF_MS, "webhook-backoff-ms", "1000", 1, 3600000,
 	  "first retry delay of a failed delivery, doubled per attempt"),
 	I(O_WEBHOOK_BACKOFF_MAX_MS, "webhook-backoff-max-ms", "300000", 1, 86400000, "retry delay ceiling"),
@@ -89,6 +91,7 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->database_url = dup_or_null(options_str(&o, O_DATABASE_URL));
 	c->config_file = dup_or_null(options_str(&o, O_CONFIG));
 	c->escalation_webhook = dup_or_null(options_str(&o, O_ESCALATION_WEBHOOK));
+	c->job_webhook = dup_or_null(options_str(&o, O_JOB_WEBHOOK));
 	c->no_migrate = options_bool(&o, O_NO_MIGRATE);
 	/* The table's ranges keep every value within int. */
 	c->lease_seconds = (int)options_int(&o, O_LEASE_SECONDS);
@@ -117,6 +120,7 @@ void config_release(struct config *c)
 	free(c->database_url);
 	free(c->config_file);
 	free(c->escalation_webhook);
+	free(c->job_webhook);
 	memset(c, 0, sizeof *c);
 }
 

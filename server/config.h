@@ -13,6 +13,7 @@ struct config {
 	char *database_url;         /* --database-url */
 	char *config_file;          /* --config: the file read, or NULL */
 	char *escalation_webhook;   /* --escalation-webhook URL, or NULL (no delivery) */
+	char *job_webhook;          /* --job-webhook URL, or NULL: no outbox row when a job ends */
 	bool no_migrate;            /* --no-migrate */
 	bool migrate_only;          /* the `migrate` subcommand */
 	int lease_seconds;          /* --lease-seconds */

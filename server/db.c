@@ -71,6 +71,7 @@ struct db_conn {
 struct db {
 	struct event_base *base;
 	char *conninfo;
+	char *options;           /* the sessions' settings (session_options) */
 	int size;
 	struct db_conn *conns;
 	struct db_conn lconn;    /* LISTEN connection, DB_CONN_OFF until db_listen */
@@ -355,15 +356,32 @@ static void conn_on_notice(void *arg, const char *msg)
 	log_debug("db notice", "conn=%s text=\"%s\"", conn_name(c), line);
 }
 
+/* The sessions' settings: rungd's own, then the caller's extra ones, then the conninfo's own
+ * `options`; the server applies them in order, so for a setting named twice the conninfo wins, and
+ * the others stay. JIT off: rungd's statements are short, and a cost estimate past
+ * jit_above_cost bought ~1 s of compiling for a statement that runs in 0.1 s (GET /metrics' counts
+ * at 9,000 jobs: 1.3 s with JIT, 0.12 s without; docs/PERFORMANCE.md, round 10). Heap. */
+static char *session_options(const char *conninfo, const char *extra)
+{
+	PQconninfoOption *opts = PQconninfoParse(conninfo, NULL), *o;
+	const char *theirs = NULL;
+	char *s;
+
+	for (o = opts; o && o->keyword; o++)
+		if (!strcmp(o->keyword, "options") && o->val && *o->val)
+			theirs = o->val;
+	s = xasprintf("-c jit=off%s%s%s%s", extra ? " " : "", extra ? extra : "", theirs ? " " : "", theirs ? theirs : "");
+	PQconninfoFree(opts);
+	return s;
+}
+
 static void conn_connect(struct db_conn *c)
 {
-	/* Our defaults first: the conninfo (expanded from dbname) may override them. JIT off: rungd's
-	 * statements are short, and a cost estimate past jit_above_cost bought ~1 s of compiling for a
-	 * statement that runs in 0.1 s (GET /metrics' counts at 9,000 jobs: 1.3 s with JIT, 0.12 s
-	 * without; docs/PERFORMANCE.md, round 10). */
+	/* Our defaults first: the conninfo (expanded from dbname) may override them, except options,
+	 * which come after it because they already hold the conninfo's own (session_options). */
 	static const char *const keys[] = { "application_name", "keepalives", "keepalives_idle",
-		"keepalives_interval", "keepalives_count", "tcp_user_timeout", "options", "dbname", NULL };
-	const char *vals[] = { "rungd", "1", "5", "2", "3", "10000", "-c jit=off", c->db->conninfo, NULL };
+		"keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", "options", NULL };
+	const char *vals[] = { "rungd", "1", "5", "2", "3", "10000", c->db->conninfo, c->db->options, NULL };
 
 	c->pg = PQconnectStartParams(keys, vals, 1);
 	if (!c->pg) {
@@ -714,6 +732,11 @@ static void conn_init(struct db *db, struct db_conn *c, bool listen)
 
 struct db *db_new(struct event_base *base, const char *conninfo, int size)
 {
+	return db_new_with(base, conninfo, size, NULL);
+}
+
+struct db *db_new_with(struct event_base *base, const char *conninfo, int size, const char *options)
+{
 	struct db *db;
 	int i;
 
@@ -722,6 +745,7 @@ struct db *db_new(struct event_base *base, const char *conninfo, int size)
 	db = xcalloc(1, sizeof *db);
 	db->base = base;
 	db->conninfo = xstrdup(conninfo);
+	db->options = session_options(conninfo, options);
 	db->size = size;
 	db->queue_timeout_ms = DB_QUEUE_TIMEOUT_MS;
 	db->kick = event_new(base, -1, 0, db_on_kick, db);
@@ -772,6 +796,7 @@ void db_free(struct db *db)
 	free(db->conns);
 	free(db->channel);
 	free(db->conninfo);
+	free(db->options);
 	free(db);
 }
 

@@ -19,8 +19,13 @@ struct db;
 typedef void (*db_cb)(PGresult *res, const char *err, void *arg);
 typedef void (*db_notify_cb)(const char *channel, const char *payload, void *arg);
 
-/* Opens `size` connections to `conninfo` in the background. Returns NULL only on bad arguments. */
+/* Opens `size` connections to `conninfo` in the background. Returns NULL only on bad arguments.
+ * Sessions run with JIT off and application_name rungd unless the conninfo says otherwise (its
+ * own options are kept, and win for a setting they name). */
 struct db *db_new(struct event_base *base, const char *conninfo, int size);
+/* db_new with extra session settings `options` ("-c name=value ...", copied; NULL: none), applied
+ * after rungd's defaults and before the conninfo's own options. */
+struct db *db_new_with(struct event_base *base, const char *conninfo, int size, const char *options);
 /* Closes every connection; pending callbacks (in flight and queued) are called with res NULL and
  * err "database closed" before it returns. Accepts NULL. Must not be called from inside a db_cb
  * or db_notify_cb of the same pool. */

@@ -198,15 +198,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	routes_setup(&app);
-	app.db = db_new(app.base, o.database_url, o.db_pool);
+	/* --job-webhook: the sessions ask the jobs_ended_webhook trigger for an outbox row per ending
+	 * (sql/functions/80_escalations.sql); without it an ending writes none */
+	app.db = db_new_with(app.base, o.database_url, o.db_pool, o.job_webhook ? "-c rung.job_webhook=on" : NULL);
 	if (!app.db)
 		goto out;
 	app.metrics = metrics_new(); /* first: lease and auth register their families in it */
 	app.memcache = memcache_new_db(app.db, app.metrics); /* before lease: its first-attempt check */
 	app.lease = lease_new(&app);
 	app.auth = auth_new(&app, o.submit_rate);
-	if (o.escalation_webhook) {
-		struct webhook_opts wo = { o.escalation_webhook, o.webhook_poll_ms, o.webhook_backoff_ms,
+	if (o.escalation_webhook || o.job_webhook) {
+		struct webhook_opts wo = { o.escalation_webhook, o.job_webhook, o.webhook_poll_ms, o.webhook_backoff_ms,
 					   o.webhook_backoff_max_ms, o.webhook_timeout_ms };
 		app.webhook = webhook_new(app.base, app.db, &wo);
 	}

@@ -1,4 +1,4 @@
-/* The escalation webhook loop (webhook.h). A poll timer claims due outbox rows in one statement;
+/* The webhook loop (webhook.h): escalations and, with --job-webhook, jobs that ended. A poll timer claims due outbox rows in one statement;
  * each row becomes one curl easy handle on a curl multi whose sockets and timeout are libevent
  * events (CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION, curl_multi_socket_action), so nothing
  * blocks the loop. Finished POSTs are marked delivered (2xx) or rescheduled with backoff. Owns the
@@ -25,7 +25,9 @@
 struct webhook {
 	struct event_base *base;
 	struct db *db;
-	char *url;
+	char *url;                /* escalations, or NULL */
+	char *job_url;            /* jobs that ended, or NULL */
+	char *kinds;              /* the outbox kinds this replica delivers, as a text[] literal */
 	int poll_ms, backoff_ms, backoff_max_ms, timeout_ms;
 	CURLM *multi;
 	struct curl_slist *headers;
@@ -225,7 +227,7 @@ static size_t discard(char *ptr, size_t size, size_t n, void *arg)
 	return size * n;
 }
 
-static void delivery_start(struct webhook *w, long long id, int attempt, const char *payload)
+static void delivery_start(struct webhook *w, long long id, int attempt, const char *payload, const char *kind)
 {
 	struct delivery *d = xcalloc(1, sizeof *d);
 	json_t *doc = json_loads(payload, 0, NULL);
@@ -250,7 +252,7 @@ static void delivery_start(struct webhook *w, long long id, int attempt, const c
 		free(d);
 		return;
 	}
-	curl_easy_setopt(d->easy, CURLOPT_URL, w->url);
+	curl_easy_setopt(d->easy, CURLOPT_URL, !strcmp(kind, "job") ? w->job_url : w->url);
 	curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, w->headers);
 	curl_easy_setopt(d->easy, CURLOPT_POSTFIELDS, d->body);
 	curl_easy_setopt(d->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(d->body));
@@ -286,14 +288,14 @@ static void on_claimed(PGresult *res, const char *err, void *arg)
 	}
 	for (int i = 0; i < PQntuples(res); i++)
 		delivery_start(w, strtoll(PQgetvalue(res, i, 0), NULL, 10), atoi(PQgetvalue(res, i, 1)),
-			       PQgetvalue(res, i, 2));
+			       PQgetvalue(res, i, 2), PQgetvalue(res, i, 3));
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct webhook *w = arg;
 	char batch[16], claim_s[16];
-	const char *params[2] = { batch, claim_s };
+	const char *params[3] = { batch, claim_s, w->kinds };
 
 	(void)fd;
 	(void)what;
@@ -303,7 +305,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	/* the claim outlives one POST: no other replica sends the row meanwhile */
 	snprintf(claim_s, sizeof claim_s, "%d", w->timeout_ms / 1000 + 5);
 	w->claiming = true;
-	db_exec(w->db, sql_webhook_claim, 2, params, on_claimed, w);
+	db_exec(w->db, sql_webhook_claim, 3, params, on_claimed, w);
 }
 
 struct webhook *webhook_new(struct event_base *base, struct db *db, const struct webhook_opts *o)
@@ -311,21 +313,25 @@ struct webhook *webhook_new(struct event_base *base, struct db *db, const struct
 	struct webhook *w = NULL;
 	struct timeval every = { o->poll_ms / 1000, (o->poll_ms % 1000) * 1000 };
 
+	if (!o->url && !o->job_url)
+		return NULL;
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-		log_error("webhook: curl_global_init failed", "url=%s", o->url);
+		log_error("webhook: curl_global_init failed", "url=%s", o->url ? o->url : o->job_url);
 		return NULL;
 	}
 	w = xcalloc(1, sizeof *w);
 	w->base = base;
 	w->db = db;
-	w->url = xstrdup(o->url);
+	w->url = o->url ? xstrdup(o->url) : NULL;
+	w->job_url = o->job_url ? xstrdup(o->job_url) : NULL;
+	w->kinds = xasprintf("{%s%s%s}", o->url ? "escalation" : "", o->url && o->job_url ? "," : "", o->job_url ? "job" : "");
 	w->poll_ms = o->poll_ms;
 	w->backoff_ms = o->backoff_ms;
 	w->backoff_max_ms = o->backoff_max_ms;
 	w->timeout_ms = o->timeout_ms;
 	w->multi = curl_multi_init();
 	if (!w->multi) {
-		log_error("webhook: curl_multi_init failed", "url=%s", o->url);
+		log_error("webhook: curl_multi_init failed", "url=%s", o->url ? o->url : o->job_url);
 		webhook_free(w);
 		return NULL;
 	}
@@ -338,8 +344,9 @@ struct webhook *webhook_new(struct event_base *base, struct db *db, const struct
 	w->curl_timer = evtimer_new(base, on_curl_timer_event, w);
 	w->tick = event_new(base, -1, EV_PERSIST, on_tick, w);
 	event_add(w->tick, &every);
-	log_info("webhook on", "url=%s poll_ms=%d backoff_ms=%d backoff_max_ms=%d timeout_ms=%d", w->url, w->poll_ms,
-		 w->backoff_ms, w->backoff_max_ms, w->timeout_ms);
+	log_info("webhook on", "url=%s job_url=%s poll_ms=%d backoff_ms=%d backoff_max_ms=%d timeout_ms=%d",
+		 w->url ? w->url : "-", w->job_url ? w->job_url : "-", w->poll_ms, w->backoff_ms, w->backoff_max_ms,
+		 w->timeout_ms);
 	return w;
 }
 
@@ -363,6 +370,8 @@ void webhook_free(struct webhook *w)
 		event_free(w->curl_timer);
 	curl_slist_free_all(w->headers);
 	free(w->url);
+	free(w->job_url);
+	free(w->kinds);
 	free(w);
 	curl_global_cleanup();
 }

@@ -1,7 +1,8 @@
-/* Escalation webhook delivery for rungd: a loop on the libevent base that claims due rows of
- * webhook_outbox (filled by a trigger in the transaction that opens an escalation, migration
- * 003), POSTs each payload with libcurl's multi interface driven by libevent, marks 2xx answers
- * delivered and reschedules the rest with exponential backoff. Delivery is at-least-once. */
+/* Webhook delivery for rungd: a loop on the libevent base that claims due rows of webhook_outbox
+ * (filled by triggers in the transaction that opens an escalation, migration 003, or that ends a
+ * job, migration 018), POSTs each payload to its kind's URL with libcurl's multi interface driven
+ * by libevent, marks 2xx answers delivered and reschedules the rest with exponential backoff.
+ * Delivery is at-least-once. */
 #ifndef RUNG_WEBHOOK_H
 #define RUNG_WEBHOOK_H
 
@@ -12,7 +13,8 @@ struct event_base;
 struct webhook;
 
 struct webhook_opts {
-	const char *url;    /* where to POST (copied) */
+	const char *url;     /* where escalations are POSTed (copied), or NULL */
+	const char *job_url; /* where jobs that ended are POSTed (copied), or NULL */
 	int poll_ms;        /* how often due rows are looked for */
 	int backoff_ms;     /* delay after the first failed try */
 	int backoff_max_ms; /* delay ceiling */
@@ -20,7 +22,8 @@ struct webhook_opts {
 };
 
 /* Starts the loop on base with the pool db (both borrowed, must outlive it; free the webhook
- * before the pool). Returns NULL when libcurl cannot be set up (logged). */
+ * before the pool); it claims only the kinds it has a URL for. Returns NULL when neither URL is
+ * given or libcurl cannot be set up (logged). */
 struct webhook *webhook_new(struct event_base *base, struct db *db, const struct webhook_opts *o);
 /* Stops the loop and drops POSTs in flight (their rows are claimed until the claim deadline and
  * then sent again). Accepts NULL. Must not be called from inside a db callback. */

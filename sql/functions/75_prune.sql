@@ -59,6 +59,7 @@ BEGIN
   SELECT c.kind, c.label1, c.label2, c.n FROM c WHERE c.n <> 0
   ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + excluded.n;
   DELETE FROM webhook_outbox w USING escalations e WHERE w.escalation_id = e.id AND e.job_id = ANY (ids);
+  DELETE FROM webhook_outbox WHERE job_id = ANY (ids); -- the job webhook's rows (migration 018)
   DELETE FROM escalations WHERE job_id = ANY (ids);
   DELETE FROM event_log WHERE job_id = ANY (ids);
   DELETE FROM attempts WHERE job_id = ANY (ids);

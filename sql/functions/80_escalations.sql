@@ -1,5 +1,6 @@
 -- Escalations: their transitions, and the webhook outbox row (migrations/003) that a trigger
--- writes in the same transaction that opens one, so no escalation is ever without its notification.
+-- writes in the same transaction that opens one, so no escalation is ever without its notification;
+-- and the job webhook's row (migration 018), written the same way when a job ends.
 
 -- Escalation transitions: open -> acknowledged -> resolved (open -> resolved too). Repeating a
 -- transition is a no-op. Returns {"status": "ok"|"conflict", "escalation"} or NULL when missing.
@@ -38,3 +39,25 @@ END $$;
 
 CREATE OR REPLACE TRIGGER escalations_webhook AFTER INSERT ON escalations
 FOR EACH ROW EXECUTE FUNCTION rung_webhook_enqueue();
+
+-- The outbox row of a job that ended (--job-webhook, migration 018): its state, the result's summary
+-- and where to read more. Only for sessions that set rung.job_webhook (rungd with --job-webhook): the
+-- trigger's WHEN reads the setting, so without it an ending costs no call and writes nothing.
+CREATE OR REPLACE FUNCTION rung_job_webhook_enqueue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO webhook_outbox (kind, job_id, payload)
+  VALUES ('job', NEW.id, jsonb_build_object(
+    'event', 'job.' || NEW.state,
+    'job_id', NEW.id, 'name', NEW.name, 'owner', NEW.owner, 'kind', NEW.kind, 'state', NEW.state,
+    'attempts', NEW.attempts_count,
+    'summary', coalesce(NEW.result->>'summary', NEW.result->>'reason'),
+    'class', NEW.result->>'class',
+    'job', '/v1/jobs/' || NEW.id, 'ui', '/ui/jobs/' || NEW.id,
+    'finished_at', NEW.finished_at));
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER jobs_ended_webhook AFTER UPDATE OF state ON jobs
+FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('succeeded', 'failed', 'cancelled')
+                   AND current_setting('rung.job_webhook', true) = 'on')
+EXECUTE FUNCTION rung_job_webhook_enqueue();

@@ -32,6 +32,8 @@ static const char sql_isnull[] = "SELECT $1::text IS NULL";
 static const char sql_sleep[] = "SELECT pg_sleep($1::float8)";
 static const char sql_one[] = "SELECT 1 AS one";
 static const char sql_session[] = "SELECT current_setting('jit'), current_setting('application_name')";
+static const char sql_session2[] = "SELECT current_setting('jit') || ':' || current_setting('statement_timeout') || ':' || "
+				   "coalesce(current_setting('rung.job_webhook', true), '-'), current_setting('application_name')";
 
 static struct event_base *base;
 static bool in_exec;
@@ -305,7 +307,7 @@ static void test_prepared_reuse(void)
 }
 
 /* A session's defaults (db.c conn_connect): JIT off and application_name rungd, unless the
- * conninfo says otherwise (its own options win). */
+ * conninfo says otherwise (its own options win for what they name, and are merged). */
 static void test_session_defaults(void)
 {
 	static struct call c;
@@ -322,6 +324,19 @@ static void test_session_defaults(void)
 		TAP_STR_EQ(c.v0, k ? "on" : "off", k ? "the conninfo's options win over rungd's jit=off" :
 						       "rungd's sessions run without JIT");
 		TAP_STR_EQ(c.v1, "rungd", "application_name rungd");
+		db_free(one);
+	}
+	/* the conninfo's options are merged, not swapped for rungd's: a setting they do not name keeps
+	 * rungd's value, and the caller's extra settings (db_new_with) come through */
+	{
+		static struct call c2;
+		snprintf(url, sizeof url, "%s%soptions=-c%%20statement_timeout%%3D1234", pg_url, strchr(pg_url, '?') ? "&" : "?");
+		one = db_new_with(base, url, 1, "-c rung.job_webhook=on");
+		cur = one;
+		TAP_OK(WAIT_FOR(cur_up(), 10000), "pool up (conninfo options and extra settings)");
+		exec1(one, sql_session2, NULL, &c2);
+		TAP_OK(WAIT_FOR(c2.n == 1, 10000), "session settings read");
+		TAP_STR_EQ(c2.v0, "off:1234ms:on", "JIT still off beside the conninfo's statement_timeout, and the extra setting on");
 		db_free(one);
 	}
 }
