@@ -576,6 +576,7 @@ static void test_retry(struct harness *h, const char *wid, const json_t *oom)
 	     st);
 	json_decref(r);
 
+	json_decref(done); /* attempt 2's */
 	done = attempt_of(h, wid, id, oom);
 	h_ok(h, !strcmp(decided(done), "queued") && *h_str(json_object_get(done, "decision"), "rung"),
 	     "attempt 3's OOM: the next rung, the budget counts from the retry (%s, %s)", decided(done),
