@@ -1,5 +1,5 @@
-/* The failure classes of guide sections 1, 2 and 5 as an ordered rule table: cancelled, success,
- * env_fault (busy GPU), not_oom, host_oom, env_fault (four ways), oom_train_early (phase unknown),
+/* The failure classes of guide sections 1, 2 and 5 as an ordered rule table: cancelled, env_fault
+ * (a stalled trainer), success, env_fault (busy GPU), not_oom, host_oom, env_fault (four ways), oom_train_early (phase unknown),
  * oom_load, oom_sample, oom_train_early, oom_train_intermittent. First match wins; each rule writes
  * its own evidence. Owns no state. */
 #include "classify.h"
@@ -82,6 +82,21 @@ static bool m_cancelled(const struct view *v, json_t *e)
 	if (!jpath_bool(v->in->facts, "cancelled", 0))
 		return false;
 	ev(e, "the attempt was cancelled on request");
+	return true;
+}
+
+/* The worker killed a trainer that printed nothing for its --stall-timeout-s (FACTS.stalled_s): a
+ * hang (a collective that never returns, a deadlocked data loader, a GPU that stopped answering),
+ * not memory; re-run on a clean GPU like any environment fault, and a GPU that hangs again is
+ * quarantined. */
+static bool m_stalled(const struct view *v, json_t *e)
+{
+	long long s = jpath_int(v->in->facts, "stalled_s", 0);
+
+	if (s <= 0)
+		return false;
+	ev(e, "the trainer printed nothing for %lld s and the worker killed it (--stall-timeout-s)", s);
+	ev(e, "a hang, not an out-of-memory error: the same config runs again on a clean GPU");
 	return true;
 }
 
@@ -321,6 +336,7 @@ static const struct rule {
 	bool (*matches)(const struct view *v, json_t *evidence);
 } RULES[] = {
 	{ "cancelled", "cancel_requested", "DESIGN states", m_cancelled },
+	{ "env_fault", "trainer_stalled", "guide 5 (a hang)", m_stalled },
 	{ "success", "exit_zero", "guide 7", m_success },
 	{ "env_fault", "gpu_busy_or_unavailable", "guide 5", m_gpu_busy },
 	{ "not_oom", "no_gpu_memory_signature", "guide 1", m_not_oom },

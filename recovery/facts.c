@@ -34,7 +34,7 @@ static const struct facts_key {
 	{ "oom", FK_OOM_OR_NULL },           { "error", FK_STR_OR_NULL },
 	{ "gpu_before", FK_GPU_OR_NULL },    { "gpu_after", FK_GPU_OR_NULL },
 	{ "duration_ms", FK_COUNT },         { "log_tail", FK_LINES_OR_NULL },
-	{ "peak", FK_PEAK_OR_NULL },
+	{ "peak", FK_PEAK_OR_NULL },         { "stalled_s", FK_COUNT_OR_NULL },
 };
 
 static const char *const facts_phases[] = { "start", "load", "baseline_sample", "train", "sample", "save", "done" };

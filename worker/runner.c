@@ -35,6 +35,7 @@ struct runner {
 	int exit_code;      /* -1 when signalled */
 	int sig;
 	char *error;        /* exec/setup failure, heap */
+	int64_t output_at;  /* monotonic ms of the last output read, or of the start */
 };
 
 /* The executable for NAME: NAME itself when it holds a '/', else the first PATH match (heap);
@@ -119,6 +120,8 @@ static void child_exec(const struct runner_spec *spec, const char *exe, char **e
 struct runner *runner_start(const struct runner_spec *spec, struct scan *scan)
 {
 	struct runner *r = xcalloc(1, sizeof *r);
+
+	r->output_at = util_mono_ms();
 	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, nullfd = -1, child_errno = 0;
 	char *exe = NULL, **env = NULL;
 	ssize_t n;
@@ -213,6 +216,7 @@ static void runner_drain(struct runner *r, int64_t until)
 	while (r->out_fd >= 0 && util_mono_ms() < until) {
 		ssize_t n = read(r->out_fd, buf, sizeof buf);
 		if (n > 0) {
+			r->output_at = util_mono_ms();
 			scan_feed(r->scan, buf, (size_t)n);
 			runner_log(r, buf, (size_t)n);
 			continue;
@@ -293,4 +297,9 @@ void runner_free(struct runner *r)
 		close(r->log_fd);
 	free(r->error);
 	free(r);
+}
+
+int64_t runner_silent_ms(const struct runner *r)
+{
+	return util_mono_ms() - r->output_at;
 }

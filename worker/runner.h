@@ -6,6 +6,7 @@
 #define RUNG_WORKER_RUNNER_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "scan.h"
@@ -39,6 +40,9 @@ enum runner_state runner_poll(struct runner *r, int timeout_ms);
 void runner_kill(struct runner *r, int sig);
 
 pid_t runner_pid(const struct runner *r);
+/* Milliseconds since the child last wrote anything (or since it started): a trainer that prints
+ * nothing for long is hung (the worker's --stall-timeout-s). */
+int64_t runner_silent_ms(const struct runner *r);
 /* After RUNNER_EXITED: the exit status (-1 when killed by a signal), the signal (0 when it
  * exited), and the exec/setup error message (NULL when it ran). Borrowed. */
 int runner_exit_code(const struct runner *r);

@@ -340,6 +340,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	int64_t started = util_mono_ms(), next_hb, next_sample, kill_at = 0;
 	struct gpu_peak pk;
 	bool cancelled = false, drain_sent = false, dropped = false;
+	long long stalled_s = 0; /* killed after this long without output (0: not stalled) */
 	enum slot_state state = SLOT_RUNNING;
 
 	if (!aid || !jid || !token || !json_is_object(config)) {
@@ -414,6 +415,15 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			if (!kill_at)
 				kill_at = now + w->o.cancel_grace_ms;
 		}
+		if (w->o.stall_timeout_s > 0 && !stalled_s && !cancelled &&
+		    runner_silent_ms(r) >= (int64_t)w->o.stall_timeout_s * 1000) {
+			/* hung (a collective that never returns, a deadlocked data loader, a GPU that stopped
+			 * answering): nothing to save, so no SIGINT; the finish reports it (FACTS.stalled_s) */
+			stalled_s = (long long)(runner_silent_ms(r) / 1000);
+			log_warn("trainer silent, killed as stalled", "attempt=%s job=%s gpu=%s silent_s=%lld phase=%s step=%lld",
+				 aid, jid, s->gpu.uuid, stalled_s, scan_phase_name(scan_phase(sc)), (long long)scan_step(sc));
+			runner_kill(r, SIGKILL);
+		}
 		if (kill_at && now >= kill_at) {
 			log_warn("trainer ignored SIGINT, killing", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
 			runner_kill(r, SIGKILL);
@@ -435,6 +445,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	if (!r || runner_error(r))
 		json_object_set_new(facts, "error", json_string(r ? runner_error(r) : err));
 	json_object_set_new(facts, "cancelled", json_boolean(cancelled));
+	if (stalled_s)
+		json_object_set_new(facts, "stalled_s", json_integer(stalled_s));
 	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
 	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());
 	json_object_set_new(facts, "duration_ms", json_integer(util_mono_ms() - started));

@@ -21,6 +21,7 @@ struct worker_opts {
 	long health_timeout_ms;   /* health command time limit; 0: 60000 */
 	long health_max_used_mib; /* built-in check: memory.used limit; 0: 1024 */
 	long memory_sample_ms;    /* between memory.used readings for FACTS.peak while a trainer runs; 0: 1000 */
+	long stall_timeout_s;     /* a trainer that prints nothing this long is killed as stalled; 0: never */
 };
 
 #define WORKER_MEMORY_SAMPLE_MS_DEFAULT 1000

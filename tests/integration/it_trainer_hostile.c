@@ -2,7 +2,9 @@
  * trainer; the job name picks the behaviour: multi-MB lines, no newline at all, binary garbage,
  * a 400 MB flood with no pause, closed stdout/stderr, a grandchild holding the pipe, SIGINT ignored on cancel. Each attempt must
  * end cleanly (facts stored, log_tail capped), the worker must heartbeat through the flood with a
- * bounded RSS, lease the next job, and leave no process of the trainer's group behind. */
+ * bounded RSS, lease the next job, and leave no process of the trainer's group behind. A trainer
+ * that goes silent (a hang) is killed by a worker with --stall-timeout-s and reported as stalled:
+ * env_fault, rule trainer_stalled. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ static const char script_fmt[] =
 	"hostile-grandchild) sh -c 'echo $$ > \"$0/grandchild.pid\"; exec sleep 300' \"$dir\" & "
 	"while [ ! -s \"$dir/grandchild.pid\" ]; do sleep 0.05; done; echo parent leaves ;;\n"
 	"hostile-noint) trap '' INT; echo started; while :; do sleep 0.1; done ;;\n"
+	"hostile-hang) echo started; exec sleep 300 ;;\n"
 	"*) exec '%s/bin/sim/rung-sim-trainer' \"$1\" ;;\n"
 	"esac\n"
 	"exit 0\n";
@@ -224,6 +227,39 @@ int main(void)
 	json_decref(job);
 	json_decref(cfg);
 	free(id);
+
+	/* a hung trainer: one line, then silence; a worker with --stall-timeout-s 2 kills it */
+	h_ok(h, h_worker_stop(h, w, SIGTERM) == 0, "the first worker stopped");
+	{
+		const char *sargs[] = { "--trainer-cmd", cmd, "--stall-timeout-s", "2", NULL };
+		struct h_worker_opts so = { .args = sargs };
+		json_t *hcfg = h_config("hostile-hang", 10), *hextra = json_pack("{s:{s:i}}", "recovery", "max_attempts", 1);
+		json_t *hjob = NULL, *ended = NULL;
+		char *hid = NULL;
+		struct h_worker *ws = h_worker_start(h, "wstall", &so);
+
+		if (h_ok(h, ws != NULL, "a worker with --stall-timeout-s 2 starts")) {
+			hjob = h_submit(h, hcfg, hextra);
+			hid = h_id(hjob, "id");
+			ended = hid ? h_wait_job(h, hid, "failed", 30000 * h_slow()) : NULL;
+			h_ok(h, ended != NULL, "hostile-hang: the silent trainer's attempt ended and the job (max_attempts 1) failed");
+			if (hid) {
+				const char *p[] = { hid };
+				h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND class = 'env_fault' "
+						     "AND rule = 'trainer_stalled' AND (facts->>'stalled_s')::int >= 2 "
+						     "AND (facts->>'signal')::int = 9", 1, p) == 1,
+				     "hostile-hang: killed after 2 s of silence, reported as stalled: env_fault, trainer_stalled");
+			}
+			pid_t hung = read_pid(h->tmp, "hostile-hang");
+			h_ok(h, hung > 0 && pid_gone(hung), "hostile-hang: the hung trainer (%d) is gone", (int)hung);
+			h_ok(h, h_proc_alive(&ws->proc), "hostile-hang: the worker is still running");
+		}
+		json_decref(ended);
+		json_decref(hjob);
+		json_decref(hcfg);
+		json_decref(hextra);
+		free(hid);
+	}
 out:
 	free(cmd);
 	free(text);

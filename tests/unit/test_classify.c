@@ -40,6 +40,18 @@ int main(void)
 	TAP_STR_EQ(CLS(f, cfg, 0), "cancelled/cancel_requested", "cancelled on request wins over everything");
 	json_decref(f);
 
+	/* a stalled trainer (the worker's --stall-timeout-s): killed by SIGKILL, yet neither the host's OOM
+	 * killer nor the config: a hang, so env_fault */
+	f = fx_json("{\"exit_code\": null, \"signal\": 9, \"phase\": \"train\", \"signatures\": {}, \"stalled_s\": 1801, "
+		    "\"first_step\": 1, \"last_step\": 40}");
+	TAP_STR_EQ(CLS(f, cfg, 0), "env_fault/trainer_stalled", "a hang: killed after 1801 s of silence is env_fault, not host_oom");
+	r = policy_classify(f, cfg);
+	TAP_OK(strstr(jpath_str(r, "evidence[0]", ""), "nothing for 1801 s") != NULL, "the evidence says how long it was silent");
+	json_decref(r);
+	jpath_set(f, "stalled_s", json_integer(0));
+	TAP_STR_EQ(CLS(f, cfg, 0), "host_oom/host_oom_killer", "near miss: SIGKILL without stalled_s is the host's OOM killer");
+	json_decref(f);
+
 	/* not_oom: guide 1 (only GPU-memory signatures walk the ladder) */
 	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"oom_phase\": null, \"signatures\": {\"nan_loss\": 1, "
 		    "\"error_running_job\": 1}, \"oom\": null, \"error\": \"loss is nan\", \"first_step\": 1, \"last_step\": 40}");

@@ -167,6 +167,26 @@ static void env_fault(void)
 	json_decref(cons);
 }
 
+/* A trainer the worker killed as stalled (FACTS.stalled_s): re-run unchanged on a clean GPU, the GPU
+ * suspect; a second hang on it quarantines it (quarantine_after 2). */
+static void stalled(void)
+{
+	json_t *facts = fx_json("{\"exit_code\": null, \"signal\": 9, \"phase\": \"train\", \"signatures\": {}, "
+				"\"stalled_s\": 1800, \"first_step\": 1, \"last_step\": 40, \"duration_ms\": 2000000}");
+	json_t *ctx = fx_ctx(flux, flux, json_incref(facts), 1, 24564), *d = run(ctx);
+
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "stalled: re-run on a clean GPU");
+	TAP_OK(json_equal(json_object_get(d, "next_config"), flux), "stalled: unchanged, never a rung");
+	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "stalled: the GPU is suspect");
+	TAP_STR_EQ(S(d, "constraints.exclude_gpus[0]"), "GPU-1", "stalled: and excluded for this job");
+	json_decref(d);
+	ctx = fx_ctx(flux, flux, facts, 2, 24564);
+	jpath_set(ctx, "gpu.env_faults_in_window", json_integer(1));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "gpu.mark"), "quarantine", "stalled again on the same GPU: quarantined");
+	json_decref(d);
+}
+
 static void host_and_not_oom(void)
 {
 	json_t *ctx, *d;
@@ -898,6 +918,7 @@ int main(void)
 	host_and_not_oom();
 	budgets();
 	budgets_after_retry();
+	stalled();
 	scale_up_flow();
 	broken_gpu();
 	issue_configs();
