@@ -24,7 +24,7 @@ const struct cli_cmd cli_cmds[] = {
 	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
 		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
 		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"
-		"(kept in the event; it resolves the job's open escalations).", cmd_retry },
+		"(kept in the event; it resolves the job's own open escalations, not those about a GPU or host).", cmd_retry },
 	{ "priority", "priority JOB PRIORITY", "Changes a queued or running job's priority (lower runs first; a running\n"
 		"job's counts when it is queued again).", cmd_priority },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"

@@ -93,7 +93,7 @@ static bool m_stalled(const struct view *v, json_t *e)
 {
 	long long s = jpath_int(v->in->facts, "stalled_s", 0);
 
-	if (s <= 0)
+	if (s <= 0 || signal_no(v) != 9) /* not killed after all: it ended by itself meanwhile */
 		return false;
 	ev(e, "the trainer printed nothing for %lld s and the worker killed it (--stall-timeout-s)", s);
 	ev(e, "a hang, not an out-of-memory error: the same config runs again on a clean GPU");

@@ -669,11 +669,23 @@ static void on_host_oom(const struct pctx *p, struct dec *d)
 	requeue(p, d, "retry_clean");
 }
 
-/* Guide 5: the GPU or worker, not the config: re-run on a clean one, mark the GPU, escalate a regression. */
+/* A stalled trainer (rule trainer_stalled) whose GPU nvidia-smi showed with no process left after
+ * the kill: the hang was the trainer's (a deadlocked data loader, a collective), not the GPU's. */
+static bool stalled_clean(const struct pctx *p, const struct dec *d)
+{
+	const json_t *after = json_object_get(p->facts, "gpu_after"), *procs = json_object_get(after, "processes");
+
+	return !strcmp(jpath_str(d->cls, "rule", ""), "trainer_stalled") && json_is_object(after) && json_is_array(procs) &&
+	       json_array_size(procs) == 0;
+}
+
+/* Guide 5: the GPU or worker, not the config: re-run on a clean one, mark the GPU, escalate a regression.
+ * A trainer that stalled and left its GPU clean re-runs elsewhere without a mark on the GPU. */
 static void on_env_fault(const struct pctx *p, struct dec *d)
 {
 	long long in_window = jpath_int(p->gpu, "env_faults_in_window", 0);
-	bool quarantine = in_window + 1 >= p->quarantine_after;
+	bool clean = stalled_clean(p, d);
+	bool quarantine = !clean && in_window + 1 >= p->quarantine_after;
 	bool host_wide = jpath_int(p->facts, "signatures.cublas_not_initialized", 0) > 0;
 	bool regression = p->succeeded_before && classify_steps_in_attempt(p->facts) == 0;
 	/* issue 16.1: the low-memory rungs spent on this GPU were answers to a fault, not to memory */
@@ -681,7 +693,7 @@ static void on_env_fault(const struct pctx *p, struct dec *d)
 	const char *uuid = jpath_str(p->attempt, "gpu_uuid", jpath_str(p->gpu, "uuid", NULL));
 	char *sum;
 
-	d->gpu_mark = quarantine ? "quarantine" : "suspect";
+	d->gpu_mark = clean ? NULL : quarantine ? "quarantine" : "suspect";
 	d->gpu_uuid = uuid;
 	if (quarantine) {
 		sum = xasprintf("GPU %s had %lld environment fault(s) in the window: quarantined", uuid ? uuid : "?",
@@ -713,7 +725,7 @@ static void on_env_fault(const struct pctx *p, struct dec *d)
 		   jpath_str(d->cls, "rule", "?"),
 		   chain && json_array_size(d->changes) ? "the config of the first attempt that failed there is"
 							 : "the same config is",
-		   host_wide ? " on another worker" : "", d->gpu_mark);
+		   host_wide ? " on another worker" : "", d->gpu_mark ? d->gpu_mark : "(none: it was left clean)");
 	set_next_action(d, "re-run %s away from GPU %s; up to %lld environment re-run(s)",
 			json_array_size(d->changes) ? "with the rungs spent there given back" : "unchanged", uuid ? uuid : "?",
 			p->max_env_retries);

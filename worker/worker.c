@@ -341,6 +341,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	struct gpu_peak pk;
 	bool cancelled = false, drain_sent = false, dropped = false;
 	long long stalled_s = 0; /* killed after this long without output (0: not stalled) */
+	int64_t stall_kill_at = 0;
+	bool unkillable = false; /* SIGKILLed as stalled and still not gone (stuck in the driver) */
 	enum slot_state state = SLOT_RUNNING;
 
 	if (!aid || !jid || !token || !json_is_object(config)) {
@@ -423,6 +425,15 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			log_warn("trainer silent, killed as stalled", "attempt=%s job=%s gpu=%s silent_s=%lld phase=%s step=%lld",
 				 aid, jid, s->gpu.uuid, stalled_s, scan_phase_name(scan_phase(sc)), (long long)scan_step(sc));
 			runner_kill(r, SIGKILL);
+			stall_kill_at = now;
+		}
+		if (stall_kill_at && now - stall_kill_at >= WORKER_UNKILLABLE_MS) {
+			/* a process in uninterruptible sleep in the driver: report the attempt so the job goes
+			 * on elsewhere; this slot stays with its GPU (runner_free waits for the process) */
+			log_error("stalled trainer did not die after SIGKILL, reporting the attempt", "attempt=%s job=%s gpu=%s pid=%d",
+				  aid, jid, s->gpu.uuid, (int)runner_pid(r));
+			unkillable = true;
+			break;
 		}
 		if (kill_at && now >= kill_at) {
 			log_warn("trainer ignored SIGINT, killing", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
@@ -444,8 +455,13 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	}
 	if (!r || runner_error(r))
 		json_object_set_new(facts, "error", json_string(r ? runner_error(r) : err));
+	if (unkillable) { /* killed, as far as anyone can tell: not reaped */
+		json_object_set_new(facts, "exit_code", json_null());
+		json_object_set_new(facts, "signal", json_integer(SIGKILL));
+	}
 	json_object_set_new(facts, "cancelled", json_boolean(cancelled));
-	if (stalled_s)
+	/* stalled only when the kill ended it: a trainer that finished by itself meanwhile did not stall */
+	if (stalled_s && (unkillable || (r && runner_signal(r) == SIGKILL)))
 		json_object_set_new(facts, "stalled_s", json_integer(stalled_s));
 	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
 	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());

@@ -25,6 +25,7 @@ struct worker_opts {
 };
 
 #define WORKER_MEMORY_SAMPLE_MS_DEFAULT 1000
+#define WORKER_UNKILLABLE_MS 30000 /* after the stall's SIGKILL, how long before the attempt is reported anyway */
 
 struct worker;
 

@@ -18,8 +18,11 @@
 --     The history stays and still informs the policy (succeeded configs, the GPUs' faults);
 --   - recovery_state.retried keeps the story (when, by whom, from what, the note, the previous
 --     state and result); the result, finished_at and cancel_requested are cleared;
---   - the job's open or acknowledged escalations are resolved with the note (event
---     escalation_resolved each), since the retry is support's answer to them;
+--   - the job's own open or acknowledged escalations (budget_exhausted, ladder_exhausted: what
+--     this job could not do) are resolved with the note (event escalation_resolved each), since
+--     the retry answers them; those about hardware (gpu_quarantined, env_fault_regression,
+--     host_oom_repeated) stay open for support, whoever retries (a submitter may retry its own
+--     job, not resolve support's escalations);
 --   - an event `retried` (previous state -> queued) with the same data;
 --   - the ending it takes back stays counted in /metrics' rung_jobs{state} (the ended states count
 --     endings): one more in metrics_pruned (migration 016), as for a job retention deleted.
@@ -51,7 +54,8 @@ BEGIN
   v_why := 'retried' || coalesce(' by ' || p_by, '') || ' from the ' || v_from || ' config'
            || coalesce(': ' || p_note, '');
   FOR e IN UPDATE escalations SET state = 'resolved', note = v_why, updated_at = now()
-           WHERE job_id = p_job AND state <> 'resolved' RETURNING * LOOP
+           WHERE job_id = p_job AND state <> 'resolved' AND trigger IN ('budget_exhausted', 'ladder_exhausted')
+           RETURNING * LOOP
     INSERT INTO events (job_id, kind, from_state, to_state, reason, data)
     VALUES (e.job_id, 'escalation_resolved', NULL, 'resolved', v_why, jsonb_build_object('escalation_id', e.id));
   END LOOP;

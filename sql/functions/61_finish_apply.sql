@@ -119,7 +119,9 @@ BEGIN
     VALUES (a_job, a_id, 'gpu_marked', d->>'reason',
             jsonb_build_object('gpu_uuid', coalesce(d->'gpu'->>'uuid', a_gpu), 'mark', mark));
   END IF;
-  IF cls = 'env_fault' AND a_gpu IS NOT NULL THEN
+  -- a fault of the GPU counts toward its quarantine; an env_fault the policy did not put on the GPU
+  -- (a stalled trainer that left it clean: no mark) does not
+  IF cls = 'env_fault' AND a_gpu IS NOT NULL AND jsonb_typeof(d->'gpu') = 'object' THEN
     INSERT INTO gpu_faults (gpu_uuid, job_id, attempt_id) VALUES (a_gpu, a_job, a_id);
   END IF;
   IF jsonb_typeof(d->'escalation') = 'object' THEN

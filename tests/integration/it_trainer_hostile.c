@@ -249,6 +249,11 @@ int main(void)
 						     "AND rule = 'trainer_stalled' AND (facts->>'stalled_s')::int >= 2 "
 						     "AND (facts->>'signal')::int = 9", 1, p) == 1,
 				     "hostile-hang: killed after 2 s of silence, reported as stalled: env_fault, trainer_stalled");
+				h_ok(h, h_sql_int(h, "SELECT count(*) FROM gpus g JOIN attempts a ON a.gpu_uuid = g.uuid "
+						     "WHERE a.job_id = $1::bigint AND g.state = 'ok'", 1, p) == 1 &&
+					     h_sql_int(h, "SELECT count(*) FROM gpu_faults f JOIN attempts a ON a.id = f.attempt_id "
+							  "WHERE a.job_id = $1::bigint", 1, p) == 0,
+				     "hostile-hang: the GPU, clean after the kill, is neither marked nor charged a fault");
 			}
 			pid_t hung = read_pid(h->tmp, "hostile-hang");
 			h_ok(h, hung > 0 && pid_gone(hung), "hostile-hang: the hung trainer (%d) is gone", (int)hung);

@@ -1617,6 +1617,7 @@ static void test_retry(void)
 	   "constraints = '{\"min_gpu_memory_mib\": 90000}', result = '{\"class\": \"oom_train_early\"}', "
 	   "recovery_state = '{\"ladder_position\": 3}'", 0, NULL);
 	q1("INSERT INTO escalations (job_id, trigger) SELECT id, 'budget_exhausted' FROM jobs", 0, NULL);
+	q1("INSERT INTO escalations (job_id, trigger) SELECT id, 'gpu_quarantined' FROM jobs", 0, NULL);
 	snprintf(before, sizeof before, "%s", history_counts());
 	p[0] = jid;
 	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, 'target', 'GPU swapped', 'oncall')->>'status'", 1, p), "ok",
@@ -1627,8 +1628,10 @@ static void test_retry(void)
 		      "coalesce(recovery_state->>'ladder_position', '-') || ':' || (recovery_state->'retried'->>'by') FROM jobs", 0, NULL),
 		   "queued:true:{}:0:true:true:1:-:oncall",
 		   "retry from the target: the target config, no constraints, no lost count or result, a fresh state, budget_from 1");
-	TAP_STR_EQ(q1("SELECT state || ':' || note FROM escalations", 0, NULL),
-		   "resolved:retried by oncall from the target config: GPU swapped", "retry: the escalation is resolved with the note");
+	TAP_STR_EQ(q1("SELECT string_agg(trigger || ':' || state || ':' || coalesce(note, '-'), ',' ORDER BY id) FROM escalations",
+		      0, NULL),
+		   "budget_exhausted:resolved:retried by oncall from the target config: GPU swapped,gpu_quarantined:open:-",
+		   "retry: the job's own escalation is resolved with the note; the GPU's stays open for support");
 	TAP_STR_EQ(q1("SELECT string_agg(kind || ':' || coalesce(from_state, '-') || '>' || to_state, ',' ORDER BY id) "
 		      "FROM events WHERE kind IN ('retried', 'escalation_resolved')", 0, NULL),
 		   "escalation_resolved:->resolved,retried:failed>queued", "retry: the events escalation_resolved and retried");

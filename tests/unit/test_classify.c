@@ -51,6 +51,10 @@ int main(void)
 	jpath_set(f, "stalled_s", json_integer(0));
 	TAP_STR_EQ(CLS(f, cfg, 0), "host_oom/host_oom_killer", "near miss: SIGKILL without stalled_s is the host's OOM killer");
 	json_decref(f);
+	f = fx_json("{\"exit_code\": 0, \"signal\": null, \"phase\": \"done\", \"signatures\": {}, \"stalled_s\": 1801, "
+		    "\"first_step\": 1, \"last_step\": 2000}");
+	TAP_STR_EQ(CLS(f, cfg, 0), "success/exit_zero", "near miss: stalled_s but it exited 0 by itself before the kill: success");
+	json_decref(f);
 
 	/* not_oom: guide 1 (only GPU-memory signatures walk the ladder) */
 	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"oom_phase\": null, \"signatures\": {\"nan_loss\": 1, "

@@ -180,10 +180,27 @@ static void stalled(void)
 	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "stalled: the GPU is suspect");
 	TAP_STR_EQ(S(d, "constraints.exclude_gpus[0]"), "GPU-1", "stalled: and excluded for this job");
 	json_decref(d);
-	ctx = fx_ctx(flux, flux, facts, 2, 24564);
+	ctx = fx_ctx(flux, flux, json_incref(facts), 2, 24564);
 	jpath_set(ctx, "gpu.env_faults_in_window", json_integer(1));
 	d = run(ctx);
 	TAP_STR_EQ(S(d, "gpu.mark"), "quarantine", "stalled again on the same GPU: quarantined");
+	json_decref(d);
+	/* the GPU came back clean after the kill (no process on it): the hang was the trainer's */
+	jpath_set(facts, "gpu_after", fx_json("{\"uuid\": \"GPU-1\", \"memory_total_mib\": 24564, \"memory_used_mib\": 0, "
+					      "\"processes\": []}"));
+	ctx = fx_ctx(flux, flux, json_incref(facts), 2, 24564);
+	jpath_set(ctx, "gpu.env_faults_in_window", json_integer(1));
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "action"), "retry_clean", "stalled, GPU clean after: still a re-run elsewhere");
+	TAP_OK(json_is_null(json_object_get(d, "gpu")) && strstr(S(d, "reason"), "it was left clean"),
+	       "stalled, GPU clean after: no mark, not even with an earlier fault in the window");
+	TAP_STR_EQ(S(d, "constraints.exclude_gpus[0]"), "GPU-1", "stalled, GPU clean after: this job still avoids it");
+	json_decref(d);
+	jpath_set(facts, "gpu_after", fx_json("{\"uuid\": \"GPU-1\", \"memory_total_mib\": 24564, \"memory_used_mib\": 20000, "
+					      "\"processes\": [{\"pid\": 4242, \"used_mib\": 20000}]}"));
+	ctx = fx_ctx(flux, flux, facts, 1, 24564);
+	d = run(ctx);
+	TAP_STR_EQ(S(d, "gpu.mark"), "suspect", "near miss: the killed trainer still on the GPU after: suspect");
 	json_decref(d);
 }
 
