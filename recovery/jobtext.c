@@ -26,6 +26,9 @@ char *jobtext_placement(const json_t *job)
 		return NULL;
 	min = (long long)json_integer_value(json_object_get(p, "min_gpu_memory_mib"));
 	max = (long long)json_integer_value(json_object_get(p, "fleet_max_gpu_mib"));
+	if (json_integer_value(json_object_get(p, "draining_gpus")) > 0)
+		return xasprintf("waiting for a GPU: the %lld that meet its constraints are on drained workers (it runs once one "
+				 "is resumed)", (long long)json_integer_value(json_object_get(p, "draining_gpus")));
 	if (max <= 0)
 		return xasprintf("waiting for a GPU: no live worker has a usable GPU");
 	if (min > max)

@@ -13,8 +13,9 @@
 char *jobtext_started_bigger(const json_t *job);
 
 /* "waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least M
- * MiB; the largest has L MiB)" when job's placement counts no GPU; NULL when it counts some or
- * the job has no placement (it is not queued). Heap string, the caller frees. */
+ * MiB; the largest has L MiB)" when job's placement counts no GPU ("... the N that meet its
+ * constraints are on drained workers ..." when some are on drained ones); NULL when it counts some
+ * or the job has no placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
 
 /* "retried by WHO from the current|target config after it was failed|cancelled; budgets count from

@@ -24,7 +24,7 @@
 #include "util.h"
 #include "web.h"
 
-#define ACT_FORM_MAX 8192 /* bytes of a form body: a note of HTTP_NOTE_MAX, URL-encoded, fits */
+#define ACT_FORM_MAX (3 * HTTP_NOTE_MAX + 1024) /* a form body: a note of HTTP_NOTE_MAX bytes, each %XX-encoded */
 
 /* An action: what the log and its refusals call it, and where the browser goes back to. */
 struct act {
@@ -49,17 +49,19 @@ struct act_req {
 	const struct act *act;
 };
 
-int web_act_same_site(const char *origin, const char *fetch_site, const char *host)
+int web_act_same_site(const char *origin, const char *fetch_site, const char *host, const char *fwd_host)
 {
-	if (fetch_site && strcmp(fetch_site, "same-origin") && strcmp(fetch_site, "none"))
-		return 0;
-	if (origin) {
-		const char *rest = !strncasecmp(origin, "http://", 7) ? origin + 7 : !strncasecmp(origin, "https://", 8) ? origin + 8
-																 : NULL;
-		if (!rest || !host || strcasecmp(rest, host))
-			return 0;
-	}
-	return 1;
+	const char *rest;
+
+	/* the browser's own verdict, when it gives one: it compares the page with the target as the user
+	 * sees them, so it holds behind a reverse proxy that rewrites Host */
+	if (fetch_site)
+		return !strcmp(fetch_site, "same-origin") || !strcmp(fetch_site, "none");
+	if (!origin)
+		return 1; /* not a browser's cross-site form: those carry Origin */
+	rest = !strncasecmp(origin, "http://", 7) ? origin + 7 : !strncasecmp(origin, "https://", 8) ? origin + 8 : NULL;
+	/* X-Forwarded-Host is the proxy's (a page cannot make a browser send it with a form) */
+	return rest && ((host && !strcasecmp(rest, host)) || (fwd_host && !strcasecmp(rest, fwd_host)));
 }
 
 /* The page to go back to (heap). */
@@ -164,7 +166,8 @@ static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum 
 	const char *host = hreq_header(h, "Host");
 	char *tok;
 
-	if (!web_act_same_site(hreq_header(h, "Origin"), hreq_header(h, "Sec-Fetch-Site"), host)) {
+	if (!web_act_same_site(hreq_header(h, "Origin"), hreq_header(h, "Sec-Fetch-Site"), host,
+			       hreq_header(h, "X-Forwarded-Host"))) {
 		log_warn("web action refused", "action=%s path=%s origin=%s", a->name, h->path,
 			 hreq_header(h, "Origin") ?: "-");
 		web_message(h, 403, "Forbidden", "This form was sent from another site; nothing was changed.");

@@ -8,8 +8,8 @@
 struct hreq;
 
 /* Route handlers (server/routes.c), form bodies application/x-www-form-urlencoded. A request from
- * another site (an Origin or Sec-Fetch-Site that is not this one) is a 403; without a usable cookie
- * the browser goes to the login form and back to the page. */
+ * another site (web_act_same_site) is a 403; without a usable cookie the browser goes to the login
+ * form and back to the page. */
 void web_act_job_retry(struct hreq *h);          /* POST /ui/jobs/{id}/retry    from=&note= */
 void web_act_job_cancel(struct hreq *h);         /* POST /ui/jobs/{id}/cancel */
 void web_act_escalation_ack(struct hreq *h);     /* POST /ui/escalations/{id}/ack      note= */
@@ -18,8 +18,9 @@ void web_act_gpu_release(struct hreq *h);        /* POST /ui/gpus/{uuid}/release
 void web_act_worker_drain(struct hreq *h);       /* POST /ui/workers/{id}/drain   note= */
 void web_act_worker_resume(struct hreq *h);      /* POST /ui/workers/{id}/resume */
 
-/* Whether a POST with these headers (each may be NULL) comes from this site: an Origin, when
- * present, names host; a Sec-Fetch-Site, when present, is same-origin. Pure; for tests. */
-int web_act_same_site(const char *origin, const char *fetch_site, const char *host);
+/* Whether a POST with these headers (each may be NULL) comes from this site: a Sec-Fetch-Site, when
+ * present, says same-origin (or none: typed by the user); else an Origin, when present, names host
+ * or the reverse proxy's X-Forwarded-Host. Pure; for tests. */
+int web_act_same_site(const char *origin, const char *fetch_site, const char *host, const char *fwd_host);
 
 #endif

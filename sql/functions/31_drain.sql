@@ -1,8 +1,10 @@
 -- Workers drained from the control plane: an operator takes a host out of service (maintenance, a
 -- bad PSU, a driver upgrade) without a shell on it. A draining worker's GPUs get no new lease (the
 -- claim answers 'none' to a worker that is not online), its running attempts go on to their end,
--- and the fleet's figures leave it out (rung_worker_live: placement, the largest GPU). The state
--- outlives the worker's restarts (rung_register keeps it) until the worker is resumed.
+-- a queued job's placement counts its GPUs apart (draining_gpus), and the fleet's largest GPU
+-- still counts them (rung_worker_in_fleet): a job may wait for a host in maintenance rather than
+-- fail for want of a bigger card. The state outlives the worker's restarts (rung_register keeps
+-- it) until the worker is resumed.
 
 -- A worker as GET /v1/workers lists it: its GPUs, running attempts and, while draining, the drain
 -- record {"at", "by", "note"}.
@@ -23,12 +25,14 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   w workers;
   v_changed boolean := false;
+  v_was text;
   v_why text;
 BEGIN
   SELECT * INTO w FROM workers WHERE id = p_worker FOR UPDATE;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  v_was := w.state;
   v_why := CASE WHEN p_drain THEN 'drained' ELSE 'resumed' END || coalesce(' by ' || p_by, '')
            || coalesce(': ' || p_note, '');
   IF p_drain AND w.state <> 'draining' THEN
@@ -42,7 +46,7 @@ BEGIN
   IF v_changed THEN
     INSERT INTO events (kind, from_state, to_state, reason, data)
     VALUES (CASE WHEN p_drain THEN 'worker_drained' ELSE 'worker_resumed' END,
-            CASE WHEN p_drain THEN 'online' ELSE 'draining' END, w.state, v_why,
+            v_was, w.state, v_why,
             jsonb_build_object('worker_id', w.id, 'worker', w.name, 'by', p_by, 'note', p_note,
                                'running_attempts', (SELECT count(*) FROM attempts a
                                                     WHERE a.worker_id = w.id AND a.state = 'running')));

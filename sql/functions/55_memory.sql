@@ -17,42 +17,55 @@ $$;
 -- Whether worker P_WORKER takes work: online (not draining) and seen in the last 10 minutes. A live
 -- worker is seen at least once a minute (each long-poll, at most 60 s, and each heartbeat touch
 -- last_seen_at); a host gone for good stops counting after 10 minutes. The one place that rule is
--- written (rung_fleet_max_gpu_mib, rung_job_placement).
+-- written (rung_job_placement, rung_worker_in_fleet).
 CREATE OR REPLACE FUNCTION rung_worker_live(p_worker bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT w.state = 'online' AND w.last_seen_at > now() - interval '10 minutes'
                    FROM workers w WHERE w.id = p_worker), false)
 $$;
 
+-- Whether worker P_WORKER's GPUs count in the fleet's figures: live, or drained by support
+-- (31_drain.sql) and still seen: a drained host comes back, so a job may wait for its GPUs rather
+-- than fail for want of a bigger one while it is in maintenance.
+CREATE OR REPLACE FUNCTION rung_worker_in_fleet(p_worker bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT w.state IN ('online', 'draining') AND w.last_seen_at > now() - interval '10 minutes'
+                   FROM workers w WHERE w.id = p_worker), false)
+$$;
+
 -- The fleet's largest usable GPU memory in MiB (0: none), the figure requeue_bigger and a lease's
 -- started_bigger weigh (the finish CTX's fleet, the profile cache's fill): a GPU not quarantined on
--- a live worker (rung_worker_live), so a host gone for good no longer promises a bigger card, which
--- would park a job queued for one that never comes back. Walks gpus_usable_memory backwards to the
--- first GPU whose worker is live: a few blocks at 10,000 GPUs (test_batch).
+-- a worker in the fleet (rung_worker_in_fleet: live or drained), so a host gone for good no longer
+-- promises a bigger card, which would park a job queued for one that never comes back, while a host
+-- in maintenance still does. Walks gpus_usable_memory backwards to the first GPU whose worker
+-- counts: a few blocks at 10,000 GPUs (test_batch).
 CREATE OR REPLACE FUNCTION rung_fleet_max_gpu_mib() RETURNS int
 LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT g.memory_total_mib FROM gpus g
-                   WHERE g.state <> 'quarantined' AND rung_worker_live(g.worker_id)
+                   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
                    ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
 $$;
 
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"gpus": how many GPUs
 -- not quarantined, on live workers, meet its constraints as a claim reads them (min_gpu_memory_mib,
--- exclude_gpus, exclude_workers), "min_gpu_memory_mib", "fleet_max_gpu_mib"}. 0 GPUs: it waits for
--- one that may never come (its floor was raised by requeue_bigger or started_bigger and the big
--- host left). A claim may still refuse a GPU it counts (a config that failed there). O(GPUs): for
--- one job's page, not for a list.
+-- exclude_gpus, exclude_workers), "draining_gpus": how many more would on drained workers,
+-- "min_gpu_memory_mib", "fleet_max_gpu_mib"}. 0 GPUs: it waits, for a drained host to be resumed
+-- or for one that may never come (its floor was raised by requeue_bigger or started_bigger and
+-- the big host left). A claim may still refuse a GPU it counts (a config that failed there).
+-- O(GPUs): for one job's page, not for a list.
 CREATE OR REPLACE FUNCTION rung_job_placement(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'gpus', (SELECT count(*) FROM gpus g
-             WHERE g.state <> 'quarantined' AND rung_worker_live(g.worker_id)
-               AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
-               AND NOT coalesce(j.constraints->'exclude_gpus' ? g.uuid, false)
-               AND NOT coalesce(j.constraints->'exclude_workers' @> to_jsonb(g.worker_id), false)
-               AND NOT coalesce(j.constraints->'exclude_workers' ? g.worker_id::text, false)),
+    'gpus', count(*) FILTER (WHERE rung_worker_live(g.worker_id)),
+    'draining_gpus', count(*) FILTER (WHERE NOT rung_worker_live(g.worker_id)),
     'min_gpu_memory_mib', coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0),
     'fleet_max_gpu_mib', rung_fleet_max_gpu_mib())
+  FROM gpus g
+  WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
+    AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
+    AND NOT coalesce(j.constraints->'exclude_gpus' ? g.uuid, false)
+    AND NOT coalesce(j.constraints->'exclude_workers' @> to_jsonb(g.worker_id), false)
+    AND NOT coalesce(j.constraints->'exclude_workers' ? g.worker_id::text, false)
 $$;
 
 -- JOB (rung_job_json) as GET /v1/jobs/{id} and the web job page show it: a queued job with its

@@ -931,8 +931,9 @@ static void test_scale(void)
 	b = blocks(sql_memcache_fill, 2, p);
 	few_blocks(b, "profile cache fill with the fleet's largest GPU among 10,002");
 
-	/* only workers that take work count: a bigger GPU on a worker not seen for 11 minutes (a host
-	 * gone for good) or on a draining one promises nothing */
+	/* only workers that are still there count: a bigger GPU on a worker not seen for 11 minutes (a
+	 * host gone for good) promises nothing; one drained by support (maintenance) still does, and an
+	 * offline one does not */
 	q1("SELECT rung_register('gone', 'h', '[{\"uuid\":\"G-1\",\"memory_total_mib\":200000}]')", 0, NULL);
 	{
 		static const struct {
@@ -940,7 +941,8 @@ static void test_scale(void)
 		} cases[] = {
 			{ "last_seen_at = now() - interval '11 minutes'", "73728", "a worker not seen for 11 minutes: its GPU does not count" },
 			{ "last_seen_at = now() - interval '9 minutes'", "200000", "seen 9 minutes ago: it counts" },
-			{ "state = 'draining'", "73728", "draining: it does not count" },
+			{ "state = 'draining'", "200000", "drained by support, seen 9 minutes ago: it still counts (it comes back)" },
+			{ "state = 'offline'", "73728", "offline: it does not count" },
 		};
 		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 			char *sql = xasprintf("UPDATE workers SET %s WHERE name = 'gone'", cases[k].set), name[160];
@@ -1034,7 +1036,8 @@ static void test_memory_walk(void)
 }
 
 /* Where a queued job could run (rung_job_placement, sql/functions/55_memory.sql): the GPUs not
- * quarantined, on live workers, that meet its constraints as a claim reads them. */
+ * quarantined, on live workers, that meet its constraints as a claim reads them; those on a drained
+ * host apart. */
 static void test_placement(void)
 {
 	static const struct {
@@ -1070,7 +1073,13 @@ static void test_placement(void)
 			      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j) x", 0, NULL), cases[k].want, cases[k].name);
 		free(cons);
 	}
+	/* the big host in maintenance (drained by support, still seen): the job waits for it */
+	q1("UPDATE workers SET state = 'draining', last_seen_at = now() WHERE name = 'gone'", 0, NULL);
 	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 100000}'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT p->>'gpus' || ':' || (p->>'draining_gpus') || ':' || (p->>'fleet_max_gpu_mib') "
+		      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j) x", 0, NULL), "0:1:163840",
+		   "a drained host's GPU: none now, one once it is resumed; the fleet's largest still counts it");
+	q1("UPDATE workers SET state = 'offline', last_seen_at = now() - interval '11 minutes' WHERE name = 'gone'", 0, NULL);
 	{
 		json_t *live = json_loads(q1(sql_metrics_live, 0, NULL), 0, NULL);
 		TAP_OK(live && json_integer_value(json_object_get(live, "unplaceable")) == 1 &&
@@ -1659,6 +1668,44 @@ static void test_retry(void)
 	TAP_STR_EQ(q1("SELECT (rung_retry($1::bigint, 'current', NULL, NULL)->'job'->>'state')", 1, p), "succeeded",
 		   "retry: a succeeded job is a conflict and answers the job as it is");
 	free(items);
+
+	/* two re-run jobs whose config failed on T-2, in claim order B (priority 1, retried since) then A
+	 * (priority 2, lower id, not retried): each job's own budget_from decides, so T-2 takes B */
+	q1("TRUNCATE jobs, attempts, event_log, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wr2', 'h', '[{\"uuid\":\"T-2\",\"memory_total_mib\":80000}]')", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, priority, target_config, recovery, attempts_count, recovery_state) VALUES "
+	   "('ra', 'image', 2, '{\"x\":1}', '{}', 1, '{}'), ('rb', 'image', 1, '{\"x\":2}', '{}', 1, '{\"budget_from\": 1}')",
+	   0, NULL);
+	q1("INSERT INTO attempts (job_id, number, gpu_uuid, config_hash, token, lease_expires_at, state, outcome) "
+	   "SELECT id, 1, 'T-2', md5(target_config::text), 'tok' || id, now(), 'ended', 'failed' FROM jobs", 0, NULL);
+	{
+		char w2[32];
+		snprintf(w2, sizeof w2, "%s", q1("SELECT id FROM workers WHERE name = 'wr2'", 0, NULL));
+		items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"T-2\",\"fresh\":true},"
+				  "{\"i\":1,\"worker\":%s,\"gpu\":\"T-none\",\"fresh\":false}]", w2, w2);
+	}
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || j.name, ',') FROM rung_claim_batch($1::jsonb, $2::int) b "
+		      "JOIN jobs j ON j.id = b.job_id", 2, p), "ok:rb",
+		   "claim: of two jobs that failed on this GPU, the retried one is offered it, by its own budget_from");
+	free(items);
+
+	/* the webhook loop claims only the kinds it has a URL for (sql/webhook_claim.sql, migration 018) */
+	q1("INSERT INTO escalations (job_id, trigger) SELECT id, 'budget_exhausted' FROM jobs WHERE name = 'ra'", 0, NULL);
+	q1("INSERT INTO webhook_outbox (kind, job_id, payload) SELECT 'job', id, '{}' FROM jobs WHERE name = 'ra'", 0, NULL);
+	{
+		const char *kp[3] = { "10", "30", "{escalation}" };
+		PGresult *r = PQexecParams(pg, sql_webhook_claim, 3, NULL, kp, NULL, NULL, 0);
+		TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 3), "escalation"),
+		       "webhook: a replica with only the escalation URL claims the escalation row, not the job's");
+		PQclear(r);
+		kp[2] = "{job}";
+		r = PQexecParams(pg, sql_webhook_claim, 3, NULL, kp, NULL, NULL, 0);
+		TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !strcmp(PQgetvalue(r, 0, 3), "job"),
+		       "webhook: one with only the job URL claims the job row");
+		PQclear(r);
+	}
 	PQfinish(pg);
 }
 

@@ -355,6 +355,9 @@ static void test_story_start_lower(void)
 			  "story: the GPUs big enough are excluded" },
 			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 0}",
 			  "\n  waiting for a GPU: no live worker has a usable GPU\n", "story: no live worker" },
+			{ "{\"gpus\": 0, \"draining_gpus\": 2, \"min_gpu_memory_mib\": 100000, \"fleet_max_gpu_mib\": 163840}",
+			  "\n  waiting for a GPU: the 2 that meet its constraints are on drained workers (it runs once one is "
+			  "resumed)\n", "story: the GPUs it needs are on drained workers" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}", NULL,
 			  "story: no waiting line when a GPU can take it" },
 		};

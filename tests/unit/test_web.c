@@ -379,14 +379,23 @@ static void test_actions(void)
 	TAP_OK(s && strstr(s, "/ui/workers/4/resume") && !strstr(s, "drain\""), "a drained one: resume");
 	free(s);
 
-	TAP_OK(web_act_same_site(NULL, NULL, "h:8080"), "same site: a POST without Origin or Sec-Fetch-Site (not a browser)");
-	TAP_OK(web_act_same_site("http://h:8080", "same-origin", "h:8080"), "same site: Origin is this host");
-	TAP_OK(web_act_same_site("https://H:8080", NULL, "h:8080"), "same site: https and another case");
-	TAP_OK(!web_act_same_site("http://evil.example", NULL, "h:8080"), "another Origin: refused");
-	TAP_OK(!web_act_same_site("http://h:8081", NULL, "h:8080"), "another port: refused");
-	TAP_OK(!web_act_same_site(NULL, "cross-site", "h:8080"), "Sec-Fetch-Site cross-site: refused");
-	TAP_OK(!web_act_same_site(NULL, "same-site", "h:8080"), "Sec-Fetch-Site same-site (a sibling host): refused");
-	TAP_OK(!web_act_same_site("null", NULL, "h:8080"), "Origin null: refused");
+	TAP_OK(web_act_same_site(NULL, NULL, "h:8080", NULL), "same site: a POST without Origin or Sec-Fetch-Site (not a browser)");
+	TAP_OK(web_act_same_site("http://h:8080", "same-origin", "h:8080", NULL), "same site: Origin is this host");
+	TAP_OK(web_act_same_site("https://H:8080", NULL, "h:8080", NULL), "same site: https and another case");
+	TAP_OK(!web_act_same_site("http://evil.example", NULL, "h:8080", NULL), "another Origin: refused");
+	TAP_OK(!web_act_same_site("http://h:8081", NULL, "h:8080", NULL), "another port: refused");
+	TAP_OK(!web_act_same_site(NULL, "cross-site", "h:8080", NULL), "Sec-Fetch-Site cross-site: refused");
+	TAP_OK(!web_act_same_site(NULL, "same-site", "h:8080", NULL), "Sec-Fetch-Site same-site (a sibling host): refused");
+	TAP_OK(!web_act_same_site("null", NULL, "h:8080", NULL), "Origin null: refused");
+	/* behind a reverse proxy that sends Host: 127.0.0.1:8080 */
+	TAP_OK(web_act_same_site("https://rung.example.com", "same-origin", "127.0.0.1:8080", NULL),
+	       "behind a proxy: the browser's same-origin verdict holds");
+	TAP_OK(web_act_same_site("https://rung.example.com", NULL, "127.0.0.1:8080", "rung.example.com"),
+	       "behind a proxy, an older browser: the proxy's X-Forwarded-Host");
+	TAP_OK(!web_act_same_site("https://evil.example", NULL, "127.0.0.1:8080", "rung.example.com"),
+	       "behind a proxy: another Origin still refused");
+	TAP_OK(!web_act_same_site("https://rung.example.com", "cross-site", "127.0.0.1:8080", "rung.example.com"),
+	       "the browser's cross-site verdict wins over a matching Origin");
 	json_decref(failed);
 	json_decref(queued);
 	json_decref(open);
