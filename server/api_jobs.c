@@ -4,6 +4,7 @@
  * priority. Each request is one SQL statement (sql/job_*.sql); submits are coalesced into
  * rung_submit_batch() statements (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,27 +645,34 @@ void api_jobs_cancel(struct hreq *h)
 	db_exec(h->app->db, sql_job_cancel, 1, params, on_cancelled, h);
 }
 
-static void on_retried(PGresult *res, const char *err, void *arg)
+/* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority): 200 with the job when
+ * it was "ok", 409 naming the job's state and why_not otherwise, 404 when there is no such job.
+ * queued_again: the change queued the job (logged; the waiters are woken). */
+static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, bool queued_again)
 {
-	struct hreq *h = arg;
 	json_t *doc = hreq_db_doc(h, res, err, "job");
-	const char *status, *state;
+	const char *state, *status;
 
 	if (!doc)
 		return;
 	status = json_string_value(json_object_get(doc, "status"));
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
 	if (!status || strcmp(status, "ok")) {
-		hreq_error(h, 409, "invalid_transition", NULL,
-			   "job %s is %s: only a failed or cancelled job can be retried%s", h->param[0], state ? state : "?",
-			   state && !strcmp(state, "succeeded") ? " (submit it again to run it again)" : "");
-		goto out;
+		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: %s", h->param[0], state ? state : "?", why_not);
+	} else {
+		if (queued_again) {
+			log_info("job retried", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
+			lease_announce(h->app->lease);
+		}
+		hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
 	}
-	log_info("job retried", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
-	lease_announce(h->app->lease); /* the job is queued again */
-	hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
-out:
 	json_decref(doc);
+}
+
+static void on_retried(PGresult *res, const char *err, void *arg)
+{
+	job_change_answer(arg, res, err, "only a failed or cancelled job can be retried (submit it again to run a succeeded "
+				      "one again)", true);
 }
 
 void api_jobs_retry(struct hreq *h)
@@ -698,20 +706,7 @@ out:
 
 static void on_prioritized(PGresult *res, const char *err, void *arg)
 {
-	struct hreq *h = arg;
-	json_t *doc = hreq_db_doc(h, res, err, "job");
-	const char *status, *state;
-
-	if (!doc)
-		return;
-	status = json_string_value(json_object_get(doc, "status"));
-	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
-	if (!status || strcmp(status, "ok"))
-		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: only a queued or running job's priority can change",
-			   h->param[0], state ? state : "?");
-	else
-		hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
-	json_decref(doc);
+	job_change_answer(arg, res, err, "only a queued or running job's priority can change", false);
 }
 
 void api_jobs_priority(struct hreq *h)
