@@ -177,7 +177,7 @@ int web_safe_next(const char *next)
 }
 
 /* Token characters a cookie value may carry unquoted (RFC 6265 cookie-octet, minus ; , " \). */
-static bool token_ok(const char *t)
+int web_token_ok(const char *t)
 {
 	size_t n = strlen(t);
 
@@ -298,7 +298,7 @@ void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page
 {
 	char *tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
 
-	if (tok && token_ok(tok)) {
+	if (tok && web_token_ok(tok)) {
 		if (h->req && !hreq_header(h, "Authorization")) {
 			char *bearer = xasprintf("Bearer %s", tok);
 			evhttp_add_header(evhttp_request_get_input_headers(h->req), "Authorization", bearer);
@@ -957,7 +957,7 @@ void web_login(struct hreq *h)
 		token = web_form_value(body, len, "token");
 		next = web_form_value(body, len, "next");
 	}
-	if (!token || !token_ok(token)) {
+	if (!token || !web_token_ok(token)) {
 		login_page(h, 400, next, "Enter an API token (printable characters, no spaces).");
 		goto out;
 	}

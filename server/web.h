@@ -34,6 +34,9 @@ void web_message(struct hreq *h, int code, const char *title, const char *msg);
 /* Answers 303 to location (a local path). */
 void web_redirect(struct hreq *h, const char *location);
 
+/* Whether t could be a token as the login form and the cookie carry it: 1..512 printable ASCII
+ * characters, none of space, quote, semicolon, comma or backslash. */
+int web_token_ok(const char *t);
 /* Value of cookie `name` in a Cookie header (heap, caller frees), or NULL when absent. */
 char *web_cookie(const char *header, const char *name);
 /* Value of `key` in an application/x-www-form-urlencoded body of len bytes, decoded (+ and %XX;

@@ -174,7 +174,7 @@ static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum 
 		return;
 	}
 	tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
-	if (!tok) { /* to the login form and back to the page, not to this form's path */
+	if (!tok || !web_token_ok(tok)) { /* to the login form and back to the page, not to this form's path */
 		struct hbuf loc = { 0 };
 		char *back = back_path(h, a), *next;
 		html_add(&loc, "/ui/login?next=");
@@ -183,6 +183,7 @@ static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum 
 		web_redirect(h, next);
 		free(next);
 		free(back);
+		free(tok);
 		return;
 	}
 	free(tok);

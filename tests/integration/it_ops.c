@@ -876,6 +876,17 @@ static void test_web_actions(struct harness *h, const char *wid, const json_t *o
 	     h->last_location ? h->last_location : "-");
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND state = 'failed'", 1, p) == 1,
 	     "web: and neither changed the job");
+	{
+		/* a cookie that is not a token: the login form too, and back to the page */
+		const char *hdr[] = { "Cookie: rung_token=not a token", "Content-Type: application/x-www-form-urlencoded", NULL };
+		const char *saved_tok = h->auth_token;
+		h->auth_token = NULL;
+		json_decref(h_request(h, "POST", retry, "from=current", 12, hdr, &st));
+		h->auth_token = saved_tok;
+		h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, login),
+		     "web: a cookie that is not a token goes to the login, back to the job page (%ld %s)", st,
+		     h->last_location ? h->last_location : "-");
+	}
 	st = web_post(h, retry, "from=bottom", true, origin);
 	h_ok(h, st == 400, "web: from=bottom is a 400 (%ld)", st);
 	st = web_post(h, retry, "from=current&note=web+retry", true, origin);
