@@ -54,6 +54,7 @@ static const struct recovery_key recovery_keys[] = {
 	{ "early_steps", RK_INT, false, 10, 0, 1000000 },
 	{ "quarantine_after", RK_INT, false, 2, 1, 1000 },
 	{ "env_fault_window_s", RK_INT, false, 3600, 1, 31536000 },
+	{ "stall_timeout_s", RK_INT, true, 0, 0, 604800 }, /* null: the worker's --stall-timeout-s; 0: never */
 };
 
 static const char *const submit_keys[] = { "config", "name", "priority", "recovery" };

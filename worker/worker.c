@@ -333,6 +333,9 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	const char *token = json_string_value(json_object_get(lease, "token"));
 	const json_t *config = json_object_get(lease, "config");
 	long hb_ms = (long)json_integer_value(json_object_get(lease, "heartbeat_ms"));
+	/* the job's recovery.stall_timeout_s when it set one (0: never), else this worker's */
+	const json_t *job_stall = json_object_get(lease, "stall_timeout_s");
+	long long stall_s = json_is_integer(job_stall) ? (long long)json_integer_value(job_stall) : w->o.stall_timeout_s;
 	char *dir = NULL, *cfg_path = NULL, *log_path = NULL, *err = NULL, idx[16], **argv = NULL;
 	struct scan *sc = scan_new();
 	struct runner *r = NULL;
@@ -417,8 +420,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			if (!kill_at)
 				kill_at = now + w->o.cancel_grace_ms;
 		}
-		if (w->o.stall_timeout_s > 0 && !stalled_s && !cancelled &&
-		    runner_silent_ms(r) >= (int64_t)w->o.stall_timeout_s * 1000) {
+		if (stall_s > 0 && !stalled_s && !cancelled && runner_silent_ms(r) >= (int64_t)stall_s * 1000) {
 			/* hung (a collective that never returns, a deadlocked data loader, a GPU that stopped
 			 * answering): nothing to save, so no SIGINT; the finish reports it (FACTS.stalled_s) */
 			stalled_s = (long long)(runner_silent_ms(r) / 1000);

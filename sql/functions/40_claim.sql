@@ -26,7 +26,7 @@ BEGIN
   -- its `leased` event is the attempt row itself (lease_event_id; the events view, migration 015)
   RETURN jsonb_build_object('status', 'ok', 'lease', jsonb_build_object(
     'attempt_id', a.id, 'job_id', j.id, 'number', a.number, 'token', a.token,
-    'config', cfg, 'lease_seconds', p_lease_s));
+    'config', cfg, 'lease_seconds', p_lease_s, 'stall_timeout_s', j.recovery->'stall_timeout_s'));
 END $$;
 
 -- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and

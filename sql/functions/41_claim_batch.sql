@@ -262,7 +262,7 @@ BEGIN
   -- their `leased` events are the attempt rows themselves (lease_event_id; the events view, 015)
   SELECT c.i, 'ok'::text, a.id, a.job_id, a.number, a.token,
          jsonb_build_object('attempt_id', a.id, 'job_id', a.job_id, 'number', a.number, 'token', a.token,
-                            'lease_seconds', p_lease_s),
+                            'lease_seconds', p_lease_s, 'stall_timeout_s', j.recovery->'stall_timeout_s'),
          j.cfg, j.arch, CASE WHEN j.arch IS NOT NULL THEN c.mem END, CASE WHEN j.arch IS NOT NULL THEN j.kind END,
          CASE WHEN j.arch IS NOT NULL THEN j.recovery::text END
   FROM c JOIN a ON a.job_id = c.job_id JOIN j ON j.id = c.job_id;

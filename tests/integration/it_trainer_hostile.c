@@ -258,6 +258,32 @@ int main(void)
 			pid_t hung = read_pid(h->tmp, "hostile-hang");
 			h_ok(h, hung > 0 && pid_gone(hung), "hostile-hang: the hung trainer (%d) is gone", (int)hung);
 			h_ok(h, h_proc_alive(&ws->proc), "hostile-hang: the worker is still running");
+			/* the job's own recovery.stall_timeout_s, on a worker left at its default (1800 s) */
+			h_ok(h, h_worker_stop(h, ws, SIGTERM) == 0, "the stall worker stopped");
+			{
+				const char *dargs[] = { "--trainer-cmd", cmd, NULL };
+				struct h_worker_opts dopt = { .args = dargs };
+				json_t *pextra = json_pack("{s:{s:i, s:i}}", "recovery", "max_attempts", 1, "stall_timeout_s", 2);
+				json_t *pjob = NULL, *pend = NULL;
+				char *pid_ = NULL;
+				struct h_worker *wd = h_worker_start(h, "wdefault", &dopt);
+				if (h_ok(h, wd != NULL, "a worker with the default stall timeout starts")) {
+					pjob = h_submit(h, hcfg, pextra);
+					pid_ = h_id(pjob, "id");
+					pend = pid_ ? h_wait_job(h, pid_, "failed", 30000 * h_slow()) : NULL;
+					if (pid_) {
+						const char *p[] = { pid_ };
+						h_ok(h, pend && h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint "
+									   "AND rule = 'trainer_stalled' AND (facts->>'stalled_s')::int >= 2",
+									   1, p) == 1,
+						     "hostile-hang: the job's stall_timeout_s 2 wins over the worker's 1800 s");
+					}
+				}
+				json_decref(pend);
+				json_decref(pjob);
+				json_decref(pextra);
+				free(pid_);
+			}
 		}
 		json_decref(ended);
 		json_decref(hjob);

@@ -75,7 +75,8 @@ int main(void)
 	TAP_INT_EQ(json_integer_value(json_object_get(rec, "quarantine_after")), 2, "recovery.quarantine_after defaults to 2");
 	TAP_INT_EQ(json_integer_value(json_object_get(rec, "env_fault_window_s")), 3600,
 		   "recovery.env_fault_window_s defaults to 3600");
-	TAP_INT_EQ(json_object_size(rec), 9, "recovery has exactly the nine RECOVERY keys");
+	TAP_OK(json_is_null(json_object_get(rec, "stall_timeout_s")), "recovery.stall_timeout_s defaults to null (the worker's)");
+	TAP_INT_EQ(json_object_size(rec), 10, "recovery has exactly the ten RECOVERY keys");
 	json_decref(rec);
 
 	field = check("\"priority\":5,\"recovery\":{\"max_lost\":0,\"max_gpu_seconds\":7200}", &rec, &prio);
@@ -97,6 +98,8 @@ int main(void)
 	expect_field("\"recovery\":{\"max_attempts\":0}", "recovery.max_attempts", "max_attempts below 1 is refused");
 	expect_field("\"recovery\":{\"max_lost\":-1}", "recovery.max_lost", "a negative max_lost is refused");
 	expect_field("\"recovery\":{\"scale_up\":1}", "recovery.scale_up", "a non-boolean scale_up is refused");
+	expect_field("\"recovery\":{\"stall_timeout_s\":604801}", "recovery.stall_timeout_s",
+		     "a stall timeout over a week is refused");
 	expect_field("\"recovery\":{\"max_attempts\":null}", "recovery.max_attempts",
 		     "null is refused for a knob that is not nullable");
 
