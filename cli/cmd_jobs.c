@@ -1,5 +1,6 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, watch. Each parses its
- * options, makes its calls through cli_call and prints a table, lines or the server's JSON. */
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, watch.
+ * Each parses its options, makes its calls through cli_call and prints a table, lines or the
+ * server's JSON. */
 #include "cmd_jobs.h"
 
 #include <stdbool.h>

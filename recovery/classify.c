@@ -1,6 +1,6 @@
 /* The failure classes of guide sections 1, 2 and 5 as an ordered rule table: cancelled, env_fault
- * (a stalled trainer), success, env_fault (busy GPU), not_oom, host_oom, env_fault (four ways), oom_train_early (phase unknown),
- * oom_load, oom_sample, oom_train_early, oom_train_intermittent. First match wins; each rule writes
+ * (a stalled trainer), success, env_fault (busy GPU), not_oom, host_oom, env_fault (four ways),
+ * oom_train_early (phase unknown), oom_load, oom_sample, oom_train_early, oom_train_intermittent. First match wins; each rule writes
  * its own evidence. Owns no state. */
 #include "classify.h"
 
@@ -85,10 +85,10 @@ static bool m_cancelled(const struct view *v, json_t *e)
 	return true;
 }
 
-/* The worker killed a trainer that printed nothing for its --stall-timeout-s (FACTS.stalled_s): a
- * hang (a collective that never returns, a deadlocked data loader, a GPU that stopped answering),
- * not memory; re-run on a clean GPU like any environment fault, and a GPU that hangs again is
- * quarantined. */
+/* The worker killed a trainer that printed nothing for its stall timeout (FACTS.stalled_s, with the
+ * SIGKILL that ended it): a hang (a collective that never returns, a deadlocked data loader, a GPU
+ * that stopped answering), not memory; re-run on a clean GPU like any environment fault (the
+ * policy marks the GPU only when the killed trainer left it dirty). */
 static bool m_stalled(const struct view *v, json_t *e)
 {
 	long long s = jpath_int(v->in->facts, "stalled_s", 0);

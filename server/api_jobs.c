@@ -4,8 +4,8 @@
  * priority. Each request is one SQL statement (sql/job_*.sql); submits are coalesced into
  * rung_submit_batch() statements (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
-#include <stdbool.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /* The /ui pages: each handler checks the caller (the rung_token cookie), runs one sql/web_*.sql
  * statement on the loop and renders the JSON it returns as one HTML page. Nothing here changes a
- * job, an escalation, a GPU or a worker: the forms that do are web_act.c's. Every text from the database is escaped (html_esc); the
- * pages carry no scripts and a Content-Security-Policy that forbids them. */
+ * job, an escalation, a GPU or a worker: the forms that do are web_act.c's. Every text from the
+ * database is escaped (html_esc); the pages carry no scripts and a Content-Security-Policy that
+ * forbids them. */
 #include "web.h"
 
 #include <ctype.h>
@@ -25,6 +26,7 @@
 #include "sql.h"
 #include "util.h"
 
+#define WEB_COOKIE "rung_token" /* the cookie that carries the API token */
 #define WEB_COOKIE_MAX_AGE (30 * 24 * 3600)
 #define WEB_TOKEN_MAX 512
 #define WEB_FORM_MAX 8192
@@ -177,7 +179,7 @@ int web_safe_next(const char *next)
 }
 
 /* Token characters a cookie value may carry unquoted (RFC 6265 cookie-octet, minus ; , " \). */
-int web_token_ok(const char *t)
+static bool token_ok(const char *t)
 {
 	size_t n = strlen(t);
 
@@ -293,12 +295,12 @@ static const char *owner_filter(const struct hreq *h)
 
 /* Runs page(h) for a caller with one of `roles`, checked by server/auth.c exactly as for the API:
  * the rung_token cookie is handed to auth_dispatch as the bearer token. Without a usable cookie
- * the browser is sent to the login form with the page to come back to. */
-void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h))
+ * the browser is sent to the login form with the page to come back to: back, or this one. */
+void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h), const char *back)
 {
 	char *tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
 
-	if (tok && web_token_ok(tok)) {
+	if (tok && token_ok(tok)) {
 		if (h->req && !hreq_header(h, "Authorization")) {
 			char *bearer = xasprintf("Bearer %s", tok);
 			evhttp_add_header(evhttp_request_get_input_headers(h->req), "Authorization", bearer);
@@ -309,8 +311,8 @@ void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page
 		struct hbuf loc = { 0 };
 		char *next;
 		html_add(&loc, "/ui/login?next=");
-		html_url(&loc, h->path);
-		if (h->query) {
+		html_url(&loc, back ? back : h->path);
+		if (!back && h->query) {
 			html_url(&loc, "?");
 			html_url(&loc, h->query);
 		}
@@ -886,27 +888,27 @@ static void gpus_page(struct hreq *h)
 
 void web_queue(struct hreq *h)
 {
-	web_gate(h, AUTH_READERS, AUTH_SCOPE_NONE, queue_page);
+	web_gate(h, AUTH_READERS, AUTH_SCOPE_NONE, queue_page, NULL);
 }
 
 void web_job(struct hreq *h)
 {
-	web_gate(h, AUTH_READERS, AUTH_SCOPE_JOB, job_page);
+	web_gate(h, AUTH_READERS, AUTH_SCOPE_JOB, job_page, NULL);
 }
 
 void web_escalations(struct hreq *h)
 {
-	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalations_page);
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalations_page, NULL);
 }
 
 void web_escalation(struct hreq *h)
 {
-	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalation_page);
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, escalation_page, NULL);
 }
 
 void web_gpus(struct hreq *h)
 {
-	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, gpus_page);
+	web_gate(h, AUTH_STAFF, AUTH_SCOPE_NONE, gpus_page, NULL);
 }
 
 /* ---- login ---- */
@@ -957,7 +959,7 @@ void web_login(struct hreq *h)
 		token = web_form_value(body, len, "token");
 		next = web_form_value(body, len, "next");
 	}
-	if (!token || !web_token_ok(token)) {
+	if (!token || !token_ok(token)) {
 		login_page(h, 400, next, "Enter an API token (printable characters, no spaces).");
 		goto out;
 	}

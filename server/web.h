@@ -12,7 +12,6 @@
 
 struct hreq;
 
-#define WEB_COOKIE "rung_token" /* the cookie that carries the API token */
 
 /* Route handlers (server/http.c). Each answers exactly once with text/html (or a 303 redirect to
  * the login form when the request carries no usable token). */
@@ -27,16 +26,13 @@ void web_logout(struct hreq *h);         /* POST /ui/logout : clears the cookie,
 
 /* Runs page(h) for a caller with one of `roles` (and `scope` over param[0]), checked by auth.c as
  * for the API with the rung_token cookie as the bearer token; without a usable cookie answers a 303
- * to the login form that comes back here. */
-void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h));
+ * to the login form that comes back to `back` (a local page; NULL: this request's own). */
+void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h), const char *back);
 /* Answers `code` with a page titled `title` that says msg (escaped). */
 void web_message(struct hreq *h, int code, const char *title, const char *msg);
 /* Answers 303 to location (a local path). */
 void web_redirect(struct hreq *h, const char *location);
 
-/* Whether t could be a token as the login form and the cookie carry it: 1..512 printable ASCII
- * characters, none of space, quote, semicolon, comma or backslash. */
-int web_token_ok(const char *t);
 /* Value of cookie `name` in a Cookie header (heap, caller frees), or NULL when absent. */
 char *web_cookie(const char *header, const char *name);
 /* Value of `key` in an application/x-www-form-urlencoded body of len bytes, decoded (+ and %XX;

@@ -164,7 +164,7 @@ static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum 
 		      void (*fn)(struct hreq *h))
 {
 	const char *host = hreq_header(h, "Host");
-	char *tok;
+	char *back;
 
 	if (!web_act_same_site(hreq_header(h, "Origin"), hreq_header(h, "Sec-Fetch-Site"), host,
 			       hreq_header(h, "X-Forwarded-Host"))) {
@@ -173,21 +173,9 @@ static void act_enter(struct hreq *h, const struct act *a, unsigned roles, enum 
 		web_message(h, 403, "Forbidden", "This form was sent from another site; nothing was changed.");
 		return;
 	}
-	tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
-	if (!tok || !web_token_ok(tok)) { /* to the login form and back to the page, not to this form's path */
-		struct hbuf loc = { 0 };
-		char *back = back_path(h, a), *next;
-		html_add(&loc, "/ui/login?next=");
-		html_url(&loc, back);
-		next = html_take(&loc);
-		web_redirect(h, next);
-		free(next);
-		free(back);
-		free(tok);
-		return;
-	}
-	free(tok);
-	web_gate(h, roles, scope, fn);
+	back = back_path(h, a); /* a login goes back to the page, not to this form's path */
+	web_gate(h, roles, scope, fn, back);
+	free(back);
 }
 
 static void do_retry(struct hreq *h)

@@ -1,6 +1,7 @@
-/* The webhook loop (webhook.h): escalations and, with --job-webhook, jobs that ended. A poll timer claims due outbox rows in one statement;
- * each row becomes one curl easy handle on a curl multi whose sockets and timeout are libevent
- * events (CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION, curl_multi_socket_action), so nothing
+/* The webhook loop (webhook.h): escalations and, with --job-webhook, jobs that ended. A poll timer
+ * claims due outbox rows of the kinds it has a URL for in one statement; each row becomes one curl
+ * easy handle on a curl multi whose sockets and timeout are libevent events
+ * (CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION, curl_multi_socket_action), so nothing
  * blocks the loop. Finished POSTs are marked delivered (2xx) or rescheduled with backoff. Owns the
  * curl multi, its events and the deliveries in flight; the rows belong to PostgreSQL. */
 #include "webhook.h"

@@ -19,8 +19,8 @@
 --   - recovery_state.retried keeps the story (when, by whom, from what, the note, the previous
 --     state and result); the result, finished_at and cancel_requested are cleared;
 --   - the job's own open or acknowledged escalations (budget_exhausted, ladder_exhausted: what
---     this job could not do) are resolved with the note (event escalation_resolved each), since
---     the retry answers them; those about hardware (gpu_quarantined, env_fault_regression,
+--     this job could not do) are resolved with the note (rung_escalation_set: the event
+--     escalation_resolved each), since the retry answers them; those about hardware (gpu_quarantined, env_fault_regression,
 --     host_oom_repeated) stay open for support, whoever retries (a submitter may retry its own
 --     job, not resolve support's escalations);
 --   - an event `retried` (previous state -> queued) with the same data;
@@ -29,11 +29,19 @@
 -- Returns {"status": "ok", "job": JOB}; {"status": "conflict", "job": JOB} when the job is queued,
 -- running or succeeded (nothing changes); NULL when there is no such job. rungd wakes the waiters
 -- after the commit (lease_announce), as for every re-queue.
+-- The attempts a job made before its last retry (recovery_state.budget_from; 0: never retried):
+-- those spend no budget and bar no GPU in the claim, and the attempt after them is a first attempt
+-- at the target for the lease-time memory check. The one place the key is read in SQL
+-- (40_claim.sql, 41_claim_batch.sql); recovery/policy.c reads it for the budgets.
+CREATE OR REPLACE FUNCTION rung_budget_from(p_recovery_state jsonb) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce((p_recovery_state->>'budget_from')::int, 0)
+$$;
+
 CREATE OR REPLACE FUNCTION rung_retry(p_job bigint, p_from text, p_note text, p_by text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
   j jobs;
-  e escalations;
   v_from text := coalesce(p_from, 'current');
   v_story jsonb;
   v_why text;
@@ -53,12 +61,10 @@ BEGIN
                                 'budget_from', j.attempts_count);
   v_why := 'retried' || coalesce(' by ' || p_by, '') || ' from the ' || v_from || ' config'
            || coalesce(': ' || p_note, '');
-  FOR e IN UPDATE escalations SET state = 'resolved', note = v_why, updated_at = now()
-           WHERE job_id = p_job AND state <> 'resolved' AND trigger IN ('budget_exhausted', 'ladder_exhausted')
-           RETURNING * LOOP
-    INSERT INTO events (job_id, kind, from_state, to_state, reason, data)
-    VALUES (e.job_id, 'escalation_resolved', NULL, 'resolved', v_why, jsonb_build_object('escalation_id', e.id));
-  END LOOP;
+  PERFORM rung_escalation_set(x.id, 'resolved', v_why)
+  FROM escalations x
+  WHERE x.job_id = p_job AND x.state <> 'resolved' AND x.trigger IN ('budget_exhausted', 'ladder_exhausted')
+  ORDER BY x.id;
   INSERT INTO metrics_pruned AS m (kind, label1, label2, n) VALUES ('job', j.state, '', 1)
   ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + 1;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)

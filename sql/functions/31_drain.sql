@@ -27,6 +27,7 @@ DECLARE
   v_changed boolean := false;
   v_was text;
   v_why text;
+  v_json jsonb;
 BEGIN
   SELECT * INTO w FROM workers WHERE id = p_worker FOR UPDATE;
   IF NOT FOUND THEN
@@ -43,13 +44,13 @@ BEGIN
     UPDATE workers SET state = 'online', drain = NULL WHERE id = p_worker RETURNING * INTO w;
     v_changed := true;
   END IF;
+  v_json := rung_worker_json(w);
   IF v_changed THEN
     INSERT INTO events (kind, from_state, to_state, reason, data)
     VALUES (CASE WHEN p_drain THEN 'worker_drained' ELSE 'worker_resumed' END,
             v_was, w.state, v_why,
             jsonb_build_object('worker_id', w.id, 'worker', w.name, 'by', p_by, 'note', p_note,
-                               'running_attempts', (SELECT count(*) FROM attempts a
-                                                    WHERE a.worker_id = w.id AND a.state = 'running')));
+                               'running_attempts', v_json->'running_attempts'));
   END IF;
-  RETURN jsonb_build_object('changed', v_changed, 'worker', rung_worker_json(w));
+  RETURN jsonb_build_object('changed', v_changed, 'worker', v_json);
 END $$;

@@ -60,7 +60,7 @@ BEGIN
     AND coalesce((c.constraints->>'min_gpu_memory_mib')::int, 0) <= g.memory_total_mib
     AND NOT EXISTS (SELECT 1 FROM attempts f
                     WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
-                      AND f.number > coalesce((c.recovery_state->>'budget_from')::int, 0)
+                      AND f.number > rung_budget_from(c.recovery_state)
                       AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text))
   ORDER BY c.priority, c.created_at, c.id
   LIMIT 1

@@ -99,7 +99,7 @@ BEGIN
          array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
   INTO ids, cons, reran, reran_from
   FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count,
-               coalesce((c.recovery_state->>'budget_from')::int, 0) AS budget_from FROM jobs c
+               rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
         WHERE c.state = 'queued'
         ORDER BY c.priority, c.created_at, c.id
         LIMIT np FOR UPDATE SKIP LOCKED) x;
@@ -223,7 +223,7 @@ BEGIN
         SELECT rung_config_arch(c.target_config), w_mem[n], c.kind, c.recovery::text
         INTO init_arch, init_gpu_mib, init_kind, init_recovery
         FROM jobs c WHERE c.id = job_id AND c.current_config IS NULL
-                      AND number = 1 + coalesce((c.recovery_state->>'budget_from')::int, 0);
+                      AND number = 1 + rung_budget_from(c.recovery_state);
       END IF;
       RETURN NEXT;
     END IF;
@@ -248,7 +248,7 @@ BEGIN
     RETURNING jobs.id, jobs.attempts_count, jobs.current_config,
               coalesce(jobs.current_config, jobs.target_config)::text AS cfg,
               CASE WHEN jobs.current_config IS NULL
-                        AND jobs.attempts_count = 1 + coalesce((jobs.recovery_state->>'budget_from')::int, 0)
+                        AND jobs.attempts_count = 1 + rung_budget_from(jobs.recovery_state)
                    THEN rung_config_arch(jobs.target_config) END AS arch, jobs.kind, jobs.recovery),
   a AS (
     INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token,

@@ -125,5 +125,16 @@ int main(void)
 	TAP_INT_EQ(http_parse_id("12abc"), -1, "trailing garbage is refused");
 	TAP_INT_EQ(http_parse_id("99999999999999999999999"), -1, "an overflowing id is refused");
 	TAP_INT_EQ(http_parse_id(NULL), -1, "a missing id is refused");
+
+	/* who an action's record names (hreq_by): the token's name, else its id */
+	{
+		struct hreq h;
+		char by[64];
+		memset(&h, 0, sizeof h);
+		h.who.token_id = 17;
+		TAP_STR_EQ(hreq_by(&h, by, sizeof by), "token 17", "hreq_by: a token without a name is named by its id");
+		snprintf(h.who.name, sizeof h.who.name, "oncall");
+		TAP_STR_EQ(hreq_by(&h, by, sizeof by), "oncall", "hreq_by: else by its name");
+	}
 	return TAP_DONE();
 }
