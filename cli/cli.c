@@ -46,6 +46,11 @@ const struct cli_cmd cli_cmds[] = {
 		"there that ended before now no longer count; --note says why (kept in the event).", cmd_profiles_reset },
 	{ "profiles", "profiles [--arch A]", "Lists what the memory model learned per (arch, GPU memory class):\n"
 		"attempts it rests on, fits and OOMs, margin, usable memory, ceilings (support/admin).", cmd_profiles },
+	{ "plan", "plan CONFIG.yaml|CONFIG.json [--gpu-mib N] [--no-scale-up] [--validate-steps N]",
+		"Asks what rung would do with a config before it is submitted (nothing is stored): for each GPU\n"
+		"size in the fleet (and --gpu-mib N), the memory model's estimate of the config and what a first\n"
+		"attempt would run there: as submitted, lower (the rungs and config changes), or wait for a\n"
+		"bigger GPU.", cmd_plan },
 	{ "token create", "token create --role submitter|worker|support|admin [--name N]",
 		"Creates an API token (admin) and prints it on stdout; it is shown only this once.", cmd_token_create },
 	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, never the secrets.",

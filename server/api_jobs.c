@@ -333,7 +333,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 
 /* Wraps a raw AI Toolkit file (stolen) into the envelope api_jobs_check_submit takes, with the query
  * options. Returns 0 with *out, or answers 400 naming the parameter and returns -1: h is gone. */
-static int raw_envelope(struct hreq *h, json_t *file, json_t **out)
+static int raw_envelope(struct hreq *h, json_t *file, const char *also, json_t **out)
 {
 	struct evkeyvalq q;
 	struct evkeyval *kv;
@@ -355,6 +355,8 @@ static int raw_envelope(struct hreq *h, json_t *file, json_t **out)
 					   kv->key);
 				goto out;
 			}
+		if (also && strcmp(kv->key, also) == 0)
+			continue;
 		if (query_option(kv->key, kv->value, env, rec, &message) < 0) {
 			hreq_error(h, 400, "invalid_request", kv->key, "%s", message);
 			goto out;
@@ -375,32 +377,62 @@ out:
 
 /* Reads a submit body into envelope form: a JSON envelope as it is, a raw file (YAML by its
  * Content-Type, or JSON by body_is_file) wrapped with its query options. Query options on an
- * envelope are refused. Returns 0 with *out (new reference) and *as_sent true when the envelope is
- * the request body itself (its text, hreq_body_text, is the envelope's), or -1 after answering:
- * h is gone. */
-static int read_submit(struct hreq *h, json_t **out, bool *as_sent)
+ * envelope are refused, but for the parameter named also (may be NULL: none), which the caller
+ * reads itself in either form. Returns 0 with *out (new reference) and *as_sent true when the
+ * envelope is the request body itself (its text, hreq_body_text, is the envelope's), or -1 after
+ * answering: h is gone. */
+static int read_submit(struct hreq *h, const char *also, json_t **out, bool *as_sent)
 {
 	json_t *body = NULL;
 	struct evkeyvalq q;
+	struct evkeyval *kv;
 
 	*out = NULL;
 	*as_sent = false;
 	if (is_yaml_type(hreq_header(h, "Content-Type")) ? read_yaml_body(h, &body) < 0 : hreq_body(h, &body) < 0)
 		return -1;
 	if (body_is_file(body))
-		return raw_envelope(h, body, out);
+		return raw_envelope(h, body, also, out);
 	TAILQ_INIT(&q);
-	if (h->query && *h->query && (evhttp_parse_query_str(h->query, &q) != 0 || q.tqh_first)) {
-		hreq_error(h, 400, "invalid_request", q.tqh_first ? q.tqh_first->key : NULL,
-			   "query options apply only when the body is the AI Toolkit config itself; the envelope "
-			   "carries name, priority and recovery in its body");
-		evhttp_clear_headers(&q);
-		json_decref(body);
-		return -1;
+	if (h->query && *h->query && evhttp_parse_query_str(h->query, &q) != 0) {
+		hreq_error(h, 400, "invalid_request", NULL, "malformed query string");
+		goto bad;
 	}
+	for (kv = q.tqh_first; kv; kv = kv->next.tqe_next)
+		if (!also || strcmp(kv->key, also) != 0) {
+			hreq_error(h, 400, "invalid_request", kv->key,
+				   "query options apply only when the body is the AI Toolkit config itself; the "
+				   "envelope carries name, priority and recovery in its body");
+			goto bad;
+		}
 	evhttp_clear_headers(&q);
 	*out = body;
 	*as_sent = !is_yaml_type(hreq_header(h, "Content-Type"));
+	return 0;
+bad:
+	evhttp_clear_headers(&q);
+	json_decref(body);
+	return -1;
+}
+
+int api_jobs_read_submit(struct hreq *h, const char *also, json_t **body, json_t **recovery)
+{
+	const char *name;
+	char *field = NULL, *message = NULL;
+	int priority;
+	bool as_sent;
+
+	*recovery = NULL;
+	if (read_submit(h, also, body, &as_sent) < 0)
+		return -1;
+	if (api_jobs_check_submit(*body, recovery, &name, &priority, &field, &message) < 0) {
+		hreq_error(h, 400, "invalid_request", field, "%s", message);
+		free(field);
+		free(message);
+		json_decref(*body);
+		*body = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -531,7 +563,7 @@ void api_jobs_submit(struct hreq *h)
 
 	if (!auth_submit_allowed(h))
 		return;
-	if (read_submit(h, &body, &as_sent) < 0)
+	if (read_submit(h, NULL, &body, &as_sent) < 0)
 		return;
 	if (api_jobs_check_submit(body, &recovery, &name, &priority, &field, &message) < 0) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);

@@ -28,4 +28,11 @@ void api_jobs_priority(struct hreq *h);
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message);
 
+/* Reads and validates a submit body as POST /v1/jobs does (either form; api_jobs_check_submit),
+ * for routes that take what a submit takes (POST /v1/plan). The query parameter named also (may
+ * be NULL) is left to the caller: the file form does not read it as an option, the envelope form
+ * does not refuse it. Returns 0 with *body (the envelope) and *recovery (defaults filled), new
+ * references the caller frees; or -1 after answering h (400 naming the field, 413): h is gone. */
+int api_jobs_read_submit(struct hreq *h, const char *also, json_t **body, json_t **recovery);
+
 #endif

@@ -10,6 +10,7 @@
 #include "api_health.h"
 #include "api_jobs.h"
 #include "api_profiles.h"
+#include "api_plan.h"
 #include "api_tokens.h"
 #include "api_workers.h"
 #include "app.h"
@@ -30,6 +31,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs/{}/retry", api_jobs_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/priority", api_jobs_priority, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/plan", api_plan, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/profiles", api_profiles_list, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/profiles/{}/{}/reset", api_profiles_reset, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },

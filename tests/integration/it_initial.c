@@ -8,7 +8,9 @@
  * can reach ran out of memory on 24 GiB: with no bigger GPU in the fleet a first attempt runs as
  * submitted (today's path); once an 80 GiB GPU is in the fleet, the 24 GiB worker's claim is handed
  * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU; rungctl show and
- * the web job page say why. */
+ * the web job page say why. Before each of those, POST /v1/plan (and rungctl plan) says what the lease
+ * then does: as submitted without history, start lower with the same rung, hand over to a bigger GPU;
+ * it stores nothing. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +104,127 @@ static char *job_page(struct harness *h, const char *id)
 static long long batch_of(const json_t *attempt)
 {
 	return jpath_int(attempt, "config.config.process[0].train.batch_size", -1);
+}
+
+/* POST /v1/plan of config (stolen) as the envelope, with query (may be NULL); *st gets the status. */
+static json_t *plan(struct harness *h, json_t *config, const char *query, long *st)
+{
+	json_t *body = json_pack("{s:o}", "config", config), *ans;
+	char *path = xasprintf("/v1/plan%s", query ? query : "");
+
+	ans = h_post(h, path, body, st);
+	free(path);
+	json_decref(body);
+	return ans;
+}
+
+/* The entry of a plan's sizes for a GPU of mib MiB (borrowed), or NULL. */
+static const json_t *plan_at(const json_t *p, long long mib)
+{
+	const json_t *s;
+	size_t i;
+
+	json_array_foreach(json_object_get(p, "sizes"), i, s)
+		if (jpath_int(s, "gpu_mib", 0) == mib)
+			return s;
+	return NULL;
+}
+
+static long long jobs_count(struct harness *h)
+{
+	return h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+}
+
+/* No history yet: the plan says every size runs the config as submitted, with no estimate; a size
+ * asked for (?gpu_mib=) comes in its place, marked as not in the fleet; bad input is named; a worker
+ * may not ask; nothing is stored. */
+static void test_plan_no_history(struct harness *h)
+{
+	long long before = jobs_count(h);
+	long st = 0;
+	json_t *p = plan(h, flux("plan_none", 4, 1024), "?gpu_mib=81920", &st), *e;
+	const json_t *s24 = plan_at(p, GPU_24G), *s80 = plan_at(p, GPU_80G);
+	const char *saved;
+
+	h_ok(h, st == 200 && !strcmp(h_str(p, "arch"), "flux") && !strcmp(h_str(p, "kind"), "image") &&
+	     h_int(p, "observations") == 0, "plan: 200, flux, image, no observations yet (%ld)", st);
+	h_ok(h, s24 && s80 && json_array_size(json_object_get(p, "sizes")) == 2 &&
+	     json_array_get(json_object_get(p, "sizes"), 0) == s80,
+	     "the fleet's 24 GiB size and the 80 GiB asked for, largest first");
+	h_ok(h, s24 && h_int(s24, "gpus") == 1 && json_is_true(json_object_get(s24, "in_fleet")) &&
+	     s80 && h_int(s80, "gpus") == 0 && json_is_false(json_object_get(s80, "in_fleet")),
+	     "one GPU of 24 GiB in the fleet, none of 80 GiB");
+	h_ok(h, s24 && !strcmp(h_str(s24, "action"), "as_is") && json_is_null(json_object_get(s24, "target_estimate")) &&
+	     strstr(h_str(s24, "reason"), "no memory history"),
+	     "without history a first attempt runs as submitted (%s)", s24 ? h_str(s24, "reason") : "?");
+	h_ok(h, jobs_count(h) == before, "a plan stores no job");
+	json_decref(p);
+	p = plan(h, flux("plan_bad", 1, 512), "?gpu_mib=0", &st);
+	h_ok(h, st == 400 && !strcmp(h_str(p, "field"), "gpu_mib"), "gpu_mib 0: 400 naming gpu_mib (%ld)", st);
+	json_decref(p);
+	e = flux("plan_bad", 1, 512);
+	h_config_set(e, "config.process[0].train.batch_size", json_string("four"));
+	p = plan(h, e, NULL, &st);
+	h_ok(h, st == 400 && strstr(h_str(p, "field"), "batch_size"), "a config a submit refuses: the same 400 (%ld, %s)", st,
+	     h_str(p, "field"));
+	json_decref(p);
+	saved = h->auth_token;
+	h->auth_token = h->worker_token;
+	p = plan(h, flux("plan_worker", 1, 512), NULL, &st);
+	h->auth_token = saved;
+	h_ok(h, st == 403, "a worker token may not ask (%ld)", st);
+	json_decref(p);
+}
+
+/* After the teaching: the batch-4 config is predicted not to fit 24 GiB and the plan starts it with
+ * the batch_size rung (batch 4 -> 1), as the lease then does (test_start_lower); a config predicted
+ * to fit runs as submitted; rungctl plan prints both; nothing is stored. */
+static void test_plan_learned(struct harness *h)
+{
+	long long before = jobs_count(h);
+	long st = 0;
+	json_t *p = plan(h, flux("plan_big", 4, 1024), NULL, &st), *q;
+	const json_t *s = plan_at(p, GPU_24G), *ch;
+	char *cfg, *args, *out;
+	int rc = -1;
+	FILE *f;
+
+	ch = json_array_get(json_object_get(s, "changes"), 0);
+	h_ok(h, st == 200 && s && !strcmp(h_str(s, "action"), "start_lower") && h_int(p, "observations") >= 4,
+	     "plan: batch 4 on 1024 px starts lower on 24 GiB (%ld, %s, %lld observations)", st, s ? h_str(s, "action") : "?",
+	     h_int(p, "observations"));
+	h_ok(h, s && json_is_false(jpath_get(s, "target_estimate.fits")) && json_is_true(jpath_get(s, "estimate.fits")),
+	     "the target predicted not to fit, the lowered config predicted to fit");
+	h_ok(h, s && json_array_size(json_object_get(s, "rungs")) == 1 &&
+	     !strcmp(json_string_value(json_array_get(json_object_get(s, "rungs"), 0)) ?: "", "batch_size") &&
+	     !strcmp(h_str(ch, "path"), "config.process[0].train.batch_size") && h_int(ch, "old") == 4 && h_int(ch, "new") == 1,
+	     "with the batch_size rung: batch 4 -> 1 (the change the lease then makes)");
+	q = plan(h, flux("plan_fit", 1, 768), NULL, &st);
+	s = plan_at(q, GPU_24G);
+	h_ok(h, st == 200 && s && !strcmp(h_str(s, "action"), "as_is") && json_is_true(jpath_get(s, "target_estimate.fits")) &&
+	     json_array_size(json_object_get(s, "changes")) == 0, "batch 1 on 768 px: predicted to fit, as submitted");
+	json_decref(q);
+	h_ok(h, jobs_count(h) == before, "plans store no job");
+	cfg = xasprintf("%s/plan_big.json", h->tmp);
+	f = fopen(cfg, "w");
+	q = flux("plan_big", 4, 1024);
+	if (f) {
+		json_dumpf(q, f, JSON_INDENT(2));
+		fclose(f);
+	}
+	json_decref(q);
+	args = xasprintf("plan %s --gpu-mib 81920", cfg);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && strstr(out, "image flux: the memory model rests on ") &&
+	     strstr(out, "start lower: batch_size") && strstr(out, "as submitted") &&
+	     strstr(out, "    config change: config.process[0].train.batch_size: 4 -> 1\n"),
+	     "rungctl plan: the table (lower on 24 GiB, as submitted on 80 GiB) and the change");
+	if (h->failed)
+		h_diag("rungctl plan: %s", out);
+	free(out);
+	free(args);
+	free(cfg);
+	json_decref(p);
 }
 
 /* The job predicted not to fit: attempt 1 ran batch 1 (accumulation 4), succeeded, the lowering is
@@ -402,6 +525,15 @@ static void test_bigger(struct harness *h, const struct h_worker_opts *small)
 	}
 	if (!spent_ladder_cached(h, "init_prime_b", GPU_80G))
 		goto out;
+	{
+		json_t *p = plan(h, json_deep_copy(cfg), NULL, &st);
+		const json_t *s24 = plan_at(p, GPU_24G), *s80 = plan_at(p, GPU_80G);
+		h_ok(h, st == 200 && s24 && !strcmp(h_str(s24, "action"), "requeue_bigger") &&
+		     h_int(s24, "min_gpu_memory_mib") == GPU_24G + 1 && s80 && !strcmp(h_str(s80, "action"), "as_is"),
+		     "plan: on 24 GiB it would wait for a GPU of at least 24577 MiB, on 80 GiB run as submitted (%s, %s)",
+		     s24 ? h_str(s24, "action") : "?", s80 ? h_str(s80, "action") : "?");
+		json_decref(p);
+	}
 	sub = h_submit(h, cfg, NULL);
 	id = h_id(sub, "id");
 	ev.id = id;
@@ -497,6 +629,7 @@ int main(void)
 	if (!h_ok(h, w != NULL, "a worker with one 24 GiB GPU starts"))
 		goto out;
 	h_ok(h, metric(h, "rung_memory_profile_cache{state=\"ready\"}") == 0, "no profile cached before any job");
+	test_plan_no_history(h);
 	for (size_t i = 0; i < ARRAY_LEN(teach); i++) {
 		char name[32];
 		snprintf(name, sizeof name, "teach_%zu", i);
@@ -511,6 +644,7 @@ int main(void)
 	/* the cache fills in the background after each finish: wait for a profile that predicts */
 	h_ok(h, wait_until(cache_ready, &ready, 20000 * h_slow()), "rungd caches a profile of flux on 24 GiB, current");
 	h_ok(h, metric(h, "rung_memory_profile_fills_total{result=\"ok\"}") >= 2, "fills counted in /metrics");
+	test_plan_learned(h);
 	test_start_lower(h);
 	test_fits(h);
 	test_no_scale_up(h);

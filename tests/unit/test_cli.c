@@ -579,9 +579,47 @@ static void test_profiles(void)
 	json_decref(list);
 }
 
+/* rungctl plan's text, from answers in the server's shape: the three actions, drained GPUs, a size
+ * not in the fleet, no GPU at all, no history. */
+static void test_plan_text(void)
+{
+	json_t *p = json_loads("{\"kind\": \"image\", \"arch\": \"flux\", \"observations\": 6, \"fleet_max_gpu_mib\": 81920,"
+			       " \"sizes\": [{\"gpu_mib\": 81920, \"gpus\": 2, \"draining_gpus\": 1, \"in_fleet\": true,"
+			       " \"action\": \"as_is\", \"reason\": \"start as submitted\", \"estimate\": null,"
+			       " \"target_estimate\": {\"peak_mib\": 28774, \"fits\": true}, \"rungs\": [], \"changes\": []},"
+			       " {\"gpu_mib\": 49152, \"gpus\": 0, \"draining_gpus\": 0, \"in_fleet\": false,"
+			       " \"action\": \"start_lower\", \"reason\": \"memory model: lower\","
+			       " \"estimate\": {\"peak_mib\": 20480, \"fits\": true},"
+			       " \"target_estimate\": {\"peak_mib\": 60000, \"fits\": false}, \"rungs\": [\"batch_size\", \"resolution\"],"
+			       " \"changes\": [{\"path\": \"config.process[0].train.batch_size\", \"old\": 4, \"new\": 1}]},"
+			       " {\"gpu_mib\": 24576, \"gpus\": 3, \"draining_gpus\": 0, \"in_fleet\": true,"
+			       " \"action\": \"requeue_bigger\", \"reason\": \"memory model: every rung\", \"min_gpu_memory_mib\": 24577,"
+			       " \"estimate\": {\"peak_mib\": null, \"fits\": false}, \"target_estimate\": {\"peak_mib\": null, \"fits\": null},"
+			       " \"rungs\": [], \"changes\": []}]}", 0, NULL);
+	char *s = cmd_plan_text(p);
+
+	TAP_STR_EQ(s, "image flux: the memory model rests on 6 attempt(s) of flux\n"
+		   "GPU MIB  GPUS            TARGET                  FIRST ATTEMPT                         IT NEEDS\n"
+		   "81920    2 (+1 drained)  28.1 GiB, fits          as submitted                          -\n"
+		   "49152    none            58.6 GiB, does not fit  start lower: batch_size + resolution  20.0 GiB, fits\n"
+		   "24576    3               unknown                 wait for >= 24577 MiB                 -\n"
+		   "  on 49152 MiB: memory model: lower\n"
+		   "    config change: config.process[0].train.batch_size: 4 -> 1\n"
+		   "  on 24576 MiB: memory model: every rung\n", "plan: a row per size, then why and what changes where not as submitted");
+	free(s);
+	json_object_set_new(p, "sizes", json_array());
+	json_object_set_new(p, "observations", json_integer(0));
+	s = cmd_plan_text(p);
+	TAP_STR_EQ(s, "image flux: no memory history of flux yet, so a first attempt runs as submitted\n"
+		   "no GPU in the fleet: --gpu-mib N asks about a GPU of N MiB\n", "plan: no history, no GPU");
+	free(s);
+	json_decref(p);
+}
+
 int main(void)
 {
 	test_profiles();
+	test_plan_text();
 	test_classify_facts();
 	test_args();
 	test_commands();

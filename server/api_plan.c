@@ -1,0 +1,171 @@
+/* POST /v1/plan (see api_plan.h): the submit's reading and validation (api_jobs_read_submit), one
+ * statement for the fleet's GPU sizes and the arch's observations (sql/plan_fleet.sql), then
+ * policy_initial per size on the loop: the same pure decision a lease makes for a first attempt
+ * (server/lease.c start_lower), so the plan and the lease cannot disagree on the same history. */
+#include "api_plan.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_jobs.h"
+#include "api_profiles.h"
+#include "app.h"
+#include "atconfig.h"
+#include "db.h"
+#include "http.h"
+#include "jpath.h"
+#include "log.h"
+#include "memmodel.h"
+#include "memplan.h"
+#include "policy.h"
+#include "sql.h"
+#include "util.h"
+
+struct plan_req {
+	struct hreq *h;
+	json_t *config;   /* the AI Toolkit file (the envelope's "config") */
+	json_t *recovery; /* RECOVERY, defaults filled */
+	const char *kind; /* static (atconfig_kind) */
+	char arch[API_PROFILES_ARCH_MAX + 1];
+	long extra_mib;   /* ?gpu_mib=, 0 when not asked */
+};
+
+static void plan_req_free(struct plan_req *p)
+{
+	if (!p)
+		return;
+	json_decref(p->config);
+	json_decref(p->recovery);
+	free(p);
+}
+
+/* The decision for one GPU size: policy_initial on the CTX a lease would build (start_lower in
+ * lease.c) plus the target's own estimate. A new object, or NULL with *err (heap). */
+static json_t *plan_size(const struct plan_req *p, const json_t *size, const json_t *obs, long long fleet_mib,
+			 char **err)
+{
+	long long gpu = jpath_int(size, "gpu_mib", 0);
+	json_t *ctx, *init, *profile, *target_est, *out;
+
+	ctx = json_pack("{s:{s:s, s:O, s:O}, s:{s:I}, s:{s:s, s:I, s:O}}", "job", "kind", p->kind, "target_config", p->config,
+			"recovery", p->recovery, "gpu", "memory_total_mib", (json_int_t)gpu, "memory", "arch", p->arch,
+			"gpu_mib", (json_int_t)gpu, "observations", obs);
+	if (!ctx) {
+		*err = xstrdup("cannot build the decision's context");
+		return NULL;
+	}
+	if (fleet_mib > gpu) /* as a lease: requeue_bigger only toward a bigger GPU the fleet has */
+		json_object_set_new(ctx, "fleet", json_pack("{s:I}", "max_gpu_memory_mib", (json_int_t)fleet_mib));
+	init = policy_initial(ctx, err);
+	if (!init) {
+		json_decref(ctx);
+		return NULL;
+	}
+	profile = memplan_profile(ctx, NULL);
+	target_est = profile ? memplan_estimate(profile, !strcmp(p->kind, "video"), p->config) : NULL;
+	/* a size asked for (?gpu_mib=) that the fleet lacks: no "gpus" of its own, 0 of them */
+	out = json_pack("{s:I, s:I, s:I, s:b, s:O, s:O, s:O, s:o, s:O, s:O}", "gpu_mib", (json_int_t)gpu, "gpus",
+			(json_int_t)jpath_int(size, "gpus", 0), "draining_gpus", (json_int_t)jpath_int(size, "draining_gpus", 0),
+			"in_fleet", json_is_integer(json_object_get(size, "gpus")), "action", json_object_get(init, "action"), "reason",
+			json_object_get(init, "reason"), "estimate", json_object_get(init, "estimate"), "target_estimate",
+			target_est ? target_est : json_null(), "rungs", json_object_get(init, "rungs"), "changes",
+			json_object_get(init, "changes"));
+	if (out && json_object_get(init, "skipped"))
+		json_object_set(out, "skipped", json_object_get(init, "skipped"));
+	if (out && jpath_get(init, "constraints.min_gpu_memory_mib"))
+		json_object_set(out, "min_gpu_memory_mib", jpath_get(init, "constraints.min_gpu_memory_mib"));
+	json_decref(profile);
+	json_decref(init);
+	json_decref(ctx);
+	if (!out)
+		*err = xstrdup("cannot build the plan of a size");
+	return out;
+}
+
+static void on_fleet(PGresult *res, const char *err, void *arg)
+{
+	struct plan_req *p = arg;
+	struct hreq *h = p->h;
+	json_t *doc = hreq_db_doc(h, res, err, "fleet"), *sizes = NULL, *out = NULL, *s, *obs;
+	long long fleet_mib;
+	char *perr = NULL;
+	bool asked = p->extra_mib <= 0;
+	size_t i;
+
+	if (!doc)
+		goto out;
+	obs = json_object_get(doc, "observations");
+	fleet_mib = jpath_int(doc, "fleet_max_gpu_mib", 0);
+	sizes = json_array();
+	json_array_foreach(json_object_get(doc, "sizes"), i, s) {
+		json_t *one;
+		if (!asked && p->extra_mib > jpath_int(s, "gpu_mib", 0)) { /* the asked size, in its place */
+			json_t *extra = json_pack("{s:I}", "gpu_mib", (json_int_t)p->extra_mib);
+			one = plan_size(p, extra, obs, fleet_mib, &perr);
+			json_decref(extra);
+			asked = true;
+			if (!one)
+				break;
+			json_array_append_new(sizes, one);
+		}
+		asked |= p->extra_mib == jpath_int(s, "gpu_mib", 0);
+		one = plan_size(p, s, obs, fleet_mib, &perr);
+		if (!one)
+			break;
+		json_array_append_new(sizes, one);
+	}
+	if (!perr && !asked) {
+		json_t *extra = json_pack("{s:I}", "gpu_mib", (json_int_t)p->extra_mib), *one;
+		one = plan_size(p, extra, obs, fleet_mib, &perr);
+		json_decref(extra);
+		if (one)
+			json_array_append_new(sizes, one);
+	}
+	if (perr) {
+		log_error("plan failed", "arch=%s error=\"%s\"", p->arch, perr);
+		hreq_error(h, 500, "internal", NULL, "the plan could not be made: %s", perr);
+		goto out;
+	}
+	out = json_pack("{s:s, s:s, s:o, s:I, s:I, s:O}", "kind", p->kind, "arch", p->arch, "features",
+			memmodel_features(p->config, p->kind), "observations", (json_int_t)json_array_size(obs),
+			"fleet_max_gpu_mib", (json_int_t)fleet_mib, "sizes", sizes);
+	if (!out) {
+		hreq_error(h, 500, "internal", NULL, "the plan could not be encoded");
+		goto out;
+	}
+	hreq_reply(h, 200, out);
+out:
+	free(perr);
+	json_decref(sizes);
+	json_decref(doc);
+	plan_req_free(p);
+}
+
+void api_plan(struct hreq *h)
+{
+	struct plan_req *p = xcalloc(1, sizeof *p);
+	json_t *body = NULL;
+	char *gpu = hreq_query(h, "gpu_mib");
+
+	p->h = h;
+	if (gpu && (p->extra_mib = api_profiles_parse_mib(gpu)) < 0) {
+		hreq_error(h, 400, "invalid_request", "gpu_mib", "gpu_mib must be an integer from 1 to %d",
+			   API_PROFILES_GPU_MIB_MAX);
+		goto fail;
+	}
+	if (api_jobs_read_submit(h, "gpu_mib", &body, &p->recovery) < 0)
+		goto fail;
+	p->config = json_incref(json_object_get(body, "config"));
+	p->kind = atconfig_kind(p->config);
+	memmodel_arch(p->config, p->arch, sizeof p->arch);
+	{
+		const char *params[1] = { p->arch };
+		db_exec(h->app->db, sql_plan_fleet, 1, params, on_fleet, p);
+	}
+	p = NULL;
+fail:
+	plan_req_free(p);
+	json_decref(body);
+	free(gpu);
+}
