@@ -11,9 +11,10 @@
 
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
-		"[--validate-steps N] [--idempotency-key K]",
+		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
-		"the job id (--json: the job).", cmd_submit },
+		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
+		"the job, sent in its webhooks, and a filter of `jobs --label`.", cmd_submit },
 	{ "jobs", "jobs [--state S] [--limit N]", "Lists jobs, newest first.", cmd_jobs },
 	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
 		"target, achieved, why a setting was given up); each attempt with the config change it led to,\n"

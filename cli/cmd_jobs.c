@@ -13,6 +13,7 @@
 #include "cmd_profiles.h"
 #include "jpath.h"
 #include "jsondiff.h"
+#include "labels.h"
 #include "progress.h"
 #include "story.h"
 #include "table.h"
@@ -29,6 +30,8 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "name", json_string(o->name));
 	if (o->has_priority)
 		json_object_set_new(body, "priority", json_integer(o->priority));
+	if (json_object_size(o->labels) > 0)
+		json_object_set(body, "labels", (json_t *)o->labels);
 	if (o->no_scale_up)
 		json_object_set_new(rec, "scale_up", json_false());
 	if (o->max_attempts > 0)
@@ -44,9 +47,9 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
-	const char *idem = NULL;
+	const char *idem = NULL, *labels = NULL;
 	char *ops[1], *err = NULL;
-	json_t *config = NULL, *body = NULL, *job = NULL;
+	json_t *config = NULL, *body = NULL, *job = NULL, *parsed = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "name", .type = ARGS_STRING, .str = &o.name },
@@ -56,10 +59,17 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "max-attempts", .type = ARGS_INT, .num = &o.max_attempts, .min = 1, .max = 1000 },
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
 		{ .name = "idempotency-key", .type = ARGS_STRING, .str = &idem },
+		{ .name = "labels", .type = ARGS_STRING, .str = &labels },
 	};
 	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (labels && !(parsed = labels_parse(labels, "--labels", &err))) {
+		fprintf(c->err, "rungctl submit: %s\n", err);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	o.labels = parsed;
 	config = yamljson_load_file(ops[0], &err);
 	if (!config) {
 		fprintf(c->err, "rungctl submit: %s\n", err);
@@ -88,6 +98,7 @@ out:
 	json_decref(job);
 	json_decref(body);
 	json_decref(config);
+	json_decref(parsed);
 	return rc;
 }
 
@@ -305,6 +316,11 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		"cancel_requested", "created_at", "updated_at", "finished_at", "next_action" };
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
+	if (json_object_size(json_object_get(job, "labels")) > 0) {
+		char *l = labels_format(json_object_get(job, "labels"));
+		fprintf(c->out, "%-17s %s\n", "labels", l);
+		free(l);
+	}
 	show_story(c, job, cli_list(att, "attempts"), ops[0]);
 	json_t *d = jsondiff_paths(json_object_get(job, "target_config"), json_object_get(job, "current_config"));
 	if (json_array_size(d) == 0) {

@@ -12,10 +12,11 @@ struct cmd_submit_opts {
 	int no_scale_up;                /* --no-scale-up */
 	long long max_attempts;         /* --max-attempts, 0 when not given */
 	long long validate_steps;       /* --validate-steps, 0 when not given */
+	const json_t *labels;           /* --labels, parsed (labels_parse), or NULL */
 };
 
-/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "recovery"?: {...}} ("recovery"
- * only when an option sets a key of it). config is borrowed (incref'd into the body). New reference. */
+/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "recovery"?: {...}}
+ * ("recovery" only when an option sets a key of it; "labels" only when some were given). config is borrowed (incref'd into the body). New reference. */
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
 
 /* One attempt's value under key, falling back to its facts (heartbeats fill phase/step on the attempt,

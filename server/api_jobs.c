@@ -23,6 +23,7 @@
 #include "batch.h"
 #include "db.h"
 #include "http.h"
+#include "labels.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
@@ -57,7 +58,7 @@ static const struct recovery_key recovery_keys[] = {
 	{ "stall_timeout_s", RK_INT, true, 0, 0, 604800 }, /* null: the worker's --stall-timeout-s; 0: never */
 };
 
-static const char *const submit_keys[] = { "config", "name", "priority", "recovery" };
+static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels" };
 
 static int fail(char **field, char **message, const char *f, char *msg)
 {
@@ -138,7 +139,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 			known |= strcmp(submit_keys[i], key) == 0;
 		if (!known) {
 			*field = xstrdup(key);
-			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery)", key);
+			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels)", key);
 			return -1;
 		}
 	}
@@ -164,6 +165,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 				    xasprintf("priority must be an integer from %d to %d", PRIORITY_MIN, PRIORITY_MAX));
 		*priority = (int)json_integer_value(v);
 	}
+	if (labels_check(json_object_get(body, "labels"), field, message) < 0)
+		return -1;
 	if (check_recovery(json_object_get(body, "recovery"), recovery, field, message) < 0)
 		return -1;
 	if (atconfig_validate(config, field, message) != 0) {
@@ -307,12 +310,19 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "priority", json_integer(n));
 		return 0;
 	}
+	if (strcmp(key, "labels") == 0) {
+		json_t *labels = labels_parse(val, "query parameter labels", message);
+		if (!labels)
+			return -1;
+		json_object_set_new(env, "labels", labels);
+		return 0;
+	}
 	for (size_t i = 0; i < ARRAY_LEN(recovery_keys); i++)
 		if (strcmp(recovery_keys[i].name, key) == 0)
 			k = &recovery_keys[i];
 	if (!k) {
-		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority or a recovery setting)",
-				     key);
+		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels or a recovery "
+				     "setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {

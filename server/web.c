@@ -19,6 +19,7 @@
 #include "auth.h"
 #include "db.h"
 #include "html.h"
+#include "labels.h"
 #include "http.h"
 #include "jpath.h"
 #include "ladder.h"
@@ -608,6 +609,13 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	html_add(b, "</h1>\n<dl class=\"facts job\">");
 	dt(b, "kind", json_object_get(j, "kind"));
 	dt(b, "owner", json_object_get(j, "owner"));
+	if (json_object_size(json_object_get(j, "labels")) > 0) {
+		char *l = labels_format(json_object_get(j, "labels"));
+		html_add(b, "<dt>labels</dt><dd>");
+		html_esc(b, l);
+		html_add(b, "</dd>");
+		free(l);
+	}
 	dt(b, "priority", json_object_get(j, "priority"));
 	dt(b, "attempts", json_object_get(j, "attempts"));
 	if (json_is_true(json_object_get(j, "cancel_requested")))

@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION rung_job_json_lean(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', j.id, 'name', j.name, 'state', j.state, 'kind', j.kind, 'priority', j.priority,
-    'owner', j.owner, 'recovery', j.recovery, 'recovery_state', j.recovery_state, 'constraints', j.constraints,
+    'owner', j.owner, 'labels', j.labels, 'recovery', j.recovery, 'recovery_state', j.recovery_state, 'constraints', j.constraints,
     'attempts', j.attempts_count, 'lost_count', j.lost_count,
     'cancel_requested', j.cancel_requested, 'created_at', j.created_at, 'updated_at', j.updated_at,
     'finished_at', j.finished_at,

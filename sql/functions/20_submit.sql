@@ -2,6 +2,11 @@
 -- close together). A job stores its config once, as target_config; current_config stays NULL (the
 -- target) until a rung changes it (migrations/006, docs/PERFORMANCE.md).
 
+-- A submit's labels (the envelope's "labels", checked by rungd: common/labels.h); {} when it has none.
+CREATE OR REPLACE FUNCTION rung_submit_labels(body jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN jsonb_typeof(body->'labels') = 'object' THEN body->'labels' ELSE '{}'::jsonb END
+$$;
+
 -- The set-wise insert, for a batch where no item carries an Idempotency-Key (the common case): one
 -- INSERT of every job and one of their `submitted` events. The ids are drawn first (x is
 -- materialized, so nextval runs once per item) to tie each row back to its item. Only keyed
@@ -17,9 +22,9 @@ BEGIN
     SELECT (e->>'i')::int AS i, e, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
     FROM jsonb_array_elements(p) e),
   ins AS (
-    INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash)
+    INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels)
     SELECT x.id, x.e->>'name', x.e->>'owner', x.e->>'kind', (x.e->>'priority')::int, x.e->'body'->'config', NULL,
-           x.e->'recovery', NULL
+           x.e->'recovery', NULL, rung_submit_labels(x.e->'body')
     FROM x ORDER BY x.id
     RETURNING *),
   ev AS (
@@ -58,9 +63,9 @@ BEGIN
     i := (e->>'i')::int;
     h := CASE WHEN jsonb_typeof(e->'key') = 'string' THEN md5((e->'body')::text) END;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash)
+                      idempotency_key, request_hash, labels)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
-            NULL, e->'recovery', e->>'key', h)
+            NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN

@@ -31,6 +31,7 @@ BEGIN
   VALUES (NEW.id, jsonb_build_object(
     'event', 'escalation.opened',
     'escalation_id', NEW.id, 'job_id', NEW.job_id, 'attempt_id', NEW.attempt_id,
+    'labels', (SELECT j.labels FROM jobs j WHERE j.id = NEW.job_id), -- support routes by team
     'trigger', NEW.trigger, 'summary', NEW.summary, 'recommendation', NEW.recommendation,
     'report', '/v1/escalations/' || NEW.id, 'ui', '/ui/escalations/' || NEW.id,
     'created_at', NEW.created_at));
@@ -48,7 +49,7 @@ BEGIN
   INSERT INTO webhook_outbox (kind, job_id, payload)
   VALUES ('job', NEW.id, jsonb_build_object(
     'event', 'job.' || NEW.state,
-    'job_id', NEW.id, 'name', NEW.name, 'owner', NEW.owner, 'kind', NEW.kind, 'state', NEW.state,
+    'job_id', NEW.id, 'name', NEW.name, 'owner', NEW.owner, 'labels', NEW.labels, 'kind', NEW.kind, 'state', NEW.state,
     'attempts', NEW.attempts_count,
     'summary', coalesce(NEW.result->>'summary', NEW.result->>'reason'),
     'class', NEW.result->>'class',

@@ -337,8 +337,8 @@ static void route_matrix(struct harness *h, const struct route *r)
 
 static json_t *base_submit(void)
 {
-	return json_pack("{s:o, s:s, s:i, s:{s:i, s:b}}", "config", h_config("hostile", 10), "name", "n", "priority", 5,
-		"recovery", "max_attempts", 3, "scale_up", 1);
+	return json_pack("{s:o, s:s, s:i, s:{s:i, s:b}, s:{s:s}}", "config", h_config("hostile", 10), "name", "n",
+		"priority", 5, "recovery", "max_attempts", 3, "scale_up", 1, "labels", "team", "red");
 }
 static const struct field submit_fields[] = {
 	{ "config", F_OBJ, true, false, false, false, 0 },
@@ -347,6 +347,8 @@ static const struct field submit_fields[] = {
 	{ "recovery", F_OBJ, false, true, false, false, 0 },
 	{ "recovery.max_attempts", F_INT, false, false, false, false, 0 },
 	{ "recovery.scale_up", F_BOOL, false, false, false, false, 0 },
+	{ "labels", F_OBJ, false, true, false, false, 0 },
+	{ "labels.team", F_STR, false, false, false, false, 63 },
 };
 
 static json_t *base_register(void)
@@ -531,6 +533,8 @@ static void raw_submit_matrix(struct harness *h)
 		{ "max_attempts=-1", "max_attempts" }, { "max_attempts=abc", "max_attempts" },
 		{ "max_attempts=1e308", "max_attempts" }, { "scale_up=maybe", "scale_up" }, { "colour=red", "colour" },
 		{ "priority=1&priority=2", "priority" }, { "%27%3B%20DROP%20TABLE%20jobs=1", "DROP" },
+		{ "labels=team", "labels" }, { "labels=team=a,team=b", "labels" }, { "labels=team=a%20b", "labels" },
+		{ "labels=%3Cscript%3E=1", "labels" }, { "labels=team=%ff", "labels" }, { "labels=team=a&labels=x=y", "labels" },
 	};
 	for (size_t i = 0; i < ARRAY_LEN(q); i++) {
 		char *path = xasprintf("/v1/jobs?%s", q[i].query);

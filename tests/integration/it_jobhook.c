@@ -67,7 +67,8 @@ int main(void)
 	struct receiver rc = { .fail_first = 1 };
 	struct h_proc plain = { 0 };
 	char *url = NULL, *wid = NULL, *ida = NULL, *idb = NULL, *idc = NULL, *plain_url = NULL, *aid = NULL;
-	json_t *cfg = h_config("hooked", 10), *extra = json_pack("{s:{s:b, s:i}}", "recovery", "scale_up", 0, "max_attempts", 1);
+	json_t *cfg = h_config("hooked", 10), *extra = json_pack("{s:{s:b, s:i}, s:{s:s}}", "recovery", "scale_up", 0,
+							  "max_attempts", 1, "labels", "team", "vision");
 	json_t *a = NULL, *b = NULL, *c = NULL, *lease = NULL, *done = NULL, *ev = NULL, *ok = h_facts_success(10);
 	long st = 0;
 
@@ -104,6 +105,9 @@ int main(void)
 		h_ok(h, ev && !strcmp(h_str(ev, "state"), "succeeded") && *h_str(ev, "summary") && h_int(ev, "attempts") == 1 &&
 			     !strcmp(h_str(ev, "job"), want) && !strcmp(h_str(ev, "name"), "hooked") && *h_str(ev, "finished_at"),
 		     "job.succeeded: state, summary, attempts, name, links");
+		h_ok(h, ev && !strcmp(h_str(json_object_get(ev, "labels"), "team"), "vision") &&
+			     json_object_size(json_object_get(ev, "labels")) == 1,
+		     "and the job's labels, for the receiver to route by");
 		free(want);
 	}
 	if (h->failed)

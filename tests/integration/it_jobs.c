@@ -53,6 +53,36 @@ out:
 	json_decref(extra);
 }
 
+/* Labels: kept from the envelope and from a raw file's ?labels=, {} when none, in GET too; the
+ * refusals are it_hostile's. */
+static void test_labels(struct harness *h)
+{
+	json_t *cfg = h_config("labelled", 10), *extra = json_pack("{s:{s:s, s:s}}", "labels", "team", "vision", "project",
+								  "portraits");
+	json_t *job = h_submit(h, cfg, NULL), *lab = h_submit(h, cfg, extra), *raw = NULL, *got = NULL;
+	char *file = json_dumps(cfg, JSON_COMPACT), *id = h_id(lab, "id");
+	long st = 0;
+
+	h_ok(h, job && json_is_object(json_object_get(job, "labels")) && json_object_size(json_object_get(job, "labels")) == 0,
+	     "a job without labels has labels {}");
+	h_ok(h, lab && json_equal(json_object_get(lab, "labels"), json_object_get(extra, "labels")),
+	     "the envelope's labels are the job's");
+	got = id ? h_job(h, id) : NULL;
+	h_ok(h, got && json_equal(json_object_get(got, "labels"), json_object_get(extra, "labels")), "GET shows them");
+	raw = h_request(h, "POST", "/v1/jobs?labels=team=audio,cost-center=42&name=raw_labelled", file, strlen(file), NULL, &st);
+	h_ok(h, st == 201 && !strcmp(h_str(json_object_get(raw, "labels"), "team"), "audio") &&
+	     !strcmp(h_str(json_object_get(raw, "labels"), "cost-center"), "42") && json_object_size(json_object_get(raw, "labels")) == 2,
+	     "a raw file's ?labels=team=audio,cost-center=42 (%ld)", st);
+	json_decref(got);
+	json_decref(raw);
+	json_decref(job);
+	json_decref(lab);
+	json_decref(extra);
+	json_decref(cfg);
+	free(file);
+	free(id);
+}
+
 static void test_video_kind(struct harness *h)
 {
 	json_t *cfg = h_config("video", 50);
@@ -240,6 +270,7 @@ int main(void)
 		return h_free(h);
 	test_submit_shape(h);
 	test_video_kind(h);
+	test_labels(h);
 	test_idempotency(h);
 	test_submit_as_sent(h);
 	test_pagination(h);

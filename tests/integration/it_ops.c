@@ -288,7 +288,7 @@ out:
 static void test_webhook(struct harness *h, const char *wid, const json_t *oom, struct receiver *rc)
 {
 	json_t *cfg = h_config("ops_escalate", 10);
-	json_t *extra = json_pack("{s:{s:i}}", "recovery", "max_attempts", 1);
+	json_t *extra = json_pack("{s:{s:i}, s:{s:s}}", "recovery", "max_attempts", 1, "labels", "team", "vision");
 	json_t *job = h_submit(h, cfg, extra), *done = NULL, *body = NULL, *r;
 	char *id = h_id(job, "id"), *esc = NULL, *want;
 	struct sql_wait retried = { h, "SELECT coalesce(max(attempts), 0) FROM webhook_outbox WHERE delivered_at IS NULL "
@@ -336,6 +336,7 @@ static void test_webhook(struct harness *h, const char *wid, const json_t *oom, 
 		h_ok(h, got_job && !strcmp(got_job, id), "payload job_id");
 		h_ok(h, !strcmp(h_str(body, "trigger"), "budget_exhausted"), "payload trigger (%s)", h_str(body, "trigger"));
 		h_ok(h, *h_str(body, "summary") && *h_str(body, "recommendation"), "payload summary and recommendation");
+		h_ok(h, !strcmp(h_str(json_object_get(body, "labels"), "team"), "vision"), "payload: the job's labels");
 		want = xasprintf("/v1/escalations/%s", esc);
 		h_ok(h, !strcmp(h_str(body, "report"), want), "payload report link %s", h_str(body, "report"));
 		free(want);

@@ -14,6 +14,7 @@
 #include "../../cli/progress.h"
 #include "../../cli/story.h"
 #include "../../cli/table.h"
+#include "labels.h"
 #include "tap.h"
 #include "util.h"
 
@@ -496,6 +497,18 @@ static void test_submit_body(void)
 		"submit body: name, priority 0, recovery options");
 	free(s);
 	json_decref(b);
+	{
+		char *err = NULL;
+		json_t *labels = labels_parse("team=vision", "--labels", &err);
+		o = (struct cmd_submit_opts){ .labels = labels };
+		b = cmd_submit_body(cfg, &o);
+		s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+		TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"labels\":{\"team\":\"vision\"}}", "submit body: --labels");
+		free(s);
+		json_decref(b);
+		json_decref(labels);
+		o = (struct cmd_submit_opts){ .labels = NULL };
+	}
 	json_decref(cfg);
 }
 
