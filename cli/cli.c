@@ -14,7 +14,9 @@ const struct cli_cmd cli_cmds[] = {
 		"[--validate-steps N] [--idempotency-key K]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job).", cmd_submit },
-	{ "jobs", "jobs [--state S] [--limit N]", "Lists jobs, newest first.", cmd_jobs },
+	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--limit N]",
+		"Lists jobs, newest first: --state queued|running|succeeded|failed|cancelled; --owner: the jobs\n"
+		"of one token name (support/admin; a submitter sees only its own); --kind image|video.", cmd_jobs },
 	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
 		"target, achieved, why a setting was given up); each attempt with the config change it led to,\n"
 		"against its own config; target vs current config (changed paths); recovery state.", cmd_show },

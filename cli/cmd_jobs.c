@@ -175,27 +175,50 @@ static void print_owned(struct cli *c, char *s)
 	free(s);
 }
 
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, long long limit)
+{
+	const struct {
+		const char *key, *value;
+	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind } };
+	char *path = xstrdup("/v1/jobs"), *p2;
+	char sep = '?';
+
+	for (size_t i = 0; i < ARRAY_LEN(q); i++) {
+		if (!q[i].value)
+			continue;
+		char *e = httpc_escape(q[i].value);
+		p2 = xasprintf("%s%c%s=%s", path, sep, q[i].key, e);
+		free(e);
+		free(path);
+		path = p2;
+		sep = '&';
+	}
+	if (limit) {
+		p2 = xasprintf("%s%climit=%lld", path, sep, limit);
+		free(path);
+		path = p2;
+	}
+	return path;
+}
+
 int cmd_jobs(struct cli *c, int argc, char **argv)
 {
-	const char *state = NULL;
+	const char *state = NULL, *owner = NULL, *kind = NULL;
 	long long limit = 0;
-	char *ops[1];
+	char *ops[1], *path;
 	json_t *ans = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "state", .type = ARGS_STRING, .str = &state },
+		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
+		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
 		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
 	};
 	int rc = cli_args(c, cli_cmd_named("jobs"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	char *st = state ? httpc_escape(state) : NULL;
-	char *path = xasprintf("/v1/jobs%s%s%s", st ? "?state=" : "", st ? st : "", limit ? (st ? "&" : "?") : "");
-	if (limit) {
-		char *p2 = xasprintf("%slimit=%lld", path, limit);
-		free(path);
-		path = p2;
-	}
+	/* the values go to the server as they are: it checks them, and names the one it refuses */
+	path = cmd_jobs_path(state, owner, kind, limit);
 	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json)
@@ -205,7 +228,6 @@ int cmd_jobs(struct cli *c, int argc, char **argv)
 	}
 	json_decref(ans);
 	free(path);
-	free(st);
 	return rc;
 }
 
