@@ -1,6 +1,6 @@
 /* Integration: the job API without workers: submit shape, idempotent submit, keyset pagination
- * of GET /v1/jobs and its filters (state, owner, kind), cancelling a queued job. Real rungd and
- * Postgres. */
+ * of GET /v1/jobs and its filters (state, owner, kind) and the /ui/jobs page's, cancelling a
+ * queued job. Real rungd and Postgres. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,6 +377,108 @@ static void test_list_filters(struct harness *h)
 	free(support);
 }
 
+/* GET path as a browser with token's cookie (no bearer token); the page stays in h->last_body. */
+static long page_as(struct harness *h, const char *token, const char *path)
+{
+	char *cookie = xasprintf("Cookie: rung_token=%s", token);
+	const char *hdr[] = { cookie, NULL }, *saved = h->auth_token;
+	long st = 0;
+
+	h->auth_token = NULL;
+	json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+	h->auth_token = saved;
+	free(cookie);
+	return st;
+}
+
+/* How many times needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The href of the first <a class="CLS" in the last page, unescaped (&amp; -> &); heap or NULL. */
+static char *page_link(struct harness *h, const char *cls)
+{
+	char *want = xasprintf("<a class=\"%s\" href=\"", cls), *out = NULL;
+	const char *p = h->last_body ? strstr(h->last_body, want) : NULL;
+
+	if (p) {
+		p += strlen(want);
+		out = xmalloc(strcspn(p, "\"") + 1);
+		size_t o = 0;
+		for (const char *q = p; *q && *q != '"'; q++) {
+			out[o++] = *q;
+			if (!strncmp(q, "&amp;", 5))
+				q += 4;
+		}
+		out[o] = '\0';
+	}
+	free(want);
+	return out;
+}
+
+/* The /ui/jobs page takes the same filters as GET /v1/jobs: the rows are the owner's and the
+ * kind's, the form shows them, the state links and the link to older jobs carry them, and the
+ * rule is the API's (a submitter naming another owner: 403; bad values: 400). */
+static void test_web_queue_filters(struct harness *h)
+{
+	char *support = h_token_create(h, "support", "it-web-support"), *older = NULL, *newest = NULL;
+	const char *sub = h->submitter_token;
+	long st;
+
+	if (!h_ok(h, support != NULL, "a second support token"))
+		return;
+	/* 205 video jobs of one owner among as many image ones: more than a page (WEB_QUEUE_LIMIT, 200) */
+	h_ok(h, h_sql_int(h, "WITH n AS (INSERT INTO jobs (name, owner, kind, target_config, recovery) "
+			     "SELECT 'web-pager-' || g, 'web-pager', CASE WHEN g % 2 = 0 THEN 'video' ELSE 'image' END, "
+			     "'{\"x\": 1}', '{}' FROM generate_series(1, 410) g RETURNING 1) SELECT count(*) FROM n", 0, NULL) == 410,
+	     "410 jobs of web-pager, half of them video");
+
+	st = page_as(h, support, "/ui/jobs?owner=web-pager&kind=video");
+	const char *body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<tr><td><a href=\"/ui/jobs/") == 200 &&
+		count_of(body, "<td>web-pager</td>") == 200 && count_of(body, "<td>video</td>") == 200,
+	     "support ?owner=web-pager&kind=video: a page of 200 rows, each web-pager's and video (%ld)", st);
+	h_ok(h, strstr(body, "name=\"owner\" maxlength=\"64\" value=\"web-pager\"") &&
+		strstr(body, "<option value=\"video\" selected>video</option>"), "the form shows the owner and the kind");
+	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;owner=web-pager&amp;kind=video\"") != NULL,
+	     "the state links keep the owner and the kind");
+	h_ok(h, strstr(body, ">queued (205)</a>") != NULL, "the counts are the owner's and the kind's");
+	older = page_link(h, "older");
+	h_ok(h, older && strstr(older, "/ui/jobs?owner=web-pager&kind=video&cursor=") == older,
+	     "the link to older jobs carries the filters (%s)", older ? older : "none");
+	st = older ? page_as(h, support, older) : 0;
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<tr><td><a href=\"/ui/jobs/") == 5 && count_of(body, "<td>web-pager</td>") == 5 &&
+		count_of(body, "<td>video</td>") == 5 && !strstr(body, "class=\"older\""),
+	     "following it: the 5 older video jobs of web-pager, and no further link (%ld)", st);
+	newest = page_link(h, "newest");
+	h_ok(h, newest && !strcmp(newest, "/ui/jobs?owner=web-pager&kind=video"), "and a link back to the newest, filters kept");
+
+	st = page_as(h, support, "/ui/jobs?state=queued&owner=it-submitter");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<td>it-submitter</td>") >= 5 && !strstr(body, "<td>it-admin</td>") &&
+		!strstr(body, "<td>web-pager</td>"), "support ?owner=it-submitter: only its jobs");
+	st = page_as(h, sub, "/ui/jobs?kind=video");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<td>it-submitter</td>") == 2 && count_of(body, "<td>video</td>") == 2 &&
+		!strstr(body, "name=\"owner\""), "a submitter's ?kind=video: its 2 video jobs, no owner field");
+	h_ok(h, page_as(h, sub, "/ui/jobs?owner=it-submitter") == 200, "a submitter naming itself: its page");
+	h_ok(h, page_as(h, sub, "/ui/jobs?owner=web-pager") == 403 && strstr(h->last_body ? h->last_body : "", "own jobs"),
+	     "a submitter naming another owner: 403 saying why");
+	h_ok(h, page_as(h, support, "/ui/jobs?kind=audio") == 400, "?kind=audio: 400");
+	h_ok(h, page_as(h, support, "/ui/jobs?owner=%3Cb%3E") == 400 && !strstr(h->last_body ? h->last_body : "", "<b>"),
+	     "?owner=<b>: 400, not echoed");
+	h_ok(h, page_as(h, support, "/ui/jobs?cursor=x") == 400, "?cursor=x: 400");
+	free(older);
+	free(newest);
+	free(support);
+}
+
 static void test_cancel_queued(struct harness *h)
 {
 	json_t *cfg = h_config("cancel-queued", 10);
@@ -410,6 +512,7 @@ int main(void)
 	test_submit_as_sent(h);
 	test_pagination(h);
 	test_list_filters(h);
+	test_web_queue_filters(h);
 	test_cancel_queued(h);
 	return h_free(h);
 }
