@@ -1,6 +1,6 @@
 /* Integration: the job API without workers: submit shape, idempotent submit, keyset pagination
- * of GET /v1/jobs and its filters (state, owner, kind) and the /ui/jobs page's, cancelling a
- * queued job. Real rungd and Postgres. */
+ * of GET /v1/jobs and its filters (state, owner, kind) and the /ui/jobs page's, a queued job's
+ * place in the queue, cancelling a queued job. Real rungd and Postgres. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +479,58 @@ static void test_web_queue_filters(struct harness *h)
 	free(support);
 }
 
+/* GET /v1/jobs/{id}'s placement says how many queued jobs come before the job in claim order
+ * (rung_job_ahead): at the lowest priority a job is first; another of that priority submitted after
+ * it is second; a job of the next priority up comes after both; a priority change moves it. */
+static void test_queue_position(struct harness *h)
+{
+	json_t *cfg = h_config("ahead", 10);
+	json_t *lo = json_pack("{s:i}", "priority", -1000000), *next = json_pack("{s:i}", "priority", -999999);
+	json_t *y = h_submit(h, cfg, lo), *z = h_submit(h, cfg, lo), *x = h_submit(h, cfg, next);
+	char *yid = h_id(y, "id"), *zid = h_id(z, "id"), *xid = h_id(x, "id");
+	json_t *gy = yid ? h_job(h, yid) : NULL, *gz = zid ? h_job(h, zid) : NULL, *gx = xid ? h_job(h, xid) : NULL;
+	long st = 0;
+
+	h_ok(h, gy && gz && gx && h_int(json_object_get(gy, "placement"), "ahead") == 0 &&
+		h_int(json_object_get(gz, "placement"), "ahead") == 1 && h_int(json_object_get(gx, "placement"), "ahead") == 2,
+	     "placement.ahead: 0 for the first of the lowest priority, 1 for the next of it, 2 for one priority up");
+	json_t *body = json_pack("{s:i}", "priority", -1000000);
+	json_decref(xid ? h_postf(h, body, &st, "/v1/jobs/%s/priority", xid) : NULL);
+	json_decref(gx);
+	gx = xid ? h_job(h, xid) : NULL;
+	h_ok(h, st == 200 && gx && h_int(json_object_get(gx, "placement"), "ahead") == 2,
+	     "moved to the lowest priority it still comes after the two submitted before it (ahead 2)");
+	json_decref(body);
+	body = json_pack("{s:i}", "priority", -999999);
+	json_decref(yid ? h_postf(h, body, &st, "/v1/jobs/%s/priority", yid) : NULL);
+	json_decref(gx);
+	gx = xid ? h_job(h, xid) : NULL;
+	h_ok(h, st == 200 && gx && h_int(json_object_get(gx, "placement"), "ahead") == 1,
+	     "one of them moved up a priority: one ahead of it");
+	json_t *c = xid ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", xid) : NULL;
+	json_decref(c);
+	c = xid ? h_job(h, xid) : NULL;
+	h_ok(h, c && !json_object_get(c, "placement"), "a cancelled job has no placement");
+	json_decref(c);
+	for (int i = 0; i < 2; i++) { /* leave the queue as it was for the tests after */
+		char *id = i ? zid : yid;
+		json_decref(id ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id) : NULL);
+	}
+	json_decref(body);
+	json_decref(gx);
+	json_decref(gy);
+	json_decref(gz);
+	free(xid);
+	free(yid);
+	free(zid);
+	json_decref(x);
+	json_decref(y);
+	json_decref(z);
+	json_decref(lo);
+	json_decref(next);
+	json_decref(cfg);
+}
+
 static void test_cancel_queued(struct harness *h)
 {
 	json_t *cfg = h_config("cancel-queued", 10);
@@ -513,6 +565,7 @@ int main(void)
 	test_pagination(h);
 	test_list_filters(h);
 	test_web_queue_filters(h);
+	test_queue_position(h);
 	test_cancel_queued(h);
 	return h_free(h);
 }
