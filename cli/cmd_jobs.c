@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cmd_profiles.h"
+#include "jobtext.h"
 #include "jpath.h"
 #include "jsondiff.h"
 #include "progress.h"
@@ -265,8 +266,9 @@ static long long started_lower_number(const json_t *job)
 	return json_is_object(sl) ? (n > 0 ? n : 1) : 0;
 }
 
-/* show's story: the verdict of a finished job (setting by setting for a success), then each attempt
- * with the config change it led to, against its own config. */
+/* show's story: the verdict of a finished job (setting by setting for a success), or a queued job's
+ * place in the queue (and why no GPU takes it), then each attempt with the config change it led
+ * to, against its own config. */
 static void show_story(struct cli *c, const json_t *job, const json_t *attempts, const char *id)
 {
 	const char *st = json_string_value(json_object_get(job, "state"));
@@ -278,7 +280,11 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 		fprintf(c->out, "%-17s %s", "result", v);
 		free(v);
 	} else {
+		char *waiting = jobtext_placement(job); /* a queued job: its turn, or why no GPU takes it */
 		print_kv(c, "result", json_object_get(job, "result"));
+		if (waiting)
+			fprintf(c->out, "%-17s %s\n", "queue", waiting);
+		free(waiting);
 	}
 	json_array_foreach(attempts, i, a) {
 		const char *as = json_string_value(json_object_get(a, "state"));

@@ -76,8 +76,9 @@ int html_start_lower_line(struct hbuf *b, const json_t *job);
  * appended, 0 (nothing appended) when there is no such record. */
 int html_start_bigger_line(struct hbuf *b, const json_t *job);
 
-/* A queued job no usable GPU can take (its "placement" counts none): the sentence of
- * recovery/jobtext.h, escaped. Returns 1 when it wrote it, 0 otherwise. */
+/* A queued job's sentence of recovery/jobtext.h (jobtext_placement: why no usable GPU takes it,
+ * when its "placement" counts none, and how many jobs are ahead of it), escaped. Returns 1 when it
+ * wrote it, 0 otherwise. */
 int html_placement_line(struct hbuf *b, const json_t *job);
 /* The job's last retry (recovery/jobtext.h), escaped; returns 0 (nothing written) when it has none. */
 int html_retried_line(struct hbuf *b, const json_t *job);

@@ -736,10 +736,14 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_retried_line(b, j);
 		html_add(b, "</dd>");
 	}
-	if (json_is_object(json_object_get(j, "placement")) && json_integer_value(jpath_get(j, "placement.gpus")) == 0) {
-		html_add(b, "<dt>waiting</dt><dd class=\"reason\">");
-		html_placement_line(b, j);
-		html_add(b, "</dd>");
+	if (json_is_object(json_object_get(j, "placement"))) { /* why it waits, or its turn in the queue */
+		struct hbuf line = { 0 };
+		if (html_placement_line(&line, j)) {
+			html_add(b, "<dt>waiting</dt><dd class=\"reason\">");
+			html_add(b, line.s);
+			html_add(b, "</dd>");
+		}
+		html_release(&line);
 	}
 	html_add(b, "</dl>\n");
 	if (next) {

@@ -244,6 +244,8 @@ static void test_job_commands(struct harness *h)
 	j = NULL;
 	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "state") && strstr(g_out, "queued") &&
 		strstr(g_out, "current = target"), "show: summary and no config changes");
+	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "\nqueue             ") && strstr(g_out, " ahead of it in the queue\n"),
+	     "show of a queued job: its place in the queue (%s)", strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : "");
 	h_ok(h, ctl(h, "jobs", "--state", "queued") == 0 && strstr(g_out, "ID") && strstr(g_out, "cli json job"),
 		"jobs --state queued: a table with the job");
 	h_ok(h, ctl(h, "jobs", "--state", "succeeded") == 0 && !strstr(g_out, "cli json job"),

@@ -279,6 +279,20 @@ static void test_start_lower(void)
 		TAP_OK(html_placement_line(&b, j) == 0, "none when a GPU can take it");
 		free(html_take(&b));
 		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 3, \"ahead\": 4}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "a GPU can take it and 4 jobs are ahead: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting its turn: 4 jobs ahead of it in the queue", "its place in the queue, in rungctl's words");
+		free(s);
+		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 0, \"draining_gpus\": 1, \"min_gpu_memory_mib\": 100000, "
+			       "\"fleet_max_gpu_mib\": 163840, \"ahead\": 1}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "no GPU now and 1 job ahead: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting for a GPU: the 1 that meet its constraints are on drained workers (it runs once one is "
+			   "resumed); 1 job ahead of it in the queue", "why it waits, then its place");
+		free(s);
+		json_decref(j);
 		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
 		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
 		s = html_take(&b);
