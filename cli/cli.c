@@ -15,9 +15,12 @@ const struct cli_cmd cli_cmds[] = {
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.", cmd_submit },
-	{ "jobs", "jobs [--state S] [--limit N]", "Lists jobs, newest first.", cmd_jobs },
+	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--limit N]",
+		"Lists jobs, newest first: --state queued|running|succeeded|failed|cancelled; --owner: the jobs\n"
+		"of one token name (support/admin; a submitter sees only its own); --kind image|video.", cmd_jobs },
 	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
-		"target, achieved, why a setting was given up); each attempt with the config change it led to,\n"
+		"target, achieved, why a setting was given up), for a queued one how many jobs are ahead of it in\n"
+		"the queue (and why no GPU takes it); each attempt with the config change it led to,\n"
 		"against its own config; target vs current config (changed paths); recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "cmd_profiles.h"
+#include "jobtext.h"
 #include "jpath.h"
 #include "jsondiff.h"
 #include "labels.h"
@@ -186,27 +187,50 @@ static void print_owned(struct cli *c, char *s)
 	free(s);
 }
 
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, long long limit)
+{
+	const struct {
+		const char *key, *value;
+	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind } };
+	char *path = xstrdup("/v1/jobs"), *p2;
+	char sep = '?';
+
+	for (size_t i = 0; i < ARRAY_LEN(q); i++) {
+		if (!q[i].value)
+			continue;
+		char *e = httpc_escape(q[i].value);
+		p2 = xasprintf("%s%c%s=%s", path, sep, q[i].key, e);
+		free(e);
+		free(path);
+		path = p2;
+		sep = '&';
+	}
+	if (limit) {
+		p2 = xasprintf("%s%climit=%lld", path, sep, limit);
+		free(path);
+		path = p2;
+	}
+	return path;
+}
+
 int cmd_jobs(struct cli *c, int argc, char **argv)
 {
-	const char *state = NULL;
+	const char *state = NULL, *owner = NULL, *kind = NULL;
 	long long limit = 0;
-	char *ops[1];
+	char *ops[1], *path;
 	json_t *ans = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "state", .type = ARGS_STRING, .str = &state },
+		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
+		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
 		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
 	};
 	int rc = cli_args(c, cli_cmd_named("jobs"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	char *st = state ? httpc_escape(state) : NULL;
-	char *path = xasprintf("/v1/jobs%s%s%s", st ? "?state=" : "", st ? st : "", limit ? (st ? "&" : "?") : "");
-	if (limit) {
-		char *p2 = xasprintf("%slimit=%lld", path, limit);
-		free(path);
-		path = p2;
-	}
+	/* the values go to the server as they are: it checks them, and names the one it refuses */
+	path = cmd_jobs_path(state, owner, kind, limit);
 	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json)
@@ -216,7 +240,6 @@ int cmd_jobs(struct cli *c, int argc, char **argv)
 	}
 	json_decref(ans);
 	free(path);
-	free(st);
 	return rc;
 }
 
@@ -254,8 +277,9 @@ static long long started_lower_number(const json_t *job)
 	return json_is_object(sl) ? (n > 0 ? n : 1) : 0;
 }
 
-/* show's story: the verdict of a finished job (setting by setting for a success), then each attempt
- * with the config change it led to, against its own config. */
+/* show's story: the verdict of a finished job (setting by setting for a success), or a queued job's
+ * place in the queue (and why no GPU takes it), then each attempt with the config change it led
+ * to, against its own config. */
 static void show_story(struct cli *c, const json_t *job, const json_t *attempts, const char *id)
 {
 	const char *st = json_string_value(json_object_get(job, "state"));
@@ -267,7 +291,11 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 		fprintf(c->out, "%-17s %s", "result", v);
 		free(v);
 	} else {
+		char *waiting = jobtext_placement(job); /* a queued job: its turn, or why no GPU takes it */
 		print_kv(c, "result", json_object_get(job, "result"));
+		if (waiting)
+			fprintf(c->out, "%-17s %s\n", "queue", waiting);
+		free(waiting);
 	}
 	json_array_foreach(attempts, i, a) {
 		const char *as = json_string_value(json_object_get(a, "state"));

@@ -183,8 +183,8 @@ static char *started_lower_line(const json_t *job)
 }
 
 /* The verdict's lines for a job that was retried, one whose first claim was handed back for a
- * bigger GPU before it ran (and why), and a queued job no usable GPU can take (recovery/jobtext.h);
- * NULL when none. Heap string. */
+ * bigger GPU before it ran (and why), and a queued job: its place in the queue, and why when no
+ * usable GPU can take it (recovery/jobtext.h); NULL when none. Heap string. */
 static char *placement_lines(const json_t *job)
 {
 	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");

@@ -2,6 +2,9 @@
  * Owns nothing; reads the JOB document it is given. */
 #include "jobtext.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "util.h"
 
 char *jobtext_started_bigger(const json_t *job)
@@ -16,16 +19,12 @@ char *jobtext_started_bigger(const json_t *job)
 			 (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
 }
 
-char *jobtext_placement(const json_t *job)
+/* Why a queued job no usable GPU can take waits (p: its placement, counting none). Heap string. */
+static char *waiting_why(const json_t *p)
 {
-	const json_t *p = json_object_get(job, "placement");
-	long long min, max;
+	long long min = (long long)json_integer_value(json_object_get(p, "min_gpu_memory_mib"));
+	long long max = (long long)json_integer_value(json_object_get(p, "fleet_max_gpu_mib"));
 
-	if (!json_is_object(p) || !json_is_integer(json_object_get(p, "gpus")) ||
-	    json_integer_value(json_object_get(p, "gpus")) > 0)
-		return NULL;
-	min = (long long)json_integer_value(json_object_get(p, "min_gpu_memory_mib"));
-	max = (long long)json_integer_value(json_object_get(p, "fleet_max_gpu_mib"));
 	if (json_integer_value(json_object_get(p, "draining_gpus")) > 0)
 		return xasprintf("waiting for a GPU: the %lld that meet its constraints are on drained workers (it runs once one "
 				 "is resumed)", (long long)json_integer_value(json_object_get(p, "draining_gpus")));
@@ -36,6 +35,28 @@ char *jobtext_placement(const json_t *job)
 				 "least %lld MiB; the largest has %lld MiB)", min, max);
 	return xasprintf("waiting for a GPU: its exclusions leave no usable GPU on a live worker with at least %lld MiB",
 			 min);
+}
+
+char *jobtext_placement(const json_t *job)
+{
+	const json_t *p = json_object_get(job, "placement"), *ahead = json_object_get(p, "ahead");
+	char *why, *out, place[64] = "";
+
+	if (!json_is_object(p) || !json_is_integer(json_object_get(p, "gpus")))
+		return NULL;
+	if (json_is_integer(ahead) && json_integer_value(ahead) > 0)
+		snprintf(place, sizeof place, "%lld job%s ahead of it in the queue", (long long)json_integer_value(ahead),
+			 json_integer_value(ahead) == 1 ? "" : "s");
+	else if (json_is_integer(ahead))
+		snprintf(place, sizeof place, "no job ahead of it in the queue");
+	if (json_integer_value(json_object_get(p, "gpus")) > 0)
+		return *place ? xasprintf("waiting its turn: %s", place) : NULL;
+	why = waiting_why(p);
+	if (!*place)
+		return why;
+	out = xasprintf("%s; %s", why, place);
+	free(why);
+	return out;
 }
 
 char *jobtext_retried(const json_t *job)

@@ -1,7 +1,8 @@
 /* Plain sentences about a job that rungctl's verdict and the web job page both print, written
- * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), a queued job
- * that no usable GPU can take (the JOB's "placement", GET /v1/jobs/{id}), and the job's last retry
- * (recovery_state.retried). Pure: no I/O; the web page escapes them. */
+ * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), a queued
+ * job's place in the queue and why no usable GPU takes it (the JOB's "placement", GET
+ * /v1/jobs/{id}), and the job's last retry (recovery_state.retried). Pure: no I/O; the web page
+ * escapes them. */
 #ifndef RUNG_JOBTEXT_H
 #define RUNG_JOBTEXT_H
 
@@ -12,10 +13,13 @@
  * else NULL. Heap string, the caller frees. */
 char *jobtext_started_bigger(const json_t *job);
 
-/* "waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least M
- * MiB; the largest has L MiB)" when job's placement counts no GPU ("... the N that meet its
- * constraints are on drained workers ..." when some are on drained ones); NULL when it counts some
- * or the job has no placement (it is not queued). Heap string, the caller frees. */
+/* The sentence about a queued job (its "placement", GET /v1/jobs/{id}): when the placement counts
+ * no GPU, why it waits: "waiting for a GPU: none of the usable GPUs on live workers meets its
+ * constraints (at least M MiB; the largest has L MiB)" ("... the N that meet its constraints are on
+ * drained workers ..." when some are on drained ones), followed by "; N jobs ahead of it in the
+ * queue" when the placement has "ahead" ("1 job", "no job"); when it counts some GPUs, "waiting its
+ * turn: N jobs ahead of it in the queue", or NULL without "ahead". NULL when the job has no
+ * placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
 
 /* "retried by WHO from the current|target config after it was failed|cancelled; budgets count from

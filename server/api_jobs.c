@@ -1,6 +1,6 @@
 /* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
  * envelope validation, atconfig_validate, kind, RECOVERY defaults, Idempotency-Key), get, list
- * (keyset on id descending, cursor = last id as a string), attempts, events, cancel, retry and
+ * (keyset on id descending, cursor = last id as a string; state, owner and kind filters), attempts, events, cancel, retry and
  * priority. Each request is one SQL statement (sql/job_*.sql); submits are coalesced into
  * rung_submit_batch() statements (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
@@ -788,13 +788,51 @@ static void on_list(PGresult *res, const char *err, void *arg)
 	hreq_reply_text(h, 200, value ? value : "{\"jobs\":[],\"next_cursor\":null}");
 }
 
+int api_jobs_list_filter(const struct auth_who *who, const char *owner, const char *kind, const char **scope,
+			 const char **kind_out, const char **field, char **msg)
+{
+	*scope = NULL;
+	*kind_out = NULL;
+	*field = NULL;
+	*msg = NULL;
+	if (kind && *kind) {
+		if (strcmp(kind, "image") && strcmp(kind, "video")) {
+			*field = "kind";
+			*msg = xstrdup("kind must be image or video");
+			return 400;
+		}
+		*kind_out = kind;
+	}
+	if (owner && *owner) {
+		if (!auth_name_valid(owner)) {
+			*field = "owner";
+			*msg = xasprintf("owner must be a token name: 1 to %d characters of A-Z a-z 0-9 . _ @ -", AUTH_NAME_MAX);
+			return 400;
+		}
+		/* a submitter's list is its own jobs whatever it asks; naming another owner is a
+		 * mistake worth telling rather than an empty page */
+		if (who->role == AUTH_SUBMITTER && strcmp(owner, who->name)) {
+			*field = "owner";
+			*msg = xstrdup("a submitter lists only its own jobs: owner may only be its own token name");
+			return 403;
+		}
+		*scope = owner;
+	}
+	if (who->role == AUTH_SUBMITTER)
+		*scope = who->name;
+	return 0;
+}
+
 void api_jobs_list(struct hreq *h)
 {
 	static const char *const states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
 	char *state = hreq_query(h, "state"), *cursor = hreq_query(h, "cursor"), *limit_s = hreq_query(h, "limit");
+	char *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *msg = NULL;
+	const char *scope, *kind_f, *field;
 	char limit[32];
 	long long n = LIST_DEFAULT;
 	bool ok = false;
+	int code;
 
 	if (state && *state) {
 		for (size_t i = 0; i < ARRAY_LEN(states); i++)
@@ -823,16 +861,24 @@ void api_jobs_list(struct hreq *h)
 			goto out;
 		}
 	}
+	code = api_jobs_list_filter(&h->who, owner, kind, &scope, &kind_f, &field, &msg);
+	if (code) {
+		hreq_error(h, code, code == 403 ? "forbidden" : "invalid_request", field, "%s", msg);
+		goto out;
+	}
 	snprintf(limit, sizeof limit, "%lld", n);
 	{
-		/* a submitter sees only its own jobs */
-		const char *params[4] = { state, cursor, limit, h->who.name };
-		if (h->who.role == AUTH_SUBMITTER)
-			db_exec(h->app->db, sql_job_list_owned, 4, params, on_list, h);
+		/* one owner's jobs (a submitter's own, or the one staff named) walk jobs_owner_id */
+		const char *params[5] = { state, cursor, limit, kind_f, scope };
+		if (scope)
+			db_exec(h->app->db, sql_job_list_owned, 5, params, on_list, h);
 		else
-			db_exec(h->app->db, sql_job_list, 3, params, on_list, h);
+			db_exec(h->app->db, sql_job_list, 4, params, on_list, h);
 	}
 out:
+	free(msg);
+	free(kind);
+	free(owner);
 	free(state);
 	free(cursor);
 	free(limit_s);

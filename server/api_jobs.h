@@ -1,11 +1,13 @@
 /* Handlers of /v1/jobs: submit (validation, recovery defaults, Idempotency-Key), get, list
- * (keyset pagination), attempts, events, cancel, retry, priority. Each is one SQL statement. */
+ * (keyset pagination; filters by state, owner, kind), attempts, events, cancel, retry, priority.
+ * Each is one SQL statement. */
 #ifndef RUNG_API_JOBS_H
 #define RUNG_API_JOBS_H
 
 #include <jansson.h>
 
 struct hreq;
+struct auth_who;
 
 /* Each handler answers h exactly once (possibly later, from a database callback). */
 void api_jobs_submit(struct hreq *h);
@@ -21,6 +23,16 @@ void api_jobs_retry(struct hreq *h);
 /* POST /v1/jobs/{id}/priority {"priority"}: a queued or running job's priority (lower runs first),
  * with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
 void api_jobs_priority(struct hreq *h);
+
+/* The owner= and kind= filters of a job list, one rule for GET /v1/jobs and the /ui/jobs page:
+ * kind is image or video; owner is a token name (1..AUTH_NAME_MAX of [A-Za-z0-9._@-]) and a
+ * submitter may name only itself. owner, kind: the query values or NULL ("" reads as absent).
+ * Returns 0 and sets *scope to the owner the list is limited to (owner, a submitter's own name,
+ * or NULL: every owner) and *kind_out to kind or NULL (both borrowed from the arguments); or the
+ * HTTP status to answer (400, or 403 for a submitter naming another owner) with *field the
+ * parameter's name and *msg a heap string the caller frees. Pure. */
+int api_jobs_list_filter(const struct auth_who *who, const char *owner, const char *kind, const char **scope,
+			 const char **kind_out, const char **field, char **msg);
 
 /* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
  * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and

@@ -100,6 +100,22 @@ void html_url(struct hbuf *b, const char *s)
 	}
 }
 
+void html_href(struct hbuf *b, const char *base, const char *const *keys, const char *const *values, size_t n)
+{
+	const char *sep = "?";
+
+	html_esc(b, base);
+	for (size_t i = 0; i < n; i++) {
+		if (!values[i] || !*values[i])
+			continue;
+		html_add(b, sep);
+		html_url(b, keys[i]);
+		html_add(b, "=");
+		html_url(b, values[i]); /* leaves only [A-Za-z0-9%._~-]: nothing left to escape */
+		sep = "&amp;";
+	}
+}
+
 char *html_take(struct hbuf *b)
 {
 	char *s = b->s ? b->s : xstrdup("");
@@ -671,6 +687,35 @@ int html_start_lower(struct hbuf *b, const json_t *job)
 static bool is_staff(unsigned role)
 {
 	return (role & (AUTH_SUPPORT | AUTH_ADMIN)) != 0;
+}
+
+void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, const char *const *states, size_t n,
+			   const char *state, const char *owner, const char *kind)
+{
+	static const char *const kinds[] = { "image", "video" };
+
+	html_add(b, "<form method=\"get\" class=\"filter\" action=\"");
+	html_esc(b, action);
+	html_add(b, "\"><label>state <select name=\"state\"><option value=\"\">all</option>");
+	for (size_t i = 0; i < n; i++) {
+		html_add(b, "<option value=\"");
+		html_esc(b, states[i]);
+		html_add(b, state && !strcmp(state, states[i]) ? "\" selected>" : "\">");
+		html_esc(b, states[i]);
+		html_add(b, "</option>");
+	}
+	html_add(b, "</select></label>");
+	/* a submitter's list is its own whatever it asks (api_jobs_list_filter): no field to fill */
+	if (is_staff(role)) {
+		html_printf(b, "<label>owner <input type=\"text\" name=\"owner\" maxlength=\"%d\" value=\"", AUTH_NAME_MAX);
+		html_esc(b, owner);
+		html_add(b, "\" placeholder=\"any token name\"></label>");
+	}
+	html_add(b, "<label>kind <select name=\"kind\"><option value=\"\">any</option>");
+	for (size_t i = 0; i < ARRAY_LEN(kinds); i++)
+		html_printf(b, "<option value=\"%s\"%s>%s</option>", kinds[i], kind && !strcmp(kind, kinds[i]) ? " selected" : "",
+			    kinds[i]);
+	html_add(b, "</select></label><button type=\"submit\">Filter</button></form>\n");
 }
 
 /* <form method=post action="PATH"> with PATH = prefix + id (escaped as a URL segment). */

@@ -32,6 +32,9 @@ void html_changes_table(struct hbuf *b, const json_t *changes, const char *old_l
 			const char *null_html);
 /* Appends s percent-encoded for use as one URL query value or path segment. */
 void html_url(struct hbuf *b, const char *s);
+/* Appends an href's value: base (escaped) and ?KEY=VALUE&amp;... for the pairs whose value is
+ * neither NULL nor "", keys and values percent-encoded (html_url). keys, values: n each. */
+void html_href(struct hbuf *b, const char *base, const char *const *keys, const char *const *values, size_t n);
 /* Returns the buffer's string (heap, caller frees; "" when empty) and empties b. */
 char *html_take(struct hbuf *b);
 /* Frees the buffer's string; b can be reused. */
@@ -73,11 +76,18 @@ int html_start_lower_line(struct hbuf *b, const json_t *job);
  * appended, 0 (nothing appended) when there is no such record. */
 int html_start_bigger_line(struct hbuf *b, const json_t *job);
 
-/* A queued job no usable GPU can take (its "placement" counts none): the sentence of
- * recovery/jobtext.h, escaped. Returns 1 when it wrote it, 0 otherwise. */
+/* A queued job's sentence of recovery/jobtext.h (jobtext_placement: why no usable GPU takes it,
+ * when its "placement" counts none, and how many jobs are ahead of it), escaped. Returns 1 when it
+ * wrote it, 0 otherwise. */
 int html_placement_line(struct hbuf *b, const json_t *job);
 /* The job's last retry (recovery/jobtext.h), escaped; returns 0 (nothing written) when it has none. */
 int html_retried_line(struct hbuf *b, const json_t *job);
+
+/* The job list's filter form: GET to action with a state select (all and states[0..n)), an owner
+ * field for staff only (a submitter's list is its own) and a kind select (any, image, video), each
+ * showing the current value (NULL: none; every value escaped). role: enum auth_role bits. */
+void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, const char *const *states, size_t n,
+			   const char *state, const char *owner, const char *kind);
 
 /* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
  * not recorded), 0 when the job did not start lower. */

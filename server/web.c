@@ -15,6 +15,7 @@
 #include <event2/http.h>
 #include <jansson.h>
 
+#include "api_jobs.h"
 #include "app.h"
 #include "auth.h"
 #include "db.h"
@@ -32,6 +33,7 @@
 #define WEB_TOKEN_MAX 512
 #define WEB_FORM_MAX 8192
 #define WEB_QUEUE_LIMIT "200"
+#define QUEUE_PATH "/ui/jobs" /* the queue page (also at /ui), its form's action and its links */
 #define WEB_LOG_LINES 40
 
 struct web_req;
@@ -45,6 +47,7 @@ struct web_req {
 	const char *title;   /* static */
 	const char *missing; /* static: the 404 text when the statement returns no row */
 	char *filter;        /* state filter echoed by list pages, owned */
+	char *owner, *kind;  /* the queue's other filters as asked (NULL: none), owned */
 };
 
 static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
@@ -68,6 +71,8 @@ static const char page_css[] =
 	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect,.s-draining{background:#fdefc8;color:#7a5a00}"
 	".s-cancelled{background:#e5e5e5;color:#555}"
 	".filters a{margin-right:12px}.filters a.on{font-weight:700;color:#1d2330;text-decoration:none}"
+	"form.filter{display:flex;gap:14px;align-items:center;margin:6px 0}form.filter input[type=text]{width:180px;padding:3px}"
+	".pager a{margin-right:14px}"
 	".facts{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;margin:8px 0}.facts dt{color:#5b6472}.facts dd{margin:0}"
 	".card{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:12px 16px;margin:12px 0}"
 	".attempt h3{margin:0 0 6px;display:flex;gap:10px;align-items:center}"
@@ -351,11 +356,14 @@ static void on_page(PGresult *res, const char *err, void *arg)
 out:
 	json_decref(doc);
 	free(w->filter);
+	free(w->owner);
+	free(w->kind);
 	free(w);
 }
 
-static void run_page(struct hreq *h, const char *sql, int n, const char *const *params, web_render render,
-		     const char *title, const char *missing, char *filter)
+/* A page request; filter (owned) is the state filter a list page echoes. Run it with page_run. */
+static struct web_req *page_req(struct hreq *h, web_render render, const char *title, const char *missing,
+				char *filter)
 {
 	struct web_req *w = xcalloc(1, sizeof *w);
 
@@ -364,7 +372,18 @@ static void run_page(struct hreq *h, const char *sql, int n, const char *const *
 	w->title = title;
 	w->missing = missing;
 	w->filter = filter;
-	db_exec(h->app->db, sql, n, params, on_page, w);
+	return w;
+}
+
+static void page_run(struct web_req *w, const char *sql, int n, const char *const *params)
+{
+	db_exec(w->h->app->db, sql, n, params, on_page, w);
+}
+
+static void run_page(struct hreq *h, const char *sql, int n, const char *const *params, web_render render,
+		     const char *title, const char *missing, char *filter)
+{
+	page_run(page_req(h, render, title, missing, filter), sql, n, params);
 }
 
 /* ?state= when it is one of list; "" and absent read as no filter. Returns -1 after answering 400. */
@@ -385,13 +404,22 @@ static int state_param(struct hreq *h, const char *const *list, size_t n, char *
 	return 0;
 }
 
+/* The state links of a list page; owner and kind: the queue's other filters, which each link
+ * keeps (NULL: none, as on the escalations page). */
 static void filters(struct hbuf *b, const char *base, const char *const *list, size_t n, const char *on,
-		    const json_t *counts)
+		    const json_t *counts, const char *owner, const char *kind)
 {
-	html_printf(b, "<p class=\"filters\"><a href=\"%s\"%s>all</a>", base, on ? "" : " class=\"on\"");
+	static const char *const keys[] = { "state", "owner", "kind" };
+	const char *values[] = { NULL, owner, kind };
+
+	html_add(b, "<p class=\"filters\"><a href=\"");
+	html_href(b, base, keys, values, ARRAY_LEN(keys));
+	html_printf(b, "\"%s>all</a>", on ? "" : " class=\"on\"");
 	for (size_t i = 0; i < n; i++) {
-		html_printf(b, "<a href=\"%s?state=%s\"%s>%s", base, list[i],
-			    on && !strcmp(on, list[i]) ? " class=\"on\"" : "", list[i]);
+		values[0] = list[i];
+		html_add(b, "<a href=\"");
+		html_href(b, base, keys, values, ARRAY_LEN(keys));
+		html_printf(b, "\"%s>%s", on && !strcmp(on, list[i]) ? " class=\"on\"" : "", list[i]);
 		if (counts)
 			html_printf(b, " (%lld)", (long long)json_integer_value(json_object_get(counts, list[i])));
 		html_add(b, "</a>");
@@ -401,16 +429,36 @@ static void filters(struct hbuf *b, const char *base, const char *const *list, s
 
 /* ---- the queue ---- */
 
+/* The queue page's link to the older jobs past next_cursor, or back to the newest, keeping the filters. */
+static void queue_link(struct hbuf *b, const struct web_req *w, const char *cursor, const char *cls, const char *text)
+{
+	static const char *const keys[] = { "state", "owner", "kind", "cursor" };
+	const char *values[] = { w->filter, w->owner, w->kind, cursor };
+
+	html_printf(b, "<a class=\"%s\" href=\"", cls);
+	html_href(b, QUEUE_PATH, keys, values, ARRAY_LEN(keys));
+	html_printf(b, "\">%s</a>", text);
+}
+
 static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *doc)
 {
-	const json_t *jobs = json_object_get(doc, "jobs"), *j;
+	const json_t *jobs = json_object_get(doc, "jobs"), *j, *next = json_object_get(doc, "next_cursor");
 	const char *on = w->filter;
+	char *cursor = hreq_query(w->h, "cursor");
 	size_t i;
 
 	html_add(b, "<h1>Jobs</h1>\n");
-	filters(b, "/ui/", job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"));
+	html_jobs_filter_form(b, w->h->who.role, QUEUE_PATH, job_states, ARRAY_LEN(job_states), w->filter, w->owner,
+			      w->kind);
+	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind);
 	if (json_array_size(jobs) == 0) {
 		html_add(b, "<p class=\"muted\">No jobs.</p>");
+		if (cursor && *cursor) {
+			html_add(b, "<p class=\"pager\">");
+			queue_link(b, w, NULL, "newest", "Newest jobs");
+			html_add(b, "</p>\n");
+		}
+		free(cursor);
 		return;
 	}
 	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>"
@@ -434,16 +482,60 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		html_add(b, "</td></tr>\n");
 	}
 	html_add(b, "</tbody></table>\n");
+	if (json_is_integer(next) || (cursor && *cursor)) {
+		char older[32];
+		snprintf(older, sizeof older, "%lld", (long long)json_integer_value(next));
+		html_add(b, "<p class=\"pager\">");
+		if (cursor && *cursor)
+			queue_link(b, w, NULL, "newest", "Newest jobs");
+		if (json_is_integer(next))
+			queue_link(b, w, older, "older", "Older jobs");
+		html_add(b, "</p>\n");
+	}
+	free(cursor);
 }
 
+/* ?state=&owner=&kind=&cursor=: the filters as GET /v1/jobs reads them (api_jobs_list_filter: owner
+ * is staff's, a submitter may name only itself), WEB_QUEUE_LIMIT jobs a page. */
 static void queue_page(struct hreq *h)
 {
-	char *state;
+	char *state = NULL, *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *cursor = hreq_query(h, "cursor");
+	char *msg = NULL;
+	const char *scope, *kind_f, *field;
+	struct web_req *w;
+	int code;
 
 	if (state_param(h, job_states, ARRAY_LEN(job_states), &state) < 0)
-		return;
-	const char *params[3] = { state, owner_filter(h), WEB_QUEUE_LIMIT };
-	run_page(h, sql_web_jobs, 3, params, render_queue, "Jobs", "no jobs", state);
+		goto out;
+	code = api_jobs_list_filter(&h->who, owner, kind, &scope, &kind_f, &field, &msg);
+	if (code) {
+		web_message(h, code, code == 403 ? "Forbidden" : "Bad request", msg);
+		goto out;
+	}
+	if (cursor && *cursor && http_parse_id(cursor) < 0) {
+		web_message(h, 400, "Bad request", "cursor is not one this page gave out");
+		goto out;
+	}
+	{
+		const char *params[5] = { state, scope, WEB_QUEUE_LIMIT, kind_f, cursor && *cursor ? cursor : NULL };
+		w = page_req(h, render_queue, "Jobs", "no jobs", state);
+		state = NULL;
+		if (owner && *owner) {
+			w->owner = owner;
+			owner = NULL;
+		}
+		if (kind_f) {
+			w->kind = kind;
+			kind = NULL;
+		}
+		page_run(w, sql_web_jobs, 5, params);
+	}
+out:
+	free(msg);
+	free(cursor);
+	free(kind);
+	free(owner);
+	free(state);
 }
 
 /* ---- one job ---- */
@@ -652,10 +744,14 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_retried_line(b, j);
 		html_add(b, "</dd>");
 	}
-	if (json_is_object(json_object_get(j, "placement")) && json_integer_value(jpath_get(j, "placement.gpus")) == 0) {
-		html_add(b, "<dt>waiting</dt><dd class=\"reason\">");
-		html_placement_line(b, j);
-		html_add(b, "</dd>");
+	if (json_is_object(json_object_get(j, "placement"))) { /* why it waits, or its turn in the queue */
+		struct hbuf line = { 0 };
+		if (html_placement_line(&line, j)) {
+			html_add(b, "<dt>waiting</dt><dd class=\"reason\">");
+			html_add(b, line.s);
+			html_add(b, "</dd>");
+		}
+		html_release(&line);
 	}
 	html_add(b, "</dl>\n");
 	if (next) {
@@ -723,7 +819,7 @@ static void render_escalations(struct hbuf *b, const struct web_req *w, const js
 	size_t i;
 
 	html_add(b, "<h1>Escalations</h1>\n");
-	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL);
+	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL, NULL, NULL);
 	if (json_array_size(list) == 0) {
 		html_add(b, "<p class=\"muted\">No escalations.</p>");
 		return;

@@ -15,7 +15,7 @@ struct hreq;
 
 /* Route handlers (server/http.c). Each answers exactly once with text/html (or a 303 redirect to
  * the login form when the request carries no usable token). */
-void web_queue(struct hreq *h);          /* GET /ui, /ui/jobs   ?state= */
+void web_queue(struct hreq *h);          /* GET /ui, /ui/jobs   ?state=&owner=&kind=&cursor= */
 void web_job(struct hreq *h);            /* GET /ui/jobs/{id} */
 void web_escalations(struct hreq *h);    /* GET /ui/escalations   ?state= */
 void web_escalation(struct hreq *h);     /* GET /ui/escalations/{id} */

@@ -68,3 +68,15 @@ BEGIN
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
 END $$;
+
+-- How many queued jobs come before queued job J in claim order: (priority, created_at, id), the
+-- order of rung_claim above and of rung_claim_batch's scan (41_claim_batch.sql), which must stay
+-- the same. The placement of GET /v1/jobs/{id} (rung_job_placement) carries it as "ahead". A claim
+-- passes over a job ahead that may not run on its GPU, and a later submit of a lower priority goes
+-- before J, so it says where J stands now, not when it runs. A range of jobs_claim up to J's key:
+-- O(jobs ahead), read for one job's page.
+CREATE OR REPLACE FUNCTION rung_job_ahead(j jobs) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+  SELECT count(*) FROM jobs c
+  WHERE c.state = 'queued' AND (c.priority, c.created_at, c.id) < (j.priority, j.created_at, j.id)
+$$;

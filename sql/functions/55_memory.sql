@@ -49,17 +49,19 @@ $$;
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"gpus": how many GPUs
 -- not quarantined, on live workers, meet its constraints as a claim reads them (min_gpu_memory_mib,
 -- exclude_gpus, exclude_workers), "draining_gpus": how many more would on drained workers,
--- "min_gpu_memory_mib", "fleet_max_gpu_mib"}. 0 GPUs: it waits, for a drained host to be resumed
+-- "min_gpu_memory_mib", "fleet_max_gpu_mib", "ahead": how many queued jobs come before it in claim
+-- order (rung_job_ahead, 40_claim.sql)}. 0 GPUs: it waits, for a drained host to be resumed
 -- or for one that may never come (its floor was raised by requeue_bigger or started_bigger and
 -- the big host left). A claim may still refuse a GPU it counts (a config that failed there).
--- O(GPUs): for one job's page, not for a list.
+-- O(GPUs + jobs ahead): for one job's page, not for a list.
 CREATE OR REPLACE FUNCTION rung_job_placement(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'gpus', count(*) FILTER (WHERE rung_worker_live(g.worker_id)),
     'draining_gpus', count(*) FILTER (WHERE NOT rung_worker_live(g.worker_id)),
     'min_gpu_memory_mib', coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0),
-    'fleet_max_gpu_mib', rung_fleet_max_gpu_mib())
+    'fleet_max_gpu_mib', rung_fleet_max_gpu_mib(),
+    'ahead', rung_job_ahead(j))
   FROM gpus g
   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
     AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)

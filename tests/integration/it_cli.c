@@ -200,6 +200,20 @@ static void test_help_and_usage(struct harness *h)
 		"submitter token on workers: refused (403), exit 1");
 }
 
+/* True when every job of a GET /v1/jobs answer has owner `owner` and kind `kind` (NULL: any). */
+static bool jobs_all(const json_t *ans, const char *owner, const char *kind)
+{
+	const json_t *jb;
+	size_t i;
+
+	if (!json_is_array(json_object_get(ans, "jobs")))
+		return false;
+	json_array_foreach(json_object_get(ans, "jobs"), i, jb)
+		if ((owner && strcmp(h_str(jb, "owner"), owner)) || (kind && strcmp(h_str(jb, "kind"), kind)))
+			return false;
+	return true;
+}
+
 /* Writes h_config(name, steps) to a temp .json file; returns its path (heap). */
 static char *config_file(struct harness *h, const char *name, int steps)
 {
@@ -230,6 +244,8 @@ static void test_job_commands(struct harness *h)
 	j = NULL;
 	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "state") && strstr(g_out, "queued") &&
 		strstr(g_out, "current = target"), "show: summary and no config changes");
+	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "\nqueue             ") && strstr(g_out, " ahead of it in the queue\n"),
+	     "show of a queued job: its place in the queue (%s)", strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : "");
 	h_ok(h, ctl(h, "jobs", "--state", "queued") == 0 && strstr(g_out, "ID") && strstr(g_out, "cli json job"),
 		"jobs --state queued: a table with the job");
 	h_ok(h, ctl(h, "jobs", "--state", "succeeded") == 0 && !strstr(g_out, "cli json job"),
@@ -239,6 +255,21 @@ static void test_job_commands(struct harness *h)
 		"jobs --json parses");
 	json_decref(j);
 	j = NULL;
+	h_ok(h, ctl(h, "jobs", "--owner", "it-admin", "--kind", "image", "--json") == 0 && (j = out_json()) &&
+		jobs_all(j, "it-admin", "image") && strstr(g_out, "cli json job"),
+	     "jobs --owner it-admin --kind image: the admin's image jobs, this one among them");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "jobs", "--kind", "video", "--json") == 0 && (j = out_json()) && jobs_all(j, NULL, "video") &&
+		!strstr(g_out, "cli json job"), "jobs --kind video: video jobs only, not this image one");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "jobs", "--owner", "it-submitter") == 0 && strstr(g_out, "ID") && !strstr(g_out, "cli json job"),
+	     "jobs --owner it-submitter: a table without the admin's job");
+	h_ok(h, ctl_as(h, h->submitter_token, "jobs", "--owner", "it-admin") == 1 && strstr(g_err, "403") &&
+		strstr(g_err, "owner"), "a submitter's jobs --owner it-admin: 403, exit 1 (%s)", g_err);
+	h_ok(h, ctl(h, "jobs", "--kind", "audio") == 1 && strstr(g_err, "400") && strstr(g_err, "kind"),
+	     "jobs --kind audio: 400, exit 1");
 	h_ok(h, ctl(h, "attempts", id) == 0 && strstr(g_out, "OUTCOME"), "attempts: table header");
 	h_ok(h, ctl(h, "attempts", id, "--json") == 0 && (j = out_json()) && json_is_array(json_object_get(j, "attempts")),
 		"attempts --json parses");

@@ -1,5 +1,7 @@
 /* Integration: the job API without workers: submit shape, idempotent submit, keyset pagination
- * of GET /v1/jobs, cancelling a queued job. Real rungd and Postgres. */
+ * of GET /v1/jobs and its filters (state, owner, kind) and the /ui/jobs page's, a queued job's
+ * place in the queue, cancelling a queued job. Real rungd and Postgres. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +243,324 @@ static void test_pagination(struct harness *h)
 	json_decref(q);
 }
 
+/* Runs GET path as token (NULL: none) and restores the harness's default token. */
+static json_t *get_as(struct harness *h, const char *token, const char *path, long *st)
+{
+	const char *saved = h->auth_token;
+	h->auth_token = token;
+	json_t *j = h_get(h, path, st);
+	h->auth_token = saved;
+	return j;
+}
+
+/* Submits n jobs as token (kind video when video), each named `name`. Returns how many were made. */
+static int submit_as(struct harness *h, const char *token, const char *name, bool video, int n)
+{
+	const char *saved = h->auth_token;
+	json_t *cfg = h_config(name, 10), *extra = json_pack("{s:s}", "name", name);
+	int made = 0;
+
+	if (video) {
+		h_config_set(cfg, "config.process[0].datasets[0].num_frames", json_integer(81));
+		h_config_set(cfg, "config.process[0].model.arch", json_string("wan22_14b"));
+	}
+	h->auth_token = token;
+	for (int i = 0; i < n; i++) {
+		json_t *job = h_submit(h, cfg, extra);
+		made += job && !strcmp(h_str(job, "kind"), video ? "video" : "image");
+		json_decref(job);
+	}
+	h->auth_token = saved;
+	json_decref(extra);
+	json_decref(cfg);
+	return made;
+}
+
+/* Every job GET /v1/jobs?QUERY&limit=LIMIT lists as token, following next_cursor: how many, and
+ * whether each page answered 200 with ids strictly descending across pages and every job had
+ * owner `owner` and kind `kind` (NULL: any). -1 when a page failed. *pages: pages read. */
+static long long list_all(struct harness *h, const char *token, const char *query, int limit, const char *owner,
+			  const char *kind, bool *all_match, int *pages)
+{
+	char *cursor = NULL;
+	long long seen = 0, prev = -1;
+
+	*all_match = true;
+	*pages = 0;
+	for (;;) {
+		long st = 0;
+		char *path = cursor ? xasprintf("/v1/jobs?%s&limit=%d&cursor=%s", query, limit, cursor)
+				    : xasprintf("/v1/jobs?%s&limit=%d", query, limit);
+		json_t *page = get_as(h, token, path, &st), *jb;
+		size_t i;
+		free(path);
+		free(cursor);
+		cursor = NULL;
+		if (st != 200 || !json_is_array(json_object_get(page, "jobs"))) {
+			h_diag("list %s: status %ld body %.300s", query, st, h->last_body ? h->last_body : "");
+			json_decref(page);
+			return -1;
+		}
+		json_array_foreach(json_object_get(page, "jobs"), i, jb) {
+			long long id = h_int(jb, "id");
+			if ((prev >= 0 && id >= prev) || (owner && strcmp(h_str(jb, "owner"), owner)) ||
+			    (kind && strcmp(h_str(jb, "kind"), kind)))
+				*all_match = false;
+			prev = id;
+			seen++;
+		}
+		(*pages)++;
+		if (json_is_string(json_object_get(page, "next_cursor")))
+			cursor = xstrdup(json_string_value(json_object_get(page, "next_cursor")));
+		json_decref(page);
+		if (!cursor || *pages > 100)
+			break;
+	}
+	free(cursor);
+	return seen;
+}
+
+/* True when j is a {"error", "message", "field"} answer of status want (got st) naming field. */
+static bool is_error(const json_t *j, long st, long want, const char *error, const char *field)
+{
+	return st == want && j && !strcmp(h_str(j, "error"), error) && !strcmp(h_str(j, "field"), field) &&
+	       json_is_string(json_object_get(j, "message"));
+}
+
+/* GET /v1/jobs?owner=&kind=: staff list one owner's jobs (through job_list_owned.sql) and one
+ * kind's; a submitter may name only itself; bad values are 400s naming the field; the cursor
+ * pages through a filtered list. */
+static void test_list_filters(struct harness *h)
+{
+	char *support = h_token_create(h, "support", "it-support");
+	const char *sub = h->submitter_token, *sp[1] = { "it-submitter" };
+	bool match;
+	int pages;
+	long st = 0;
+	json_t *j;
+
+	if (!h_ok(h, support != NULL, "a support token"))
+		return;
+	h_ok(h, submit_as(h, sub, "flt-sub-img", false, 3) == 3 && submit_as(h, sub, "flt-sub-vid", true, 2) == 2 &&
+		submit_as(h, h->admin_token, "flt-adm-img", false, 2) == 2 &&
+		submit_as(h, h->admin_token, "flt-adm-vid", true, 1) == 1,
+	     "the submitter submits 3 image and 2 video jobs, the admin 2 and 1");
+	long long sub_all = h_sql_int(h, "SELECT count(*) FROM jobs WHERE owner = $1", 1, sp);
+	long long sub_vid = h_sql_int(h, "SELECT count(*) FROM jobs WHERE owner = $1 AND kind = 'video'", 1, sp);
+	long long all_vid = h_sql_int(h, "SELECT count(*) FROM jobs WHERE kind = 'video'", 0, NULL);
+	long long all_img = h_sql_int(h, "SELECT count(*) FROM jobs WHERE kind = 'image'", 0, NULL);
+	long long adm_all = h_sql_int(h, "SELECT count(*) FROM jobs WHERE owner = 'it-admin'", 0, NULL);
+
+	long long n = list_all(h, support, "owner=it-submitter", 50, "it-submitter", NULL, &match, &pages);
+	h_ok(h, n == sub_all && match && sub_all >= 5, "support ?owner=it-submitter: that owner's %lld jobs only (%lld)",
+	     sub_all, n);
+	n = list_all(h, support, "owner=it-submitter&kind=video", 50, "it-submitter", "video", &match, &pages);
+	h_ok(h, n == sub_vid && match && sub_vid == 2, "support ?owner=&kind=video: its video jobs only (%lld)", n);
+	n = list_all(h, h->admin_token, "kind=video", 50, NULL, "video", &match, &pages);
+	h_ok(h, n == all_vid && match && all_vid >= 3, "admin ?kind=video: every video job, no other (%lld of %lld)", n,
+	     all_vid);
+	n = list_all(h, h->admin_token, "state=queued&owner=it-admin&kind=image", 50, "it-admin", "image", &match, &pages);
+	h_ok(h, n == h_sql_int(h, "SELECT count(*) FROM jobs WHERE owner = 'it-admin' AND kind = 'image' AND state = 'queued'",
+			       0, NULL) && n >= 2 && match, "state, owner and kind together (%lld)", n);
+	n = list_all(h, support, "owner=nobody-here", 50, NULL, NULL, &match, &pages);
+	h_ok(h, n == 0 && pages == 1, "an owner with no jobs: an empty list, not an error");
+	n = list_all(h, support, "owner=&kind=", 500, NULL, NULL, &match, &pages);
+	h_ok(h, n == all_vid + all_img, "empty owner and kind read as no filter (%lld)", n);
+
+	/* the cursor carries on within the filter: one job a page over the admin's and the kind's */
+	n = list_all(h, support, "owner=it-admin", 1, "it-admin", NULL, &match, &pages);
+	h_ok(h, n == adm_all && match && pages >= adm_all, "paging ?owner=it-admin one a page: %lld jobs over %d pages, "
+	     "each the admin's, ids descending", n, pages);
+	n = list_all(h, sub, "kind=image", 2, "it-submitter", "image", &match, &pages);
+	h_ok(h, n == sub_all - sub_vid && match && pages >= 2, "paging a submitter's ?kind=image two a page: its %lld "
+	     "image jobs over %d pages", n, pages);
+
+	/* a submitter names only itself */
+	n = list_all(h, sub, "owner=it-submitter", 50, "it-submitter", NULL, &match, &pages);
+	h_ok(h, n == sub_all && match, "a submitter naming itself: its own jobs");
+	j = get_as(h, sub, "/v1/jobs?owner=it-admin", &st);
+	h_ok(h, is_error(j, st, 403, "forbidden", "owner"), "a submitter naming another owner: 403 naming owner (%ld %.200s)",
+	     st, h->last_body ? h->last_body : "");
+	json_decref(j);
+
+	/* bad values, as the other parameters: 400 {"error", "message", "field"} */
+	static const struct {
+		const char *query, *field;
+	} bad[] = {
+		{ "kind=audio", "kind" }, { "kind=Video", "kind" }, { "kind=image%00", "kind" },
+		{ "owner=a%20b", "owner" }, { "owner=%3Cx%3E", "owner" },
+		{ "owner=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "owner" }, /* 65 */
+	};
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+		j = h_getf(h, &st, "/v1/jobs?%s", bad[i].query);
+		h_ok(h, is_error(j, st, 400, "invalid_request", bad[i].field), "?%.40s: 400 naming %s (%ld)", bad[i].query,
+		     bad[i].field, st);
+		json_decref(j);
+	}
+	j = get_as(h, sub, "/v1/jobs?owner=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &st);
+	h_ok(h, is_error(j, st, 400, "invalid_request", "owner"), "a submitter's too long owner: 400, not 403");
+	json_decref(j);
+	j = h_get(h, "/v1/jobs?owner=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", &st); /* 64 */
+	h_ok(h, st == 200 && json_array_size(json_object_get(j, "jobs")) == 0, "an owner of 64 characters is a name (%ld)",
+	     st);
+	json_decref(j);
+	free(support);
+}
+
+/* GET path as a browser with token's cookie (no bearer token); the page stays in h->last_body. */
+static long page_as(struct harness *h, const char *token, const char *path)
+{
+	char *cookie = xasprintf("Cookie: rung_token=%s", token);
+	const char *hdr[] = { cookie, NULL }, *saved = h->auth_token;
+	long st = 0;
+
+	h->auth_token = NULL;
+	json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+	h->auth_token = saved;
+	free(cookie);
+	return st;
+}
+
+/* How many times needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; p && (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* The href of the first <a class="CLS" in the last page, unescaped (&amp; -> &); heap or NULL. */
+static char *page_link(struct harness *h, const char *cls)
+{
+	char *want = xasprintf("<a class=\"%s\" href=\"", cls), *out = NULL;
+	const char *p = h->last_body ? strstr(h->last_body, want) : NULL;
+
+	if (p) {
+		p += strlen(want);
+		out = xmalloc(strcspn(p, "\"") + 1);
+		size_t o = 0;
+		for (const char *q = p; *q && *q != '"'; q++) {
+			out[o++] = *q;
+			if (!strncmp(q, "&amp;", 5))
+				q += 4;
+		}
+		out[o] = '\0';
+	}
+	free(want);
+	return out;
+}
+
+/* The /ui/jobs page takes the same filters as GET /v1/jobs: the rows are the owner's and the
+ * kind's, the form shows them, the state links and the link to older jobs carry them, and the
+ * rule is the API's (a submitter naming another owner: 403; bad values: 400). */
+static void test_web_queue_filters(struct harness *h)
+{
+	char *support = h_token_create(h, "support", "it-web-support"), *older = NULL, *newest = NULL;
+	const char *sub = h->submitter_token;
+	long st;
+
+	if (!h_ok(h, support != NULL, "a second support token"))
+		return;
+	/* 205 video jobs of one owner among as many image ones: more than a page (WEB_QUEUE_LIMIT, 200) */
+	h_ok(h, h_sql_int(h, "WITH n AS (INSERT INTO jobs (name, owner, kind, target_config, recovery) "
+			     "SELECT 'web-pager-' || g, 'web-pager', CASE WHEN g % 2 = 0 THEN 'video' ELSE 'image' END, "
+			     "'{\"x\": 1}', '{}' FROM generate_series(1, 410) g RETURNING 1) SELECT count(*) FROM n", 0, NULL) == 410,
+	     "410 jobs of web-pager, half of them video");
+
+	st = page_as(h, support, "/ui/jobs?owner=web-pager&kind=video");
+	const char *body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<tr><td><a href=\"/ui/jobs/") == 200 &&
+		count_of(body, "<td>web-pager</td>") == 200 && count_of(body, "<td>video</td>") == 200,
+	     "support ?owner=web-pager&kind=video: a page of 200 rows, each web-pager's and video (%ld)", st);
+	h_ok(h, strstr(body, "name=\"owner\" maxlength=\"64\" value=\"web-pager\"") &&
+		strstr(body, "<option value=\"video\" selected>video</option>"), "the form shows the owner and the kind");
+	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;owner=web-pager&amp;kind=video\"") != NULL,
+	     "the state links keep the owner and the kind");
+	h_ok(h, strstr(body, ">queued (205)</a>") != NULL, "the counts are the owner's and the kind's");
+	older = page_link(h, "older");
+	h_ok(h, older && strstr(older, "/ui/jobs?owner=web-pager&kind=video&cursor=") == older,
+	     "the link to older jobs carries the filters (%s)", older ? older : "none");
+	st = older ? page_as(h, support, older) : 0;
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<tr><td><a href=\"/ui/jobs/") == 5 && count_of(body, "<td>web-pager</td>") == 5 &&
+		count_of(body, "<td>video</td>") == 5 && !strstr(body, "class=\"older\""),
+	     "following it: the 5 older video jobs of web-pager, and no further link (%ld)", st);
+	newest = page_link(h, "newest");
+	h_ok(h, newest && !strcmp(newest, "/ui/jobs?owner=web-pager&kind=video"), "and a link back to the newest, filters kept");
+
+	st = page_as(h, support, "/ui/jobs?state=queued&owner=it-submitter");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<td>it-submitter</td>") >= 5 && !strstr(body, "<td>it-admin</td>") &&
+		!strstr(body, "<td>web-pager</td>"), "support ?owner=it-submitter: only its jobs");
+	st = page_as(h, sub, "/ui/jobs?kind=video");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<td>it-submitter</td>") == 2 && count_of(body, "<td>video</td>") == 2 &&
+		!strstr(body, "name=\"owner\""), "a submitter's ?kind=video: its 2 video jobs, no owner field");
+	h_ok(h, page_as(h, sub, "/ui/jobs?owner=it-submitter") == 200, "a submitter naming itself: its page");
+	h_ok(h, page_as(h, sub, "/ui/jobs?owner=web-pager") == 403 && strstr(h->last_body ? h->last_body : "", "own jobs"),
+	     "a submitter naming another owner: 403 saying why");
+	h_ok(h, page_as(h, support, "/ui/jobs?kind=audio") == 400, "?kind=audio: 400");
+	h_ok(h, page_as(h, support, "/ui/jobs?owner=%3Cb%3E") == 400 && !strstr(h->last_body ? h->last_body : "", "<b>"),
+	     "?owner=<b>: 400, not echoed");
+	h_ok(h, page_as(h, support, "/ui/jobs?cursor=x") == 400, "?cursor=x: 400");
+	free(older);
+	free(newest);
+	free(support);
+}
+
+/* GET /v1/jobs/{id}'s placement says how many queued jobs come before the job in claim order
+ * (rung_job_ahead): at the lowest priority a job is first; another of that priority submitted after
+ * it is second; a job of the next priority up comes after both; a priority change moves it. */
+static void test_queue_position(struct harness *h)
+{
+	json_t *cfg = h_config("ahead", 10);
+	json_t *lo = json_pack("{s:i}", "priority", -1000000), *next = json_pack("{s:i}", "priority", -999999);
+	json_t *y = h_submit(h, cfg, lo), *z = h_submit(h, cfg, lo), *x = h_submit(h, cfg, next);
+	char *yid = h_id(y, "id"), *zid = h_id(z, "id"), *xid = h_id(x, "id");
+	json_t *gy = yid ? h_job(h, yid) : NULL, *gz = zid ? h_job(h, zid) : NULL, *gx = xid ? h_job(h, xid) : NULL;
+	long st = 0;
+
+	h_ok(h, gy && gz && gx && h_int(json_object_get(gy, "placement"), "ahead") == 0 &&
+		h_int(json_object_get(gz, "placement"), "ahead") == 1 && h_int(json_object_get(gx, "placement"), "ahead") == 2,
+	     "placement.ahead: 0 for the first of the lowest priority, 1 for the next of it, 2 for one priority up");
+	json_t *body = json_pack("{s:i}", "priority", -1000000);
+	json_decref(xid ? h_postf(h, body, &st, "/v1/jobs/%s/priority", xid) : NULL);
+	json_decref(gx);
+	gx = xid ? h_job(h, xid) : NULL;
+	h_ok(h, st == 200 && gx && h_int(json_object_get(gx, "placement"), "ahead") == 2,
+	     "moved to the lowest priority it still comes after the two submitted before it (ahead 2)");
+	json_decref(body);
+	body = json_pack("{s:i}", "priority", -999999);
+	json_decref(yid ? h_postf(h, body, &st, "/v1/jobs/%s/priority", yid) : NULL);
+	json_decref(gx);
+	gx = xid ? h_job(h, xid) : NULL;
+	h_ok(h, st == 200 && gx && h_int(json_object_get(gx, "placement"), "ahead") == 1,
+	     "one of them moved up a priority: one ahead of it");
+	json_t *c = xid ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", xid) : NULL;
+	json_decref(c);
+	c = xid ? h_job(h, xid) : NULL;
+	h_ok(h, c && !json_object_get(c, "placement"), "a cancelled job has no placement");
+	json_decref(c);
+	for (int i = 0; i < 2; i++) { /* leave the queue as it was for the tests after */
+		char *id = i ? zid : yid;
+		json_decref(id ? h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id) : NULL);
+	}
+	json_decref(body);
+	json_decref(gx);
+	json_decref(gy);
+	json_decref(gz);
+	free(xid);
+	free(yid);
+	free(zid);
+	json_decref(x);
+	json_decref(y);
+	json_decref(z);
+	json_decref(lo);
+	json_decref(next);
+	json_decref(cfg);
+}
+
 static void test_cancel_queued(struct harness *h)
 {
 	json_t *cfg = h_config("cancel-queued", 10);
@@ -274,6 +594,9 @@ int main(void)
 	test_idempotency(h);
 	test_submit_as_sent(h);
 	test_pagination(h);
+	test_list_filters(h);
+	test_web_queue_filters(h);
+	test_queue_position(h);
 	test_cancel_queued(h);
 	return h_free(h);
 }

@@ -104,6 +104,10 @@ static void test_metrics_history(struct harness *h)
 
 		h_ok(h, j && h_int(json_object_get(j, "placement"), "gpus") == 1, "a queued job without a floor: one GPU can take it");
 		json_decref(j);
+		json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<dt>waiting</dt><dd class=\"reason\">waiting its turn: "
+							    "no job ahead of it in the queue</dd>"),
+		     "the web job page gives its place in the queue: first");
 		PQclear(h_sql(h, "UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 81920}' WHERE id = $1::bigint", 1, p));
 		j = h_get(h, jpath, &st);
 		h_ok(h, j && h_int(json_object_get(j, "placement"), "gpus") == 0 &&
@@ -116,8 +120,8 @@ static void test_metrics_history(struct harness *h)
 		json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
 		h_ok(h, st == 200 && h->last_body &&
 			     strstr(h->last_body, "waiting for a GPU: none of the usable GPUs on live workers meets its "
-						  "constraints (at least 81920 MiB; the largest has 24576 MiB)"),
-		     "the web job page says why it waits");
+						  "constraints (at least 81920 MiB; the largest has 24576 MiB); no job ahead of it in the queue"),
+		     "the web job page says why it waits, and its place in the queue");
 		free(jpath);
 		free(path);
 		free(cookie);

@@ -1035,6 +1035,57 @@ static void test_memory_walk(void)
 	PQfinish(pg);
 }
 
+/* A queued job's place in the queue (rung_job_ahead, "ahead" in rung_job_placement): the queued
+ * jobs before it in claim order, (priority, created_at, id). Four queued jobs, inserted in id order
+ * A, B, C, D: B has the lowest priority number; C has A's priority and is older than A though its id
+ * is larger (the near miss: created_at decides before id); D has A's priority and created_at and a
+ * larger id. A running job of the lowest priority does not count. The claims then take them in the
+ * order their counts say, each count going down by one per claim. */
+static void test_queue_ahead(void)
+{
+	static const char *const names[] = { "B", "C", "A", "D" }; /* claim order */
+	char wid[32];
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('qa', 'h', '[{\"uuid\":\"QA-1\",\"memory_total_mib\":81920}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'qa'", 0, NULL));
+	q1("INSERT INTO jobs (name, kind, priority, created_at, target_config, recovery) VALUES "
+	   "('A', 'image', 100, now() - interval '10 minutes', '{\"x\":1}', '{}'), "
+	   "('B', 'image', 50, now(), '{\"x\":1}', '{}'), "
+	   "('C', 'image', 100, now() - interval '20 minutes', '{\"x\":1}', '{}'), "
+	   "('D', 'image', 100, now() - interval '10 minutes', '{\"x\":1}', '{}'), "
+	   "('R', 'image', 0, now() - interval '1 hour', '{\"x\":1}', '{}')", 0, NULL);
+	q1("UPDATE jobs SET state = 'running' WHERE name = 'R'", 0, NULL);
+	q1("UPDATE jobs SET created_at = (SELECT created_at FROM jobs WHERE name = 'A') WHERE name = 'D'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || (rung_job_placement(j)->>'ahead'), ',' ORDER BY name) FROM jobs j "
+		      "WHERE state = 'queued'", 0, NULL), "A:2,B:0,C:1,D:3",
+		   "ahead: B (priority 50) first, then C (older than A, larger id), A, D (A's time, larger id)");
+	TAP_STR_EQ(q1("SELECT rung_job_ahead(j)::text FROM jobs j WHERE name = 'R'", 0, NULL), "0",
+		   "a running job is ahead of nobody (and nobody counts it)");
+	for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+		char *items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"QA-1\",\"fresh\":true}]", wid);
+		const char *p[1] = { k % 2 ? items : wid };
+		char want[64], got[64];
+		snprintf(want, sizeof want, "%s", names[k]);
+		/* the claim round and the one-GPU claim in turn: both take the queue in this order */
+		snprintf(got, sizeof got, "%s",
+			 q1(k % 2 ? "SELECT j.name FROM rung_claim_batch($1::jsonb, 30) b JOIN jobs j ON j.id = b.job_id"
+				  : "WITH c AS (SELECT rung_claim($1::bigint, 'QA-1', 30, NULL) AS r) "
+				    "SELECT j.name FROM c JOIN jobs j ON j.id = (c.r->'lease'->>'job_id')::bigint", 1, p));
+		free(items);
+		TAP_STR_EQ(got, want, k % 2 ? "rung_claim_batch takes the job whose count was lowest"
+					    : "rung_claim takes the job whose count was lowest");
+		/* free the GPU for the next claim; the claimed job leaves the queue */
+		q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now()", 0, NULL);
+		snprintf(got, sizeof got, "%s", q1("SELECT coalesce(string_agg(name || ':' || rung_job_ahead(j), ',' ORDER BY name), '') "
+						   "FROM jobs j WHERE state = 'queued'", 0, NULL));
+		snprintf(want, sizeof want, "%s", k == 0 ? "A:1,C:0,D:2" : k == 1 ? "A:0,D:1" : k == 2 ? "D:0" : "");
+		TAP_STR_EQ(got, want, "after that claim, each job left has one fewer ahead");
+	}
+	PQfinish(pg);
+}
+
 /* Where a queued job could run (rung_job_placement, sql/functions/55_memory.sql): the GPUs not
  * quarantined, on live workers, that meet its constraints as a claim reads them; those on a drained
  * host apart. */
@@ -1791,6 +1842,7 @@ int main(void)
 	test_scale();
 	test_memory_walk();
 	test_placement();
+	test_queue_ahead();
 	test_prune();
 	test_fences_011();
 	test_heartbeat_skip();

@@ -158,6 +158,20 @@ static void test_job_tables(void)
 	free(s);
 	json_decref(jobs);
 
+	/* the list's query: only the filters given, each percent-encoded, limit last */
+	s = cmd_jobs_path(NULL, NULL, NULL, 0);
+	TAP_STR_EQ(s, "/v1/jobs", "jobs path: no filter");
+	free(s);
+	s = cmd_jobs_path("queued", "team-video", "video", 20);
+	TAP_STR_EQ(s, "/v1/jobs?state=queued&owner=team-video&kind=video&limit=20", "jobs path: state, owner, kind, limit");
+	free(s);
+	s = cmd_jobs_path(NULL, "a b&kind=image", NULL, 0);
+	TAP_STR_EQ(s, "/v1/jobs?owner=a%20b%26kind%3Dimage", "jobs path: an owner is one escaped value");
+	free(s);
+	s = cmd_jobs_path(NULL, NULL, "image", 5);
+	TAP_STR_EQ(s, "/v1/jobs?kind=image&limit=5", "jobs path: kind alone");
+	free(s);
+
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
 		" \"class\": \"oom_train_early\", \"rung\": \"batch_size_1\", \"worker_id\": 3, \"gpu_uuid\": \"GPU-a\","
 		" \"facts\": {\"phase\": \"train\", \"last_step\": 4, \"total_steps\": 2000}},"
@@ -343,7 +357,8 @@ static void test_story_start_lower(void)
 	       "story: a retry without a name or note");
 	free(s);
 	json_object_set_new(job, "recovery_state", json_object());
-	/* a queued job no usable GPU can take (the JOB's placement, recovery/jobtext.h) */
+	/* a queued job: why no usable GPU takes it, and its place in the queue (the JOB's placement,
+	 * recovery/jobtext.h) */
 	{
 		static const struct {
 			const char *placement, *line, *name;
@@ -361,12 +376,23 @@ static void test_story_start_lower(void)
 			  "resumed)\n", "story: the GPUs it needs are on drained workers" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}", NULL,
 			  "story: no waiting line when a GPU can take it" },
+			/* its place in the queue ("ahead": rung_job_ahead), added to the sentence, or alone */
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 100000, \"fleet_max_gpu_mib\": 81920, \"ahead\": 3}",
+			  "\n  waiting for a GPU: none of the usable GPUs on live workers meets its constraints (at least 100000 MiB; "
+			  "the largest has 81920 MiB); 3 jobs ahead of it in the queue\n", "story: why it waits, and 3 jobs ahead" },
+			{ "{\"gpus\": 0, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 0, \"ahead\": 0}",
+			  "\n  waiting for a GPU: no live worker has a usable GPU; no job ahead of it in the queue\n",
+			  "story: why it waits, and no job ahead" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1}",
+			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: a GPU can take it, 1 job ahead" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 12}",
+			  "\n  waiting its turn: 12 jobs ahead of it in the queue\n", "story: a GPU can take it, 12 jobs ahead" },
 		};
 		json_object_set_new(job, "state", json_string("queued"));
 		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 			json_object_set_new(job, "placement", J(cases[k].placement));
 			s = story_verdict(job, atts, NULL);
-			TAP_OK(s && (cases[k].line ? strstr(s, cases[k].line) != NULL : !strstr(s, "waiting for a GPU")),
+			TAP_OK(s && (cases[k].line ? strstr(s, cases[k].line) != NULL : !strstr(s, "waiting")),
 			       cases[k].name);
 			free(s);
 		}

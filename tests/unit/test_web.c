@@ -1,7 +1,8 @@
 /* Unit tests of the web pages' pure parts: HTML escaping, the Markdown subset of escalation
  * reports (report.c's own output included), the SVG memory chart from given facts, the start-lower
  * story of a job (issue 12), the cookie / form / redirect helpers of the login, and which forms a
- * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c). */
+ * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c), and the
+ * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "../../server/html.h"
 #include "../../recovery/report.h"
 #include "tap.h"
+#include "../../server/api_jobs.h"
 #include "../../server/web.h"
 #include "../../server/web_act.h"
 #include "../../server/http.h"
@@ -277,6 +279,20 @@ static void test_start_lower(void)
 		TAP_OK(html_placement_line(&b, j) == 0, "none when a GPU can take it");
 		free(html_take(&b));
 		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 3, \"ahead\": 4}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "a GPU can take it and 4 jobs are ahead: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting its turn: 4 jobs ahead of it in the queue", "its place in the queue, in rungctl's words");
+		free(s);
+		json_decref(j);
+		j = json_loads("{\"placement\": {\"gpus\": 0, \"draining_gpus\": 1, \"min_gpu_memory_mib\": 100000, "
+			       "\"fleet_max_gpu_mib\": 163840, \"ahead\": 1}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "no GPU now and 1 job ahead: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting for a GPU: the 1 that meet its constraints are on drained workers (it runs once one is "
+			   "resumed); 1 job ahead of it in the queue", "why it waits, then its place");
+		free(s);
+		json_decref(j);
 		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
 		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
 		s = html_take(&b);
@@ -311,6 +327,67 @@ static void test_helpers(void)
 	TAP_OK(!web_safe_next("//evil.example/ui") && !web_safe_next("https://evil.example/") &&
 	   !web_safe_next("/ui//evil.example") && !web_safe_next("/uix") && !web_safe_next("/ui/\\evil") &&
 	   !web_safe_next("/v1/jobs") && !web_safe_next(NULL), "no open redirect");
+}
+
+/* The queue page's filters: the links that carry them and the form that shows them (html.c), and
+ * the rule the page shares with GET /v1/jobs (api_jobs_list_filter). */
+static void test_queue_filters(void)
+{
+	static const char *const states[] = { "queued", "failed" };
+	static const char *const keys[] = { "state", "owner", "kind", "cursor" };
+	struct hbuf b = { 0 };
+	struct auth_who staff = { .role = AUTH_SUPPORT }, sub = { .role = AUTH_SUBMITTER };
+	const char *scope, *kind, *field;
+	char *s, *msg;
+
+	{
+		const char *values[] = { "queued", "a&b \"c\"", NULL, "42" };
+		html_href(&b, "/ui/jobs", keys, values, 4);
+		s = html_take(&b);
+		TAP_STR_EQ(s, "/ui/jobs?state=queued&amp;owner=a%26b%20%22c%22&amp;cursor=42",
+			   "html_href: the values given, percent-encoded, joined by &amp;");
+		free(s);
+		const char *none[] = { NULL, "", NULL, NULL };
+		html_href(&b, "/ui/jobs", keys, none, 4);
+		s = html_take(&b);
+		TAP_STR_EQ(s, "/ui/jobs", "html_href: no value, no query");
+		free(s);
+	}
+
+	html_jobs_filter_form(&b, AUTH_SUPPORT, "/ui/jobs", states, 2, "failed", "\"><script>x</script>", "video");
+	s = html_take(&b);
+	TAP_OK(has(s, "<form method=\"get\" class=\"filter\" action=\"/ui/jobs\">"), "the filter form is a GET to the page");
+	TAP_OK(has(s, "<option value=\"failed\" selected>failed</option>") && has(s, "<option value=\"queued\">queued</option>") &&
+	       has(s, "<option value=\"\">all</option>"), "state: every state and all, the current one selected");
+	TAP_OK(has(s, "name=\"owner\" maxlength=\"64\" value=\"&quot;&gt;&lt;script&gt;x&lt;/script&gt;\"") && !has(s, "<script>"),
+	       "staff get the owner field, its value escaped");
+	TAP_OK(has(s, "<option value=\"video\" selected>video</option>") && has(s, "<option value=\"image\">image</option>"),
+	       "kind: image and video, the current one selected");
+	free(s);
+	html_jobs_filter_form(&b, AUTH_SUBMITTER, "/ui/jobs", states, 2, NULL, NULL, NULL);
+	s = html_take(&b);
+	TAP_OK(has(s, "name=\"state\"") && has(s, "name=\"kind\"") && !has(s, "name=\"owner\"") && !has(s, "selected"),
+	       "a submitter's form: state and kind, no owner field, nothing selected");
+	free(s);
+
+	snprintf(sub.name, sizeof sub.name, "alice");
+	TAP_OK(api_jobs_list_filter(&staff, "bob", "video", &scope, &kind, &field, &msg) == 0 && !strcmp(scope, "bob") &&
+	       !strcmp(kind, "video") && !msg, "staff name an owner and a kind");
+	TAP_OK(api_jobs_list_filter(&staff, "", "", &scope, &kind, &field, &msg) == 0 && !scope && !kind,
+	       "empty values are no filter: every owner");
+	TAP_OK(api_jobs_list_filter(&sub, NULL, NULL, &scope, &kind, &field, &msg) == 0 && !strcmp(scope, "alice"),
+	       "a submitter's list is its own");
+	TAP_OK(api_jobs_list_filter(&sub, "alice", NULL, &scope, &kind, &field, &msg) == 0 && !strcmp(scope, "alice"),
+	       "a submitter may name itself");
+	TAP_OK(api_jobs_list_filter(&sub, "bob", NULL, &scope, &kind, &field, &msg) == 403 && !strcmp(field, "owner") && msg,
+	       "a submitter naming another owner: 403 naming owner");
+	free(msg);
+	TAP_OK(api_jobs_list_filter(&staff, NULL, "audio", &scope, &kind, &field, &msg) == 400 && !strcmp(field, "kind"),
+	       "kind audio: 400 naming kind");
+	free(msg);
+	TAP_OK(api_jobs_list_filter(&staff, "a b", NULL, &scope, &kind, &field, &msg) == 400 && !strcmp(field, "owner"),
+	       "an owner that is not a token name: 400 naming owner");
+	free(msg);
 }
 
 /* The forms a page shows depend on the caller's role and the object's state; a POST from another
@@ -414,6 +491,7 @@ int main(void)
 	test_chart();
 	test_start_lower();
 	test_helpers();
+	test_queue_filters();
 	test_actions();
 	return TAP_DONE();
 }
