@@ -15,9 +15,10 @@ const struct cli_cmd cli_cmds[] = {
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.", cmd_submit },
-	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--limit N]",
+	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--limit N]",
 		"Lists jobs, newest first: --state queued|running|succeeded|failed|cancelled; --owner: the jobs\n"
-		"of one token name (support/admin; a submitter sees only its own); --kind image|video.", cmd_jobs },
+		"of one token name (support/admin; a submitter sees only its own); --kind image|video; --label:\n"
+		"the jobs that carry every one of these labels.", cmd_jobs },
 	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
 		"target, achieved, why a setting was given up), for a queued one how many jobs are ahead of it in\n"
 		"the queue (and why no GPU takes it); each attempt with the config change it led to,\n"

@@ -187,11 +187,11 @@ static void print_owned(struct cli *c, char *s)
 	free(s);
 }
 
-char *cmd_jobs_path(const char *state, const char *owner, const char *kind, long long limit)
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, long long limit)
 {
 	const struct {
 		const char *key, *value;
-	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind } };
+	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind }, { "label", label } };
 	char *path = xstrdup("/v1/jobs"), *p2;
 	char sep = '?';
 
@@ -215,7 +215,7 @@ char *cmd_jobs_path(const char *state, const char *owner, const char *kind, long
 
 int cmd_jobs(struct cli *c, int argc, char **argv)
 {
-	const char *state = NULL, *owner = NULL, *kind = NULL;
+	const char *state = NULL, *owner = NULL, *kind = NULL, *label = NULL;
 	long long limit = 0;
 	char *ops[1], *path;
 	json_t *ans = NULL;
@@ -224,13 +224,14 @@ int cmd_jobs(struct cli *c, int argc, char **argv)
 		{ .name = "state", .type = ARGS_STRING, .str = &state },
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
 		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
+		{ .name = "label", .type = ARGS_STRING, .str = &label },
 		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
 	};
 	int rc = cli_args(c, cli_cmd_named("jobs"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	/* the values go to the server as they are: it checks them, and names the one it refuses */
-	path = cmd_jobs_path(state, owner, kind, limit);
+	path = cmd_jobs_path(state, owner, kind, label, limit);
 	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json)

@@ -23,9 +23,9 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
  * the finish report fills facts.phase/last_step). Borrowed, may be NULL. */
 const json_t *cmd_attempt_field(const json_t *attempt, const char *key, const char *facts_key);
 
-/* The GET path of `rungctl jobs`: /v1/jobs with ?state=&owner=&kind= for those given (each
+/* The GET path of `rungctl jobs`: /v1/jobs with ?state=&owner=&kind=&label= for those given (each
  * percent-encoded; NULL: left out) and limit= when limit > 0. Heap string, the caller frees. */
-char *cmd_jobs_path(const char *state, const char *owner, const char *kind, long long limit);
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, long long limit);
 
 /* Tables as `rungctl jobs` and `rungctl attempts` print them; heap strings the caller frees. */
 char *cmd_jobs_table(const json_t *jobs);

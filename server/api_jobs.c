@@ -827,7 +827,8 @@ void api_jobs_list(struct hreq *h)
 {
 	static const char *const states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
 	char *state = hreq_query(h, "state"), *cursor = hreq_query(h, "cursor"), *limit_s = hreq_query(h, "limit");
-	char *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *msg = NULL;
+	char *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *label = hreq_query(h, "label"), *msg = NULL;
+	char *label_json = NULL;
 	const char *scope, *kind_f, *field;
 	char limit[32];
 	long long n = LIST_DEFAULT;
@@ -866,17 +867,32 @@ void api_jobs_list(struct hreq *h)
 		hreq_error(h, code, code == 403 ? "forbidden" : "invalid_request", field, "%s", msg);
 		goto out;
 	}
+	if (label && *label) {
+		json_t *labels = labels_parse(label, "label", &msg);
+		if (!labels) {
+			hreq_error(h, 400, "invalid_request", "label", "%s", msg);
+			goto out;
+		}
+		if (json_object_size(labels) > 0)
+			label_json = json_dumps(labels, JSON_COMPACT);
+		json_decref(labels);
+	}
 	snprintf(limit, sizeof limit, "%lld", n);
 	{
-		/* one owner's jobs (a submitter's own, or the one staff named) walk jobs_owner_id */
-		const char *params[5] = { state, cursor, limit, kind_f, scope };
-		if (scope)
+		/* one owner's jobs (a submitter's own, or the one staff named) walk jobs_owner_id; labelled
+		 * jobs come from jobs_labels */
+		const char *params[6] = { state, cursor, limit, kind_f, scope, label_json };
+		if (label_json)
+			db_exec(h->app->db, sql_job_list_labelled, 6, params, on_list, h);
+		else if (scope)
 			db_exec(h->app->db, sql_job_list_owned, 5, params, on_list, h);
 		else
 			db_exec(h->app->db, sql_job_list, 4, params, on_list, h);
 	}
 out:
 	free(msg);
+	free(label_json);
+	free(label);
 	free(kind);
 	free(owner);
 	free(state);

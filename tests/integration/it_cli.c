@@ -232,7 +232,7 @@ static void test_job_commands(struct harness *h)
 	json_t *j = NULL;
 
 	int rc = ctl(h, "submit", cfg, "--name", "cli json job", "--priority", "7", "--max-attempts", "2",
-		"--validate-steps", "10", "--no-scale-up");
+		"--validate-steps", "10", "--no-scale-up", "--labels", "team=vision,project=cli");
 	id = out_line();
 	h_ok(h, rc == 0 && is_digits(id), "submit JSON file: exit 0, prints the id (%s)", id);
 	h_ok(h, ctl(h, "show", id, "--json") == 0 && (j = out_json()) != NULL, "show --json parses");
@@ -240,10 +240,23 @@ static void test_job_commands(struct harness *h)
 	h_ok(h, h_int(j, "priority") == 7 && !strcmp(h_str(j, "name"), "cli json job"), "--priority and --name sent");
 	h_ok(h, h_int(rec, "max_attempts") == 2 && h_int(rec, "validate_steps") == 10 &&
 		json_is_false(json_object_get(rec, "scale_up")), "--max-attempts, --validate-steps, --no-scale-up sent");
+	h_ok(h, !strcmp(h_str(json_object_get(j, "labels"), "team"), "vision") &&
+		!strcmp(h_str(json_object_get(j, "labels"), "project"), "cli"), "--labels sent");
 	json_decref(j);
 	j = NULL;
 	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "state") && strstr(g_out, "queued") &&
 		strstr(g_out, "current = target"), "show: summary and no config changes");
+	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "\nlabels            project=cli,team=vision\n"),
+	     "show: the labels, sorted");
+	h_ok(h, ctl(h, "jobs", "--label", "project=cli", "--json") == 0 && (j = out_json()) &&
+		json_array_size(json_object_get(j, "jobs")) == 1 && strstr(g_out, "cli json job"),
+	     "jobs --label project=cli: this job alone");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "jobs", "--label", "project=nope") == 0 && !strstr(g_out, "cli json job"),
+	     "jobs --label project=nope: not listed");
+	h_ok(h, ctl(h, "submit", cfg, "--labels", "team") == 2 && strstr(g_err, "--labels"),
+	     "submit --labels team: usage error naming --labels, exit 2");
 	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "\nqueue             ") && strstr(g_out, " ahead of it in the queue\n"),
 	     "show of a queued job: its place in the queue (%s)", strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : "");
 	h_ok(h, ctl(h, "jobs", "--state", "queued") == 0 && strstr(g_out, "ID") && strstr(g_out, "cli json job"),

@@ -509,7 +509,9 @@ static void query_matrix(struct harness *h)
 		{ "/v1/jobs?state=%ff%fe", "state" }, { "/v1/jobs?state=queued%00", "state" },
 		{ "/v1/jobs?cursor=abc", "cursor" }, { "/v1/jobs?cursor=-1", "cursor" },
 		{ "/v1/jobs?cursor=99999999999999999999", "cursor" }, { "/v1/jobs?cursor=1%20OR%201%3D1", "cursor" },
-		{ "/v1/jobs?cursor=1e308", "cursor" },
+		{ "/v1/jobs?cursor=1e308", "cursor" }, { "/v1/jobs?label=team", "label" },
+		{ "/v1/jobs?label=%27%3B%20DROP%20TABLE%20jobs=1", "label" }, { "/v1/jobs?label=team=a%20b", "label" },
+		{ "/v1/jobs?label=team=a,team=b", "label" },
 		{ "/v1/escalations?state=bogus", "state" }, { "/v1/escalations?state=%27%3B%20DROP%20TABLE%20jobs", "state" },
 		{ "/v1/escalations?state=%ff", "state" },
 	};

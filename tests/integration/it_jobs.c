@@ -75,6 +75,49 @@ static void test_labels(struct harness *h)
 	h_ok(h, st == 201 && !strcmp(h_str(json_object_get(raw, "labels"), "team"), "audio") &&
 	     !strcmp(h_str(json_object_get(raw, "labels"), "cost-center"), "42") && json_object_size(json_object_get(raw, "labels")) == 2,
 	     "a raw file's ?labels=team=audio,cost-center=42 (%ld)", st);
+	{
+		/* ?label=: only the jobs that carry every pair, newest first, paged by the cursor */
+		json_t *lab2 = h_submit(h, cfg, extra), *l;
+		char *id2 = h_id(lab2, "id"), *cur = NULL;
+		const char *saved = h->auth_token;
+
+		l = h_get(h, "/v1/jobs?label=team=vision", &st);
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 2 &&
+		     h_int(json_array_get(json_object_get(l, "jobs"), 0), "id") == atoll(id2 ? id2 : "0") &&
+		     h_int(json_array_get(json_object_get(l, "jobs"), 1), "id") == atoll(id ? id : "0"),
+		     "?label=team=vision: the two jobs with it, newest first (%ld)", st);
+		json_decref(l);
+		l = h_get(h, "/v1/jobs?label=team=vision,project=portraits&limit=1", &st);
+		cur = h_id(l, "next_cursor");
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 1 && cur, "two pairs, a page of 1 and a cursor");
+		json_decref(l);
+		l = h_getf(h, &st, "/v1/jobs?label=team=vision,project=portraits&limit=1&cursor=%s", cur ? cur : "0");
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 1 &&
+		     h_int(json_array_get(json_object_get(l, "jobs"), 0), "id") == atoll(id ? id : "0") &&
+		     json_is_null(json_object_get(l, "next_cursor")), "the next page: the older one, and no further cursor");
+		json_decref(l);
+		l = h_get(h, "/v1/jobs?label=team=audio", &st);
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 1, "?label=team=audio: the raw submit alone");
+		json_decref(l);
+		l = h_get(h, "/v1/jobs?label=team=vision,project=other", &st);
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 0, "a pair no job has: none (near miss)");
+		json_decref(l);
+		l = h_get(h, "/v1/jobs?label=team=vision&kind=video", &st);
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 0, "with kind=video: none (the others hold)");
+		json_decref(l);
+		l = h_get(h, "/v1/jobs?label=team", &st);
+		h_ok(h, st == 400 && !strcmp(h_str(l, "field"), "label"), "?label=team: 400 naming label (%ld)", st);
+		json_decref(l);
+		h->auth_token = h->submitter_token;
+		l = h_get(h, "/v1/jobs?label=team=vision", &st);
+		h->auth_token = saved;
+		h_ok(h, st == 200 && json_array_size(json_object_get(l, "jobs")) == 0,
+		     "a submitter's label list holds only its own jobs (the admin's are not)");
+		json_decref(l);
+		json_decref(lab2);
+		free(id2);
+		free(cur);
+	}
 	json_decref(got);
 	json_decref(raw);
 	json_decref(job);

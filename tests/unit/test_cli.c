@@ -159,17 +159,20 @@ static void test_job_tables(void)
 	json_decref(jobs);
 
 	/* the list's query: only the filters given, each percent-encoded, limit last */
-	s = cmd_jobs_path(NULL, NULL, NULL, 0);
+	s = cmd_jobs_path(NULL, NULL, NULL, NULL, 0);
 	TAP_STR_EQ(s, "/v1/jobs", "jobs path: no filter");
 	free(s);
-	s = cmd_jobs_path("queued", "team-video", "video", 20);
+	s = cmd_jobs_path("queued", "team-video", "video", NULL, 20);
 	TAP_STR_EQ(s, "/v1/jobs?state=queued&owner=team-video&kind=video&limit=20", "jobs path: state, owner, kind, limit");
 	free(s);
-	s = cmd_jobs_path(NULL, "a b&kind=image", NULL, 0);
+	s = cmd_jobs_path(NULL, "a b&kind=image", NULL, NULL, 0);
 	TAP_STR_EQ(s, "/v1/jobs?owner=a%20b%26kind%3Dimage", "jobs path: an owner is one escaped value");
 	free(s);
-	s = cmd_jobs_path(NULL, NULL, "image", 5);
+	s = cmd_jobs_path(NULL, NULL, "image", NULL, 5);
 	TAP_STR_EQ(s, "/v1/jobs?kind=image&limit=5", "jobs path: kind alone");
+	free(s);
+	s = cmd_jobs_path(NULL, NULL, NULL, "team=vision,project=p", 0);
+	TAP_STR_EQ(s, "/v1/jobs?label=team%3Dvision%2Cproject%3Dp", "jobs path: a label filter, escaped");
 	free(s);
 
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
