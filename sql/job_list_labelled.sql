@@ -3,7 +3,10 @@
 -- labels as a JSON object -> {"jobs", "next_cursor"}. Its own statement so that its plan can use
 -- jobs_labels (migration 019: GIN over labelled jobs only, whose predicate the second condition
 -- repeats): the matching ids, newest first, then each JOB built after the LIMIT as in job_list.sql.
--- A label on most jobs reads them all for each page (a top-N sort of their ids); retention bounds that.
+-- Measured on 200,000 jobs (20,000 with team=vision, 200 with team=rare), 50 a page: a custom plan
+-- walks the primary key for the common label (2.2 ms, most of it building the JOBs) and takes the
+-- index for the rare one (4.2 ms); a generic plan takes the index for both (1.0 and 21.8 ms: every
+-- match's id read and top-N sorted). Retention bounds that worst case.
 WITH page AS (
   SELECT j.id FROM jobs j
   WHERE j.labels @> $6::jsonb AND j.labels <> '{}'::jsonb
