@@ -444,9 +444,10 @@ static const char *val(const char *url, const char *sql, int n, const char *cons
  * digest leaves the one out and halves the other, so the same rows give the same digest on either side. */
 static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
-	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM jobs t),"
+	" (SELECT string_agg((to_jsonb(t) - 'labels')::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
-	 * lease_event_id, 017's workers.drain and 018's webhook_outbox kind and job_id are left out */
+	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id and 019's jobs.labels
+	 * are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id'])::text, ',' ORDER BY t.id) FROM attempts t),"
 	" (SELECT string_agg((to_jsonb(t) - 'drain')::text, ',' ORDER BY t.id) FROM workers t),"
