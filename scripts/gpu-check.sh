@@ -206,6 +206,10 @@ for job in "${JOBS[@]}"; do
 	"$BIN/rungctl" show "$id" --json >"$W/job-$job.json"
 	"$BIN/rungctl" attempts "$id" --json >"$W/attempts-$job.json"
 	echo "$cap" >"$W/cap-$job"
+	# what the memory model learned from these attempts says now of the target on the capped card
+	# (POST /v1/plan; informational, beside the measured peaks: docs/GPU.md)
+	"$BIN/rungctl" plan "${CFG[$job]}" --gpu-mib "${cap%.*}" --json >"$W/plan-$job.json" 2>>"$LOG" ||
+		rm -f "$W/plan-$job.json"
 done
 kill -TERM "$SAMPLER" 2>/dev/null
 
@@ -265,6 +269,20 @@ for job in jobs:
     res["jobs"][job] = {"id": jd.get("id"), "state": jd.get("state"), "cap_mib": cap, "attempts": rows,
                         "target_config": jd.get("target_config"), "final_config": jd.get("current_config"),
                         "result": jd.get("result")}
+    # the learned model's view after the run: the target on the capped card, against its measured peak
+    pf = os.path.join(w, "plan-%s.json" % job)
+    if os.path.exists(pf):
+        pl = json.load(open(pf))
+        at_cap = next((s for s in pl.get("sizes", []) if int(s.get("gpu_mib", 0)) == int(cap)), None)
+        measured = next((max(v["reserved_mib"] for v in c["peaks"].values()) for c in calib
+                         if c["name"] == "rung_gpu_%s_calib_target" % job), None)
+        if at_cap:
+            te = at_cap.get("target_estimate") or {}
+            res["jobs"][job]["learned"] = {"observations": pl.get("observations"), "action": at_cap.get("action"),
+                                           "rungs": at_cap.get("rungs"), "target_peak_mib": te.get("peak_mib"),
+                                           "target_fits": te.get("fits"), "basis": te.get("basis"),
+                                           "evidence": te.get("evidence"),
+                                           "measured_target_peak_reserved_mib": measured}
     # the verdict
     why = []
     if jd.get("state") != "succeeded":
@@ -302,6 +320,12 @@ for job, j in res["jobs"].items():
         for c in r["changes"] or []:
             md.append("- attempt %s: `%s`" % (r["number"], json.dumps(c)))
     md.append("")
+    ln = j.get("learned")
+    if ln:
+        md += ["Learned model after the run (%s observations), the target on this %d MiB card: predicted peak %s MiB"
+               " (fits: %s; %s), measured uncapped %s MiB reserved; a first attempt would run: %s %s" % (
+                   ln["observations"], int(j["cap_mib"]), ln["target_peak_mib"], ln["target_fits"], ln["evidence"],
+                   ln["measured_target_peak_reserved_mib"], ln["action"], " + ".join(ln["rungs"] or [])), ""]
 md += ["## uncapped measurements (2 steps each)", "", "| run | load | baseline sample | train | sample | save (reserved MiB) |",
        "| --- | --- | --- | --- | --- | --- |"]
 for c in calib:
