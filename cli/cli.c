@@ -62,6 +62,9 @@ const struct cli_cmd cli_cmds[] = {
 		cmd_token_list },
 	{ "token revoke", "token revoke ID", "Revokes an API token (admin); the server refuses it at once.",
 		cmd_token_revoke },
+	{ "token limit", "token limit ID --max-running N|none",
+		"Sets how many of a token's jobs may run at once (admin): the claim passes over its queued jobs\n"
+		"while that many run (0: none starts; none: no limit). Running jobs are not stopped.", cmd_token_limit },
 	{ "classify", "classify [--config FILE] [--exit-code N] [--signal N] < LOGFILE",
 		"Prints as JSON what rung makes of a trainer log read from stdin: the facts the worker would\n"
 		"report and the failure class the policy gives them, without a server. --config: the job's AI\n"

@@ -49,8 +49,8 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 
 int cmd_token_list(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "ROLE", "CREATED", "REVOKED" };
-	static const char *const keys[] = { "id", "name", "role", "created_at", "revoked_at" };
+	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED" };
+	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at" };
 	char *ops[1];
 	json_t *ans = NULL, *t;
 	size_t i;
@@ -98,6 +98,52 @@ int cmd_token_revoke(struct cli *c, int argc, char **argv)
 			fprintf(c->out, "token %s (%s): revoked\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?");
 	}
 	json_decref(ans);
+	free(path);
+	free(e);
+	return rc;
+}
+
+int cmd_token_limit(struct cli *c, int argc, char **argv)
+{
+	char *ops[1], *e, *path, *end = NULL;
+	const char *max = NULL;
+	json_t *ans = NULL, *body;
+	long long n = -1;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "max-running", .type = ARGS_STRING, .str = &max },
+	};
+	int rc = cli_args(c, cli_cmd_named("token limit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (max && strcmp(max, "none")) {
+		n = strtoll(max, &end, 10);
+		if (!*max || *end || n < 0) {
+			fprintf(c->err, "rungctl token limit: --max-running must be a number from 0, or none\n");
+			return CLI_USAGE;
+		}
+	}
+	if (!max) {
+		fprintf(c->err, "rungctl token limit: --max-running N|none is required\n");
+		return CLI_USAGE;
+	}
+	body = n >= 0 ? json_pack("{s:I}", "max_running", (json_int_t)n) : json_pack("{s:n}", "max_running");
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/tokens/%s/limits", e);
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *cell = table_cell(json_object_get(ans, "max_running"));
+			fprintf(c->out, "token %s (%s): max_running %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
+				json_is_null(json_object_get(ans, "max_running")) ? "none" : cell);
+			free(cell);
+		}
+	}
+	json_decref(ans);
+	json_decref(body);
 	free(path);
 	free(e);
 	return rc;

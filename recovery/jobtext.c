@@ -37,6 +37,19 @@ static char *waiting_why(const json_t *p)
 			 min);
 }
 
+/* Why a queued job whose owner is at its max_running waits. Heap string. */
+static char *owner_why(const json_t *job, const json_t *p)
+{
+	const char *owner = json_string_value(json_object_get(job, "owner"));
+	long long max = (long long)json_integer_value(json_object_get(p, "owner_max_running"));
+	long long running = (long long)json_integer_value(json_object_get(p, "owner_running"));
+
+	if (max == 0)
+		return xasprintf("waiting for its owner's limit: %s may run no job now (max_running 0)", owner ? owner : "?");
+	return xasprintf("waiting for its owner's limit: %s runs %lld job%s, at most %lld at once", owner ? owner : "?",
+			 running, running == 1 ? "" : "s", max);
+}
+
 char *jobtext_placement(const json_t *job)
 {
 	const json_t *p = json_object_get(job, "placement"), *ahead = json_object_get(p, "ahead");
@@ -49,9 +62,13 @@ char *jobtext_placement(const json_t *job)
 			 json_integer_value(ahead) == 1 ? "" : "s");
 	else if (json_is_integer(ahead))
 		snprintf(place, sizeof place, "no job ahead of it in the queue");
-	if (json_integer_value(json_object_get(p, "gpus")) > 0)
+	if (json_is_integer(json_object_get(p, "owner_max_running")) &&
+	    json_integer_value(json_object_get(p, "owner_running")) >= json_integer_value(json_object_get(p, "owner_max_running")))
+		why = owner_why(job, p); /* the claim passes over it whatever the GPUs */
+	else if (json_integer_value(json_object_get(p, "gpus")) > 0)
 		return *place ? xasprintf("waiting its turn: %s", place) : NULL;
-	why = waiting_why(p);
+	else
+		why = waiting_why(p);
 	if (!*place)
 		return why;
 	out = xasprintf("%s; %s", why, place);

@@ -18,7 +18,10 @@ char *jobtext_started_bigger(const json_t *job);
  * constraints (at least M MiB; the largest has L MiB)" ("... the N that meet its constraints are on
  * drained workers ..." when some are on drained ones), followed by "; N jobs ahead of it in the
  * queue" when the placement has "ahead" ("1 job", "no job"); when it counts some GPUs, "waiting its
- * turn: N jobs ahead of it in the queue", or NULL without "ahead". NULL when the job has no
+ * turn: N jobs ahead of it in the queue", or NULL without "ahead"; whatever the GPUs, when its
+ * owner runs as many jobs as its limit allows (placement "owner_max_running", "owner_running"):
+ * "waiting for its owner's limit: OWNER runs N jobs, at most M at once" (M 0: "OWNER may run no job
+ * now (max_running 0)"), followed by the place in the queue. NULL when the job has no
  * placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
 

@@ -161,6 +161,51 @@ void api_tokens_revoke(struct hreq *h)
 	db_exec(h->app->db, sql_token_revoke, 1, params, on_revoked, h);
 }
 
+static void on_limited(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc = hreq_db_doc(h, res, err, "token");
+
+	if (!doc)
+		return;
+	{
+		char n[32] = "none";
+		if (json_is_integer(json_object_get(doc, "max_running")))
+			snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
+		log_info("token limit set", "token=%s max_running=%s by=%s", h->param[0], n, h->who.name);
+	}
+	hreq_reply(h, 200, doc);
+}
+
+void api_tokens_limits(struct hreq *h)
+{
+	json_t *body = NULL, *v;
+	char n[32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "max_running");
+	if (!json_is_object(body) || json_object_size(body) != 1 || !v ||
+	    !(json_is_null(v) || (json_is_integer(v) && json_integer_value(v) >= 0 &&
+				  json_integer_value(v) <= API_TOKENS_MAX_RUNNING))) {
+		hreq_error(h, 400, "invalid_request", "max_running",
+			   "the body is {\"max_running\": N} with N from 0 (none of its jobs starts) to %d, or null (no limit)",
+			   API_TOKENS_MAX_RUNNING);
+		goto out;
+	}
+	snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
+	{
+		const char *params[2] = { h->param[0], json_is_null(v) ? NULL : n };
+		db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+	}
+out:
+	json_decref(body);
+}
+
 /* ---- rungd token create|revoke (blocking) ---- */
 
 static void cmd_usage(FILE *f)

@@ -67,5 +67,6 @@ $$;
 -- The API shape of a token: never the hash.
 CREATE OR REPLACE FUNCTION rung_token_json(t tokens) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object('id', t.id, 'name', t.name, 'role', t.role, 'created_at', t.created_at,
-                            'revoked_at', t.revoked_at, 'revoked', t.revoked_at IS NOT NULL)
+                            'revoked_at', t.revoked_at, 'revoked', t.revoked_at IS NOT NULL,
+                            'max_running', t.max_running)
 $$;

@@ -29,18 +29,53 @@ BEGIN
     'config', cfg, 'lease_seconds', p_lease_s, 'stall_timeout_s', j.recovery->'stall_timeout_s'));
 END $$;
 
+-- The room each owner with a limit (tokens.max_running, migration 020) has left now: {"name":
+-- max_running - its running jobs} for every token with a limit, {} when no token has one (then
+-- nothing else is read: the claim's cost without limits is one probe of a small table). Locks those
+-- token rows (in id order) for the transaction, so that two claims, on one replica or two, cannot
+-- both take an owner's last place: a claim round calls it before anything else it locks. Running
+-- jobs are counted through their running attempts (attempts_one_running), O(running).
+CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  room jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
+    RETURN '{}';
+  END IF;
+  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL ORDER BY t.id FOR NO KEY UPDATE;
+  SELECT coalesce(jsonb_object_agg(t.name, t.max_running - coalesce(r.n, 0)), '{}') INTO room
+  FROM tokens t
+  LEFT JOIN (SELECT j.owner, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
+             WHERE a.state = 'running' GROUP BY j.owner) r ON r.owner = t.name
+  WHERE t.max_running IS NOT NULL;
+  RETURN room;
+END $$;
+
+-- The owners a room (rung_owner_room's) leaves no place for: NULL when there is none.
+CREATE OR REPLACE FUNCTION rung_owners_capped(room jsonb) RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT array_agg(e.key) FROM jsonb_each_text(room) e WHERE e.value::int <= 0
+$$;
+
 -- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
 -- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker,
--- enough GPU memory, and never a config identical to one that failed on this GPU since the job's
--- last retry (a retry says the GPU or host changed: sql/functions/22_job_ops.sql); SKIP LOCKED.
--- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}.
-CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb) RETURNS jsonb
+-- enough GPU memory, its owner below its max_running (p_capped: the owners at theirs; NULL: read
+-- them now, rung_owner_room), and never a config identical to one that failed on this GPU since the
+-- job's last retry (a retry says the GPU or host changed: sql/functions/22_job_ops.sql); SKIP LOCKED.
+-- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. (Its signature
+-- gained p_capped in migration 020's release: the old one is dropped first.)
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
+CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
+                                      p_capped text[] DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
   w workers;
   g gpus;
   cand bigint;
+  capped text[] := p_capped;
 BEGIN
+  IF capped IS NULL THEN
+    capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
+  END IF;
   UPDATE workers SET last_seen_at = now(),
                      state = CASE WHEN state = 'offline' THEN 'online' ELSE state END
   WHERE id = p_worker RETURNING * INTO w;
@@ -54,6 +89,7 @@ BEGIN
   END IF;
   SELECT c.id INTO cand FROM jobs c
   WHERE c.state = 'queued'
+    AND c.owner <> ALL (capped)
     AND NOT coalesce(c.constraints->'exclude_gpus' ? p_gpu, false)
     AND NOT coalesce(c.constraints->'exclude_workers' @> to_jsonb(p_worker), false)
     AND NOT coalesce(c.constraints->'exclude_workers' ? p_worker::text, false)

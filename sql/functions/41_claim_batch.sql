@@ -2,7 +2,10 @@
 --
 -- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, each with every rule of
 -- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions and
--- minimum memory, never a config that failed on this GPU, SKIP LOCKED). One index scan locks the
+-- minimum memory, its owner below its max_running, never a config that failed on this GPU, SKIP
+-- LOCKED). Owner limits (migration 020) cost nothing when no token has one; otherwise the round
+-- locks the limited tokens first (rung_owner_room), leaves owners at their limit out of its scan
+-- and counts its own choices against the others' room. One index scan locks the
 -- first n unlocked queued jobs (n = items); each GPU takes the first of them, in claim order, that
 -- it may run; a GPU that may run none of them falls back to rung_claim's own scan when more jobs
 -- may be queued beyond them. Fresh items must come first: once nothing is left to claim, the items
@@ -55,9 +58,14 @@ DECLARE
   r_mem int[];
   lo int;
   hi int;
+  -- the owners' room under their max_running (rung_owner_room; {} when no token has a limit)
+  room jsonb;
+  capped text[];
   -- the candidate jobs, in claim order
   ids bigint[];
   cons jsonb[];
+  cown text[];      -- their owners
+  fb_owner text;    -- the owner of a job rung_claim started
   reran bigint[];     -- the candidates that ran before
   reran_from int[];   -- per reran candidate: recovery_state.budget_from (0 before any retry)
   failed jsonb := '{}'; -- job id -> {GPU -> config hashes that failed on it}
@@ -92,15 +100,19 @@ BEGIN
   END IF;
   w_status := array_fill(NULL::text, ARRAY[np]);
   w_mem := array_fill(NULL::int, ARRAY[np]);
+  -- first of all the round's locks: the limited owners' token rows (none without limits)
+  room := rung_owner_room();
+  capped := coalesce(rung_owners_capped(room), '{}');
 
   SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
          array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
+         array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
          array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
          array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
-  INTO ids, cons, reran, reran_from
-  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.attempts_count,
+  INTO ids, cons, cown, reran, reran_from
+  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
                rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
-        WHERE c.state = 'queued'
+        WHERE c.state = 'queued' AND c.owner <> ALL (capped)
         ORDER BY c.priority, c.created_at, c.id
         LIMIT np FOR UPDATE SKIP LOCKED) x;
   ncand := coalesce(array_length(ids, 1), 0);
@@ -170,6 +182,7 @@ BEGIN
       k := first_free;
       WHILE k <= ncand LOOP
         IF NOT taken[k]
+           AND coalesce((room->>cown[k])::int, 1) > 0 -- its owner's place may have gone this round
            AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
            AND NOT coalesce(cons[k]->'exclude_workers' @> to_jsonb(w_worker[n]), false)
            AND NOT coalesce(cons[k]->'exclude_workers' ? w_worker[n]::text, false)
@@ -192,6 +205,9 @@ BEGIN
       IF chosen IS NOT NULL THEN
         taken[chosen] := true;
         remaining := remaining - 1;
+        IF room ? cown[chosen] THEN
+          room := jsonb_set(room, ARRAY[cown[chosen]], to_jsonb((room->>cown[chosen])::int - 1));
+        END IF;
         c_i := c_i || w_i[n];
         c_job := c_job || ids[chosen];
         c_worker := c_worker || w_worker[n];
@@ -200,7 +216,14 @@ BEGIN
         c_mem := c_mem || w_mem[n];
         CONTINUE; -- started below, with the others
       ELSIF full_scan THEN
-        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n]);
+        -- the owners with no place left, counting this round's choices
+        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n], coalesce(rung_owners_capped(room), '{}'));
+        IF room <> '{}' AND r->>'status' = 'ok' THEN
+          SELECT c.owner INTO fb_owner FROM jobs c WHERE c.id = (r->'lease'->>'job_id')::bigint;
+          IF room ? fb_owner THEN
+            room := jsonb_set(room, ARRAY[fb_owner], to_jsonb((room->>fb_owner)::int - 1));
+          END IF;
+        END IF;
       ELSE
         r := jsonb_build_object('status', 'none');
       END IF;

@@ -172,7 +172,7 @@ static void test_help_and_usage(struct harness *h)
 		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
-		{ "token", "list" }, { "token", "revoke" }, { "classify", NULL } };
+		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "plan", NULL }, { "classify", NULL } };
 
 	h_ok(h, ctl(h, "--help") == 0 && strstr(g_out, "exit codes") && strstr(g_out, "gpu release"),
 		"rungctl --help: exit 0, lists commands and exit codes");
@@ -427,6 +427,14 @@ static void test_token_commands(struct harness *h)
 	json_array_foreach(json_object_get(j, "tokens"), i, t)
 		if (!strcmp(h_str(t, "name"), "cli-sub"))
 			tid = h_id(t, "id");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--max-running", "3") == 0 && strstr(g_out, "max_running 3"),
+	     "token limit --max-running 3: set");
+	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "MAX RUNNING"), "token list: a MAX RUNNING column");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--max-running", "none") == 0 && strstr(g_out, "max_running none"),
+	     "token limit --max-running none: lifted");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--max-running", "-2") == 2 && strstr(g_err, "--max-running"),
+	     "token limit --max-running -2: usage error, exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid) == 2, "token limit without --max-running: exit 2");
 	h_ok(h, tid && ctl(h, "token", "revoke", tid) == 0 && strstr(g_out, "revoked"), "token revoke: revoked");
 	h_ok(h, ctl_as(h, tok, "jobs") == 1 && strstr(g_err, "401"), "the revoked token is refused: exit 1");
 	h_ok(h, ctl(h, "token", "create", "--role", "emperor") == 1 && strstr(g_err, "400"),

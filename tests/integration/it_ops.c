@@ -18,6 +18,7 @@
 #include <event2/http.h>
 
 #include "harness.h"
+#include "jpath.h"
 #include "receiver.h"
 #include "util.h"
 
@@ -714,6 +715,118 @@ out:
 	json_decref(cfg);
 }
 
+/* ---- owner limits (POST /v1/tokens/{id}/limits, migration 020) ---- */
+
+/* The admin caps the submitter at one running job: its second job waits while the first runs, on a
+ * free GPU, and says why; it runs once the first ended. Bad bodies are 400s naming max_running, an
+ * unknown token a 404, a worker may not (403); lifted with null. */
+static void test_owner_limit(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_limit", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *a = NULL, *b = NULL, *r = NULL, *body = NULL, *lease = NULL, *done = NULL, *ok = h_facts_success(10);
+	char *tid = NULL, *ida = NULL, *idb = NULL, *path = NULL, *w2 = h_fake_register(h, "ops-lim", "GPU-lim-2", 24576);
+	const char *saved = h->auth_token;
+	long st = 0;
+
+	{
+		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
+		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
+		PQclear(q);
+	}
+	if (!h_ok(h, tid && w2 && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
+		  "limits: the submitter's token, a second GPU, an empty queue"))
+		goto out;
+	path = xasprintf("/v1/tokens/%s/limits", tid);
+	{
+		static const char *const bad[] = { "{\"max_running\": -1}", "{\"max_running\": \"2\"}", "{}",
+						   "{\"max_running\": 1, \"x\": 2}", "{\"max_running\": 1.5}" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			r = h_request(h, "POST", path, bad[i], strlen(bad[i]), NULL, &st);
+			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "max_running"), "limits: %s is a 400 naming max_running (%ld)",
+			     bad[i], st);
+			json_decref(r);
+		}
+	}
+	body = json_pack("{s:i}", "max_running", 1);
+	r = h_post(h, "/v1/tokens/999999/limits", body, &st);
+	h_ok(h, st == 404, "limits: an unknown token is a 404 (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->worker_token;
+	r = h_post(h, path, body, &st);
+	h->auth_token = saved;
+	h_ok(h, st == 403, "limits: a worker may not set one (%ld)", st);
+	json_decref(r);
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 200 && h_int(r, "max_running") == 1 && !strcmp(h_str(r, "name"), "it-submitter"),
+	     "limits: it-submitter may run 1 job at once (%ld)", st);
+	json_decref(r);
+	h->auth_token = h->submitter_token;
+	a = h_submit(h, cfg, extra);
+	b = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	ida = h_id(a, "id");
+	idb = h_id(b, "id");
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	{
+		char *jid = h_id(lease, "job_id");
+		h_ok(h, jid && ida && !strcmp(jid, ida), "limits: the first job leased (%s)", jid ? jid : "none");
+		free(jid);
+	}
+	r = h_fake_lease(h, w2, "GPU-lim-2", 300, &st);
+	h_ok(h, st == 204, "limits: a free GPU gets nothing while the first runs (%ld)", st);
+	json_decref(r);
+	r = idb ? h_job(h, idb) : NULL;
+	h_ok(h, jpath_int(r, "placement.owner_max_running", -1) == 1 && jpath_int(r, "placement.owner_running", -1) == 1,
+	     "limits: the waiting job's placement: its owner runs 1 of 1");
+	json_decref(r);
+	{
+		int rc = -1;
+		char *args = xasprintf("show %s", idb ? idb : "0"), *out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && strstr(out, "waiting for its owner's limit: it-submitter runs 1 job, at most 1 at once"),
+		     "limits: rungctl show says why it waits");
+		if (h->failed)
+			h_diag("rungctl show: %s", out);
+		free(out);
+		free(args);
+	}
+	{
+		char *aid = h_id(lease, "attempt_id");
+		done = aid ? h_fake_finish(h, aid, h_str(lease, "token"), ok, &st) : NULL;
+		free(aid);
+	}
+	json_decref(done);
+	done = NULL;
+	r = h_fake_lease(h, w2, "GPU-lim-2", 5000, &st);
+	{
+		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id");
+		h_ok(h, jid && idb && !strcmp(jid, idb), "limits: the first ended, the second runs (%s)", jid ? jid : "none");
+		done = aid ? h_fake_finish(h, aid, h_str(r, "token"), ok, &st) : NULL;
+		free(jid);
+		free(aid);
+	}
+	json_decref(r);
+	json_decref(body);
+	body = json_pack("{s:n}", "max_running");
+	r = h_post(h, path, body, &st);
+	h_ok(h, st == 200 && json_is_null(json_object_get(r, "max_running")), "limits: lifted with null (%ld)", st);
+	json_decref(r);
+out:
+	h->auth_token = saved;
+	free(path);
+	free(tid);
+	free(ida);
+	free(idb);
+	free(w2);
+	json_decref(done);
+	json_decref(lease);
+	json_decref(body);
+	json_decref(a);
+	json_decref(b);
+	json_decref(ok);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 /* ---- drain (POST /v1/workers/{id}/drain|resume, sql/functions/31_drain.sql) ---- */
 
 /* The worker's entry in GET /v1/workers (new reference) or NULL. */
@@ -999,6 +1112,7 @@ int main(void)
 	test_retry(h, wid, oom);
 	test_drain(h, wid);
 	test_priority(h, wid);
+	test_owner_limit(h, wid);
 	test_web_actions(h, wid, oom);
 out:
 	json_decref(oom);

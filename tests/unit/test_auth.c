@@ -155,6 +155,8 @@ static void test_route_table(void)
 	TAP_OK(roles == (AUTH_SUPPORT | AUTH_ADMIN), "ack: support and admin");
 	routes_access("POST", "/v1/gpus/GPU-1/release", &roles, &scope);
 	TAP_OK(roles == (AUTH_SUPPORT | AUTH_ADMIN), "gpu release: support and admin");
+	routes_access("POST", "/v1/tokens/4/limits", &roles, &scope);
+	TAP_OK(roles == AUTH_ADMIN && scope == AUTH_SCOPE_NONE, "token limits: admin only");
 	routes_access("POST", "/v1/plan", &roles, &scope);
 	TAP_OK(roles == (AUTH_SUBMITTER | AUTH_SUPPORT | AUTH_ADMIN) && scope == AUTH_SCOPE_NONE,
 	       "plan: submitters and staff, not workers, on no job");

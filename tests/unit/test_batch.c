@@ -1763,6 +1763,86 @@ static void test_retry(void)
 /* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
  * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
  * leases. Repeats change nothing and write no event. */
+/* Owner limits (migration 020, rung_owner_room in 40_claim.sql): the claim round and the one-GPU
+ * claim pass over the queued jobs of an owner that runs as many as its token's max_running allows,
+ * count their own choices in the round, and leave others alone; 0 pauses an owner; no limit reads
+ * nothing; the room's token rows are locked for the claim's transaction; the placement says why. */
+static void test_owner_limits(void)
+{
+	const char *p[2];
+	char wid[32], *items;
+	PGconn *other;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'lim-%'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "limits: none set, an empty room");
+	q1("INSERT INTO tokens (name, role, hash) VALUES ('lim-a', 'submitter', repeat('1', 64)), "
+	   "('lim-b', 'submitter', repeat('2', 64))", 0, NULL);
+	q1("UPDATE tokens SET max_running = 1 WHERE name = 'lim-a'", 0, NULL);
+	q1("SELECT rung_register('wl', 'h', '[{\"uuid\":\"L-1\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"L-2\",\"memory_total_mib\":80000},{\"uuid\":\"L-3\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wl'", 0, NULL));
+	/* claim order: a1, a2, a3 (lim-a), then b1 (lim-b) */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('a1', 'lim-a', 'image', 1, '{\"x\":1}', '{}'), ('a2', 'lim-a', 'image', 2, '{\"x\":1}', '{}'), "
+	   "('a3', 'lim-a', 'image', 3, '{\"x\":1}', '{}'), ('b1', 'lim-b', 'image', 4, '{\"x\":1}', '{}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"lim-a\": 1}", "limits: lim-a has room for 1");
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"L-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"L-2\",\"fresh\":true},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"L-3\",\"fresh\":true}]", wid, wid, wid);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:a1,1:ok:b1,2:none:-",
+		   "limits: three GPUs in one round: a1, then lim-a is at 1 and a2 waits, b1; the third GPU gets nothing");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"lim-a\": 0}", "limits: lim-a's room is spent");
+	p[0] = wid;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'L-3', 30, NULL)->>'status'", 1, p), "none",
+		   "limits: nor does rung_claim start a2");
+	TAP_STR_EQ(q1("SELECT (rung_job_placement(j)->>'owner_max_running') || ':' || (rung_job_placement(j)->>'owner_running') "
+		      "FROM jobs j WHERE name = 'a2'", 0, NULL), "1:1", "limits: a2's placement: lim-a runs 1 of 1");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_job_placement(j)->>'owner_max_running', 'none') FROM jobs j WHERE name = 'b1'", 0, NULL),
+		   "none", "limits: an owner without a limit has none in the placement");
+	/* near miss: a limit of 2 leaves room for one more */
+	q1("UPDATE tokens SET max_running = 2 WHERE name = 'lim-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT j.name FROM jobs j WHERE j.id = (rung_claim($1::bigint, 'L-3', 30, NULL)->'lease'->>'job_id')::bigint",
+		      1, p), "a2", "limits: at 2, rung_claim starts a2");
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now()", 0, NULL);
+	q1("UPDATE jobs SET state = 'failed' WHERE state = 'running'", 0, NULL);
+	q1("UPDATE tokens SET max_running = 0 WHERE name = 'lim-a'", 0, NULL);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status, ',' ORDER BY b.i) FROM rung_claim_batch($1::jsonb, $2::int) b",
+		      2, p), "0:none,1:none,2:none", "limits: 0 pauses lim-a: a3 waits with every GPU free");
+	/* the lock: a claim's transaction holds the limited tokens until it ends */
+	other = PQconnectdb(url);
+	q1("BEGIN", 0, NULL);
+	q1("SELECT rung_owner_room()::text", 0, NULL);
+	{
+		PGresult *r = PQexec(other, "SET lock_timeout = '200ms'");
+		PQclear(r);
+		r = PQexec(other, "SELECT rung_owner_room()");
+		TAP_OK(PQresultStatus(r) != PGRES_TUPLES_OK && strstr(PQresultErrorMessage(r), "lock timeout"),
+		       "limits: a second claim waits for the first's token lock (lock_timeout here)");
+		PQclear(r);
+	}
+	q1("COMMIT", 0, NULL);
+	{
+		PGresult *r = PQexec(other, "SELECT rung_owner_room()::text");
+		TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "{\"lim-a\": 0}"),
+		       "limits: and takes it once the first ended");
+		PQclear(r);
+	}
+	PQfinish(other);
+	q1("UPDATE tokens SET max_running = NULL WHERE name = 'lim-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status, ',' ORDER BY b.i) FROM rung_claim_batch($1::jsonb, $2::int) b",
+		      2, p), "0:ok,1:none,2:none", "limits: lifted, a3 runs");
+	q1("DELETE FROM tokens WHERE name LIKE 'lim-%'", 0, NULL);
+	free(items);
+	PQfinish(pg);
+}
+
 static void test_drain(void)
 {
 	const char *p[2];
@@ -1851,6 +1931,7 @@ int main(void)
 	test_start_bigger();
 	test_retry();
 	test_drain();
+	test_owner_limits();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

@@ -390,8 +390,21 @@ static void test_story_start_lower(void)
 			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: a GPU can take it, 1 job ahead" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 12}",
 			  "\n  waiting its turn: 12 jobs ahead of it in the queue\n", "story: a GPU can take it, 12 jobs ahead" },
+			/* its owner's limit (tokens.max_running): the claim passes over it whatever the GPUs */
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1, "
+			  "\"owner_max_running\": 2, \"owner_running\": 2}",
+			  "\n  waiting for its owner's limit: team-a runs 2 jobs, at most 2 at once; 1 job ahead of it in the queue\n",
+			  "story: its owner at its limit" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"owner_max_running\": 0, \"owner_running\": 0}",
+			  "\n  waiting for its owner's limit: team-a may run no job now (max_running 0); no job ahead of it in the queue\n",
+			  "story: its owner paused (max_running 0)" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1, "
+			  "\"owner_max_running\": 3, \"owner_running\": 2}",
+			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: below its owner's limit, its turn (near miss)" },
 		};
 		json_object_set_new(job, "state", json_string("queued"));
+		json_object_set_new(job, "owner", json_string("team-a"));
 		for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
 			json_object_set_new(job, "placement", J(cases[k].placement));
 			s = story_verdict(job, atts, NULL);
