@@ -132,6 +132,12 @@ static const json_t *plan_at(const json_t *p, long long mib)
 	return NULL;
 }
 
+/* The fleet's first GPU: the worker's 24 GiB GPU is registered (h_worker_start does not wait for it). */
+static bool small_gpu_registered(void *arg)
+{
+	return h_sql_int(arg, "SELECT count(*) FROM gpus WHERE memory_total_mib = 24576", 0, NULL) == 1;
+}
+
 static long long jobs_count(struct harness *h)
 {
 	return h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
@@ -837,6 +843,8 @@ int main(void)
 	if (!h_ok(h, w != NULL, "a worker with one 24 GiB GPU starts"))
 		goto out;
 	h_ok(h, metric(h, "rung_memory_profile_cache{state=\"ready\"}") == 0, "no profile cached before any job");
+	/* the plan counts the fleet's GPUs: ask once the worker has registered its GPU */
+	h_ok(h, wait_until(small_gpu_registered, h, 20000 * h_slow()), "the worker's 24 GiB GPU registers");
 	test_plan_no_history(h);
 	for (size_t i = 0; i < ARRAY_LEN(teach); i++) {
 		char name[32];
