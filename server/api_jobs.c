@@ -235,15 +235,44 @@ static int value_depth(const json_t *v, int cap)
 	return 0;
 }
 
+int api_jobs_parse_yaml(const char *buf, size_t len, json_t **out, const char **error, char **message)
+{
+	char *err = NULL;
+	json_t *v;
+
+	*out = NULL;
+	*message = NULL;
+	v = len ? yamljson_parse_capped(buf, len, RAW_YAML_MAX_NODES, &err) : json_null();
+	if (!v) {
+		*error = "invalid_yaml";
+		*message = xasprintf("malformed YAML at %s", err ? err : "?");
+		free(err);
+		return -1;
+	}
+	if (!json_is_object(v)) {
+		json_decref(v);
+		*error = "invalid_body";
+		*message = xstrdup("the YAML body must be a mapping: the AI Toolkit config file");
+		return -1;
+	}
+	if (value_depth(v, AUTH_JSON_MAX_DEPTH) > AUTH_JSON_MAX_DEPTH) {
+		json_decref(v);
+		*error = "json_too_deep";
+		*message = xasprintf("YAML nesting is deeper than the limit of %d", AUTH_JSON_MAX_DEPTH);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 /* Reads a YAML body into *out (new mapping), typed as AI Toolkit's loader does. On failure answers
- * 413 (over HTTP_MAX_BODY) or 400 (malformed, with line and column; not a mapping; too deep) and
- * returns -1: h is gone. */
+ * 413 (over HTTP_MAX_BODY) or 400 (api_jobs_parse_yaml's) and returns -1: h is gone. */
 static int read_yaml_body(struct hreq *h, json_t **out)
 {
 	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
 	size_t len = in ? evbuffer_get_length(in) : 0;
-	char *err = NULL;
-	json_t *v;
+	const char *error;
+	char *message = NULL;
 
 	*out = NULL;
 	if (len > HTTP_MAX_BODY) {
@@ -251,25 +280,11 @@ static int read_yaml_body(struct hreq *h, json_t **out)
 			   len, HTTP_MAX_BODY);
 		return -1;
 	}
-	v = len ? yamljson_parse_capped((const char *)evbuffer_pullup(in, -1), len, RAW_YAML_MAX_NODES, &err)
-		: json_null();
-	if (!v) {
-		hreq_error(h, 400, "invalid_yaml", NULL, "malformed YAML at %s", err ? err : "?");
-		free(err);
+	if (api_jobs_parse_yaml(len ? (const char *)evbuffer_pullup(in, -1) : NULL, len, out, &error, &message) < 0) {
+		hreq_error(h, 400, error, NULL, "%s", message);
+		free(message);
 		return -1;
 	}
-	if (!json_is_object(v)) {
-		json_decref(v);
-		hreq_error(h, 400, "invalid_body", NULL, "the YAML body must be a mapping: the AI Toolkit config file");
-		return -1;
-	}
-	if (value_depth(v, AUTH_JSON_MAX_DEPTH) > AUTH_JSON_MAX_DEPTH) {
-		json_decref(v);
-		hreq_error(h, 400, "json_too_deep", NULL, "YAML nesting is deeper than the limit of %d",
-			   AUTH_JSON_MAX_DEPTH);
-		return -1;
-	}
-	*out = v;
 	return 0;
 }
 

@@ -40,6 +40,13 @@ int api_jobs_list_filter(const struct auth_who *who, const char *owner, const ch
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message);
 
+/* Parses an AI Toolkit config file as a YAML submit body is read (buf: len bytes, JSON too; typed
+ * as AI Toolkit's loader does), with the same caps: values (aliases counted in full) and nesting.
+ * Returns 0 with *out a new mapping the caller owns; or -1 with *error the 400's code (static:
+ * "invalid_yaml" naming line and column, "invalid_body" for anything but a mapping, "json_too_deep")
+ * and *message a heap string the caller frees. Pure; POST /v1/jobs, /v1/plan and /ui/plan. */
+int api_jobs_parse_yaml(const char *buf, size_t len, json_t **out, const char **error, char **message);
+
 /* Reads and validates a submit body as POST /v1/jobs does (either form; api_jobs_check_submit),
  * for routes that take what a submit takes (POST /v1/plan). The query parameter named also (may
  * be NULL) is left to the caller: the file form does not read it as an option, the envelope form

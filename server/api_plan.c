@@ -1,7 +1,8 @@
 /* POST /v1/plan (see api_plan.h): the submit's reading and validation (api_jobs_read_submit), one
  * statement for the fleet's GPU sizes and the arch's observations (sql/plan_fleet.sql), then
- * policy_initial per size on the loop: the same pure decision a lease makes for a first attempt
- * (server/lease.c start_lower), so the plan and the lease cannot disagree on the same history. */
+ * policy_initial per size on the loop (api_plan_build, which the /ui/plan page runs too): the same
+ * pure decision a lease makes for a first attempt (server/lease.c start_lower), so the plan and
+ * the lease cannot disagree on the same history. */
 #include "api_plan.h"
 
 #include <stdbool.h>
@@ -22,6 +23,15 @@
 #include "sql.h"
 #include "util.h"
 
+/* What the plan is made of, borrowed from api_plan_build's arguments. */
+struct plan_in {
+	const json_t *config;   /* the AI Toolkit file (the envelope's "config") */
+	const json_t *recovery; /* RECOVERY, defaults filled */
+	const char *kind;
+	const char *arch;
+};
+
+/* One POST /v1/plan between db_exec and its callback. */
 struct plan_req {
 	struct hreq *h;
 	json_t *config;   /* the AI Toolkit file (the envelope's "config") */
@@ -42,15 +52,16 @@ static void plan_req_free(struct plan_req *p)
 
 /* The decision for one GPU size: policy_initial on the CTX a lease would build (start_lower in
  * lease.c) plus the target's own estimate. A new object, or NULL with *err (heap). */
-static json_t *plan_size(const struct plan_req *p, const json_t *size, const json_t *obs, long long fleet_mib,
+static json_t *plan_size(const struct plan_in *p, const json_t *size, const json_t *obs, long long fleet_mib,
 			 char **err)
 {
 	long long gpu = jpath_int(size, "gpu_mib", 0);
 	json_t *ctx, *init, *profile, *target_est, *out;
 
-	ctx = json_pack("{s:{s:s, s:O, s:O}, s:{s:I}, s:{s:s, s:I, s:O}}", "job", "kind", p->kind, "target_config", p->config,
-			"recovery", p->recovery, "gpu", "memory_total_mib", (json_int_t)gpu, "memory", "arch", p->arch,
-			"gpu_mib", (json_int_t)gpu, "observations", obs);
+	/* json_pack's O only takes a reference: nothing borrowed is changed */
+	ctx = json_pack("{s:{s:s, s:O, s:O}, s:{s:I}, s:{s:s, s:I, s:O}}", "job", "kind", p->kind, "target_config",
+			(json_t *)p->config, "recovery", (json_t *)p->recovery, "gpu", "memory_total_mib", (json_int_t)gpu,
+			"memory", "arch", p->arch, "gpu_mib", (json_int_t)gpu, "observations", (json_t *)obs);
 	if (!ctx) {
 		*err = xstrdup("cannot build the decision's context");
 		return NULL;
@@ -83,61 +94,72 @@ static json_t *plan_size(const struct plan_req *p, const json_t *size, const jso
 	return out;
 }
 
+/* The plan of a size the fleet lacks (?gpu_mib=): no "gpus" of its own. */
+static json_t *plan_extra(const struct plan_in *p, long extra_mib, const json_t *obs, long long fleet_mib, char **err)
+{
+	json_t *extra = json_pack("{s:I}", "gpu_mib", (json_int_t)extra_mib), *one;
+
+	one = plan_size(p, extra, obs, fleet_mib, err);
+	json_decref(extra);
+	return one;
+}
+
+json_t *api_plan_build(const json_t *config, const json_t *recovery, const char *kind, const char *arch,
+		       const json_t *fleet, long extra_mib, char **err)
+{
+	const struct plan_in in = { config, recovery, kind, arch };
+	const json_t *obs = json_object_get(fleet, "observations"), *s;
+	long long fleet_mib = jpath_int(fleet, "fleet_max_gpu_mib", 0);
+	json_t *sizes = json_array(), *out = NULL, *one;
+	bool asked = extra_mib <= 0;
+	size_t i;
+
+	*err = NULL;
+	json_array_foreach(json_object_get(fleet, "sizes"), i, s) {
+		if (!asked && extra_mib > jpath_int(s, "gpu_mib", 0)) { /* the asked size, in its place */
+			asked = true;
+			if (!(one = plan_extra(&in, extra_mib, obs, fleet_mib, err)))
+				goto out;
+			json_array_append_new(sizes, one);
+		}
+		asked |= extra_mib == jpath_int(s, "gpu_mib", 0);
+		if (!(one = plan_size(&in, s, obs, fleet_mib, err)))
+			goto out;
+		json_array_append_new(sizes, one);
+	}
+	if (!asked) {
+		if (!(one = plan_extra(&in, extra_mib, obs, fleet_mib, err)))
+			goto out;
+		json_array_append_new(sizes, one);
+	}
+	out = json_pack("{s:s, s:s, s:o, s:I, s:I, s:O}", "kind", kind, "arch", arch, "features",
+			memmodel_features(config, kind), "observations", (json_int_t)json_array_size(obs),
+			"fleet_max_gpu_mib", (json_int_t)fleet_mib, "sizes", sizes);
+	if (!out)
+		*err = xstrdup("the plan could not be encoded");
+out:
+	json_decref(sizes);
+	return out;
+}
+
 static void on_fleet(PGresult *res, const char *err, void *arg)
 {
 	struct plan_req *p = arg;
 	struct hreq *h = p->h;
-	json_t *doc = hreq_db_doc(h, res, err, "fleet"), *sizes = NULL, *out = NULL, *s, *obs;
-	long long fleet_mib;
+	json_t *doc = hreq_db_doc(h, res, err, "fleet"), *out = NULL;
 	char *perr = NULL;
-	bool asked = p->extra_mib <= 0;
-	size_t i;
 
 	if (!doc)
 		goto out;
-	obs = json_object_get(doc, "observations");
-	fleet_mib = jpath_int(doc, "fleet_max_gpu_mib", 0);
-	sizes = json_array();
-	json_array_foreach(json_object_get(doc, "sizes"), i, s) {
-		json_t *one;
-		if (!asked && p->extra_mib > jpath_int(s, "gpu_mib", 0)) { /* the asked size, in its place */
-			json_t *extra = json_pack("{s:I}", "gpu_mib", (json_int_t)p->extra_mib);
-			one = plan_size(p, extra, obs, fleet_mib, &perr);
-			json_decref(extra);
-			asked = true;
-			if (!one)
-				break;
-			json_array_append_new(sizes, one);
-		}
-		asked |= p->extra_mib == jpath_int(s, "gpu_mib", 0);
-		one = plan_size(p, s, obs, fleet_mib, &perr);
-		if (!one)
-			break;
-		json_array_append_new(sizes, one);
-	}
-	if (!perr && !asked) {
-		json_t *extra = json_pack("{s:I}", "gpu_mib", (json_int_t)p->extra_mib), *one;
-		one = plan_size(p, extra, obs, fleet_mib, &perr);
-		json_decref(extra);
-		if (one)
-			json_array_append_new(sizes, one);
-	}
-	if (perr) {
+	out = api_plan_build(p->config, p->recovery, p->kind, p->arch, doc, p->extra_mib, &perr);
+	if (!out) {
 		log_error("plan failed", "arch=%s error=\"%s\"", p->arch, perr);
 		hreq_error(h, 500, "internal", NULL, "the plan could not be made: %s", perr);
-		goto out;
-	}
-	out = json_pack("{s:s, s:s, s:o, s:I, s:I, s:O}", "kind", p->kind, "arch", p->arch, "features",
-			memmodel_features(p->config, p->kind), "observations", (json_int_t)json_array_size(obs),
-			"fleet_max_gpu_mib", (json_int_t)fleet_mib, "sizes", sizes);
-	if (!out) {
-		hreq_error(h, 500, "internal", NULL, "the plan could not be encoded");
 		goto out;
 	}
 	hreq_reply(h, 200, out);
 out:
 	free(perr);
-	json_decref(sizes);
 	json_decref(doc);
 	plan_req_free(p);
 }

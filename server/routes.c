@@ -20,6 +20,7 @@
 #include "util.h"
 #include "web.h"
 #include "web_act.h"
+#include "web_plan.h"
 
 static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
@@ -62,6 +63,9 @@ static const struct http_route routes[] = {
 	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },
+	/* POST /v1/plan as a page (web_plan.c): changes nothing, checked for its site as the forms are */
+	{ "GET", "/ui/plan", web_plan_form, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/plan", web_plan_post, AUTH_OPEN, AUTH_SCOPE_NONE },
 	/* the forms that change something (web_act.c): same statements and roles as the API routes */
 	{ "POST", "/ui/jobs/{}/retry", web_act_job_retry, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/cancel", web_act_job_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },

@@ -84,7 +84,10 @@ static const char page_css[] =
 	".started-lower{border-left:4px solid #5b84c4}.started-lower h3{margin:0 0 6px}table.estimates th{width:110px}"
 	"form.act{display:inline-flex;gap:6px;align-items:center;margin:6px 10px 6px 0}form.act input[type=text]{width:260px;"
 	"padding:4px}form.act button{padding:4px 12px;cursor:pointer}table form.act{margin:0}table form.act input[type=text]"
-	"{width:150px}";
+	"{width:150px}"
+	"form.plan{display:grid;gap:6px;max-width:900px;margin:8px 0 18px}form.plan textarea{width:100%;box-sizing:border-box;"
+	"min-height:280px;font:12.5px ui-monospace,Menlo,Consolas,monospace;padding:6px}form.plan input{width:160px;padding:4px}"
+	"form.plan button{justify-self:start;padding:5px 18px;cursor:pointer}table.plan td:first-child{white-space:nowrap}";
 
 /* ---- small pure helpers ---- */
 
@@ -245,7 +248,7 @@ static void page_open(struct hbuf *b, const char *title)
 	html_add(b, " - rung</title><style>");
 	html_add(b, page_css);
 	html_add(b, "</style></head><body><header><a class=\"brand\" href=\"/ui/\">rung</a>"
-		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>"
+		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/plan\">Plan</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>"
 		    "<form method=\"post\" action=\"/ui/logout\"><button type=\"submit\">Log out</button></form>"
 		    "</header><main>\n");
 }
@@ -279,6 +282,16 @@ void web_message(struct hreq *h, int code, const char *title, const char *msg)
 	html_add(&b, "</h1><p class=\"err\">");
 	html_esc(&b, msg);
 	html_add(&b, "</p>");
+	page_close(&b);
+	reply_html(h, code, &b);
+}
+
+void web_page(struct hreq *h, int code, const char *title, const char *body)
+{
+	struct hbuf b = { 0 };
+
+	page_open(&b, title);
+	html_add(&b, body);
 	page_close(&b);
 	reply_html(h, code, &b);
 }

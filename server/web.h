@@ -2,7 +2,8 @@
  * timeline and memory charts, escalations with their rendered reports, the GPUs and workers, and
  * the login form that keeps an API token in an HttpOnly cookie. Server-rendered HTML, no scripts,
  * no external assets. Data comes from sql/web_*.sql; the HTML pieces from html.c; the forms that
- * change something (retry, cancel, ack, resolve, release, drain) from web_act.c. */
+ * change something (retry, cancel, ack, resolve, release, drain) from web_act.c; the plan of a
+ * config before a submit from web_plan.c. */
 #ifndef RUNG_WEB_H
 #define RUNG_WEB_H
 
@@ -30,6 +31,10 @@ void web_logout(struct hreq *h);         /* POST /ui/logout : clears the cookie,
 void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h), const char *back);
 /* Answers `code` with a page titled `title` that says msg (escaped). */
 void web_message(struct hreq *h, int code, const char *title, const char *msg);
+/* Answers `code` with a page titled `title` (escaped) whose content is body: trusted markup, every
+ * text in it escaped by the caller (html_esc). The pages' frame, navigation and headers (no-store,
+ * the Content-Security-Policy without scripts). For pages rendered outside web.c (web_plan.c). */
+void web_page(struct hreq *h, int code, const char *title, const char *body);
 /* Answers 303 to location (a local path). */
 void web_redirect(struct hreq *h, const char *location);
 

@@ -113,7 +113,30 @@ function check(cond, name, detail) {
     await Promise.all([page.waitForNavigation(), page.locator('table.workers form.resume button').first().click()]);
     check((await page.locator('table.workers form.resume').count()) === 0, 'and resumed');
 
-    // 6. Logging out drops the cookie: the next page asks for the token again.
+    // 6. The plan page (server/web_plan.c): the navigation leads to it; a config pasted as JSON is
+    // planned for the fleet's 24 GiB GPU, and the form keeps the text as typed.
+    await page.goto(`${base}/ui/`);
+    await Promise.all([page.waitForNavigation(), page.click('header a[href="/ui/plan"]')]);
+    check(new URL(page.url()).pathname === '/ui/plan' && (await page.locator('form.plan textarea[name=config]').count()) === 1,
+      'the navigation leads to the plan page and its form', page.url());
+    const planned = JSON.stringify({ job: 'extension', config: { name: 'plan <b>me</b>', process: [{ type: 'diffusion_trainer',
+      training_folder: 'output', device: 'cuda:0', network: { type: 'lora', linear: 16, linear_alpha: 16 },
+      save: { dtype: 'float16', save_every: 250 },
+      train: { batch_size: 4, gradient_accumulation: 1, gradient_checkpointing: true, steps: 20, lr: 1e-4,
+        optimizer: 'adamw8bit', disable_sampling: false, dtype: 'bf16' },
+      datasets: [{ folder_path: '/data/example', caption_ext: 'txt', resolution: [1024] }],
+      sample: { sample_every: 250, width: 1024, height: 1024, sample_steps: 20, prompts: ['a photo of a cat'] },
+      model: { name_or_path: 'black-forest-labs/FLUX.1-dev', arch: 'flux', quantize: true, low_vram: false } }] },
+      meta: { name: '[name]' } }, null, 2);
+    await page.fill('form.plan textarea[name=config]', planned);
+    await Promise.all([page.waitForNavigation(), page.click('form.plan button')]);
+    const planRows = await page.locator('table.plan tbody tr td:first-child').allTextContents();
+    check(planRows.includes('24576') && (await page.locator('h2 code.arch').textContent()) === 'flux',
+      'the plan has a row for the fleet\'s 24 GiB GPU, for arch flux', JSON.stringify(planRows));
+    check((await page.inputValue('form.plan textarea[name=config]')) === planned, 'the plan page keeps the config as typed');
+    await page.screenshot({ path: path.join(out, 'plan.png'), fullPage: true });
+
+    // 7. Logging out drops the cookie: the next page asks for the token again.
     await Promise.all([page.waitForNavigation(), page.click('header button')]);
     await page.goto(`${base}/ui/gpus`);
     check(new URL(page.url()).pathname === '/ui/login', 'after logging out the pages ask for the token again', page.url());

@@ -10,7 +10,9 @@
  * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU; rungctl show and
  * the web job page say why. Before each of those, POST /v1/plan (and rungctl plan) says what the lease
  * then does: as submitted without history, start lower with the same rung, hand over to a bigger GPU;
- * it stores nothing. */
+ * it stores nothing; the /ui/plan page says the same to a browser (its form, YAML and JSON, the
+ * refusals, the same-site check, the login). */
+#include <ctype.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,12 @@ static const json_t *plan_at(const json_t *p, long long mib)
 	return NULL;
 }
 
+/* The fleet's first GPU: the worker's 24 GiB GPU is registered (h_worker_start does not wait for it). */
+static bool small_gpu_registered(void *arg)
+{
+	return h_sql_int(arg, "SELECT count(*) FROM gpus WHERE memory_total_mib = 24576", 0, NULL) == 1;
+}
+
 static long long jobs_count(struct harness *h)
 {
 	return h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
@@ -235,6 +243,212 @@ static void test_plan_learned(struct harness *h)
 	free(args);
 	free(cfg);
 	json_decref(p);
+}
+
+/* ---- the plan page (server/web_plan.c) ---- */
+
+/* v as a YAML block (mappings as "key: value", sequences as "- item", scalars as JSON, which YAML
+ * reads alike) at indent, written to f: the form's YAML path with a real block document. */
+static void yaml_block(FILE *f, const json_t *v, int indent)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, k, x) {
+			fprintf(f, "%*s%s:", indent, "", k);
+			if (json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0) {
+				fputc('\n', f);
+				yaml_block(f, x, indent + 2);
+			} else {
+				char *t = json_dumps(x, JSON_ENCODE_ANY);
+				fprintf(f, " %s\n", t);
+				free(t);
+			}
+		}
+		return;
+	}
+	json_array_foreach(v, i, x) {
+		fprintf(f, "%*s-", indent, "");
+		if (json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0) {
+			fputc('\n', f);
+			yaml_block(f, x, indent + 2);
+		} else {
+			char *t = json_dumps(x, JSON_ENCODE_ANY);
+			fprintf(f, " %s\n", t);
+			free(t);
+		}
+	}
+}
+
+/* config (borrowed) as YAML text, heap. */
+static char *yaml_text(const json_t *config)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		abort();
+	yaml_block(f, config, 0);
+	fclose(f);
+	return text;
+}
+
+/* application/x-www-form-urlencoded "key=value" of text, every byte but [A-Za-z0-9._~-] as %XX,
+ * as a browser sends a form; heap. */
+static char *form_pair(const char *key, const char *text)
+{
+	size_t n = strlen(text), o;
+	char *out = xmalloc(strlen(key) + 2 + 3 * n);
+
+	o = (size_t)sprintf(out, "%s=", key);
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		o += (size_t)(isalnum(*c) || strchr("._~-", *c) ? sprintf(out + o, "%c", *c) : sprintf(out + o, "%%%02X", *c));
+	out[o] = '\0';
+	return out;
+}
+
+/* Sends method to /ui/plan as a browser: the cookie of token (NULL: none), no bearer token, form
+ * (NULL: no body) and a Sec-Fetch-Site (NULL: none). Returns the status; the page is h->last_body,
+ * a redirect's target h->last_location. */
+static long plan_page(struct harness *h, const char *method, const char *token, const char *form, const char *fetch_site)
+{
+	char *cookie = token ? xasprintf("Cookie: rung_token=%s", token) : NULL;
+	char *site = fetch_site ? xasprintf("Sec-Fetch-Site: %s", fetch_site) : NULL;
+	const char *hdr[4], *saved = h->auth_token;
+	int n = 0;
+	long st = 0;
+
+	if (cookie)
+		hdr[n++] = cookie;
+	if (site)
+		hdr[n++] = site;
+	if (form)
+		hdr[n++] = "Content-Type: application/x-www-form-urlencoded";
+	hdr[n] = NULL;
+	h->auth_token = NULL;
+	json_decref(h_request(h, method, "/ui/plan", form, form ? strlen(form) : 0, hdr, &st));
+	h->auth_token = saved;
+	free(site);
+	free(cookie);
+	return st;
+}
+
+/* The page's text from `from` to the end of its element `until` (heap), or "" when absent. */
+static char *page_part(const char *page, const char *from, const char *until)
+{
+	const char *a = page ? strstr(page, from) : NULL, *b = a ? strstr(a, until) : NULL;
+	size_t n = a && b ? (size_t)(b - a) + strlen(until) : 0;
+	char *out = xmalloc(n + 1);
+
+	memcpy(out, a ? a : "", n);
+	out[n] = '\0';
+	return out;
+}
+
+/* The /ui/plan page says what POST /v1/plan says, for a browser: the form; the learned batch-4
+ * config, pasted as YAML and as JSON (with a browser's CRLF line ends), starts lower on 24 GiB with
+ * batch_size, 4 -> 1, and runs as submitted on an 80 GiB GPU asked about; a config a submit refuses
+ * is a 400 naming the field, the text kept; from another site a 403, without a cookie the login;
+ * a worker's cookie may not; nothing is stored. */
+static void test_plan_page(struct harness *h)
+{
+	long long before = jobs_count(h);
+	json_t *cfg = flux("plan_page", 4, 1024), *bad = flux("plan_page_bad", 1, 512);
+	char *yaml = yaml_text(cfg), *json = json_dumps(cfg, JSON_INDENT(2)), *crlf, *form, *f2, *part = NULL;
+	size_t o = 0;
+	long st;
+
+	crlf = xmalloc(2 * strlen(json) + 1);
+	for (const char *c = json; *c; c++) {
+		if (*c == '\n')
+			crlf[o++] = '\r';
+		crlf[o++] = *c;
+	}
+	crlf[o] = '\0';
+
+	st = plan_page(h, "GET", h->admin_token, NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<textarea id=\"config\" name=\"config\"") &&
+	     strstr(h->last_body, "name=\"gpu_mib\"") && strstr(h->last_body, "action=\"/ui/plan\"") &&
+	     strstr(h->last_body, "<a href=\"/ui/plan\">Plan</a>"), "plan page: GET /ui/plan has the form, and the nav links it (%ld)",
+	     st);
+	st = plan_page(h, "GET", h->submitter_token, NULL, NULL);
+	h_ok(h, st == 200, "plan page: a submitter may open it (%ld)", st);
+	st = plan_page(h, "GET", h->worker_token, NULL, NULL);
+	h_ok(h, st == 403, "plan page: a worker's token may not (%ld)", st);
+	st = plan_page(h, "GET", NULL, NULL, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fplan"),
+	     "plan page: without a cookie, the login and back (%ld %s)", st, h->last_location ? h->last_location : "-");
+
+	form = form_pair("config", yaml);
+	st = plan_page(h, "POST", h->admin_token, form, "same-origin");
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"action\">start lower: <code>batch_size</code></td>") &&
+	     strstr(h->last_body, "<tr><td><code>config.process[0].train.batch_size</code></td><td>4</td><td>1</td></tr>") &&
+	     strstr(h->last_body, "The memory model rests on "),
+	     "plan page: the config as YAML starts lower on 24 GiB with batch_size, 4 -> 1 (%ld)", st);
+	if (h->failed)
+		h_diag("page: %s", h->last_body ? h->last_body : "-");
+	part = page_part(h->last_body, "<textarea", "</textarea>");
+	h_ok(h, strstr(part, "  name: &quot;plan_page&quot;\n") != NULL, "plan page: the answer keeps the YAML in the form");
+	free(part);
+	free(form);
+
+	form = form_pair("config", crlf);
+	f2 = xasprintf("%s&gpu_mib=81920", form);
+	st = plan_page(h, "POST", h->submitter_token, f2, "same-origin");
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "start lower: <code>batch_size</code>") &&
+	     strstr(h->last_body, "<tr><td>81920</td><td><span class=\"muted\">not in the fleet</span>") &&
+	     strstr(h->last_body, "<td class=\"action\">as submitted</td>"),
+	     "plan page: as JSON from a submitter, with 81920 MiB asked: lower on 24 GiB, as submitted on 80 GiB (%ld)", st);
+	part = page_part(h->last_body, "<textarea", "</textarea>");
+	h_ok(h, strstr(part, "\"job\": \"extension\"") == NULL && strstr(part, "&quot;job&quot;: &quot;extension&quot;,\n") &&
+	     !strchr(part, '\r') && !strstr(part, "\xef\xbf\xbd"),
+	     "plan page: the JSON kept, escaped, with LF line ends (a browser's CRLF read as a file's)");
+	free(part);
+	free(f2);
+	free(form);
+
+	h_config_set(bad, "config.process[0].train.batch_size", json_string("four"));
+	free(json);
+	json = json_dumps(bad, JSON_INDENT(2));
+	form = form_pair("config", json);
+	st = plan_page(h, "POST", h->admin_token, form, "same-origin");
+	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
+	h_ok(h, st == 400 && strstr(part, "batch_size") && h->last_body &&
+	     strstr(h->last_body, "&quot;batch_size&quot;: &quot;four&quot;"),
+	     "plan page: a config a submit refuses: 400 naming the field (%s), the text kept (%ld)", part, st);
+	free(part);
+	free(form);
+	st = plan_page(h, "POST", h->admin_token, "config=job%3A+%5Bx&gpu_mib=", "same-origin");
+	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
+	h_ok(h, st == 400 && strstr(part, "malformed YAML at line"), "plan page: malformed YAML: 400 naming the line (%s)", part);
+	free(part);
+	form = form_pair("config", yaml);
+	f2 = xasprintf("%s&gpu_mib=0", form);
+	st = plan_page(h, "POST", h->admin_token, f2, "same-origin");
+	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
+	h_ok(h, st == 400 && strstr(part, "gpu_mib"), "plan page: gpu_mib 0: 400 naming gpu_mib (%s)", part);
+	free(part);
+	free(f2);
+
+	st = plan_page(h, "POST", h->admin_token, form, "cross-site");
+	h_ok(h, st == 403 && h->last_body && !strstr(h->last_body, "batch_size"),
+	     "plan page: posted from another site: 403, not run (%ld)", st);
+	st = plan_page(h, "POST", NULL, form, "same-origin");
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fplan"),
+	     "plan page: posted without a cookie: the login, and back to the page (%ld %s)", st,
+	     h->last_location ? h->last_location : "-");
+	st = plan_page(h, "POST", h->worker_token, form, "same-origin");
+	h_ok(h, st == 403, "plan page: a worker's token may not post it (%ld)", st);
+	free(form);
+	h_ok(h, jobs_count(h) == before, "plan page: stores no job");
+	free(crlf);
+	free(json);
+	free(yaml);
+	json_decref(bad);
+	json_decref(cfg);
 }
 
 /* The job predicted not to fit: attempt 1 ran batch 1 (accumulation 4), succeeded, the lowering is
@@ -639,6 +853,8 @@ int main(void)
 	if (!h_ok(h, w != NULL, "a worker with one 24 GiB GPU starts"))
 		goto out;
 	h_ok(h, metric(h, "rung_memory_profile_cache{state=\"ready\"}") == 0, "no profile cached before any job");
+	/* the plan counts the fleet's GPUs: ask once the worker has registered its GPU */
+	h_ok(h, wait_until(small_gpu_registered, h, 20000 * h_slow()), "the worker's 24 GiB GPU registers");
 	test_plan_no_history(h);
 	for (size_t i = 0; i < ARRAY_LEN(teach); i++) {
 		char name[32];
@@ -655,6 +871,7 @@ int main(void)
 	h_ok(h, wait_until(cache_ready, &ready, 20000 * h_slow()), "rungd caches a profile of flux on 24 GiB, current");
 	h_ok(h, metric(h, "rung_memory_profile_fills_total{result=\"ok\"}") >= 2, "fills counted in /metrics");
 	test_plan_learned(h);
+	test_plan_page(h);
 	test_start_lower(h);
 	test_fits(h);
 	test_no_scale_up(h);

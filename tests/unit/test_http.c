@@ -1,5 +1,6 @@
 /* Unit tests of rungd's request checks: the submit envelope (unknown fields, types, ranges,
- * RECOVERY defaults), AI Toolkit config validation at submit, and id parsing. */
+ * RECOVERY defaults), AI Toolkit config validation at submit, the reading of a config file as a
+ * YAML body (api_jobs_parse_yaml), and id parsing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +136,45 @@ int main(void)
 		TAP_STR_EQ(hreq_by(&h, by, sizeof by), "token 17", "hreq_by: a token without a name is named by its id");
 		snprintf(h.who.name, sizeof h.who.name, "oncall");
 		TAP_STR_EQ(hreq_by(&h, by, sizeof by), "oncall", "hreq_by: else by its name");
+	}
+	/* a config file as a YAML submit body and the /ui/plan form read it */
+	{
+		static const char yaml[] = "job: extension\nconfig:\n  name: x\n  process: [{type: sd_trainer}]\n";
+		static const char tabbed[] = "{\n\t\"job\": \"extension\",\n\t\"config\": {\"name\": \"x\"}\n}\n";
+		const char *error = NULL;
+		char deep[200] = "", *m = NULL;
+		json_t *v = NULL;
+
+		TAP_OK(api_jobs_parse_yaml(yaml, strlen(yaml), &v, &error, &m) == 0 &&
+		       !strcmp(json_string_value(json_object_get(v, "job")) ?: "", "extension") && m == NULL,
+		       "parse_yaml: a YAML config file is a mapping");
+		json_decref(v);
+		TAP_OK(api_jobs_parse_yaml(good_config, strlen(good_config), &v, &error, &m) == 0 &&
+		       json_integer_value(json_object_get(json_object_get(json_array_get(json_object_get(
+			       json_object_get(v, "config"), "process"), 0), "train"), "batch_size")) == 4,
+		       "parse_yaml: a JSON config file too, typed");
+		json_decref(v);
+		TAP_OK(api_jobs_parse_yaml(tabbed, strlen(tabbed), &v, &error, &m) == 0 && json_is_object(v),
+		       "parse_yaml: JSON indented with tabs");
+		json_decref(v);
+		TAP_OK(api_jobs_parse_yaml("job: [x\n", 8, &v, &error, &m) == -1 && v == NULL && !strcmp(error, "invalid_yaml") &&
+		       strstr(m, "line "), "parse_yaml: malformed YAML is invalid_yaml, naming the line");
+		free(m);
+		TAP_OK(api_jobs_parse_yaml("- a\n- b\n", 8, &v, &error, &m) == -1 && !strcmp(error, "invalid_body") &&
+		       strstr(m, "mapping"), "parse_yaml: a list is not a config file");
+		free(m);
+		TAP_OK(api_jobs_parse_yaml(NULL, 0, &v, &error, &m) == -1 && !strcmp(error, "invalid_body"),
+		       "parse_yaml: nothing is not a config file");
+		free(m);
+		for (int i = 0; i < 65; i++)
+			strcat(deep, "[");
+		for (int i = 0; i < 65; i++)
+			strcat(deep, "]");
+		memmove(deep + 3, deep, strlen(deep) + 1);
+		memcpy(deep, "a: ", 3);
+		TAP_OK(api_jobs_parse_yaml(deep, strlen(deep), &v, &error, &m) == -1 && !strcmp(error, "json_too_deep"),
+		       "parse_yaml: nesting past the JSON limit is refused");
+		free(m);
 	}
 	return TAP_DONE();
 }

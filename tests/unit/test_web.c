@@ -2,7 +2,8 @@
  * reports (report.c's own output included), the SVG memory chart from given facts, the start-lower
  * story of a job (issue 12), the cookie / form / redirect helpers of the login, and which forms a
  * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c), and the
- * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c). */
+ * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c), and the
+ * plan page's form and its rendering of a plan document (web_plan.c). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "../../server/api_jobs.h"
 #include "../../server/web.h"
 #include "../../server/web_act.h"
+#include "../../server/web_plan.h"
 #include "../../server/http.h"
 
 static char *esc(const char *s)
@@ -483,6 +485,119 @@ static void test_actions(void)
 	json_decref(drained);
 }
 
+/* Occurrences of needle in hay. */
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay ? strstr(hay, needle) : NULL; p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* web_plan_render of a plan document given as JSON text; heap. */
+static char *plan_html(const char *doc)
+{
+	struct hbuf b = { 0 };
+	json_t *p = json_loads(doc, 0, NULL);
+
+	if (!p)
+		return strdup("(test document did not parse)");
+	web_plan_render(&b, p);
+	json_decref(p);
+	return html_take(&b);
+}
+
+/* The plan page: the three actions as rungctl plan names them, drained GPUs, a size not in the
+ * fleet, no history, no GPU, and escaping of everything the document carries. */
+static void test_plan(void)
+{
+	struct hbuf b = { 0 };
+	char *s = plan_html(
+		"{\"kind\": \"image\", \"arch\": \"flux\", \"observations\": 5, \"fleet_max_gpu_mib\": 49152, \"sizes\": ["
+		"{\"gpu_mib\": 81920, \"gpus\": 0, \"draining_gpus\": 0, \"in_fleet\": false, \"action\": \"as_is\","
+		" \"reason\": \"predicted to fit\", \"estimate\": null, \"target_estimate\": {\"peak_mib\": 28774, \"fits\": true},"
+		" \"rungs\": [], \"changes\": []},"
+		"{\"gpu_mib\": 24576, \"gpus\": 1, \"draining_gpus\": 0, \"in_fleet\": true, \"action\": \"start_lower\","
+		" \"reason\": \"the target is predicted to need 28.1 GiB\", \"estimate\": {\"peak_mib\": 20480, \"fits\": true},"
+		" \"target_estimate\": {\"peak_mib\": 28774, \"fits\": false}, \"rungs\": [\"batch_size\"],"
+		" \"skipped\": [\"resolution\"],"
+		" \"changes\": [{\"path\": \"config.process[0].train.batch_size\", \"old\": 4, \"new\": 1}]},"
+		"{\"gpu_mib\": 16384, \"gpus\": 3, \"draining_gpus\": 2, \"in_fleet\": true, \"action\": \"requeue_bigger\","
+		" \"reason\": \"every rung is predicted to fail on 16 GiB\", \"estimate\": null, \"target_estimate\": {\"fits\": false},"
+		" \"rungs\": [], \"changes\": [], \"min_gpu_memory_mib\": 24576}]}");
+
+	TAP_OK(has(s, "<h2>Plan for image <code class=\"arch\">flux</code></h2>") &&
+	       has(s, "The memory model rests on 5 attempt(s) of <code>flux</code>"), "plan: the kind, the arch, the history");
+	TAP_OK(has(s, "<tr><td>81920</td><td><span class=\"muted\">not in the fleet</span></td><td>28.1 GiB, fits</td>"
+		      "<td class=\"action\">as submitted</td><td><span class=\"muted\">-</span></td></tr>"),
+	       "a size not in the fleet, predicted to fit: as submitted");
+	TAP_OK(has(s, "<tr><td>24576</td><td>1</td><td>28.1 GiB, does not fit</td><td class=\"action\">start lower: "
+		      "<code>batch_size</code></td><td>20.0 GiB, fits</td></tr>"),
+	       "start lower: the rungs and what the lowered config needs");
+	TAP_OK(has(s, "<tr><td>16384</td><td>3 <span class=\"muted\">(+2 drained)</span></td><td>does not fit</td>"
+		      "<td class=\"action\">wait for &ge; 24576 MiB</td>"),
+	       "requeue bigger: wait for the size it needs; the drained GPUs counted apart");
+	TAP_INT_EQ(count(s, "<section class=\"card plan-size\">"), 2, "a detail for each size not run as submitted, none for as_is");
+	TAP_OK(has(s, "<h3>On 24576 MiB: start lower</h3>\n<p class=\"reason\">the target is predicted to need 28.1 GiB</p>") &&
+	       has(s, "<tr><td><code>config.process[0].train.batch_size</code></td><td>4</td><td>1</td></tr>") &&
+	       has(s, "<th>path</th><th>submitted</th><th>first attempt</th>") &&
+	       has(s, "Skipped, predicted to fail on their own: <code>resolution</code>"),
+	       "start lower's reason, skipped rungs and config changes (submitted -> first attempt)");
+	TAP_OK(has(s, "<h3>On 16384 MiB: wait for a bigger GPU</h3>\n<p class=\"reason\">every rung is predicted to fail") &&
+	       has(s, "No config change"), "requeue bigger's reason, without config changes");
+	TAP_OK(!has(s, "no-gpu") && !has(s, "No memory history"), "a fleet with GPUs and history says neither is missing");
+	free(s);
+
+	s = plan_html("{\"kind\": \"video\", \"arch\": \"wan22_14b\", \"observations\": 0, \"sizes\": ["
+		      "{\"gpu_mib\": 24576, \"gpus\": 2, \"draining_gpus\": 0, \"in_fleet\": true, \"action\": \"as_is\","
+		      " \"reason\": \"no memory history\", \"estimate\": null, \"target_estimate\": null, \"rungs\": [], \"changes\": []}]}");
+	TAP_OK(has(s, "No memory history of <code>wan22_14b</code> yet") && has(s, "runs the config as submitted"),
+	       "no history: said plainly");
+	TAP_OK(has(s, "<tr><td>24576</td><td>2</td><td><span class=\"muted\">no history</span></td><td class=\"action\">as "
+		      "submitted</td>") && !has(s, "<section"), "no history: the target has no estimate, runs as submitted");
+	free(s);
+
+	s = plan_html("{\"kind\": \"image\", \"arch\": \"flux\", \"observations\": 3, \"sizes\": []}");
+	TAP_OK(has(s, "The fleet has no GPU") && !has(s, "<table"), "no GPU in the fleet: said, no table");
+	free(s);
+	s = plan_html("{\"kind\": \"image\", \"arch\": \"flux\", \"observations\": 3, \"sizes\": [{\"gpu_mib\": 81920, \"gpus\": 0,"
+		      " \"draining_gpus\": 0, \"in_fleet\": false, \"action\": \"as_is\", \"target_estimate\": null}]}");
+	TAP_OK(has(s, "The fleet has no GPU") && has(s, "<tr><td>81920</td><td><span class=\"muted\">not in the fleet</span>"),
+	       "no GPU in the fleet but a size asked for: said, and that size's row");
+	free(s);
+
+	s = plan_html("{\"kind\": \"<i>k</i>\", \"arch\": \"<script>alert(1)</script>\", \"observations\": 0, \"sizes\": ["
+		      "{\"gpu_mib\": 24576, \"gpus\": 1, \"draining_gpus\": 0, \"in_fleet\": true, \"action\": \"start_lower\","
+		      " \"reason\": \"<img src=x onerror=alert(2)>\", \"estimate\": null, \"target_estimate\": null,"
+		      " \"rungs\": [\"<b>r</b>\"], \"skipped\": [\"<u>s</u>\"],"
+		      " \"changes\": [{\"path\": \"a<p>\", \"old\": \"<o>\", \"new\": {\"k\": \"<n>\"}}]},"
+		      "{\"gpu_mib\": \"<g>\", \"in_fleet\": true, \"gpus\": \"<c>\", \"action\": \"<x>\", \"reason\": \"'\\\"&\"}]}");
+	TAP_OK(!has(s, "<script") && !has(s, "<img") && !has(s, "<b>") && !has(s, "<u>") && !has(s, "<i>") &&
+	       !has(s, "<o>") && !has(s, "<n>") && !has(s, "<g>") && !has(s, "<c>") && !has(s, "<x>"),
+	       "no markup from the document passes");
+	TAP_OK(has(s, "&lt;script&gt;alert(1)&lt;/script&gt;") && has(s, "&lt;img src=x onerror=alert(2)&gt;") &&
+	       has(s, "<code>&lt;b&gt;r&lt;/b&gt;</code>") && has(s, "<code>a&lt;p&gt;</code>") &&
+	       has(s, "{&quot;k&quot;:&quot;&lt;n&gt;&quot;}") && has(s, "&#39;&quot;&amp;") && has(s, "&lt;x&gt;"),
+	       "a hostile arch, reason, rung, change and action are shown escaped");
+	free(s);
+
+	web_plan_render_form(&b, "name: x\n</textarea><script>alert(1)</script>", "\"><x", "config.x<y>", "bad & <worse>");
+	s = html_take(&b);
+	TAP_OK(has(s, "<textarea id=\"config\" name=\"config\" rows=\"20\" spellcheck=\"false\" required>\n"
+		      "name: x\n&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt;</textarea>"),
+	       "the form keeps what was typed, escaped (a newline first, so a leading one survives the parser)");
+	TAP_OK(has(s, "name=\"gpu_mib\"") && has(s, "value=\"&quot;&gt;&lt;x\"") && !has(s, "<x"), "gpu_mib kept, escaped");
+	TAP_OK(has(s, "<p class=\"err\"><code class=\"field\">config.x&lt;y&gt;</code>: bad &amp; &lt;worse&gt;</p>"),
+	       "the refusal names the field, escaped");
+	TAP_OK(has(s, "<form class=\"plan\" method=\"post\" action=\"/ui/plan\">"), "the form posts to /ui/plan");
+	free(s);
+	web_plan_render_form(&b, NULL, NULL, NULL, NULL);
+	s = html_take(&b);
+	TAP_OK(has(s, "required>\n</textarea>") && !has(s, "class=\"err\""), "the empty form: no refusal");
+	free(s);
+}
+
 int main(void)
 {
 	test_escape();
@@ -493,5 +608,6 @@ int main(void)
 	test_helpers();
 	test_queue_filters();
 	test_actions();
+	test_plan();
 	return TAP_DONE();
 }
