@@ -1,8 +1,9 @@
 /* POST /v1/plan (see api_plan.h): the submit's reading and validation (api_jobs_read_submit), one
  * statement for the fleet's GPU sizes and the arch's observations (sql/plan_fleet.sql), then
  * policy_initial per size on the loop (api_plan_build, which the /ui/plan page runs too): the same
- * pure decision a lease makes for a first attempt (server/lease.c start_lower), so the plan and
- * the lease cannot disagree on the same history. */
+ * pure decision a lease makes for a first attempt (server/lease.c start_lower), on the same
+ * observations. A lease reads them through rungd's profile cache (server/memcache.c), which may be
+ * a fill behind or cold: then the plan, read fresh, knows a little more than the lease. */
 #include "api_plan.h"
 
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include "api_jobs.h"
 #include "api_profiles.h"
 #include "app.h"
+#include "auth.h"
 #include "atconfig.h"
 #include "db.h"
 #include "http.h"
@@ -166,10 +168,16 @@ out:
 
 void api_plan(struct hreq *h)
 {
-	struct plan_req *p = xcalloc(1, sizeof *p);
+	struct plan_req *p;
 	json_t *body = NULL;
-	char *gpu = hreq_query(h, "gpu_mib");
+	char *gpu;
 
+	/* a plan parses up to a megabyte and runs the policy per GPU size on the loop: it counts
+	 * against the caller's submit rate, as a submit does */
+	if (!auth_submit_allowed(h))
+		return;
+	p = xcalloc(1, sizeof *p);
+	gpu = hreq_query(h, "gpu_mib");
 	p->h = h;
 	if (gpu && (p->extra_mib = api_profiles_parse_mib(gpu)) < 0) {
 		hreq_error(h, 400, "invalid_request", "gpu_mib", "gpu_mib must be an integer from 1 to %d",

@@ -12,6 +12,7 @@
 #include "auth.h"
 #include "db.h"
 #include "http.h"
+#include "lease.h"
 #include "log.h"
 #include "sql.h"
 #include "util.h"
@@ -174,6 +175,7 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 			snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
 		log_info("token limit set", "token=%s max_running=%s by=%s", h->param[0], n, h->who.name);
 	}
+	lease_announce(h->app->lease); /* a raised or lifted limit: the parked GPUs of every replica may take its jobs */
 	hreq_reply(h, 200, doc);
 }
 

@@ -303,6 +303,10 @@ static void plan_post(struct hreq *h)
 	int priority;
 
 	p->h = h;
+	if (!auth_submit_allowed(h)) { /* as POST /v1/plan: it counts against the submit rate */
+		p->h = NULL;
+		goto out;
+	}
 	if (len > HTTP_MAX_BODY) {
 		message = xasprintf("The form is %zu bytes, over the %d-byte limit.", len, HTTP_MAX_BODY);
 		web_message(h, 413, "Too large", message);

@@ -1760,9 +1760,6 @@ static void test_retry(void)
 	PQfinish(pg);
 }
 
-/* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
- * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
- * leases. Repeats change nothing and write no event. */
 /* Owner limits (migration 020, rung_owner_room in 40_claim.sql): the claim round and the one-GPU
  * claim pass over the queued jobs of an owner that runs as many as its token's max_running allows,
  * count their own choices in the round, and leave others alone; 0 pauses an owner; no limit reads
@@ -1843,6 +1840,9 @@ static void test_owner_limits(void)
 	PQfinish(pg);
 }
 
+/* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
+ * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
+ * leases. Repeats change nothing and write no event. */
 static void test_drain(void)
 {
 	const char *p[2];
