@@ -430,6 +430,23 @@ static void test_limits(struct harness *h)
 	char *other = submit_as(h, h->submitter_token, "other-token", NULL, &st);
 	h_ok(h, st == 201, "another token's bucket is its own");
 	free(other);
+	{
+		/* plans count against the same rate: each parses a config and runs the policy per GPU size */
+		char *planner = api_token(h, "submitter", "planner", NULL);
+		json_t *body = json_pack("{s:o}", "config", h_config("plan-burst", 10));
+		int planned = 0, refused = 0;
+		for (int i = 0; i < 16 && planner; i++) {
+			json_t *a = as(h, planner, "POST", "/v1/plan", body, &st);
+			planned += st == 200;
+			refused += st == 429 && strstr(h->last_body ? h->last_body : "", "submit_rate") != NULL;
+			json_decref(a);
+		}
+		h_ok(h, planned >= 10 && planned <= 12 && refused >= 4,
+		     "16 quick plans at %s/s (burst 10): about 10 answered, the rest 429 naming submit_rate (%d, %d)",
+		     SUBMIT_RATE, planned, refused);
+		json_decref(body);
+		free(planner);
+	}
 
 	json_t *j = as(h, h->admin_token, "GET", "/v1/jobs?limit=501", NULL, &st);
 	if (want_error(h, j, st, 400, "invalid_request", "limit=501"))
