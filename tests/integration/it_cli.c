@@ -279,8 +279,9 @@ static void test_job_commands(struct harness *h)
 	j = NULL;
 	h_ok(h, ctl(h, "jobs", "--owner", "it-submitter") == 0 && strstr(g_out, "ID") && !strstr(g_out, "cli json job"),
 	     "jobs --owner it-submitter: a table without the admin's job");
-	h_ok(h, ctl_as(h, h->submitter_token, "jobs", "--owner", "it-admin") == 1 && strstr(g_err, "403") &&
-		strstr(g_err, "owner"), "a submitter's jobs --owner it-admin: 403, exit 1 (%s)", g_err);
+	rc = ctl_as(h, h->submitter_token, "jobs", "--owner", "it-admin"); /* g_err is replaced by each ctl: read it after */
+	h_ok(h, rc == 1 && strstr(g_err, "403") && strstr(g_err, "owner"), "a submitter's jobs --owner it-admin: 403, exit 1 (%s)",
+	     g_err);
 	h_ok(h, ctl(h, "jobs", "--kind", "audio") == 1 && strstr(g_err, "400") && strstr(g_err, "kind"),
 	     "jobs --kind audio: 400, exit 1");
 	h_ok(h, ctl(h, "attempts", id) == 0 && strstr(g_out, "OUTCOME"), "attempts: table header");
