@@ -717,6 +717,21 @@ out:
 
 /* ---- owner limits (POST /v1/tokens/{id}/limits, migration 020) ---- */
 
+struct sent_wait {
+	struct harness *h;
+	double before; /* rung_lease_notifies_total{event="sent"} before the change */
+};
+
+static bool notify_sent(void *arg)
+{
+	struct sent_wait *w = arg;
+	char *m = scrape(w->h);
+	double now = m ? sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1;
+
+	free(m);
+	return now > w->before;
+}
+
 /* The admin caps the submitter at one running job: its second job waits while the first runs, on a
  * free GPU, and says why; it runs once the first ended. Bad bodies are 400s naming max_running, an
  * unknown token a 404, a worker may not (403); lifted with null. */
@@ -807,9 +822,16 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	json_decref(r);
 	json_decref(body);
 	body = json_pack("{s:n}", "max_running");
-	r = h_post(h, path, body, &st);
-	h_ok(h, st == 200 && json_is_null(json_object_get(r, "max_running")), "limits: lifted with null (%ld)", st);
-	json_decref(r);
+	{
+		char *m = scrape(h);
+		struct sent_wait sw = { h, m ? sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1 };
+		free(m);
+		r = h_post(h, path, body, &st);
+		h_ok(h, st == 200 && json_is_null(json_object_get(r, "max_running")), "limits: lifted with null (%ld)", st);
+		json_decref(r);
+		h_ok(h, sw.before >= 0 && wait_until(notify_sent, &sw, 10000),
+		     "limits: the change wakes every replica's parked GPUs (a NOTIFY sent)");
+	}
 out:
 	h->auth_token = saved;
 	free(path);
