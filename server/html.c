@@ -690,7 +690,7 @@ static bool is_staff(unsigned role)
 }
 
 void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, const char *const *states, size_t n,
-			   const char *state, const char *owner, const char *kind)
+			   const char *state, const char *owner, const char *kind, const char *label)
 {
 	static const char *const kinds[] = { "image", "video" };
 
@@ -715,7 +715,9 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 	for (size_t i = 0; i < ARRAY_LEN(kinds); i++)
 		html_printf(b, "<option value=\"%s\"%s>%s</option>", kinds[i], kind && !strcmp(kind, kinds[i]) ? " selected" : "",
 			    kinds[i]);
-	html_add(b, "</select></label><button type=\"submit\">Filter</button></form>\n");
+	html_add(b, "</select></label><label>labels <input type=\"text\" name=\"label\" maxlength=\"1024\" value=\"");
+	html_esc(b, label);
+	html_add(b, "\" placeholder=\"team=vision\"></label><button type=\"submit\">Filter</button></form>\n");
 }
 
 /* <form method=post action="PATH"> with PATH = prefix + id (escaped as a URL segment). */

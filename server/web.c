@@ -48,6 +48,7 @@ struct web_req {
 	const char *missing; /* static: the 404 text when the statement returns no row */
 	char *filter;        /* state filter echoed by list pages, owned */
 	char *owner, *kind;  /* the queue's other filters as asked (NULL: none), owned */
+	char *label;         /* the queue's label filter as asked (k=v,k=v; NULL: none), owned */
 };
 
 static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
@@ -371,6 +372,7 @@ out:
 	free(w->filter);
 	free(w->owner);
 	free(w->kind);
+	free(w->label);
 	free(w);
 }
 
@@ -420,10 +422,10 @@ static int state_param(struct hreq *h, const char *const *list, size_t n, char *
 /* The state links of a list page; owner and kind: the queue's other filters, which each link
  * keeps (NULL: none, as on the escalations page). */
 static void filters(struct hbuf *b, const char *base, const char *const *list, size_t n, const char *on,
-		    const json_t *counts, const char *owner, const char *kind)
+		    const json_t *counts, const char *owner, const char *kind, const char *label)
 {
-	static const char *const keys[] = { "state", "owner", "kind" };
-	const char *values[] = { NULL, owner, kind };
+	static const char *const keys[] = { "state", "owner", "kind", "label" };
+	const char *values[] = { NULL, owner, kind, label };
 
 	html_add(b, "<p class=\"filters\"><a href=\"");
 	html_href(b, base, keys, values, ARRAY_LEN(keys));
@@ -445,8 +447,8 @@ static void filters(struct hbuf *b, const char *base, const char *const *list, s
 /* The queue page's link to the older jobs past next_cursor, or back to the newest, keeping the filters. */
 static void queue_link(struct hbuf *b, const struct web_req *w, const char *cursor, const char *cls, const char *text)
 {
-	static const char *const keys[] = { "state", "owner", "kind", "cursor" };
-	const char *values[] = { w->filter, w->owner, w->kind, cursor };
+	static const char *const keys[] = { "state", "owner", "kind", "label", "cursor" };
+	const char *values[] = { w->filter, w->owner, w->kind, w->label, cursor };
 
 	html_printf(b, "<a class=\"%s\" href=\"", cls);
 	html_href(b, QUEUE_PATH, keys, values, ARRAY_LEN(keys));
@@ -462,8 +464,9 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 
 	html_add(b, "<h1>Jobs</h1>\n");
 	html_jobs_filter_form(b, w->h->who.role, QUEUE_PATH, job_states, ARRAY_LEN(job_states), w->filter, w->owner,
-			      w->kind);
-	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind);
+			      w->kind, w->label);
+	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind,
+		w->label);
 	if (json_array_size(jobs) == 0) {
 		html_add(b, "<p class=\"muted\">No jobs.</p>");
 		if (cursor && *cursor) {
@@ -475,7 +478,7 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		return;
 	}
 	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>"
-		    "<th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
+		    "<th>labels</th><th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
 	json_array_foreach(jobs, i, j) {
 		long long id = json_integer_value(json_object_get(j, "id"));
 		html_printf(b, "<tr><td><a href=\"/ui/jobs/%lld\">%lld</a></td><td><a href=\"/ui/jobs/%lld\">", id, id, id);
@@ -486,6 +489,12 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		esc_val(b, json_object_get(j, "kind"));
 		html_add(b, "</td><td>");
 		esc_val(b, json_object_get(j, "owner"));
+		html_add(b, "</td><td class=\"labels\">");
+		{
+			char *l = labels_format(json_object_get(j, "labels"));
+			html_esc(b, l);
+			free(l);
+		}
 		html_add(b, "</td><td>");
 		esc_val(b, json_object_get(j, "attempts"));
 		html_add(b, "</td><td>");
@@ -513,7 +522,7 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 static void queue_page(struct hreq *h)
 {
 	char *state = NULL, *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *cursor = hreq_query(h, "cursor");
-	char *msg = NULL;
+	char *label = hreq_query(h, "label"), *label_json = NULL, *msg = NULL;
 	const char *scope, *kind_f, *field;
 	struct web_req *w;
 	int code;
@@ -529,8 +538,18 @@ static void queue_page(struct hreq *h)
 		web_message(h, 400, "Bad request", "cursor is not one this page gave out");
 		goto out;
 	}
+	if (label && *label) { /* as GET /v1/jobs?label= reads it */
+		json_t *labels = labels_parse(label, "label", &msg);
+		if (!labels) {
+			web_message(h, 400, "Bad request", msg);
+			goto out;
+		}
+		if (json_object_size(labels) > 0)
+			label_json = json_dumps(labels, JSON_COMPACT);
+		json_decref(labels);
+	}
 	{
-		const char *params[5] = { state, scope, WEB_QUEUE_LIMIT, kind_f, cursor && *cursor ? cursor : NULL };
+		const char *params[6] = { state, scope, WEB_QUEUE_LIMIT, kind_f, cursor && *cursor ? cursor : NULL, label_json };
 		w = page_req(h, render_queue, "Jobs", "no jobs", state);
 		state = NULL;
 		if (owner && *owner) {
@@ -541,9 +560,15 @@ static void queue_page(struct hreq *h)
 			w->kind = kind;
 			kind = NULL;
 		}
-		page_run(w, sql_web_jobs, 5, params);
+		if (label_json) {
+			w->label = label;
+			label = NULL;
+		}
+		page_run(w, sql_web_jobs, 6, params);
 	}
 out:
+	free(label_json);
+	free(label);
 	free(msg);
 	free(cursor);
 	free(kind);
@@ -832,7 +857,7 @@ static void render_escalations(struct hbuf *b, const struct web_req *w, const js
 	size_t i;
 
 	html_add(b, "<h1>Escalations</h1>\n");
-	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL, NULL, NULL);
+	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL, NULL, NULL, NULL);
 	if (json_array_size(list) == 0) {
 		html_add(b, "<p class=\"muted\">No escalations.</p>");
 		return;

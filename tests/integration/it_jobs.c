@@ -494,6 +494,30 @@ static char *page_link(struct harness *h, const char *cls)
 	return out;
 }
 
+/* The /ui/jobs page's labels: a column, and the API's label filter (rows, the form's value, the
+ * state links keep it; a bad one is a 400 page). */
+static void test_web_labels(struct harness *h)
+{
+	long st;
+	const char *body;
+
+	h_ok(h, h_sql_int(h, "WITH n AS (INSERT INTO jobs (name, owner, kind, target_config, recovery, labels) VALUES "
+			     "('web-lab-1', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"team\": \"web-vision\", \"p\": \"q\"}'), "
+			     "('web-lab-2', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"team\": \"web-vision\"}'), "
+			     "('web-lab-3', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"team\": \"web-audio\"}'), "
+			     "('web-lab-4', 'it-admin', 'image', '{\"x\": 1}', '{}', '{}') RETURNING 1) "
+			     "SELECT count(*) FROM n", 0, NULL) == 4, "four jobs, three labelled");
+	st = page_as(h, h->admin_token, "/ui/jobs?label=team=web-vision");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && strstr(body, ">web-lab-1<") && strstr(body, ">web-lab-2<") && !strstr(body, ">web-lab-3<") &&
+	     !strstr(body, ">web-lab-4<"), "?label=team=web-vision: its two jobs, not the others (%ld)", st);
+	h_ok(h, strstr(body, "<td class=\"labels\">p=q,team=web-vision</td>") != NULL, "a labels column, sorted");
+	h_ok(h, strstr(body, "name=\"label\" maxlength=\"1024\" value=\"team=web-vision\"") != NULL, "the form shows the filter");
+	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;label=team%3Dweb-vision\"") != NULL, "the state links keep it");
+	st = page_as(h, h->admin_token, "/ui/jobs?label=team");
+	h_ok(h, st == 400 && h->last_body && strstr(h->last_body, "is not KEY=VALUE"), "?label=team: a 400 page (%ld)", st);
+}
+
 /* The /ui/jobs page takes the same filters as GET /v1/jobs: the rows are the owner's and the
  * kind's, the form shows them, the state links and the link to older jobs carry them, and the
  * rule is the API's (a submitter naming another owner: 403; bad values: 400). */
@@ -639,6 +663,7 @@ int main(void)
 	test_pagination(h);
 	test_list_filters(h);
 	test_web_queue_filters(h);
+	test_web_labels(h);
 	test_queue_position(h);
 	test_cancel_queued(h);
 	return h_free(h);

@@ -356,7 +356,8 @@ static void test_queue_filters(void)
 		free(s);
 	}
 
-	html_jobs_filter_form(&b, AUTH_SUPPORT, "/ui/jobs", states, 2, "failed", "\"><script>x</script>", "video");
+	html_jobs_filter_form(&b, AUTH_SUPPORT, "/ui/jobs", states, 2, "failed", "\"><script>x</script>", "video",
+			      "team=\"><b>");
 	s = html_take(&b);
 	TAP_OK(has(s, "<form method=\"get\" class=\"filter\" action=\"/ui/jobs\">"), "the filter form is a GET to the page");
 	TAP_OK(has(s, "<option value=\"failed\" selected>failed</option>") && has(s, "<option value=\"queued\">queued</option>") &&
@@ -365,8 +366,10 @@ static void test_queue_filters(void)
 	       "staff get the owner field, its value escaped");
 	TAP_OK(has(s, "<option value=\"video\" selected>video</option>") && has(s, "<option value=\"image\">image</option>"),
 	       "kind: image and video, the current one selected");
+	TAP_OK(has(s, "name=\"label\" maxlength=\"1024\" value=\"team=&quot;&gt;&lt;b&gt;\"") && !has(s, "<b>"),
+	       "the labels field, its value escaped");
 	free(s);
-	html_jobs_filter_form(&b, AUTH_SUBMITTER, "/ui/jobs", states, 2, NULL, NULL, NULL);
+	html_jobs_filter_form(&b, AUTH_SUBMITTER, "/ui/jobs", states, 2, NULL, NULL, NULL, NULL);
 	s = html_take(&b);
 	TAP_OK(has(s, "name=\"state\"") && has(s, "name=\"kind\"") && !has(s, "name=\"owner\"") && !has(s, "selected"),
 	       "a submitter's form: state and kind, no owner field, nothing selected");
