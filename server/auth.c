@@ -645,16 +645,22 @@ void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (
 	db_exec(h->app->db, sql_token_lookup, 1, params, on_lookup, c);
 }
 
-bool auth_submit_allowed(struct hreq *h)
+bool auth_submit_take(struct hreq *h, int64_t *retry_ms)
 {
 	struct auth *a = h->app->auth;
 	struct auth_entry *e = entry_by_id(a, h->who.token_id);
+
+	*retry_ms = 0;
+	return !e || auth_bucket_take(&e->submit, a->submit_rate, 2.0 * a->submit_rate, util_mono_ms(), retry_ms);
+}
+
+bool auth_submit_allowed(struct hreq *h)
+{
+	struct auth *a = h->app->auth;
 	int64_t retry_ms;
 	char after[32];
 
-	if (!e)
-		return true;
-	if (auth_bucket_take(&e->submit, a->submit_rate, 2.0 * a->submit_rate, util_mono_ms(), &retry_ms))
+	if (auth_submit_take(h, &retry_ms))
 		return true;
 	snprintf(after, sizeof after, "%lld", (long long)((retry_ms + 999) / 1000));
 	hreq_add_header(h, "Retry-After", after);

@@ -88,6 +88,9 @@ void auth_forget(struct auth *a, long long token_id);
 /* The per-token submit limit: true when the caller may submit now; else answers 429 with
  * Retry-After, frees h and returns false. */
 bool auth_submit_allowed(struct hreq *h);
+/* The same bucket without an answer, for callers that answer in their own form (a web page): true
+ * when the caller may submit now, else false with *retry_ms until it may; h is untouched. */
+bool auth_submit_take(struct hreq *h, int64_t *retry_ms);
 /* Counts a parked long-poll of worker_id against its limit (GPUs + 1); on excess answers 429,
  * frees h and returns false. The count is released when h is answered (auth_hreq_release). */
 bool auth_park_enter(struct hreq *h, long long worker_id);

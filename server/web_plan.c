@@ -301,10 +301,15 @@ static void plan_post(struct hreq *h)
 	json_t *env = NULL;
 	char *field = NULL, *message = NULL;
 	int priority;
+	int64_t retry_ms;
 
 	p->h = h;
-	if (!auth_submit_allowed(h)) { /* as POST /v1/plan: it counts against the submit rate */
-		p->h = NULL;
+	if (!auth_submit_take(h, &retry_ms)) { /* as POST /v1/plan: it counts against the submit rate */
+		char after[32];
+		snprintf(after, sizeof after, "%lld", (long long)((retry_ms + 999) / 1000));
+		hreq_add_header(h, "Retry-After", after);
+		message = xasprintf("Too many plans and submits from this token just now; try again in %s s.", after);
+		web_message(h, 429, "Too many requests", message);
 		goto out;
 	}
 	if (len > HTTP_MAX_BODY) {

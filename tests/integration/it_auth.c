@@ -444,6 +444,22 @@ static void test_limits(struct harness *h)
 		h_ok(h, planned >= 10 && planned <= 12 && refused >= 4,
 		     "16 quick plans at %s/s (burst 10): about 10 answered, the rest 429 naming submit_rate (%d, %d)",
 		     SUBMIT_RATE, planned, refused);
+		{
+			/* the web page draws on the same bucket, and says so as a page */
+			char *cookie = planner ? xasprintf("Cookie: rung_token=%s", planner) : NULL;
+			const char *hdr[] = { cookie, "Sec-Fetch-Site: same-origin", "Content-Type: application/x-www-form-urlencoded",
+					      NULL };
+			const char *saved = h->auth_token;
+			int pages = 0;
+			h->auth_token = NULL;
+			for (int i = 0; i < 8 && cookie; i++) {
+				json_decref(h_request(h, "POST", "/ui/plan", "config=job%3A%20x", 17, hdr, &st));
+				pages += st == 429 && h->last_body && strstr(h->last_body, "<h1>Too many requests</h1>");
+			}
+			h->auth_token = saved;
+			h_ok(h, pages >= 1, "and /ui/plan from the same token: a 429 page (%d of 8)", pages);
+			free(cookie);
+		}
 		json_decref(body);
 		free(planner);
 	}
