@@ -306,6 +306,9 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
 			   "Queued jobs whose minimum GPU memory no usable GPU on a live worker has.");
 	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
+	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
+			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");
+	metrics_write_sample(b, "rung_queue_owner_capped", NULL, jnum(doc, "owner_capped"));
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));

@@ -13,6 +13,18 @@ SELECT jsonb_build_object(
   'unplaceable', (SELECT count(*) FROM jobs
                   WHERE state = 'queued' AND constraints ? 'min_gpu_memory_mib'
                     AND (constraints->>'min_gpu_memory_mib')::int > (SELECT rung_fleet_max_gpu_mib())),
+  -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020): the
+  -- claim passes over them whatever the GPUs. Nothing is read without a limit; with limits, each
+  -- limited owner's running attempts (O(running)) and the queue (O(queue)), as 'unplaceable' does.
+  -- Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a lease.
+  'owner_capped', CASE WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
+                    (SELECT count(*) FROM jobs j
+                     WHERE j.state = 'queued'
+                       AND j.owner IN (SELECT t.name FROM tokens t
+                                       WHERE t.max_running IS NOT NULL
+                                         AND t.max_running <= (SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id
+                                                               WHERE a.state = 'running' AND o.owner = t.name)))
+                  ELSE 0 END,
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)

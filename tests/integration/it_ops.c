@@ -795,6 +795,12 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	     "limits: the waiting job's placement: its owner runs 1 of 1");
 	json_decref(r);
 	{
+		char *m = scrape(h);
+		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 1 && sample(m, "rung_queue_depth") == 1,
+		     "limits: /metrics counts the one queued job that waits for its owner's limit");
+		free(m);
+	}
+	{
 		int rc = -1;
 		char *args = xasprintf("show %s", idb ? idb : "0"), *out = h_rungctl(h, args, &rc);
 		h_ok(h, rc == 0 && strstr(out, "waiting for its owner's limit: it-submitter runs 1 job, at most 1 at once"),
@@ -813,7 +819,9 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	done = NULL;
 	r = h_fake_lease(h, w2, "GPU-lim-2", 5000, &st);
 	{
-		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id");
+		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id"), *m = scrape(h);
+		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 0, "limits: then none waits for it in /metrics");
+		free(m);
 		h_ok(h, jid && idb && !strcmp(jid, idb), "limits: the first ended, the second runs (%s)", jid ? jid : "none");
 		done = aid ? h_fake_finish(h, aid, h_str(r, "token"), ok, &st) : NULL;
 		free(jid);
