@@ -22,8 +22,7 @@ SELECT jsonb_build_object(
                      WHERE j.state = 'queued'
                        AND j.owner IN (SELECT t.name FROM tokens t
                                        WHERE t.max_running IS NOT NULL
-                                         AND t.max_running <= (SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id
-                                                               WHERE a.state = 'running' AND o.owner = t.name)))
+                                         AND t.max_running <= rung_owner_running(t.name)))
                   ELSE 0 END,
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),

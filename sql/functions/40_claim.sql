@@ -51,6 +51,12 @@ BEGIN
   RETURN room;
 END $$;
 
+-- How many jobs of OWNER run now: its running attempts (attempts_one_running), O(running). What a
+-- limit (tokens.max_running) is weighed against outside the claim: a job's placement, /metrics.
+CREATE OR REPLACE FUNCTION rung_owner_running(p_owner text) RETURNS bigint LANGUAGE sql STABLE AS $$
+  SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id WHERE a.state = 'running' AND o.owner = p_owner
+$$;
+
 -- The owners a room (rung_owner_room's) leaves no place for: NULL when there is none.
 CREATE OR REPLACE FUNCTION rung_owners_capped(room jsonb) RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
   SELECT array_agg(e.key) FROM jsonb_each_text(room) e WHERE e.value::int <= 0

@@ -64,8 +64,7 @@ LANGUAGE sql STABLE AS $$
     'ahead', rung_job_ahead(j))
     -- its owner's limit (tokens.max_running, migration 020) and how many of its jobs run now
     || coalesce((SELECT jsonb_build_object('owner_max_running', t.max_running, 'owner_running',
-                                           (SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id
-                                            WHERE a.state = 'running' AND o.owner = j.owner))
+                                           rung_owner_running(j.owner))
                  FROM tokens t WHERE t.name = j.owner AND t.max_running IS NOT NULL), '{}')
   FROM gpus g
   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)

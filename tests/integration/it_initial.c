@@ -240,6 +240,22 @@ static void test_plan_learned(struct harness *h)
 
 /* ---- the plan page (server/web_plan.c) ---- */
 
+static void yaml_block(FILE *f, const json_t *v, int indent);
+
+/* After a "key:" or "-" at indent: a non-empty mapping or sequence as a block below it, anything
+ * else as JSON on the same line. */
+static void yaml_value(FILE *f, const json_t *x, int indent)
+{
+	if (json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0) {
+		fputc('\n', f);
+		yaml_block(f, x, indent + 2);
+	} else {
+		char *t = json_dumps(x, JSON_ENCODE_ANY);
+		fprintf(f, " %s\n", t);
+		free(t);
+	}
+}
+
 /* v as a YAML block (mappings as "key: value", sequences as "- item", scalars as JSON, which YAML
  * reads alike) at indent, written to f: the form's YAML path with a real block document. */
 static void yaml_block(FILE *f, const json_t *v, int indent)
@@ -251,27 +267,13 @@ static void yaml_block(FILE *f, const json_t *v, int indent)
 	if (json_is_object(v)) {
 		json_object_foreach((json_t *)v, k, x) {
 			fprintf(f, "%*s%s:", indent, "", k);
-			if (json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0) {
-				fputc('\n', f);
-				yaml_block(f, x, indent + 2);
-			} else {
-				char *t = json_dumps(x, JSON_ENCODE_ANY);
-				fprintf(f, " %s\n", t);
-				free(t);
-			}
+			yaml_value(f, x, indent);
 		}
 		return;
 	}
 	json_array_foreach(v, i, x) {
 		fprintf(f, "%*s-", indent, "");
-		if (json_is_object(x) ? json_object_size(x) : json_is_array(x) ? json_array_size(x) : 0) {
-			fputc('\n', f);
-			yaml_block(f, x, indent + 2);
-		} else {
-			char *t = json_dumps(x, JSON_ENCODE_ANY);
-			fprintf(f, " %s\n", t);
-			free(t);
-		}
+		yaml_value(f, x, indent);
 	}
 }
 
