@@ -29,16 +29,27 @@ BEGIN
     'config', cfg, 'lease_seconds', p_lease_s, 'stall_timeout_s', j.recovery->'stall_timeout_s'));
 END $$;
 
+-- The advisory lock that orders a claim after a limit's change (rung_owner_room, rung_token_set_limit
+-- in 90_tokens.sql): every claim holds it shared for its transaction, a change of a limit takes it
+-- alone, so a claim either ran before the change committed or reads the new limit.
+CREATE OR REPLACE FUNCTION rung_owner_limits_lock() RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+  SELECT 7240531::bigint
+$$;
+
 -- The room each owner with a limit (tokens.max_running, migration 020) has left now: {"name":
 -- max_running - its running jobs} for every token with a limit, {} when no token has one (then
 -- nothing else is read: the claim's cost without limits is one probe of a small table). Locks those
 -- token rows (in id order) for the transaction, so that two claims, on one replica or two, cannot
--- both take an owner's last place: a claim round calls it before anything else it locks. Running
--- jobs are counted through their running attempts (attempts_one_running), O(running).
+-- both take an owner's last place: a claim round calls it before anything else it locks. It first
+-- takes rung_owner_limits_lock shared, so that a token's first limit, whose row no claim has
+-- locked, cannot be set while a claim that read no limit for it is still under way (the change
+-- waits for it). Running jobs are counted through their running attempts (attempts_one_running),
+-- O(running).
 CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   room jsonb;
 BEGIN
+  PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
   IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
     RETURN '{}';
   END IF;
@@ -62,13 +73,57 @@ CREATE OR REPLACE FUNCTION rung_owners_capped(room jsonb) RETURNS text[] LANGUAG
   SELECT array_agg(e.key) FROM jsonb_each_text(room) e WHERE e.value::int <= 0
 $$;
 
+-- The owners with queued jobs, but for those in P_CAPPED: a skip scan of jobs_claim_owner (migration
+-- 021), one index probe per owner with queued jobs, however many jobs each has queued.
+CREATE OR REPLACE FUNCTION rung_queued_owners(p_capped text[]) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (WITH RECURSIVE o(owner) AS (
+            (SELECT c.owner FROM jobs c WHERE c.state = 'queued' ORDER BY c.owner LIMIT 1)
+            UNION ALL
+            SELECT (SELECT c.owner FROM jobs c WHERE c.state = 'queued' AND c.owner > o.owner ORDER BY c.owner LIMIT 1)
+            FROM o WHERE o.owner IS NOT NULL)
+          SELECT coalesce(array_agg(o.owner), '{}') FROM o WHERE o.owner IS NOT NULL AND o.owner <> ALL (p_capped));
+END $$;
+
+-- The first P_N queued jobs in claim order whose owner is not in P_CAPPED, not locked: the first P_N
+-- of each other owner's queue (jobs_claim_owner), merged. What a claim reads while some owner is at
+-- its limit, instead of passing over that owner's queued jobs in jobs_claim: O(owners with queued
+-- jobs x P_N), not O(the capped owners' jobs ahead).
+CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int) RETURNS bigint[] LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce(array_agg(h.id ORDER BY h.priority, h.created_at, h.id), '{}')
+          FROM (SELECT x.id, x.priority, x.created_at
+                FROM unnest(rung_queued_owners(p_capped)) AS u(owner)
+                CROSS JOIN LATERAL (SELECT c.id, c.priority, c.created_at FROM jobs c
+                                    WHERE c.state = 'queued' AND c.owner = u.owner
+                                    ORDER BY c.priority, c.created_at, c.id LIMIT p_n) x
+                ORDER BY x.priority, x.created_at, x.id LIMIT p_n) h);
+END $$;
+
+-- Whether a job with constraints P_CONS may run on GPU P_GPU (P_MEM MiB) of worker P_WORKER: it
+-- excludes neither and asks no more memory than the GPU has. One expression, STABLE as to_jsonb is,
+-- so that the planner inlines it into rung_claim's scans (a call per queued job read cost three
+-- times as much);
+-- rung_claim_batch (41_claim_batch.sql) checks the same in memory.
+CREATE OR REPLACE FUNCTION rung_job_allows(p_cons jsonb, p_worker bigint, p_gpu text, p_mem int) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT NOT coalesce(p_cons->'exclude_gpus' ? p_gpu, false)
+     AND NOT coalesce(p_cons->'exclude_workers' @> to_jsonb(p_worker), false)
+     AND NOT coalesce(p_cons->'exclude_workers' ? p_worker::text, false)
+     AND coalesce((p_cons->>'min_gpu_memory_mib')::int, 0) <= p_mem
+$$;
+
 -- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
--- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker,
--- enough GPU memory, its owner below its max_running (p_capped: the owners at theirs; NULL: read
--- them now, rung_owner_room), and never a config identical to one that failed on this GPU since the
--- job's last retry (a retry says the GPU or host changed: sql/functions/22_job_ops.sql); SKIP LOCKED.
--- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. (Its signature
--- gained p_capped in migration 020's release: the old one is dropped first.)
+-- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
+-- and asking no more memory than it has (rung_job_allows), its owner below its max_running
+-- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), and never a config
+-- identical to one that failed on this GPU since the job's last retry (a retry says the GPU or host
+-- changed: sql/functions/22_job_ops.sql; only a job that ran has attempts, and under the OR the check
+-- stays a probe of that job's attempts, never a read of every failed attempt on the GPU); SKIP LOCKED. While some owner is capped, the other owners' queues are
+-- walked one by one (jobs_claim_owner, rung_queued_owners) and their first jobs that may run here
+-- compared, so the capped owners' queued jobs are not read. Returns {"status": "ok", "lease"} |
+-- {"status": "none" | "no_worker" | "no_gpu"}. (Its signature gained p_capped in migration 020's
+-- release: the old one is dropped first.)
 DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
 CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
                                       p_capped text[] DEFAULT NULL) RETURNS jsonb
@@ -78,6 +133,8 @@ DECLARE
   g gpus;
   cand bigint;
   capped text[] := p_capped;
+  owners text[];
+  passed bigint[] := '{}'; -- jobs another transaction holds (capped walk)
 BEGIN
   IF capped IS NULL THEN
     capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
@@ -93,20 +150,40 @@ BEGIN
   IF g.state = 'quarantined' OR w.state <> 'online' THEN
     RETURN jsonb_build_object('status', 'none');
   END IF;
-  SELECT c.id INTO cand FROM jobs c
-  WHERE c.state = 'queued'
-    AND c.owner <> ALL (capped)
-    AND NOT coalesce(c.constraints->'exclude_gpus' ? p_gpu, false)
-    AND NOT coalesce(c.constraints->'exclude_workers' @> to_jsonb(p_worker), false)
-    AND NOT coalesce(c.constraints->'exclude_workers' ? p_worker::text, false)
-    AND coalesce((c.constraints->>'min_gpu_memory_mib')::int, 0) <= g.memory_total_mib
-    AND NOT EXISTS (SELECT 1 FROM attempts f
-                    WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
-                      AND f.number > rung_budget_from(c.recovery_state)
-                      AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text))
-  ORDER BY c.priority, c.created_at, c.id
-  LIMIT 1
-  FOR UPDATE SKIP LOCKED;
+  IF cardinality(capped) = 0 THEN
+    SELECT c.id INTO cand FROM jobs c
+    WHERE c.state = 'queued' AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+      AND (c.attempts_count = 0
+           OR NOT EXISTS (SELECT 1 FROM attempts f
+                          WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                            AND f.number > rung_budget_from(c.recovery_state)
+                            AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)))
+    ORDER BY c.priority, c.created_at, c.id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED;
+  ELSE
+    owners := rung_queued_owners(capped);
+    LOOP
+      SELECT x.id INTO cand
+      FROM unnest(owners) AS u(owner)
+      CROSS JOIN LATERAL (SELECT c.id, c.priority, c.created_at FROM jobs c
+                          WHERE c.state = 'queued' AND c.owner = u.owner AND c.id <> ALL (passed)
+                            AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+                            AND (c.attempts_count = 0
+                                 OR NOT EXISTS (SELECT 1 FROM attempts f
+                                                WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                                                  AND f.number > rung_budget_from(c.recovery_state)
+                                                  AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)))
+                          ORDER BY c.priority, c.created_at, c.id LIMIT 1) x
+      ORDER BY x.priority, x.created_at, x.id
+      LIMIT 1;
+      EXIT WHEN NOT FOUND;
+      -- `IS TRUE`: by primary key, not through jobs_claim (see 41_claim_batch.sql)
+      PERFORM 1 FROM jobs c WHERE c.id = cand AND (c.state = 'queued') IS TRUE FOR UPDATE SKIP LOCKED;
+      EXIT WHEN FOUND;
+      passed := passed || cand;
+    END LOOP;
+  END IF;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
 END $$;

@@ -5,7 +5,8 @@
 -- minimum memory, its owner below its max_running, never a config that failed on this GPU, SKIP
 -- LOCKED). Owner limits (migration 020) cost nothing when no token has one; otherwise the round
 -- locks the limited tokens first (rung_owner_room), leaves owners at their limit out of its scan
--- and counts its own choices against the others' room. One index scan locks the
+-- (reading the other owners' queues instead: rung_queue_head, migration 021) and counts its own
+-- choices against the others' room. One index scan locks the
 -- first n unlocked queued jobs (n = items); each GPU takes the first of them, in claim order, that
 -- it may run; a GPU that may run none of them falls back to rung_claim's own scan when more jobs
 -- may be queued beyond them. Fresh items must come first: once nothing is left to claim, the items
@@ -61,6 +62,7 @@ DECLARE
   -- the owners' room under their max_running (rung_owner_room; {} when no token has a limit)
   room jsonb;
   capped text[];
+  head bigint[];    -- while some owner is capped: the others' first queued jobs (rung_queue_head)
   -- the candidate jobs, in claim order
   ids bigint[];
   cons jsonb[];
@@ -104,19 +106,40 @@ BEGIN
   room := rung_owner_room();
   capped := coalesce(rung_owners_capped(room), '{}');
 
-  SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
-         array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
-         array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
-         array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
-         array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
-  INTO ids, cons, cown, reran, reran_from
-  FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
-               rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
-        WHERE c.state = 'queued' AND c.owner <> ALL (capped)
-        ORDER BY c.priority, c.created_at, c.id
-        LIMIT np FOR UPDATE SKIP LOCKED) x;
+  -- the candidates: the first np queued jobs, in claim order, that no other transaction holds; while
+  -- some owner is capped, the first np of the other owners' (rung_queue_head, jobs_claim_owner), so
+  -- that the capped owners' queued jobs are not read
+  IF cardinality(capped) = 0 THEN
+    SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
+           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
+    INTO ids, cons, cown, reran, reran_from
+    FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
+                 rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
+          WHERE c.state = 'queued'
+          ORDER BY c.priority, c.created_at, c.id
+          LIMIT np FOR UPDATE SKIP LOCKED) x;
+  ELSE
+    -- the same from the head, read by primary key (`IS TRUE`: not through jobs_claim, see the
+    -- start below)
+    head := rung_queue_head(capped, np);
+    SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
+           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0)
+    INTO ids, cons, cown, reran, reran_from
+    FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
+                 rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
+          WHERE c.id = ANY (head) AND (c.state = 'queued') IS TRUE
+          ORDER BY c.priority, c.created_at, c.id FOR UPDATE SKIP LOCKED) x;
+  END IF;
   ncand := coalesce(array_length(ids, 1), 0);
-  full_scan := ncand >= np;
+  -- more jobs may be queued beyond the candidates (a waiter that may run none of them looks further,
+  -- with rung_claim): the scan, or the head, was full
+  full_scan := greatest(ncand, cardinality(head)) >= np;
   remaining := ncand;
   taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
   cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);

@@ -30,11 +30,14 @@ END $$;
 
 -- Set the most jobs of token p_id's owner that may run at once (NULL: no limit; 0: none starts), with
 -- an event-free audit in the log (rungd logs who set it). Returns TOKEN, or NULL when missing. The
--- claim reads it at its next round (rung_owner_room, 40_claim.sql); jobs running now run on.
+-- claim reads it at its next round (rung_owner_room, 40_claim.sql); jobs running now run on. Waits
+-- for the claims under way (rung_owner_limits_lock), so that none of them still goes by the old limit,
+-- or by none, once this one committed.
 CREATE OR REPLACE FUNCTION rung_token_set_limit(p_id bigint, p_max_running int) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
 BEGIN
+  PERFORM pg_advisory_xact_lock(rung_owner_limits_lock());
   UPDATE tokens SET max_running = p_max_running WHERE id = p_id RETURNING * INTO t;
   IF NOT FOUND THEN RETURN NULL; END IF;
   RETURN rung_token_json(t);

@@ -1840,6 +1840,110 @@ static void test_owner_limits(void)
 	PQfinish(pg);
 }
 
+/* The check of test_owner_queue: fewer than 250 blocks (the round starts its leases too; passing
+ * over 30,000 queued jobs touched over 1,000). */
+static void capped_blocks(long b, const char *what)
+{
+	char name[160];
+
+	snprintf(name, sizeof name, "%s: %ld blocks (< 250)", what, b);
+	TAP_OK(b > 0 && b < 250, name);
+}
+
+/* The capped walk (migration 021, rung_queue_head and rung_claim in 40_claim.sql): while an owner is
+ * at its limit, a claim reads the other owners' queues (jobs_claim_owner) and merges them in claim
+ * order: the same jobs, in the same order, as passing over the capped owner's jobs would give, a
+ * GPU that may run none of the head looks further with rung_claim, a head job another transaction
+ * holds is passed over, and the capped owner's 30,000 queued jobs in front are not read (a round
+ * touches about a hundred blocks, passing over them over a thousand). A limit's change waits for the
+ * claims under way (rung_owner_limits_lock), a token's first limit too. */
+static void test_owner_queue(void)
+{
+	const char *p[2];
+	char wid[32], *one, *three, *small;
+	PGconn *other;
+	PGresult *r;
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'cap-%'", 0, NULL);
+	q1("INSERT INTO tokens (name, role, hash) VALUES ('cap-a', 'submitter', repeat('3', 64)), "
+	   "('cap-b', 'submitter', repeat('4', 64)), ('cap-c', 'submitter', repeat('5', 64))", 0, NULL);
+	q1("UPDATE tokens SET max_running = 0 WHERE name = 'cap-a'", 0, NULL);
+	q1("SELECT rung_register('wq', 'h', '[{\"uuid\":\"Q-1\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"Q-2\",\"memory_total_mib\":80000},{\"uuid\":\"Q-3\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"Q-S\",\"memory_total_mib\":16000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wq'", 0, NULL));
+	/* claim order: cap-a's 30,000 jobs, b1 (needs 40,000 MiB), c1, b2 */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) "
+	   "SELECT 'a' || g, 'cap-a', 'image', 0, '{\"x\":1}', '{}' FROM generate_series(1, 30000) g", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, constraints) VALUES "
+	   "('b1', 'cap-b', 'image', 1, '{\"x\":1}', '{}', '{\"min_gpu_memory_mib\":40000}'), "
+	   "('c1', 'cap-c', 'image', 2, '{\"x\":1}', '{}', '{}'), ('b2', 'cap-b', 'image', 3, '{\"x\":1}', '{}', '{}')",
+	   0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	TAP_STR_EQ(q1("SELECT array_to_string(rung_queued_owners('{cap-a}'), ',')", 0, NULL), "cap-b,cap-c",
+		   "capped walk: the owners with queued jobs, the capped one left out");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{cap-a}', 2)) "
+		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "b1,c1",
+		   "capped walk: the head is the others' first jobs in claim order");
+	small = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"Q-S\",\"fresh\":true}]", wid);
+	one = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"Q-1\",\"fresh\":true}]", wid);
+	three = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"Q-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"Q-2\",\"fresh\":true},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"Q-3\",\"fresh\":true}]", wid, wid, wid);
+	p[1] = "30";
+	p[0] = three;
+	b = blocks("SELECT * FROM rung_claim_batch($1::jsonb, $2::int)", 2, p);
+	capped_blocks(b, "capped walk: a round of 3 behind 30,000 queued jobs of a capped owner");
+	p[0] = wid;
+	b = blocks("SELECT rung_claim($1::bigint, 'Q-S', 30, NULL)", 1, p);
+	capped_blocks(b, "capped walk: rung_claim behind 30,000 queued jobs of a capped owner");
+	/* a head job held by another transaction: the round passes over it to rung_claim's walk */
+	other = PQconnectdb(url);
+	PQclear(PQexec(other, "BEGIN"));
+	PQclear(PQexec(other, "SELECT 1 FROM jobs WHERE name = 'b1' FOR UPDATE"));
+	p[0] = one;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:c1", "capped walk: b1 held elsewhere, the GPU takes c1 (not none, not cap-a's)");
+	PQclear(PQexec(other, "ROLLBACK"));
+	/* a small GPU: the head (b1) needs more memory, rung_claim walks on to b2 */
+	p[0] = small;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:b2", "capped walk: a 16 GB GPU passes over b1 to b2");
+	p[0] = three;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:b1,1:none:-,2:none:-", "capped walk: b1 on an 80 GB GPU; cap-a's jobs still wait");
+	/* a change of a limit waits for a claim under way, a token's first limit too */
+	q1("BEGIN", 0, NULL);
+	q1("SELECT rung_owner_room()::text", 0, NULL);
+	PQclear(PQexec(other, "SET lock_timeout = '200ms'"));
+	r = PQexec(other, "SELECT rung_token_set_limit(id, 1) FROM tokens WHERE name = 'cap-c'");
+	TAP_OK(PQresultStatus(r) != PGRES_TUPLES_OK && strstr(PQresultErrorMessage(r), "lock timeout"),
+	       "limits: cap-c's first limit waits for the claim under way (lock_timeout here)");
+	PQclear(r);
+	q1("COMMIT", 0, NULL);
+	r = PQexec(other, "SELECT rung_token_set_limit(id, 1)->>'max_running' FROM tokens WHERE name = 'cap-c'");
+	TAP_OK(PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "1"),
+	       "limits: and is set once the claim ended");
+	PQclear(r);
+	PQfinish(other);
+	q1("UPDATE tokens SET max_running = NULL WHERE name LIKE 'cap-%'", 0, NULL);
+	p[0] = one;
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:a1", "capped walk: lifted, cap-a's first job runs");
+	q1("DELETE FROM tokens WHERE name LIKE 'cap-%'", 0, NULL);
+	free(small);
+	free(one);
+	free(three);
+	PQfinish(pg);
+}
+
 /* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
  * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
  * leases. Repeats change nothing and write no event. */
@@ -1932,6 +2036,7 @@ int main(void)
 	test_retry();
 	test_drain();
 	test_owner_limits();
+	test_owner_queue();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

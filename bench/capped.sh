@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The `capped` scenario of `make bench` (scripts/bench.sh): what an owner at its running-job limit
+# (migration 020) costs the others' claims. A queue of BENCH_CAPPED_BIG (100,000) jobs of one owner in
+# front of 1,000 of five others; pgbench times a claim round of 16 GPUs (rung_claim_batch) and one
+# GPU's claim (rung_claim), each rolled back, with no limit set (the baseline, measured in the same
+# run) and with the big owner capped (max_running 0): the round then reads the other owners' queues
+# (jobs_claim_owner, migration 021) instead of passing over the capped owner's jobs. Prints a table of
+# medians with the capped/no-limit ratio and writes RESULTS/capped.json.
+# Env (scripts/bench.sh sets it): PGBENCH, PG_PORT, DB, RESULTS, RUNS, SECS, REV; BENCH_CAPPED_BIG.
+set -u
+BIG=${BENCH_CAPPED_BIG:-100000}
+PSQL() { "$(dirname "$PGBENCH")/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$DB" "$@"; }
+ms() { # SCRIPT: pgbench's average latency in ms over SECS seconds, one client
+	"$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c 1 -T "$SECS" -f "$1" "$DB" 2>&1 |
+		sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+PSQL -v nbig="$BIG" -f bench/capped_fill.sql >/dev/null || exit 1
+lines=""
+for setting in "no limit" "capped"; do
+	if [ "$setting" = capped ]; then
+		PSQL -c "UPDATE tokens SET max_running = 0 WHERE name = 'bench-big'" || exit 1
+	fi
+	for what in round one; do
+		vals=""
+		for run in $(seq 1 "$RUNS"); do
+			v=$(ms "bench/capped_$what.sql")
+			[ -n "$v" ] || { echo "capped.sh: pgbench failed ($setting, $what)" >&2; exit 1; }
+			vals="$vals $v"
+		done
+		med=$(tr ' ' '\n' <<<"$vals" | grep . | median)
+		lines="$lines$(jq -nc --arg s "$setting" --arg w "$what" --argjson m "$med" --arg runs "$vals" \
+			'{setting: $s, claim: $w, latency_ms: $m, runs: ($runs | split(" ") | map(select(. != "") | tonumber))}')"$'\n'
+	done
+done
+rows=$(jq -sc . <<<"$lines")
+lat() { jq -r --arg s "$1" --arg w "$2" '.[] | select(.setting == $s and .claim == $w) | .latency_ms' <<<"$rows"; }
+echo
+echo "== capped ==  ($BIG jobs of a capped owner in front; median of $RUNS runs of ${SECS}s, ms per claim)"
+printf '%-22s %12s %12s %8s\n' claim "no limit" capped ratio
+ratios="{}"
+for what in round one; do
+	a=$(lat "no limit" "$what")
+	b=$(lat capped "$what")
+	r=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')
+	label=$([ "$what" = round ] && echo "round of 16 GPUs" || echo "one GPU (rung_claim)")
+	printf '%-22s %12s %12s %7sx\n' "$label" "$a" "$b" "$r"
+	ratios=$(jq -c --arg w "$what" --argjson r "$r" '. + {($w): $r}' <<<"$ratios")
+done
+jq -n --arg rev "$REV" --argjson big "$BIG" --argjson rows "$rows" --argjson ratios "$ratios" \
+	'{scenario: "capped", git_rev: $rev, capped_jobs_in_front: $big, rows: $rows, capped_over_no_limit: $ratios}' \
+	>"$RESULTS/capped.json"
