@@ -210,17 +210,7 @@ static void esc_val(struct hbuf *b, const json_t *v)
 /* "2025-01-31T12:34:56.789+00:00" -> "2025-01-31 12:34:56". */
 static void esc_time(struct hbuf *b, const json_t *v)
 {
-	const char *s = json_string_value(v);
-	char t[20];
-
-	if (!s || strlen(s) < 19) {
-		esc_val(b, v);
-		return;
-	}
-	memcpy(t, s, 19);
-	t[10] = ' ';
-	t[19] = '\0';
-	html_esc(b, t);
+	html_esc_time(b, v, "<span class=\"muted\">-</span>");
 }
 
 static void state_badge(struct hbuf *b, const char *state)
