@@ -19,8 +19,7 @@
 
 static const char *const create_keys[] = { "role", "name" };
 
-/* Checks {"role", "name"?}; returns NULL or the failing field (static) with *msg (heap). */
-static const char *check_create(const json_t *body, const char **role, const char **name, char **msg)
+const char *api_tokens_check_create(const json_t *body, const char **role, const char **name, char **msg)
 {
 	const char *key;
 	json_t *v;
@@ -92,7 +91,7 @@ void api_tokens_create(struct hreq *h)
 
 	if (hreq_body(h, &body) < 0)
 		return;
-	field = check_create(body, &role, &name, &msg);
+	field = api_tokens_check_create(body, &role, &name, &msg);
 	if (field) {
 		hreq_error(h, 400, "invalid_request", field, "%s", msg);
 		goto out;
@@ -162,6 +161,12 @@ void api_tokens_revoke(struct hreq *h)
 	db_exec(h->app->db, sql_token_revoke, 1, params, on_revoked, h);
 }
 
+bool api_tokens_limit_ok(const json_t *v)
+{
+	return json_is_null(v) ||
+	       (json_is_integer(v) && json_integer_value(v) >= 0 && json_integer_value(v) <= API_TOKENS_MAX_RUNNING);
+}
+
 static void on_limited(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
@@ -191,9 +196,7 @@ void api_tokens_limits(struct hreq *h)
 	if (hreq_body(h, &body) < 0)
 		return;
 	v = json_object_get(body, "max_running");
-	if (!json_is_object(body) || json_object_size(body) != 1 || !v ||
-	    !(json_is_null(v) || (json_is_integer(v) && json_integer_value(v) >= 0 &&
-				  json_integer_value(v) <= API_TOKENS_MAX_RUNNING))) {
+	if (!json_is_object(body) || json_object_size(body) != 1 || !api_tokens_limit_ok(v)) {
 		hreq_error(h, 400, "invalid_request", "max_running",
 			   "the body is {\"max_running\": N} with N from 0 (none of its jobs starts) to %d, or null (no limit)",
 			   API_TOKENS_MAX_RUNNING);

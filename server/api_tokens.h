@@ -4,6 +4,10 @@
 #ifndef RUNG_API_TOKENS_H
 #define RUNG_API_TOKENS_H
 
+#include <stdbool.h>
+
+#include <jansson.h>
+
 struct hreq;
 
 /* Handlers; each answers h exactly once. */
@@ -15,6 +19,15 @@ void api_tokens_revoke(struct hreq *h);
 void api_tokens_limits(struct hreq *h);
 
 #define API_TOKENS_MAX_RUNNING 1000000 /* a larger limit is no limit: say null */
+
+/* The checks of POST /v1/tokens's body, for the web form too: body is {"role", "name"?} (borrowed).
+ * Returns NULL with *role and *name (borrowed from body; *name NULL when absent or null) when it
+ * is one, else the failing field (static, or a key borrowed from body) and *msg (heap, caller
+ * frees) saying why. Pure. */
+const char *api_tokens_check_create(const json_t *body, const char **role, const char **name, char **msg);
+/* Whether v (borrowed; NULL: absent) is a max_running a token may take: null (no limit) or an
+ * integer from 0 to API_TOKENS_MAX_RUNNING. Pure. */
+bool api_tokens_limit_ok(const json_t *v);
 
 /* `rungd token ...`: argv[0] is "token". Prints the new token alone on stdout (details on
  * stderr). Reads --database-url or RUNG_DATABASE_URL. Returns the process exit code (0 ok,

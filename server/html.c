@@ -528,6 +528,21 @@ void html_esc_json(struct hbuf *b, const json_t *v, const char *null_html)
 	free(t);
 }
 
+void html_esc_time(struct hbuf *b, const json_t *v, const char *null_html)
+{
+	const char *s = json_string_value(v);
+	char t[20];
+
+	if (!s || strlen(s) < 19) {
+		html_esc_json(b, v, null_html);
+		return;
+	}
+	memcpy(t, s, 19);
+	t[10] = ' ';
+	t[19] = '\0';
+	html_esc(b, t);
+}
+
 void html_changes_table(struct hbuf *b, const json_t *changes, const char *old_label, const char *new_label,
 			const char *null_html)
 {

@@ -25,6 +25,9 @@ void html_esc(struct hbuf *b, const char *s);
 /* Appends any JSON value as escaped text: a string as it is, any other value as compact JSON; a
  * null or absent value appends `null_html` instead (trusted markup, appended as it is; NULL: nothing). */
 void html_esc_json(struct hbuf *b, const json_t *v, const char *null_html);
+/* Appends a timestamp string as "2025-01-31 12:34:56" (from "2025-01-31T12:34:56.789+00:00", escaped);
+ * any other value as html_esc_json with null_html. */
+void html_esc_time(struct hbuf *b, const json_t *v, const char *null_html);
 /* Appends a <table class="changes"> of a config's CHANGES ([{"path", "old", "new"}], ladder.h): one
  * row per change, the two value columns headed `old_label` and `new_label` (trusted markup), values
  * as html_esc_json with `null_html`. */

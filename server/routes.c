@@ -21,6 +21,7 @@
 #include "web.h"
 #include "web_act.h"
 #include "web_plan.h"
+#include "web_tokens.h"
 
 static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
@@ -74,6 +75,11 @@ static const struct http_route routes[] = {
 	{ "POST", "/ui/gpus/{}/release", web_act_gpu_release, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/workers/{}/drain", web_act_worker_drain, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/workers/{}/resume", web_act_worker_resume, AUTH_OPEN, AUTH_SCOPE_NONE },
+	/* the tokens page (web_tokens.c): admins, the token API's statements, same-site checked */
+	{ "GET", "/ui/tokens", web_tokens_page, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/tokens", web_tokens_create, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/tokens/{}/revoke", web_tokens_revoke, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/tokens/{}/limits", web_tokens_limits, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/login", web_login_form, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/login", web_login, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/logout", web_logout, AUTH_OPEN, AUTH_SCOPE_NONE },

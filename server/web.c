@@ -88,7 +88,9 @@ static const char page_css[] =
 	"{width:150px}"
 	"form.plan{display:grid;gap:6px;max-width:900px;margin:8px 0 18px}form.plan textarea{width:100%;box-sizing:border-box;"
 	"min-height:280px;font:12.5px ui-monospace,Menlo,Consolas,monospace;padding:6px}form.plan input{width:160px;padding:4px}"
-	"form.plan button{justify-self:start;padding:5px 18px;cursor:pointer}table.plan td:first-child{white-space:nowrap}";
+	"form.plan button{justify-self:start;padding:5px 18px;cursor:pointer}table.plan td:first-child{white-space:nowrap}"
+	"form.act select{padding:3px}table form.act input[type=number]{width:90px;padding:3px}tr.revoked{color:#6b7482}"
+	"code.secret{display:inline-block;font-size:14px;padding:6px 10px;user-select:all;word-break:break-all}";
 
 /* ---- small pure helpers ---- */
 
@@ -210,17 +212,7 @@ static void esc_val(struct hbuf *b, const json_t *v)
 /* "2025-01-31T12:34:56.789+00:00" -> "2025-01-31 12:34:56". */
 static void esc_time(struct hbuf *b, const json_t *v)
 {
-	const char *s = json_string_value(v);
-	char t[20];
-
-	if (!s || strlen(s) < 19) {
-		esc_val(b, v);
-		return;
-	}
-	memcpy(t, s, 19);
-	t[10] = ' ';
-	t[19] = '\0';
-	html_esc(b, t);
+	html_esc_time(b, v, "<span class=\"muted\">-</span>");
 }
 
 static void state_badge(struct hbuf *b, const char *state)
@@ -241,7 +233,8 @@ static void dt(struct hbuf *b, const char *label, const json_t *v)
 
 /* ---- page frame and replies ---- */
 
-static void page_open(struct hbuf *b, const char *title)
+/* The page's head and navigation; "Tokens" only for an admin (role: the caller's, 0 before the gate). */
+static void page_open(struct hbuf *b, const char *title, unsigned role)
 {
 	html_add(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 		    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>");
@@ -249,8 +242,10 @@ static void page_open(struct hbuf *b, const char *title)
 	html_add(b, " - rung</title><style>");
 	html_add(b, page_css);
 	html_add(b, "</style></head><body><header><a class=\"brand\" href=\"/ui/\">rung</a>"
-		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/plan\">Plan</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>"
-		    "<form method=\"post\" action=\"/ui/logout\"><button type=\"submit\">Log out</button></form>"
+		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/plan\">Plan</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>");
+	if (role & AUTH_ADMIN)
+		html_add(b, "<a href=\"/ui/tokens\">Tokens</a>");
+	html_add(b, "<form method=\"post\" action=\"/ui/logout\"><button type=\"submit\">Log out</button></form>"
 		    "</header><main>\n");
 }
 
@@ -277,7 +272,7 @@ void web_message(struct hreq *h, int code, const char *title, const char *msg)
 {
 	struct hbuf b = { 0 };
 
-	page_open(&b, title);
+	page_open(&b, title, h->who.role);
 	html_add(&b, "<h1>");
 	html_esc(&b, title);
 	html_add(&b, "</h1><p class=\"err\">");
@@ -291,7 +286,7 @@ void web_page(struct hreq *h, int code, const char *title, const char *body)
 {
 	struct hbuf b = { 0 };
 
-	page_open(&b, title);
+	page_open(&b, title, h->who.role);
 	html_add(&b, body);
 	page_close(&b);
 	reply_html(h, code, &b);
@@ -363,7 +358,7 @@ static void on_page(PGresult *res, const char *err, void *arg)
 		web_message(h, 404, "Not found", w->missing);
 		goto out;
 	}
-	page_open(&b, w->title);
+	page_open(&b, w->title, h->who.role);
 	w->render(&b, w, doc);
 	page_close(&b);
 	reply_html(h, 200, &b);

@@ -3,7 +3,7 @@
  * the login form that keeps an API token in an HttpOnly cookie. Server-rendered HTML, no scripts,
  * no external assets. Data comes from sql/web_*.sql; the HTML pieces from html.c; the forms that
  * change something (retry, cancel, ack, resolve, release, drain) from web_act.c; the plan of a
- * config before a submit from web_plan.c. */
+ * config before a submit from web_plan.c; the admins' tokens page from web_tokens.c. */
 #ifndef RUNG_WEB_H
 #define RUNG_WEB_H
 

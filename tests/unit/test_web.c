@@ -2,8 +2,9 @@
  * reports (report.c's own output included), the SVG memory chart from given facts, the start-lower
  * story of a job (issue 12), the cookie / form / redirect helpers of the login, and which forms a
  * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c), and the
- * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c), and the
- * plan page's form and its rendering of a plan document (web_plan.c). */
+ * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c), the
+ * plan page's form and its rendering of a plan document (web_plan.c), and the tokens page, its
+ * one-time secret page and its limit field read with the API's rule (web_tokens.c, api_tokens.c). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,11 @@
 #include "../../recovery/report.h"
 #include "tap.h"
 #include "../../server/api_jobs.h"
+#include "../../server/api_tokens.h"
 #include "../../server/web.h"
 #include "../../server/web_act.h"
 #include "../../server/web_plan.h"
+#include "../../server/web_tokens.h"
 #include "../../server/http.h"
 
 static char *esc(const char *s)
@@ -601,6 +604,92 @@ static void test_plan(void)
 	free(s);
 }
 
+/* The tokens page: a row per token, a hostile name escaped, the limit and revoke forms only for
+ * tokens not revoked, the caller's own row marked; the secret page; the limit field's rule. */
+static void test_tokens(void)
+{
+	struct hbuf b = { 0 };
+	json_t *doc = json_loads(
+		"{\"tokens\": ["
+		"{\"id\": 1, \"name\": \"root-admin\", \"role\": \"admin\", \"created_at\": \"2025-01-01T10:00:00.5+00:00\","
+		" \"revoked_at\": null, \"revoked\": false, \"max_running\": null, \"running\": 0},"
+		"{\"id\": 2, \"name\": \"<img src=x onerror=alert(1)>&\\\"'\", \"role\": \"submitter\","
+		" \"created_at\": \"2025-01-01T11:00:00+00:00\", \"revoked_at\": null, \"revoked\": false,"
+		" \"max_running\": 2, \"running\": 1},"
+		"{\"id\": 3, \"name\": \"old-worker\", \"role\": \"worker\", \"created_at\": \"2025-01-01T12:00:00+00:00\","
+		" \"revoked_at\": \"2025-01-02T03:04:05.678+00:00\", \"revoked\": true, \"max_running\": 0, \"running\": 0}"
+		"]}", 0, NULL);
+	json_t *tok = json_loads("{\"id\": 9, \"name\": \"team-<a>\", \"role\": \"submitter\"}", 0, NULL);
+	char *s;
+
+	web_tokens_render(&b, doc, 1);
+	s = html_take(&b);
+	TAP_INT_EQ(count(s, "<tr class="), 3, "tokens: one row per token");
+	TAP_OK(has(s, "<td>2</td><td>&lt;img src=x onerror=alert(1)&gt;&amp;&quot;&#39;</td><td>submitter</td>") &&
+		       !has(s, "<img"),
+	       "tokens: a hostile name is escaped, never markup");
+	TAP_OK(has(s, "action=\"/ui/tokens/1/revoke\"") && has(s, "action=\"/ui/tokens/2/revoke\"") &&
+		       has(s, "action=\"/ui/tokens/1/limits\"") && has(s, "action=\"/ui/tokens/2/limits\"") &&
+		       !has(s, "/ui/tokens/3/"),
+	       "tokens: revoke and limit forms for the live tokens, none for the revoked one");
+	TAP_INT_EQ(count(s, "name=\"max_running\""), 2, "tokens: a limit field per live token");
+	TAP_OK(has(s, "<td class=\"limit\">none</td>") && has(s, "<td class=\"limit\">2</td>") &&
+		       has(s, "<td class=\"limit\">0 (paused)</td>") && has(s, "value=\"2\"><button"),
+	       "tokens: max running as none, N or 0 (paused); the form holds the current limit");
+	TAP_OK(has(s, "<td class=\"running\">1</td>"), "tokens: how many of its jobs run now");
+	TAP_OK(has(s, "<td>2025-01-02 03:04:05</td>") && has(s, "<td>2025-01-01 10:00:00</td>"),
+	       "tokens: created and revoked times");
+	TAP_OK(count(s, "(you)") == 1 && has(s, "root-admin <span class=\"muted\">(you)</span>"),
+	       "tokens: the caller's own token is marked");
+	TAP_OK(has(s, "<form method=\"post\" class=\"act create\" action=\"/ui/tokens\">") && count(s, "<option value=") == 4 &&
+		       has(s, "name=\"role\"") && has(s, "name=\"name\""),
+	       "tokens: the create form (a role select of four, an optional name)");
+	free(s);
+	json_object_set_new(doc, "tokens", json_array());
+	web_tokens_render(&b, doc, 0);
+	s = html_take(&b);
+	TAP_OK(has(s, "No tokens") && !has(s, "<tr class=") && has(s, "action=\"/ui/tokens\""), "tokens: none, the create form still");
+	free(s);
+
+	web_tokens_render_created(&b, tok, "rung_<b>x</b>");
+	s = html_take(&b);
+	TAP_OK(has(s, "<code class=\"secret\">rung_&lt;b&gt;x&lt;/b&gt;</code>") && has(s, "shown only this once"),
+	       "created: the secret (escaped) with the warning that it is shown only once");
+	TAP_OK(has(s, "team-&lt;a&gt;") && !has(s, "<a>") && has(s, "<td>9</td>") && has(s, "href=\"/ui/tokens\""),
+	       "created: the token's id and name (escaped), a link back");
+	free(s);
+
+	{
+		static const struct { const char *text; bool ok; const char *name; } cases[] = {
+			{ NULL, true, "limit: absent is no limit" },
+			{ "", true, "limit: empty is no limit" },
+			{ "  ", true, "limit: blank is no limit" },
+			{ "0", true, "limit: 0 (paused)" },
+			{ " 3 ", true, "limit: 3 with spaces" },
+			{ "1000000", true, "limit: the most" },
+			{ "1000001", false, "limit: over the most" },
+			{ "-1", false, "limit: negative" },
+			{ "1.5", false, "limit: not an integer" },
+			{ "abc", false, "limit: not a number" },
+			{ "-", false, "limit: a sign alone" },
+			{ "99999999999999999999", false, "limit: past long long" },
+		};
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			json_t *v = web_tokens_limit_value(cases[i].text);
+			TAP_OK(api_tokens_limit_ok(v) == cases[i].ok, cases[i].name);
+			json_decref(v);
+		}
+		json_t *v = web_tokens_limit_value(" 3 ");
+		TAP_INT_EQ(json_integer_value(v), 3, "limit: \" 3 \" reads as 3");
+		json_decref(v);
+		v = web_tokens_limit_value("");
+		TAP_OK(json_is_null(v), "limit: empty reads as null");
+		json_decref(v);
+	}
+	json_decref(tok);
+	json_decref(doc);
+}
+
 int main(void)
 {
 	test_escape();
@@ -612,5 +701,6 @@ int main(void)
 	test_queue_filters();
 	test_actions();
 	test_plan();
+	test_tokens();
 	return TAP_DONE();
 }

@@ -1,0 +1,448 @@
+/* The /ui/tokens page and its forms (web_tokens.h): the table from sql/web_tokens.sql, and create,
+ * revoke and limit through the token API's statements and checks (api_tokens.c). Owns the one
+ * request in flight per page or form, and a new secret until its page is answered; the frame is
+ * web.c's, the same-site rule web_act.c's. */
+#include "web_tokens.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api_tokens.h"
+#include "app.h"
+#include "auth.h"
+#include "db.h"
+#include "html.h"
+#include "http.h"
+#include "lease.h"
+#include "log.h"
+#include "sql.h"
+#include "util.h"
+#include "web.h"
+#include "web_act.h"
+
+#define TOKENS_PATH "/ui/tokens"
+#define TOKENS_FORM_MAX 4096 /* a form: a role, a name of AUTH_NAME_MAX bytes %XX-encoded, a number */
+#define MUTED_DASH "<span class=\"muted\">-</span>"
+
+static const char *const roles[] = { "submitter", "worker", "support", "admin" };
+
+/* One create between db_exec and its callback: the secret lives until its page is answered. */
+struct create_req {
+	struct hreq *h;
+	char secret[AUTH_TOKEN_LEN + 1];
+};
+
+/* ---- rendering (pure) ---- */
+
+json_t *web_tokens_limit_value(const char *text)
+{
+	const char *s = text ? text : "", *p;
+	size_t n;
+	char *end;
+	long long v;
+
+	while (isspace((unsigned char)*s))
+		s++;
+	n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		n--;
+	if (n == 0)
+		return json_null();
+	p = s + (*s == '-' || *s == '+');
+	for (const char *q = p; q < s + n; q++)
+		if (!isdigit((unsigned char)*q))
+			return json_string(text);
+	if (p == s + n || s + n - p > 18) /* a sign alone; or past any limit, and past long long */
+		return json_string(text);
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end != s + n)
+		return json_string(text);
+	return json_integer(v);
+}
+
+/* The id of a TOKEN as text ("?" when absent). */
+static void id_text(const json_t *t, char *out, size_t n)
+{
+	const json_t *id = json_object_get(t, "id");
+
+	if (json_is_integer(id))
+		snprintf(out, n, "%lld", (long long)json_integer_value(id));
+	else
+		snprintf(out, n, "?");
+}
+
+static void create_form(struct hbuf *b)
+{
+	html_add(b, "<h2>Create a token</h2>\n<form method=\"post\" class=\"act create\" action=\"" TOKENS_PATH "\">"
+		    "<label for=\"role\">role</label><select id=\"role\" name=\"role\">");
+	for (size_t i = 0; i < ARRAY_LEN(roles); i++)
+		html_printf(b, "<option value=\"%s\">%s</option>", roles[i], roles[i]);
+	html_printf(b, "</select><label for=\"name\">name</label><input type=\"text\" id=\"name\" name=\"name\" "
+		       "maxlength=\"%d\" placeholder=\"optional: ROLE-ID\"><button type=\"submit\">Create</button></form>\n"
+		       "<p class=\"muted\">A name is 1 to %d characters of A-Z a-z 0-9 . _ @ - and is never reused; it is "
+		       "the owner of the token's jobs. The secret is shown once, on the next page.</p>\n",
+		    AUTH_NAME_MAX, AUTH_NAME_MAX);
+}
+
+/* The forms of a token not revoked: its limit (empty: none) and revoke. */
+static void row_forms(struct hbuf *b, const char *id, const json_t *max)
+{
+	html_printf(b, "<form method=\"post\" class=\"act limits\" action=\"" TOKENS_PATH "/%s/limits\">"
+		       "<input type=\"number\" name=\"max_running\" min=\"0\" max=\"%d\" placeholder=\"none\" "
+		       "aria-label=\"most jobs running at once (empty: none; 0: paused)\" value=\"",
+		    id, API_TOKENS_MAX_RUNNING);
+	if (json_is_integer(max))
+		html_printf(b, "%lld", (long long)json_integer_value(max));
+	html_printf(b, "\"><button type=\"submit\">Set limit</button></form>"
+		       "<form method=\"post\" class=\"act revoke\" action=\"" TOKENS_PATH "/%s/revoke\">"
+		       "<button type=\"submit\">Revoke</button></form>",
+		    id);
+}
+
+static void token_row(struct hbuf *b, const json_t *t, long long self_id)
+{
+	const json_t *max = json_object_get(t, "max_running");
+	bool revoked = json_is_true(json_object_get(t, "revoked"));
+	char id[32];
+
+	id_text(t, id, sizeof id);
+	html_printf(b, "<tr class=\"%s\"><td>%s</td><td>", revoked ? "revoked" : "live", id);
+	html_esc_json(b, json_object_get(t, "name"), MUTED_DASH);
+	if (self_id > 0 && json_integer_value(json_object_get(t, "id")) == self_id)
+		html_add(b, " <span class=\"muted\">(you)</span>");
+	html_add(b, "</td><td>");
+	html_esc_json(b, json_object_get(t, "role"), MUTED_DASH);
+	html_add(b, "</td><td>");
+	html_esc_time(b, json_object_get(t, "created_at"), MUTED_DASH);
+	html_add(b, "</td><td>");
+	if (revoked)
+		html_esc_time(b, json_object_get(t, "revoked_at"), "yes");
+	else
+		html_add(b, MUTED_DASH);
+	html_add(b, "</td><td class=\"limit\">");
+	if (json_is_integer(max))
+		html_printf(b, "%lld%s", (long long)json_integer_value(max), json_integer_value(max) == 0 ? " (paused)" : "");
+	else
+		html_add(b, "none");
+	html_add(b, "</td><td class=\"running\">");
+	html_esc_json(b, json_object_get(t, "running"), "0");
+	html_add(b, "</td><td>");
+	if (revoked)
+		html_add(b, MUTED_DASH);
+	else
+		row_forms(b, id, max);
+	html_add(b, "</td></tr>\n");
+}
+
+void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id)
+{
+	const json_t *tokens = json_object_get(doc, "tokens"), *t;
+	size_t i;
+
+	html_printf(b, "<h1>Tokens</h1>\n<p class=\"muted\">The API tokens and the roles they carry (as <code>rungctl token "
+		       "list</code> shows them). A limit caps how many of a token's jobs run at once: empty for none, 0 pauses "
+		       "them; jobs running when it is lowered run to their end. A revoked token is refused at once on this "
+		       "server, within %d s on the others (revoking your own logs you out).</p>\n",
+		    AUTH_CACHE_TTL_MS / 1000);
+	create_form(b);
+	html_add(b, "<h2>All tokens</h2>\n");
+	if (json_array_size(tokens) == 0) {
+		html_add(b, "<p class=\"muted\">No tokens.</p>\n");
+		return;
+	}
+	html_add(b, "<table class=\"tokens\"><thead><tr><th>id</th><th>name</th><th>role</th><th>created</th>"
+		    "<th>revoked</th><th>max running</th><th>running now</th><th></th></tr></thead><tbody>\n");
+	json_array_foreach(tokens, i, t)
+		token_row(b, t, self_id);
+	html_add(b, "</tbody></table>\n");
+}
+
+void web_tokens_render_created(struct hbuf *b, const json_t *token, const char *secret)
+{
+	html_add(b, "<h1>Token created</h1>\n<p class=\"next\"><strong>Copy the token now: it is shown only this "
+		    "once.</strong> rung keeps only its SHA-256, so neither this page nor <code>rungctl</code> can show it again; a lost "
+		    "token is revoked and another one created.</p>\n<p><code class=\"secret\">");
+	html_esc(b, secret);
+	html_add(b, "</code></p>\n<table class=\"kv\"><tr><th>id</th><td>");
+	html_esc_json(b, json_object_get(token, "id"), MUTED_DASH);
+	html_add(b, "</td></tr><tr><th>name</th><td>");
+	html_esc_json(b, json_object_get(token, "name"), MUTED_DASH);
+	html_add(b, "</td></tr><tr><th>role</th><td>");
+	html_esc_json(b, json_object_get(token, "role"), MUTED_DASH);
+	html_add(b, "</td></tr></table>\n<p><a href=\"" TOKENS_PATH "\">Back to the tokens</a></p>\n");
+}
+
+/* ---- answers ---- */
+
+/* A refusal page: code, the field it names (may be NULL) and why, escaped, and a link back. */
+static void refuse(struct hreq *h, int code, const char *title, const char *field, const char *msg)
+{
+	struct hbuf b = { 0 };
+	char *page;
+
+	html_add(&b, "<h1>");
+	html_esc(&b, title);
+	html_add(&b, "</h1>\n<p class=\"err\">");
+	if (field) {
+		html_add(&b, "<code class=\"field\">");
+		html_esc(&b, field);
+		html_add(&b, "</code>: ");
+	}
+	html_esc(&b, msg);
+	html_add(&b, "</p>\n<p><a href=\"" TOKENS_PATH "\">Back to the tokens</a></p>\n");
+	page = html_take(&b);
+	web_page(h, code, title, page);
+	free(page);
+}
+
+/* A statement that failed: logged, and a 503 page. Returns true when res is not a result to read. */
+static bool db_failed(struct hreq *h, PGresult *res, const char *err, const char *what)
+{
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
+		return false;
+	log_warn("web tokens failed", "action=%s path=%s error=\"%s\"", what, h->path,
+		 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : err ? err : "?");
+	web_message(h, 503, "Database unavailable", "The database could not answer; nothing was changed. Try again.");
+	return true;
+}
+
+/* The statement's one JSON value (new reference), or NULL when it returned none. */
+static json_t *db_doc(PGresult *res)
+{
+	if (PQntuples(res) == 0 || PQgetisnull(res, 0, 0))
+		return NULL;
+	return json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+}
+
+static void not_found(struct hreq *h)
+{
+	char *msg = xasprintf("no such token: %s", h->param[0]);
+
+	refuse(h, 404, "Not found", NULL, msg);
+	free(msg);
+}
+
+/* The form's value of key (heap; NULL when absent or malformed). Answers 413 and returns -1 when
+ * the body is over TOKENS_FORM_MAX. */
+static int form_value(struct hreq *h, const char *key, char **out)
+{
+	size_t len = 0;
+	const char *body = hreq_body_text(h, &len);
+
+	*out = NULL;
+	if (len > TOKENS_FORM_MAX) {
+		char *msg = xasprintf("The form is %zu bytes, over the %d-byte limit.", len, TOKENS_FORM_MAX);
+		web_message(h, 413, "Too large", msg);
+		free(msg);
+		return -1;
+	}
+	*out = body ? web_form_value(body, len, key) : NULL;
+	return 0;
+}
+
+static void on_list(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	struct hbuf b = { 0 };
+	json_t *doc;
+	char *page;
+
+	if (db_failed(h, res, err, "list"))
+		return;
+	doc = db_doc(res);
+	web_tokens_render(&b, doc, h->who.token_id);
+	page = html_take(&b);
+	web_page(h, 200, "Tokens", page);
+	free(page);
+	json_decref(doc);
+}
+
+static void tokens_page(struct hreq *h)
+{
+	db_exec(h->app->db, sql_web_tokens, 0, NULL, on_list, h);
+}
+
+static void on_created(PGresult *res, const char *err, void *arg)
+{
+	struct create_req *c = arg;
+	struct hreq *h = c->h;
+	struct hbuf b = { 0 };
+	json_t *doc = NULL, *tok;
+	char *page = NULL;
+
+	if (db_failed(h, res, err, "create"))
+		goto out;
+	doc = db_doc(res);
+	tok = json_object_get(doc, "token");
+	if (!json_is_object(tok)) {
+		refuse(h, 409, "Name taken", "name", "a token with this name exists (names are never reused)");
+		goto out;
+	}
+	log_info("token created", "token=%lld name=%s role=%s by=%s via=web",
+		 (long long)json_integer_value(json_object_get(tok, "id")), json_string_value(json_object_get(tok, "name")) ?: "?",
+		 json_string_value(json_object_get(tok, "role")) ?: "?", h->who.name);
+	web_tokens_render_created(&b, tok, c->secret);
+	page = html_take(&b);
+	web_page(h, 200, "Token created", page);
+	memset(page, 0, strlen(page));
+out:
+	free(page);
+	json_decref(doc);
+	memset(c->secret, 0, sizeof c->secret);
+	free(c);
+}
+
+static void create(struct hreq *h)
+{
+	char *role = NULL, *name = NULL, *msg = NULL, hash[AUTH_HASH_HEX + 1];
+	const char *r, *n, *field;
+	json_t *body = NULL;
+	struct create_req *c;
+
+	if (form_value(h, "role", &role) < 0 || form_value(h, "name", &name) < 0)
+		goto out;
+	if (name && !*name) { /* the field left empty: ROLE-ID */
+		free(name);
+		name = NULL;
+	}
+	/* unchecked strings: bytes that are not UTF-8 reach the checks, which refuse them by name */
+	body = json_object();
+	json_object_set_new(body, "role", role ? json_string_nocheck(role) : json_null());
+	json_object_set_new(body, "name", name ? json_string_nocheck(name) : json_null());
+	field = api_tokens_check_create(body, &r, &n, &msg);
+	if (field) {
+		refuse(h, 400, "Bad request", field, msg);
+		goto out;
+	}
+	c = xcalloc(1, sizeof *c);
+	c->h = h;
+	if (auth_token_new(c->secret) < 0) {
+		free(c);
+		web_message(h, 500, "No token", "The server found no randomness for a token; nothing was created.");
+		goto out;
+	}
+	auth_hash_hex(c->secret, hash);
+	{
+		const char *params[3] = { n, r, hash };
+		db_exec(h->app->db, sql_token_create, 3, params, on_created, c);
+	}
+out:
+	json_decref(body);
+	free(msg);
+	free(name);
+	free(role);
+}
+
+static void on_revoked(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc;
+
+	if (db_failed(h, res, err, "revoke"))
+		return;
+	doc = db_doc(res);
+	if (!doc) {
+		not_found(h);
+		return;
+	}
+	auth_forget(h->app->auth, json_integer_value(json_object_get(doc, "id")));
+	log_info("token revoked", "token=%s by=%s via=web", h->param[0], h->who.name);
+	web_redirect(h, TOKENS_PATH);
+	json_decref(doc);
+}
+
+static void revoke(struct hreq *h)
+{
+	const char *params[1] = { h->param[0] };
+
+	db_exec(h->app->db, sql_token_revoke, 1, params, on_revoked, h);
+}
+
+static void on_limited(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc;
+	char n[32] = "none";
+
+	if (db_failed(h, res, err, "limits"))
+		return;
+	doc = db_doc(res);
+	if (!doc) {
+		not_found(h);
+		return;
+	}
+	if (json_is_integer(json_object_get(doc, "max_running")))
+		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
+	log_info("token limit set", "token=%s max_running=%s by=%s via=web", h->param[0], n, h->who.name);
+	lease_announce(h->app->lease); /* as api_tokens_limits: a raised or lifted limit may let jobs run */
+	web_redirect(h, TOKENS_PATH);
+	json_decref(doc);
+}
+
+static void limits(struct hreq *h)
+{
+	char *text = NULL, n[32];
+	json_t *v = NULL;
+
+	if (form_value(h, "max_running", &text) < 0)
+		goto out;
+	v = web_tokens_limit_value(text);
+	if (!api_tokens_limit_ok(v)) {
+		char *msg = xasprintf("must be an integer from 0 (none of its jobs starts) to %d, or empty (no limit)",
+				      API_TOKENS_MAX_RUNNING);
+		refuse(h, 400, "Bad request", "max_running", msg);
+		free(msg);
+		goto out;
+	}
+	snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
+	{
+		const char *params[2] = { h->param[0], json_is_null(v) ? NULL : n };
+		db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+	}
+out:
+	json_decref(v);
+	free(text);
+}
+
+/* ---- route handlers ---- */
+
+/* A POST: checked for its site, then its id (when it names one), then the caller (admins). */
+static void post_enter(struct hreq *h, bool by_id, void (*fn)(struct hreq *h))
+{
+	if (!web_act_same_site(hreq_header(h, "Origin"), hreq_header(h, "Sec-Fetch-Site"), hreq_header(h, "Host"),
+			       hreq_header(h, "X-Forwarded-Host"))) {
+		log_warn("web tokens refused", "path=%s origin=%s", h->path, hreq_header(h, "Origin") ?: "-");
+		web_message(h, 403, "Forbidden", "This form was sent from another site; nothing was changed.");
+		return;
+	}
+	if (by_id && http_parse_id(h->param[0]) < 0) {
+		not_found(h);
+		return;
+	}
+	web_gate(h, AUTH_ADMIN, AUTH_SCOPE_NONE, fn, TOKENS_PATH);
+}
+
+void web_tokens_page(struct hreq *h)
+{
+	web_gate(h, AUTH_ADMIN, AUTH_SCOPE_NONE, tokens_page, NULL);
+}
+
+void web_tokens_create(struct hreq *h)
+{
+	post_enter(h, false, create);
+}
+
+void web_tokens_revoke(struct hreq *h)
+{
+	post_enter(h, true, revoke);
+}
+
+void web_tokens_limits(struct hreq *h)
+{
+	post_enter(h, true, limits);
+}
