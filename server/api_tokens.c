@@ -42,8 +42,9 @@ const char *api_tokens_check_create(const json_t *body, const char **role, const
 	*name = NULL;
 	if (v && !json_is_null(v)) {
 		*name = json_string_value(v);
-		if (!auth_name_valid(*name)) {
-			*msg = xasprintf("name must be 1 to %d characters of A-Z a-z 0-9 . _ @ -", AUTH_NAME_MAX);
+		if (!auth_name_new_ok(*name)) {
+			*msg = xasprintf("name must be 1 to %d characters of A-Z a-z 0-9 . _ @ -, not all digits (an id)",
+					 AUTH_NAME_MAX);
 			return "name";
 		}
 	}
@@ -271,7 +272,7 @@ int api_tokens_cmd(int argc, char **argv)
 		}
 	}
 	if (strcmp(verb, "create") == 0) {
-		if (optind != argc || auth_role_parse(role) == AUTH_NONE || (name && !auth_name_valid(name))) {
+		if (optind != argc || auth_role_parse(role) == AUTH_NONE || (name && !auth_name_new_ok(name))) {
 			fprintf(stderr, "rungd token create: needs --role submitter|worker|support|admin and an optional "
 					"--name of 1-%d characters [A-Za-z0-9._@-]\n", AUTH_NAME_MAX);
 			return 2;

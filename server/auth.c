@@ -170,6 +170,16 @@ bool auth_name_valid(const char *s)
 	return true;
 }
 
+bool auth_name_new_ok(const char *s)
+{
+	if (!auth_name_valid(s))
+		return false;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return true;
+	return false;
+}
+
 static const struct {
 	enum auth_role role;
 	const char *name;

@@ -63,6 +63,9 @@ int auth_token_new(char out[AUTH_TOKEN_LEN + 1]);
 bool auth_token_wellformed(const char *s);
 /* True when s is a valid token name. */
 bool auth_name_valid(const char *s);
+/* True when s may name a new token: valid, and not all digits (a token is revoked by its id or its
+ * name, so a name that reads as an id would name two tokens). */
+bool auth_name_new_ok(const char *s);
 /* "submitter", "worker", "support", "admin" (static), or "none". */
 const char *auth_role_name(enum auth_role r);
 /* The role named s, or AUTH_NONE. */

@@ -84,7 +84,7 @@ static void create_form(struct hbuf *b)
 		html_printf(b, "<option value=\"%s\">%s</option>", roles[i], roles[i]);
 	html_printf(b, "</select><label for=\"name\">name</label><input type=\"text\" id=\"name\" name=\"name\" "
 		       "maxlength=\"%d\" placeholder=\"optional: ROLE-ID\"><button type=\"submit\">Create</button></form>\n"
-		       "<p class=\"muted\">A name is 1 to %d characters of A-Z a-z 0-9 . _ @ - and is never reused; it is "
+		       "<p class=\"muted\">A name is 1 to %d characters of A-Z a-z 0-9 . _ @ -, not all digits, and is never reused; it is "
 		       "the owner of the token's jobs. The secret is shown once, on the next page.</p>\n",
 		    AUTH_NAME_MAX, AUTH_NAME_MAX);
 }

@@ -158,6 +158,12 @@ static void test_token_api(struct harness *h)
 	j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
 	want_error(h, j, st, 400, "invalid_request", "an unknown role");
 	json_decref(b);
+	b = json_pack("{s:s, s:s}", "role", "submitter", "name", "17");
+	j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "name"),
+	     "POST /v1/tokens: an all-digit name is refused, naming name (revoke takes an id or a name)");
+	json_decref(j);
+	json_decref(b);
 
 	/* Revoked through the API: refused on the next request (this replica forgets it at once). */
 	char *path = xasprintf("/v1/tokens/%s/revoke", id ? id : "0");

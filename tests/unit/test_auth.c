@@ -73,6 +73,8 @@ static void test_tokens(void)
 	TAP_OK(!auth_name_valid(""), "an empty name is invalid");
 	TAP_OK(!auth_name_valid("has space"), "a name with a space is invalid");
 	TAP_OK(!auth_name_valid("a/b"), "a name with a slash is invalid");
+	TAP_OK(auth_name_valid("42") && !auth_name_new_ok("42"), "an all-digit name is valid but names no new token (it reads as an id)");
+	TAP_OK(auth_name_new_ok("42b") && auth_name_new_ok("team-7"), "a name with a digit and more is a new token's");
 	{
 		char longname[AUTH_NAME_MAX + 2];
 		memset(longname, 'n', sizeof longname - 1);
