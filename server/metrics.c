@@ -304,7 +304,7 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
 	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
-			   "Queued jobs whose minimum GPU memory no usable GPU on a live worker has.");
+			   "Queued jobs that no usable GPU in the fleet may take (their minimum GPU memory, their exclusions).");
 	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
 	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
 			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");

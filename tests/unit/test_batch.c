@@ -1122,6 +1122,16 @@ static void test_placement(void)
 		   "$1::jsonb)", 1, p);
 		TAP_STR_EQ(q1("SELECT p->>'gpus' || ':' || (p->>'min_gpu_memory_mib') || ':' || (p->>'fleet_max_gpu_mib') "
 			      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j) x", 0, NULL), cases[k].want, cases[k].name);
+		{
+			/* /metrics counts it unplaceable exactly when the placement counts no GPU, drained ones included */
+			json_t *live = json_loads(q1(sql_metrics_live, 0, NULL), 0, NULL);
+			long none = cases[k].want[0] == '0';
+			char name[200];
+			snprintf(name, sizeof name, "/metrics: %s unplaceable (%s)", none ? "counted" : "not counted",
+				 cases[k].name);
+			TAP_OK(live && json_integer_value(json_object_get(live, "unplaceable")) == none, name);
+			json_decref(live);
+		}
 		free(cons);
 	}
 	/* the big host in maintenance (drained by support, still seen): the job waits for it */
