@@ -738,6 +738,28 @@ json_t *h_get(struct harness *h, const char *path, long *status)
 	return h_request(h, "GET", path, NULL, 0, NULL, status);
 }
 
+long h_browse(struct harness *h, const char *token, const char *method, const char *path, const char *form,
+	      const char *header)
+{
+	char *cookie = token ? xasprintf("Cookie: rung_token=%s", token) : NULL;
+	const char *hdr[4], *saved = h->auth_token;
+	int n = 0;
+	long st = 0;
+
+	if (cookie)
+		hdr[n++] = cookie;
+	if (header)
+		hdr[n++] = header;
+	if (form)
+		hdr[n++] = "Content-Type: application/x-www-form-urlencoded";
+	hdr[n] = NULL;
+	h->auth_token = NULL;
+	json_decref(h_request(h, method, path, form, form ? strlen(form) : 0, hdr, &st));
+	h->auth_token = saved;
+	free(cookie);
+	return st;
+}
+
 json_t *h_getf(struct harness *h, long *status, const char *fmt, ...)
 {
 	va_list ap;

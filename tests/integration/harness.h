@@ -129,6 +129,12 @@ json_t *h_get(struct harness *h, const char *path, long *status);
  * *ms: how long it took. Returns the parsed answer (new reference) or NULL. */
 json_t *h_request_once(const struct harness *h, const char *method, const char *path, const char *body,
 	long *status, long *ms);
+/* A browser's request to a /ui page: the rung_token cookie of token (NULL: none) and no bearer
+ * token, one more header line (NULL: none; "Sec-Fetch-Site: ..." or "Origin: ...") and, with a
+ * form (NULL: no body), its Content-Type. Returns the status; the page stays in h->last_body, a
+ * redirect's target in h->last_location. */
+long h_browse(struct harness *h, const char *token, const char *method, const char *path, const char *form,
+	const char *header);
 /* printf-style path variants. */
 json_t *h_getf(struct harness *h, long *status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 json_t *h_postf(struct harness *h, const json_t *body, long *status, const char *fmt, ...)

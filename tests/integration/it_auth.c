@@ -720,32 +720,6 @@ out:
 
 #define SAME_SITE "Sec-Fetch-Site: same-origin"
 
-/* A browser's request to a /ui page: the rung_token cookie of token (NULL: none) and no bearer
- * token, the header line site (NULL: none: "Sec-Fetch-Site: ..." or "Origin: ...") and, with a
- * form, its Content-Type. Returns the status; the page stays in h->last_body, a redirect's target
- * in h->last_location. */
-static long browse(struct harness *h, const char *token, const char *method, const char *path, const char *form,
-		   const char *site)
-{
-	char *cookie = token ? xasprintf("Cookie: rung_token=%s", token) : NULL;
-	const char *hdr[4], *saved = h->auth_token;
-	int n = 0;
-	long st = 0;
-
-	if (cookie)
-		hdr[n++] = cookie;
-	if (site)
-		hdr[n++] = site;
-	if (form)
-		hdr[n++] = "Content-Type: application/x-www-form-urlencoded";
-	hdr[n] = NULL;
-	h->auth_token = NULL;
-	json_decref(h_request(h, method, path, form, form ? strlen(form) : 0, hdr, &st));
-	h->auth_token = saved;
-	free(cookie);
-	return st;
-}
-
 static bool body_has(const struct harness *h, const char *needle)
 {
 	return h->last_body && strstr(h->last_body, needle);
@@ -802,37 +776,37 @@ static void test_web_tokens(struct harness *h, const char *support)
 
 	if (!h_ok(h, ltok && lid && tokens > 0, "web tokens: a submitter token to limit"))
 		goto out;
-	st = browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 200 && body_has(h, "<h1>Tokens</h1>") && body_has(h, ">web-limited</td><td>submitter</td>") &&
 		     body_has(h, ">sam</td><td>support</td>") && body_has(h, "<td class=\"running\">0</td>") &&
 		     body_has(h, "action=\"/ui/tokens\"") && body_has(h, limits) && body_has(h, "<a href=\"/ui/tokens\">Tokens</a>"),
 	     "web tokens: an admin's page lists the tokens with their forms and the create form (%ld)", st);
-	st = browse(h, h->admin_token, "GET", "/ui/jobs", NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/jobs", NULL, NULL);
 	h_ok(h, st == 200 && body_has(h, "href=\"/ui/tokens\""), "web tokens: Tokens in an admin's navigation");
-	st = browse(h, support, "GET", "/ui/jobs", NULL, NULL);
+	st = h_browse(h, support, "GET", "/ui/jobs", NULL, NULL);
 	h_ok(h, st == 200 && !body_has(h, "/ui/tokens"), "web tokens: not in support's");
-	st = browse(h, NULL, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, NULL, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Ftokens"),
 	     "web tokens: without a cookie, the login form and back (%ld)", st);
 
 	/* other roles: 403 for the page and each form, nothing changed */
-	st = browse(h, support, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, support, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 403, "web tokens: support may not see the page (%ld)", st);
-	st = browse(h, h->submitter_token, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, h->submitter_token, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 403, "web tokens: nor a submitter (%ld)", st);
-	st = browse(h, support, "POST", "/ui/tokens", "role=admin&name=web-by-support", SAME_SITE);
+	st = h_browse(h, support, "POST", "/ui/tokens", "role=admin&name=web-by-support", SAME_SITE);
 	h_ok(h, st == 403, "web tokens: support may not create one (%ld)", st);
-	st = browse(h, h->submitter_token, "POST", limits, "max_running=", SAME_SITE);
+	st = h_browse(h, h->submitter_token, "POST", limits, "max_running=", SAME_SITE);
 	h_ok(h, st == 403, "web tokens: a submitter may not set a limit (%ld)", st);
 	revoke = xasprintf("/ui/tokens/%s/revoke", lid);
-	st = browse(h, support, "POST", revoke, "", SAME_SITE);
+	st = h_browse(h, support, "POST", revoke, "", SAME_SITE);
 	h_ok(h, st == 403, "web tokens: support may not revoke one (%ld)", st);
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == tokens && listed_limit(h, "web-by-support") == -2 &&
 		     h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND revoked_at IS NULL", 0, NULL) == 1,
 	     "web tokens: and none of it changed a token");
 
 	/* create: the secret on the page, once, and it works */
-	st = browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-made", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-made", SAME_SITE);
 	{
 		const char *at = h->last_body ? strstr(h->last_body, "<code class=\"secret\">") : NULL;
 		if (at && strlen(at += strlen("<code class=\"secret\">")) >= 69 && !strncmp(at, "rung_", 5))
@@ -851,74 +825,74 @@ static void test_web_tokens(struct harness *h, const char *support)
 		wid = h_id(t, "id");
 		json_decref(t);
 	}
-	st = browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 200 && secret && !body_has(h, secret), "web tokens: the list never shows the secret again");
-	st = browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-made", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-made", SAME_SITE);
 	h_ok(h, st == 409 && body_has(h, "never reused"), "web tokens: a taken name is a 409 page (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens", "role=root&name=web-root", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=root&name=web-root", SAME_SITE);
 	h_ok(h, st == 400 && body_has(h, "<code class=\"field\">role</code>"),
 	     "web tokens: an unknown role is a 400 naming role (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=%3Cb%3E", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=%3Cb%3E", SAME_SITE);
 	h_ok(h, st == 400 && body_has(h, "<code class=\"field\">name</code>") && !body_has(h, "<b>"),
 	     "web tokens: a bad name is a 400 naming name (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens", "role=support&name=web-evil", "Origin: http://evil.example");
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=support&name=web-evil", "Origin: http://evil.example");
 	h_ok(h, st == 403 && listed_limit(h, "web-evil") == -2, "web tokens: a create from another site: 403, none made (%ld)", st);
 
 	/* revoke: 303 back, the token refused after, no forms for it */
 	free(revoke);
 	revoke = xasprintf("/ui/tokens/%s/revoke", wid ? wid : "0");
-	st = browse(h, h->admin_token, "POST", revoke, "", "Sec-Fetch-Site: cross-site");
+	st = h_browse(h, h->admin_token, "POST", revoke, "", "Sec-Fetch-Site: cross-site");
 	h_ok(h, st == 403 &&
 		     h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-made' AND revoked_at IS NULL", 0, NULL) == 1,
 	     "web tokens: a revoke from another site: 403, still live (%ld)", st);
-	st = browse(h, h->admin_token, "POST", revoke, "", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", revoke, "", SAME_SITE);
 	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/tokens"),
 	     "web tokens: revoked, 303 back (%ld)", st);
 	if (secret) {
 		json_t *j = as(h, secret, "GET", "/v1/jobs", NULL, &st);
 		want_error(h, j, st, 401, "unauthorized", "web tokens: a token revoked on the page");
 	}
-	st = browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 200 && body_has(h, ">web-made</td>") && !body_has(h, revoke), "web tokens: a revoked row offers no revoke");
 
 	/* limits: set, lifted, refused; each change wakes the parked GPUs */
 	{
 		struct notify_wait w = { h, metric(h, xasprintf("rung_lease_notifies_total{event=\"sent\"}")) };
-		st = browse(h, h->admin_token, "POST", limits, "max_running=3", SAME_SITE);
+		st = h_browse(h, h->admin_token, "POST", limits, "max_running=3", SAME_SITE);
 		h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/tokens") &&
 			     listed_limit(h, "web-limited") == 3,
 		     "web tokens: a limit of 3 set, 303 back, GET /v1/tokens says 3 (%ld)", st);
 		h_ok(h, w.before >= 0 && wait_until(notified, &w, 10000), "web tokens: the change wakes the parked GPUs (a NOTIFY sent)");
 	}
-	st = browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
 	h_ok(h, st == 200 && body_has(h, "<td class=\"limit\">3</td>"), "web tokens: the page shows the limit");
-	st = browse(h, h->admin_token, "POST", limits, "max_running=0", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", limits, "max_running=0", SAME_SITE);
 	h_ok(h, st == 303 && listed_limit(h, "web-limited") == 0, "web tokens: 0 pauses (%ld)", st);
 	{
 		static const char *const bad[] = { "max_running=abc", "max_running=-1", "max_running=1.5", "max_running=1000001" };
 		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-			st = browse(h, h->admin_token, "POST", limits, bad[i], SAME_SITE);
+			st = h_browse(h, h->admin_token, "POST", limits, bad[i], SAME_SITE);
 			h_ok(h, st == 400 && body_has(h, "<code class=\"field\">max_running</code>"),
 			     "web tokens: %s is a 400 naming max_running (%ld)", bad[i], st);
 		}
 	}
 	h_ok(h, listed_limit(h, "web-limited") == 0, "web tokens: and they changed nothing");
-	st = browse(h, h->admin_token, "POST", limits, "max_running=", "Origin: http://evil.example");
+	st = h_browse(h, h->admin_token, "POST", limits, "max_running=", "Origin: http://evil.example");
 	h_ok(h, st == 403 && listed_limit(h, "web-limited") == 0,
 	     "web tokens: a limit from another site: 403, unchanged (%ld)", st);
-	st = browse(h, h->admin_token, "POST", limits, "max_running=", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", limits, "max_running=", SAME_SITE);
 	h_ok(h, st == 303 && listed_limit(h, "web-limited") == -1, "web tokens: lifted with an empty field (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens/999999/limits", "max_running=1", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/limits", "max_running=1", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: an unknown token id is a 404 (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens/999999/revoke", "", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/revoke", "", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: and for a revoke (%ld)", st);
-	st = browse(h, h->admin_token, "POST", "/ui/tokens/x/revoke", "", SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/x/revoke", "", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: an id that is not one: 404 (%ld)", st);
 	form = xmalloc(5000);
 	memset(form, 'a', 4999);
 	memcpy(form, "max_running=", 12);
 	form[4999] = '\0';
-	st = browse(h, h->admin_token, "POST", limits, form, SAME_SITE);
+	st = h_browse(h, h->admin_token, "POST", limits, form, SAME_SITE);
 	h_ok(h, st == 413 && listed_limit(h, "web-limited") == -1, "web tokens: a form over 4 KiB: 413 (%ld)", st);
 out:
 	free(form);

@@ -305,31 +305,6 @@ static char *form_pair(const char *key, const char *text)
 	return out;
 }
 
-/* Sends method to /ui/plan as a browser: the cookie of token (NULL: none), no bearer token, form
- * (NULL: no body) and a Sec-Fetch-Site (NULL: none). Returns the status; the page is h->last_body,
- * a redirect's target h->last_location. */
-static long plan_page(struct harness *h, const char *method, const char *token, const char *form, const char *fetch_site)
-{
-	char *cookie = token ? xasprintf("Cookie: rung_token=%s", token) : NULL;
-	char *site = fetch_site ? xasprintf("Sec-Fetch-Site: %s", fetch_site) : NULL;
-	const char *hdr[4], *saved = h->auth_token;
-	int n = 0;
-	long st = 0;
-
-	if (cookie)
-		hdr[n++] = cookie;
-	if (site)
-		hdr[n++] = site;
-	if (form)
-		hdr[n++] = "Content-Type: application/x-www-form-urlencoded";
-	hdr[n] = NULL;
-	h->auth_token = NULL;
-	json_decref(h_request(h, method, "/ui/plan", form, form ? strlen(form) : 0, hdr, &st));
-	h->auth_token = saved;
-	free(site);
-	free(cookie);
-	return st;
-}
 
 /* The page's text from `from` to the end of its element `until` (heap), or "" when absent. */
 static char *page_part(const char *page, const char *from, const char *until)
@@ -364,21 +339,21 @@ static void test_plan_page(struct harness *h)
 	}
 	crlf[o] = '\0';
 
-	st = plan_page(h, "GET", h->admin_token, NULL, NULL);
+	st = h_browse(h, h->admin_token, "GET", "/ui/plan", NULL, NULL);
 	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<textarea id=\"config\" name=\"config\"") &&
 	     strstr(h->last_body, "name=\"gpu_mib\"") && strstr(h->last_body, "action=\"/ui/plan\"") &&
 	     strstr(h->last_body, "<a href=\"/ui/plan\">Plan</a>"), "plan page: GET /ui/plan has the form, and the nav links it (%ld)",
 	     st);
-	st = plan_page(h, "GET", h->submitter_token, NULL, NULL);
+	st = h_browse(h, h->submitter_token, "GET", "/ui/plan", NULL, NULL);
 	h_ok(h, st == 200, "plan page: a submitter may open it (%ld)", st);
-	st = plan_page(h, "GET", h->worker_token, NULL, NULL);
+	st = h_browse(h, h->worker_token, "GET", "/ui/plan", NULL, NULL);
 	h_ok(h, st == 403, "plan page: a worker's token may not (%ld)", st);
-	st = plan_page(h, "GET", NULL, NULL, NULL);
+	st = h_browse(h, NULL, "GET", "/ui/plan", NULL, NULL);
 	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fplan"),
 	     "plan page: without a cookie, the login and back (%ld %s)", st, h->last_location ? h->last_location : "-");
 
 	form = form_pair("config", yaml);
-	st = plan_page(h, "POST", h->admin_token, form, "same-origin");
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", form, "Sec-Fetch-Site: same-origin");
 	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"action\">start lower: <code>batch_size</code></td>") &&
 	     strstr(h->last_body, "<tr><td><code>config.process[0].train.batch_size</code></td><td>4</td><td>1</td></tr>") &&
 	     strstr(h->last_body, "The memory model rests on "),
@@ -392,7 +367,7 @@ static void test_plan_page(struct harness *h)
 
 	form = form_pair("config", crlf);
 	f2 = xasprintf("%s&gpu_mib=81920", form);
-	st = plan_page(h, "POST", h->submitter_token, f2, "same-origin");
+	st = h_browse(h, h->submitter_token, "POST", "/ui/plan", f2, "Sec-Fetch-Site: same-origin");
 	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "start lower: <code>batch_size</code>") &&
 	     strstr(h->last_body, "<tr><td>81920</td><td><span class=\"muted\">not in the fleet</span>") &&
 	     strstr(h->last_body, "<td class=\"action\">as submitted</td>"),
@@ -409,33 +384,33 @@ static void test_plan_page(struct harness *h)
 	free(json);
 	json = json_dumps(bad, JSON_INDENT(2));
 	form = form_pair("config", json);
-	st = plan_page(h, "POST", h->admin_token, form, "same-origin");
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", form, "Sec-Fetch-Site: same-origin");
 	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
 	h_ok(h, st == 400 && strstr(part, "batch_size") && h->last_body &&
 	     strstr(h->last_body, "&quot;batch_size&quot;: &quot;four&quot;"),
 	     "plan page: a config a submit refuses: 400 naming the field (%s), the text kept (%ld)", part, st);
 	free(part);
 	free(form);
-	st = plan_page(h, "POST", h->admin_token, "config=job%3A+%5Bx&gpu_mib=", "same-origin");
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", "config=job%3A+%5Bx&gpu_mib=", "Sec-Fetch-Site: same-origin");
 	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
 	h_ok(h, st == 400 && strstr(part, "malformed YAML at line"), "plan page: malformed YAML: 400 naming the line (%s)", part);
 	free(part);
 	form = form_pair("config", yaml);
 	f2 = xasprintf("%s&gpu_mib=0", form);
-	st = plan_page(h, "POST", h->admin_token, f2, "same-origin");
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", f2, "Sec-Fetch-Site: same-origin");
 	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
 	h_ok(h, st == 400 && strstr(part, "gpu_mib"), "plan page: gpu_mib 0: 400 naming gpu_mib (%s)", part);
 	free(part);
 	free(f2);
 
-	st = plan_page(h, "POST", h->admin_token, form, "cross-site");
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", form, "Sec-Fetch-Site: cross-site");
 	h_ok(h, st == 403 && h->last_body && !strstr(h->last_body, "batch_size"),
 	     "plan page: posted from another site: 403, not run (%ld)", st);
-	st = plan_page(h, "POST", NULL, form, "same-origin");
+	st = h_browse(h, NULL, "POST", "/ui/plan", form, "Sec-Fetch-Site: same-origin");
 	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fplan"),
 	     "plan page: posted without a cookie: the login, and back to the page (%ld %s)", st,
 	     h->last_location ? h->last_location : "-");
-	st = plan_page(h, "POST", h->worker_token, form, "same-origin");
+	st = h_browse(h, h->worker_token, "POST", "/ui/plan", form, "Sec-Fetch-Site: same-origin");
 	h_ok(h, st == 403, "plan page: a worker's token may not post it (%ld)", st);
 	free(form);
 	h_ok(h, jobs_count(h) == before, "plan page: stores no job");
