@@ -297,6 +297,31 @@ static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *his
 	json_decref(counts);
 }
 
+/* Per owner (metrics_live.sql's "owners"): its queued and running jobs, and its token's limit where
+ * one is set. A shared cluster's teams are its tokens, so the series are as many as the teams with
+ * work, not as the jobs. */
+static void write_owners(struct evbuffer *b, const json_t *owners)
+{
+	const char *owner;
+	json_t *o;
+
+	metrics_write_head(b, "rung_owner_jobs", "gauge",
+			   "Queued and running jobs per owner (the token that submitted them).");
+	json_object_foreach((json_t *)owners, owner, o) {
+		const char *queued[] = { "owner", owner, "state", "queued", NULL };
+		const char *running[] = { "owner", owner, "state", "running", NULL };
+		metrics_write_sample(b, "rung_owner_jobs", queued, jnum(o, "queued"));
+		metrics_write_sample(b, "rung_owner_jobs", running, jnum(o, "running"));
+	}
+	metrics_write_head(b, "rung_owner_max_running", "gauge",
+			   "Per owner with a limit (tokens' max_running): how many of its jobs may run at once.");
+	json_object_foreach((json_t *)owners, owner, o) {
+		const char *labels[] = { "owner", owner, NULL };
+		if (json_is_integer(json_object_get(o, "max_running")))
+			metrics_write_sample(b, "rung_owner_max_running", labels, jnum(o, "max_running"));
+	}
+}
+
 static void write_live_counts(struct evbuffer *b, const json_t *doc)
 {
 	metrics_write_head(b, "rung_attempts_running", "gauge", "Attempts running now.");
@@ -309,6 +334,7 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
 			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");
 	metrics_write_sample(b, "rung_queue_owner_capped", NULL, jnum(doc, "owner_capped"));
+	write_owners(b, json_object_get(doc, "owners"));
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));

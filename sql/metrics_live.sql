@@ -4,9 +4,12 @@
 -- history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
 -- attempts_one_running, rather than by reading every job.
+-- The queue is read once for its depth and its owners (queued_by_owner: jobs_claim_owner in owner
+-- order, O(queue)).
+WITH queued_by_owner AS MATERIALIZED (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'queued' GROUP BY c.owner)
 SELECT jsonb_build_object(
   'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
-  'queue_depth', (SELECT count(*) FROM jobs WHERE state = 'queued'),
+  'queue_depth', (SELECT coalesce(sum(q.n), 0) FROM queued_by_owner q),
   -- queued jobs that no usable GPU in the fleet may take: none not quarantined, on a worker in the
   -- fleet (rung_worker_in_fleet: live or drained), meets the job's floor and is left by its
   -- exclusions, as rung_job_placement counts them (its gpus + draining_gpus = 0): a floor above the
@@ -37,6 +40,17 @@ SELECT jsonb_build_object(
                                        WHERE t.max_running IS NOT NULL
                                          AND t.max_running <= rung_owner_running(t.name)))
                   ELSE 0 END,
+  -- per owner (a token's name: the team a shared cluster gave it), for each owner with a queued or
+  -- running job: {"owner": {"queued", "running", "max_running": its token's limit or null}}.
+  -- Queued from queued_by_owner, running by the running attempts (O(running)); as many series as
+  -- owners with jobs waiting or running, at most one per token
+  'owners', (SELECT coalesce(jsonb_object_agg(x.owner, jsonb_build_object('queued', x.queued, 'running', x.running,
+                                                                          'max_running', t.max_running)), '{}')
+             FROM (SELECT coalesce(q.owner, r.owner) AS owner, coalesce(q.n, 0) AS queued, coalesce(r.n, 0) AS running
+                   FROM queued_by_owner q
+                   FULL JOIN (SELECT j.owner, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
+                              WHERE a.state = 'running' GROUP BY j.owner) r ON r.owner = q.owner) x
+             LEFT JOIN tokens t ON t.name = x.owner),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)

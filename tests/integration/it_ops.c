@@ -798,6 +798,10 @@ static void test_owner_limit(struct harness *h, const char *wid)
 		char *m = scrape(h);
 		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 1 && sample(m, "rung_queue_depth") == 1,
 		     "limits: /metrics counts the one queued job that waits for its owner's limit");
+		h_ok(h, m && sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 1 &&
+			     sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1 &&
+			     sample(m, "rung_owner_max_running{owner=\"it-submitter\"}") == 1,
+		     "limits: /metrics per owner: it-submitter has 1 queued, 1 running, at most 1");
 		free(m);
 	}
 	{
@@ -821,6 +825,9 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	{
 		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id"), *m = scrape(h);
 		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 0, "limits: then none waits for it in /metrics");
+		h_ok(h, m && sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 0 &&
+			     sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1,
+		     "limits: /metrics per owner: then 0 queued, 1 running");
 		free(m);
 		h_ok(h, jid && idb && !strcmp(jid, idb), "limits: the first ended, the second runs (%s)", jid ? jid : "none");
 		done = aid ? h_fake_finish(h, aid, h_str(r, "token"), ok, &st) : NULL;
