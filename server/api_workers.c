@@ -17,6 +17,16 @@
 #define LEASE_WAIT_MAX_MS 60000
 #define TEXT_MAX_LEN 256
 
+/* True when a GPU uuid can stand as one path segment as clients send it (unencoded): nvidia-smi's
+ * "GPU-8e3b..." can; a "/", "?", "#" or "%" would route elsewhere or be decoded. */
+static bool uuid_routable(const char *s)
+{
+	for (; *s; s++)
+		if (strchr("/?#%", *s) || (unsigned char)*s <= ' ' || *s == 0x7f)
+			return false;
+	return true;
+}
+
 static void on_registered(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
@@ -67,6 +77,11 @@ static char *check_gpus(const json_t *gpus, char **message)
 		v = json_object_get(g, "uuid");
 		if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > TEXT_MAX_LEN) {
 			*message = xstrdup("uuid must be a non-empty string");
+			return xasprintf("gpus[%zu].uuid", i);
+		}
+		if (!uuid_routable(json_string_value(v))) {
+			/* the worker's health reports and support's release name it in a path: /v1/gpus/{uuid} */
+			*message = xstrdup("uuid must not hold / ? # %, spaces or control characters (it is a path segment)");
 			return xasprintf("gpus[%zu].uuid", i);
 		}
 		v = json_object_get(g, "index");

@@ -136,6 +136,12 @@ int main(void)
 	j = h_post(h, "/v1/workers", b, &st);
 	check_error(h, "register without gpus", st, 400, j, "gpus");
 	json_decref(b);
+	/* a uuid is a path segment of /v1/gpus/{uuid} (health, release): one that could not route is refused */
+	b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "w-mig", "host", "h", "gpus", "uuid",
+		      "MIG-GPU-8e3b2a1c/1/0", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576);
+	j = h_post(h, "/v1/workers", b, &st);
+	check_error(h, "register a GPU whose uuid holds a slash", st, 400, j, "gpus[0].uuid");
+	json_decref(b);
 	char *wid = h_fake_register(h, "wbad", "GPU-bad-0", 24576);
 	h_ok(h, wid != NULL, "register a worker");
 	if (wid) {
