@@ -3,29 +3,33 @@
 # (migration 020) costs the others' claims. A queue of BENCH_CAPPED_BIG (100,000) jobs of one owner in
 # front of 1,000 of five others; pgbench times a claim round of 16 GPUs (rung_claim_batch) and one
 # GPU's claim (rung_claim), each rolled back, with no limit set (the baseline, measured in the same
-# run) and with the big owner capped (max_running 0): the round then reads the other owners' queues
-# (jobs_claim_owner, migration 021) instead of passing over the capped owner's jobs. Prints a table of
-# medians with the capped/no-limit ratio and writes RESULTS/capped.json.
+# run), with the big owner capped (max_running 0): the round then reads the other owners' queues
+# (jobs_claim_owner, migration 021) instead of passing over the capped owner's jobs, and with a fair
+# share (rungd --fair-share, no limit: the running counts and each owner's head). Prints a table of
+# medians with each setting's ratio to no limit and writes RESULTS/capped.json.
 # Env (scripts/bench.sh sets it): PGBENCH, PG_PORT, DB, RESULTS, RUNS, SECS, REV; BENCH_CAPPED_BIG.
 set -u
 BIG=${BENCH_CAPPED_BIG:-100000}
 PSQL() { "$(dirname "$PGBENCH")/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$PG_PORT" -U postgres -d "$DB" "$@"; }
-ms() { # SCRIPT: pgbench's average latency in ms over SECS seconds, one client
-	"$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c 1 -T "$SECS" -f "$1" "$DB" 2>&1 |
+ms() { # SCRIPT FAIR: pgbench's average latency in ms over SECS seconds, one client, JIT off as in
+	# rungd's sessions (server/db.c: a fair share's plan estimate passes jit_above_cost, 59 ms a round)
+	PGOPTIONS="-c jit=off" "$PGBENCH" -n -M prepared -h 127.0.0.1 -p "$PG_PORT" -U postgres -c 1 -T "$SECS" -D fair="$2" -f "$1" "$DB" 2>&1 |
 		sed -n 's/^latency average = \([0-9.]*\) ms.*/\1/p'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
 PSQL -v nbig="$BIG" -f bench/capped_fill.sql >/dev/null || exit 1
 lines=""
-for setting in "no limit" "capped"; do
-	if [ "$setting" = capped ]; then
-		PSQL -c "UPDATE tokens SET max_running = 0 WHERE name = 'bench-big'" || exit 1
-	fi
+for setting in "no limit" "capped" "fair share"; do
+	fair=false
+	case "$setting" in
+	capped) PSQL -c "UPDATE tokens SET max_running = 0 WHERE name = 'bench-big'" || exit 1 ;;
+	"fair share") PSQL -c "UPDATE tokens SET max_running = NULL WHERE name = 'bench-big'" || exit 1; fair=true ;;
+	esac
 	for what in round one; do
 		vals=""
 		for run in $(seq 1 "$RUNS"); do
-			v=$(ms "bench/capped_$what.sql")
+			v=$(ms "bench/capped_$what.sql" "$fair")
 			[ -n "$v" ] || { echo "capped.sh: pgbench failed ($setting, $what)" >&2; exit 1; }
 			vals="$vals $v"
 		done
@@ -37,17 +41,19 @@ done
 rows=$(jq -sc . <<<"$lines")
 lat() { jq -r --arg s "$1" --arg w "$2" '.[] | select(.setting == $s and .claim == $w) | .latency_ms' <<<"$rows"; }
 echo
-echo "== capped ==  ($BIG jobs of a capped owner in front; median of $RUNS runs of ${SECS}s, ms per claim)"
-printf '%-22s %12s %12s %8s\n' claim "no limit" capped ratio
+echo "== capped ==  ($BIG jobs of one owner in front; median of $RUNS runs of ${SECS}s, ms per claim; ratio to no limit)"
+printf '%-22s %10s %10s %8s %10s %8s\n' claim "no limit" capped ratio "fair share" ratio
 ratios="{}"
 for what in round one; do
 	a=$(lat "no limit" "$what")
 	b=$(lat capped "$what")
-	r=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')
+	f=$(lat "fair share" "$what")
+	rb=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')
+	rf=$(awk -v a="$a" -v b="$f" 'BEGIN { printf "%.2f", b / a }')
 	label=$([ "$what" = round ] && echo "round of 16 GPUs" || echo "one GPU (rung_claim)")
-	printf '%-22s %12s %12s %7sx\n' "$label" "$a" "$b" "$r"
-	ratios=$(jq -c --arg w "$what" --argjson r "$r" '. + {($w): $r}' <<<"$ratios")
+	printf '%-22s %10s %10s %7sx %10s %7sx\n' "$label" "$a" "$b" "$rb" "$f" "$rf"
+	ratios=$(jq -c --arg w "$what" --argjson rb "$rb" --argjson rf "$rf" '. + {($w): {capped: $rb, fair_share: $rf}}' <<<"$ratios")
 done
 jq -n --arg rev "$REV" --argjson big "$BIG" --argjson rows "$rows" --argjson ratios "$ratios" \
-	'{scenario: "capped", git_rev: $rev, capped_jobs_in_front: $big, rows: $rows, capped_over_no_limit: $ratios}' \
+	'{scenario: "capped", git_rev: $rev, capped_jobs_in_front: $big, rows: $rows, over_no_limit: $ratios}' \
 	>"$RESULTS/capped.json"

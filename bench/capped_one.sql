@@ -1,4 +1,6 @@
--- One GPU's claim (rung_claim, the round's fallback for a GPU that may run none of its candidates), rolled back.
+-- One GPU's claim (rung_claim, the round's fallback for a GPU that may run none of its candidates; -D
+-- fair=true: with the running counts a fair share passes), rolled back.
 BEGIN;
-SELECT rung_claim(w.id, 'G-1', 30, NULL) FROM workers w WHERE w.name = 'bench-w';
+SELECT rung_claim(w.id, 'G-1', 30, NULL, NULL, CASE WHEN :fair THEN rung_owners_running() END) FROM workers w
+WHERE w.name = 'bench-w';
 ROLLBACK;

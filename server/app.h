@@ -34,6 +34,7 @@ struct app {
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
+	bool fair_share;               /* --fair-share: the claim shares GPUs among owners */
 	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */
 	int metrics_history_ms;        /* --metrics-history-ms: how long /metrics reuses the history's counts */
 	int retain_days;               /* --retain-days (0: retention off) */

@@ -13,7 +13,7 @@
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_LEASE_SECONDS, O_HEARTBEAT_MS, O_REAP_INTERVAL_MS,
-	O_POLL_FALLBACK_MS, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS,
+	O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS,
 	O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
 	O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
@@ -34,6 +34,8 @@ static const struct options_desc opts[O_COUNT] = {
 	I(O_REAP_INTERVAL_MS, "reap-interval-ms", "1000", 10, 3600000, "how often expired leases are reaped"),
 	I(O_POLL_FALLBACK_MS, "poll-fallback-ms", "2000", 10, 3600000,
 	  "how often parked long-polls retry without a wake-up"),
+	B(O_FAIR_SHARE, "fair-share",
+	  "share the GPUs among owners: within a priority, the next job is of the owner that runs the fewest"),
 	I(O_QUARANTINE_MIN_S, "quarantine-min-s", "600", 0, 604800,
 	  "a quarantined GPU gets leases again after a passing health check only this long after quarantine"),
 	I(O_DB_POOL, "db-pool", "4", 1, 256, "database connections"),
@@ -98,6 +100,7 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->heartbeat_ms = (int)options_int(&o, O_HEARTBEAT_MS);
 	c->reap_interval_ms = (int)options_int(&o, O_REAP_INTERVAL_MS);
 	c->poll_fallback_ms = (int)options_int(&o, O_POLL_FALLBACK_MS);
+	c->fair_share = options_bool(&o, O_FAIR_SHARE);
 	c->quarantine_min_s = (int)options_int(&o, O_QUARANTINE_MIN_S);
 	c->db_pool = (int)options_int(&o, O_DB_POOL);
 	c->metrics_history_ms = (int)options_int(&o, O_METRICS_HISTORY_MS);

@@ -554,10 +554,10 @@ out:
 static void round_exec(struct lease_mgr *m)
 {
 	char lease_s[32];
-	const char *params[2] = { m->round_json, lease_s };
+	const char *params[3] = { m->round_json, lease_s, m->app->fair_share ? "true" : "false" };
 
 	snprintf(lease_s, sizeof lease_s, "%d", m->app->lease_seconds);
-	db_exec(m->app->db, sql_claim_batch, 2, params, on_round, m);
+	db_exec(m->app->db, sql_claim_batch, 3, params, on_round, m);
 }
 
 static void take(struct lease_mgr *m, struct wlist *l, struct waiter *w, json_t *arr)

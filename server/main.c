@@ -184,6 +184,7 @@ int main(int argc, char **argv)
 	app.heartbeat_ms = o.heartbeat_ms;
 	app.reap_interval_ms = o.reap_interval_ms;
 	app.poll_fallback_ms = o.poll_fallback_ms;
+	app.fair_share = o.fair_share;
 	app.metrics_history_ms = o.metrics_history_ms;
 	app.retain_days = o.retain_days;
 	app.prune_interval_ms = o.prune_interval_ms;
@@ -223,8 +224,8 @@ int main(int argc, char **argv)
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 	log_info("listening", "listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d db_pool=%d "
-		 "retain_days=%d", o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms, o.poll_fallback_ms,
-		 o.db_pool, o.retain_days);
+		 "retain_days=%d fair_share=%d", o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms,
+		 o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share);
 	event_base_dispatch(app.base);
 	rc = 0;
 	log_info("stopped", "inflight=%d", app.inflight);

@@ -36,6 +36,14 @@ CREATE OR REPLACE FUNCTION rung_owner_limits_lock() RETURNS bigint LANGUAGE sql 
   SELECT 7240531::bigint
 $$;
 
+-- How many jobs each owner runs now: {"owner": n} for the owners with a running attempt
+-- (attempts_one_running), O(running). What the owners' room and a fair share weigh.
+CREATE OR REPLACE FUNCTION rung_owners_running() RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_object_agg(r.owner, r.n), '{}')
+  FROM (SELECT j.owner, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
+        WHERE a.state = 'running' GROUP BY j.owner) r
+$$;
+
 -- The room each owner with a limit (tokens.max_running, migration 020) has left now: {"name":
 -- max_running - its running jobs} for every token with a limit, {} when no token has one (then
 -- nothing else is read: the claim's cost without limits is one probe of a small table). Locks those
@@ -48,16 +56,16 @@ $$;
 CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   room jsonb;
+  running jsonb;
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
   IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
     RETURN '{}';
   END IF;
   PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL ORDER BY t.id FOR NO KEY UPDATE;
-  SELECT coalesce(jsonb_object_agg(t.name, t.max_running - coalesce(r.n, 0)), '{}') INTO room
+  running := rung_owners_running();
+  SELECT coalesce(jsonb_object_agg(t.name, t.max_running - coalesce((running->>t.name)::int, 0)), '{}') INTO room
   FROM tokens t
-  LEFT JOIN (SELECT j.owner, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
-             WHERE a.state = 'running' GROUP BY j.owner) r ON r.owner = t.name
   WHERE t.max_running IS NOT NULL;
   RETURN room;
 END $$;
@@ -85,19 +93,30 @@ BEGIN
           SELECT coalesce(array_agg(o.owner), '{}') FROM o WHERE o.owner IS NOT NULL AND o.owner <> ALL (p_capped));
 END $$;
 
--- The first P_N queued jobs in claim order whose owner is not in P_CAPPED, not locked: the first P_N
--- of each other owner's queue (jobs_claim_owner), merged. What a claim reads while some owner is at
--- its limit, instead of passing over that owner's queued jobs in jobs_claim: O(owners with queued
--- jobs x P_N), not O(the capped owners' jobs ahead).
-CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int) RETURNS bigint[] LANGUAGE plpgsql STABLE AS $$
+-- The first P_N queued jobs whose owner is not in P_CAPPED, not locked: the first P_N of each other
+-- owner's queue (jobs_claim_owner), merged. P_RUNNING NULL: in claim order, what a claim reads while
+-- some owner is at its limit, instead of passing over that owner's queued jobs in jobs_claim. A fair
+-- share (rungd --fair-share) gives the jobs running now per owner (rung_owners_running): within a
+-- priority, an owner's k-th queued job (0 first) takes the place "its running jobs + k", so the next
+-- GPU goes to the owner that runs the fewest, oldest job first, ties by age. O(owners with queued
+-- jobs x P_N), not O(the jobs ahead). (Its signature gained p_running: the old one is dropped first.)
+DROP FUNCTION IF EXISTS rung_queue_head(text[], int);
+CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb DEFAULT NULL) RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  RETURN (SELECT coalesce(array_agg(h.id ORDER BY h.priority, h.created_at, h.id), '{}')
-          FROM (SELECT x.id, x.priority, x.created_at
+  RETURN (SELECT coalesce(array_agg(h.id ORDER BY h.priority, h.place, h.created_at, h.id), '{}')
+          FROM (SELECT x.id, x.priority, x.created_at, x.place
                 FROM unnest(rung_queued_owners(p_capped)) AS u(owner)
-                CROSS JOIN LATERAL (SELECT c.id, c.priority, c.created_at FROM jobs c
-                                    WHERE c.state = 'queued' AND c.owner = u.owner
-                                    ORDER BY c.priority, c.created_at, c.id LIMIT p_n) x
-                ORDER BY x.priority, x.created_at, x.id LIMIT p_n) h);
+                CROSS JOIN LATERAL (
+                  SELECT y.id, y.priority, y.created_at,
+                         CASE WHEN p_running IS NULL THEN 0
+                              ELSE coalesce((p_running->>u.owner)::int, 0)
+                                   + row_number() OVER (PARTITION BY y.priority ORDER BY y.created_at, y.id) - 1
+                         END AS place
+                  FROM (SELECT c.id, c.priority, c.created_at FROM jobs c
+                        WHERE c.state = 'queued' AND c.owner = u.owner
+                        ORDER BY c.priority, c.created_at, c.id LIMIT p_n) y) x
+                ORDER BY x.priority, x.place, x.created_at, x.id LIMIT p_n) h);
 END $$;
 
 -- Whether a job with constraints P_CONS may run on GPU P_GPU (P_MEM MiB) of worker P_WORKER: it
@@ -118,15 +137,18 @@ $$;
 -- and asking no more memory than it has (rung_job_allows), its owner below its max_running
 -- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), and never a config
 -- identical to one that failed on this GPU since the job's last retry (a retry says the GPU or host
--- changed: sql/functions/22_job_ops.sql; only a job that ran has attempts, and under the OR the check
--- stays a probe of that job's attempts, never a read of every failed attempt on the GPU); SKIP LOCKED. While some owner is capped, the other owners' queues are
--- walked one by one (jobs_claim_owner, rung_queued_owners) and their first jobs that may run here
--- compared, so the capped owners' queued jobs are not read. Returns {"status": "ok", "lease"} |
--- {"status": "none" | "no_worker" | "no_gpu"}. (Its signature gained p_capped in migration 020's
--- release: the old one is dropped first.)
+-- changed: sql/functions/22_job_ops.sql; only a job that ran has attempts, and under the OR the
+-- check stays a probe of that job's attempts, never a read of every failed attempt on the GPU);
+-- SKIP LOCKED. While some owner is capped, or with a fair share (p_running: the jobs each owner
+-- runs, rung_queue_head), the owners' queues are walked one by one (jobs_claim_owner,
+-- rung_queued_owners) and their first jobs that may run here compared, by priority, then (fair
+-- share) the owner running the fewest, then age: the capped owners' queued jobs are not read.
+-- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. (Its signature
+-- gained p_capped in migration 020's release and p_running in 021's: the old ones are dropped first.)
 DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[]);
 CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
-                                      p_capped text[] DEFAULT NULL) RETURNS jsonb
+                                      p_capped text[] DEFAULT NULL, p_running jsonb DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
   w workers;
@@ -134,7 +156,7 @@ DECLARE
   cand bigint;
   capped text[] := p_capped;
   owners text[];
-  passed bigint[] := '{}'; -- jobs another transaction holds (capped walk)
+  passed bigint[] := '{}'; -- jobs another transaction holds (the walk per owner)
 BEGIN
   IF capped IS NULL THEN
     capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
@@ -150,7 +172,7 @@ BEGIN
   IF g.state = 'quarantined' OR w.state <> 'online' THEN
     RETURN jsonb_build_object('status', 'none');
   END IF;
-  IF cardinality(capped) = 0 THEN
+  IF cardinality(capped) = 0 AND p_running IS NULL THEN
     SELECT c.id INTO cand FROM jobs c
     WHERE c.state = 'queued' AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
       AND (c.attempts_count = 0
@@ -175,7 +197,7 @@ BEGIN
                                                   AND f.number > rung_budget_from(c.recovery_state)
                                                   AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)))
                           ORDER BY c.priority, c.created_at, c.id LIMIT 1) x
-      ORDER BY x.priority, x.created_at, x.id
+      ORDER BY x.priority, coalesce((p_running->>u.owner)::int, 0), x.created_at, x.id
       LIMIT 1;
       EXIT WHEN NOT FOUND;
       -- `IS TRUE`: by primary key, not through jobs_claim (see 41_claim_batch.sql)

@@ -6,7 +6,9 @@
 -- LOCKED). Owner limits (migration 020) cost nothing when no token has one; otherwise the round
 -- locks the limited tokens first (rung_owner_room), leaves owners at their limit out of its scan
 -- (reading the other owners' queues instead: rung_queue_head, migration 021) and counts its own
--- choices against the others' room. One index scan locks the
+-- choices against the others' room. With p_fair (rungd --fair-share) the candidates come in the order
+-- of a fair share among owners (rung_queue_head: within a priority, the owner running the fewest
+-- first), this round's choices counted. One index scan locks the
 -- first n unlocked queued jobs (n = items); each GPU takes the first of them, in claim order, that
 -- it may run; a GPU that may run none of them falls back to rung_claim's own scan when more jobs
 -- may be queued beyond them. Fresh items must come first: once nothing is left to claim, the items
@@ -30,7 +32,7 @@
 -- rungd's memory check needs (issue 12, server/lease.c): the config's arch (rung_config_arch), the
 -- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
 -- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
--- version is dropped first.)
+-- version is dropped first; p_fair was added with a default in migration 021's release.)
 --
 -- Its statements use generic plans (SET plan_cache_mode): with custom plans, the default, plpgsql
 -- re-planned four of them at every call, because a generic plan's estimate for an array variable
@@ -39,7 +41,7 @@
 -- on 50,000 jobs and 47,500 attempts: each statement still probes jobs_claim, the primary keys and
 -- attempts_job_id_number_key (the rung_claim fallback it calls too, round 7).
 DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
-CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int)
+CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int, p_fair boolean DEFAULT false)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
                config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
@@ -62,7 +64,8 @@ DECLARE
   -- the owners' room under their max_running (rung_owner_room; {} when no token has a limit)
   room jsonb;
   capped text[];
-  head bigint[];    -- while some owner is capped: the others' first queued jobs (rung_queue_head)
+  head bigint[];    -- while some owner is capped, or with a fair share: the first queued jobs (rung_queue_head)
+  running jsonb;    -- with a fair share: the jobs each owner runs, this round's choices counted
   -- the candidate jobs, in claim order
   ids bigint[];
   cons jsonb[];
@@ -105,11 +108,15 @@ BEGIN
   -- first of all the round's locks: the limited owners' token rows (none without limits)
   room := rung_owner_room();
   capped := coalesce(rung_owners_capped(room), '{}');
+  IF p_fair THEN
+    running := rung_owners_running();
+  END IF;
 
   -- the candidates: the first np queued jobs, in claim order, that no other transaction holds; while
   -- some owner is capped, the first np of the other owners' (rung_queue_head, jobs_claim_owner), so
-  -- that the capped owners' queued jobs are not read
-  IF cardinality(capped) = 0 THEN
+  -- that the capped owners' queued jobs are not read; with a fair share (p_fair, rungd
+  -- --fair-share), in the head's order: the owner running the fewest first
+  IF cardinality(capped) = 0 AND NOT p_fair THEN
     SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
            array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
            array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
@@ -122,19 +129,20 @@ BEGIN
           ORDER BY c.priority, c.created_at, c.id
           LIMIT np FOR UPDATE SKIP LOCKED) x;
   ELSE
-    -- the same from the head, read by primary key (`IS TRUE`: not through jobs_claim, see the
-    -- start below)
-    head := rung_queue_head(capped, np);
-    SELECT array_agg(x.id ORDER BY x.priority, x.created_at, x.id),
-           array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
-           array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
+    -- the same from the head, in its order, read by primary key (`IS TRUE`: not through
+    -- jobs_claim, see the start below)
+    head := rung_queue_head(capped, np, running);
+    SELECT array_agg(x.id ORDER BY x.pos),
+           array_agg(x.constraints ORDER BY x.pos),
+           array_agg(x.owner ORDER BY x.pos),
            array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
            array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0)
     INTO ids, cons, cown, reran, reran_from
-    FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
-                 rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
-          WHERE c.id = ANY (head) AND (c.state = 'queued') IS TRUE
-          ORDER BY c.priority, c.created_at, c.id FOR UPDATE SKIP LOCKED) x;
+    FROM (SELECT c.id, h.pos, c.constraints, c.owner, c.attempts_count,
+                 rung_budget_from(c.recovery_state) AS budget_from
+          FROM unnest(head) WITH ORDINALITY AS h(id, pos) JOIN jobs c ON c.id = h.id
+          WHERE (c.state = 'queued') IS TRUE
+          ORDER BY h.pos FOR UPDATE OF c SKIP LOCKED) x;
   END IF;
   ncand := coalesce(array_length(ids, 1), 0);
   -- more jobs may be queued beyond the candidates (a waiter that may run none of them looks further,
@@ -231,6 +239,9 @@ BEGIN
         IF room ? cown[chosen] THEN
           room := jsonb_set(room, ARRAY[cown[chosen]], to_jsonb((room->>cown[chosen])::int - 1));
         END IF;
+        IF p_fair THEN
+          running := jsonb_set(running, ARRAY[cown[chosen]], to_jsonb(coalesce((running->>cown[chosen])::int, 0) + 1));
+        END IF;
         c_i := c_i || w_i[n];
         c_job := c_job || ids[chosen];
         c_worker := c_worker || w_worker[n];
@@ -240,11 +251,15 @@ BEGIN
         CONTINUE; -- started below, with the others
       ELSIF full_scan THEN
         -- the owners with no place left, counting this round's choices
-        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n], coalesce(rung_owners_capped(room), '{}'));
-        IF room <> '{}' AND r->>'status' = 'ok' THEN
+        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n], coalesce(rung_owners_capped(room), '{}'),
+                        running);
+        IF (room <> '{}' OR p_fair) AND r->>'status' = 'ok' THEN
           SELECT c.owner INTO fb_owner FROM jobs c WHERE c.id = (r->'lease'->>'job_id')::bigint;
           IF room ? fb_owner THEN
             room := jsonb_set(room, ARRAY[fb_owner], to_jsonb((room->>fb_owner)::int - 1));
+          END IF;
+          IF p_fair THEN
+            running := jsonb_set(running, ARRAY[fb_owner], to_jsonb(coalesce((running->>fb_owner)::int, 0) + 1));
           END IF;
         END IF;
       ELSE

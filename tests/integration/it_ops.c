@@ -1118,6 +1118,60 @@ out:
 	json_decref(cfg);
 }
 
+/* rungd --fair-share: the admin's two jobs were queued before the submitter's one; the first GPU
+ * takes the admin's oldest (neither owner runs a job), the second the submitter's (the admin runs
+ * one, the submitter none), where claim order would give the admin's second. Restarts rungd with
+ * the flag (the last test: the flag changes every claim after it). */
+static void test_fair_share(struct harness *h)
+{
+	static const char *const extra[] = { "--fair-share", NULL };
+	json_t *cfg = h_config("ops_fair", 10), *xtra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *a1 = NULL, *a2 = NULL, *b1 = NULL, *l1 = NULL, *l2 = NULL;
+	char *w1 = NULL, *w2 = NULL, *id[3] = { NULL }, *got[2] = { NULL };
+	const char *saved = h->auth_token;
+	long st = 0;
+
+	h_sql_int(h, "SELECT count(*) FROM (SELECT rung_cancel(id) FROM jobs WHERE state = 'queued') x", 0, NULL);
+	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, extra) == 0, "fair share: rungd restarted with --fair-share"))
+		goto out;
+	w1 = h_fake_register(h, "ops-fair-1", "GPU-fair-1", 24576);
+	w2 = h_fake_register(h, "ops-fair-2", "GPU-fair-2", 24576);
+	a1 = h_submit(h, cfg, xtra);
+	a2 = h_submit(h, cfg, xtra);
+	h->auth_token = h->submitter_token;
+	b1 = h_submit(h, cfg, xtra);
+	h->auth_token = saved;
+	id[0] = h_id(a1, "id");
+	id[1] = h_id(a2, "id");
+	id[2] = h_id(b1, "id");
+	if (!h_ok(h, w1 && w2 && id[0] && id[1] && id[2] &&
+			     h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 3,
+		  "fair share: two GPUs, the admin's two jobs queued before the submitter's one, nothing else"))
+		goto out;
+	l1 = h_fake_lease(h, w1, "GPU-fair-1", 5000, &st);
+	l2 = h_fake_lease(h, w2, "GPU-fair-2", 5000, &st);
+	got[0] = h_id(l1, "job_id");
+	got[1] = h_id(l2, "job_id");
+	h_ok(h, got[0] && !strcmp(got[0], id[0]), "fair share: the first GPU takes the admin's oldest job (%s)",
+	     got[0] ? got[0] : "none");
+	h_ok(h, got[1] && !strcmp(got[1], id[2]), "fair share: the second takes the submitter's, not the admin's second (%s)",
+	     got[1] ? got[1] : "none");
+out:
+	for (int i = 0; i < 3; i++)
+		free(id[i]);
+	free(got[0]);
+	free(got[1]);
+	free(w1);
+	free(w2);
+	json_decref(a1);
+	json_decref(a2);
+	json_decref(b1);
+	json_decref(l1);
+	json_decref(l2);
+	json_decref(xtra);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -1151,6 +1205,7 @@ int main(void)
 	test_priority(h, wid);
 	test_owner_limit(h, wid);
 	test_web_actions(h, wid, oom);
+	test_fair_share(h);
 out:
 	json_decref(oom);
 	free(path);

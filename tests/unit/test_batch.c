@@ -1951,6 +1951,85 @@ static void test_owner_queue(void)
 	PQfinish(pg);
 }
 
+/* A fair share (rung_claim_batch's p_fair, rungd --fair-share; rung_queue_head's p_running): within a
+ * priority the next GPU goes to the owner running the fewest jobs, oldest first, this round's choices
+ * counted; a better priority still goes first; rung_claim's walk weighs the same. Without it, claim
+ * order (priority, age). */
+static void test_fair_share(void)
+{
+	const char *p[3];
+	char wid[32], *one, *two;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wf', 'h', '[{\"uuid\":\"F-1\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"F-2\",\"memory_total_mib\":80000},{\"uuid\":\"F-3\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"F-4\",\"memory_total_mib\":80000},{\"uuid\":\"F-5\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wf'", 0, NULL));
+	/* claim order: fa's a1..a4, then fb's b1, b2 (all priority 0) */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, created_at) "
+	   "SELECT 'a' || g, 'fa', 'image', 0, '{\"x\":1}', '{}', now() - interval '1 hour' + g * interval '1 s' "
+	   "FROM generate_series(1, 4) g", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, created_at) "
+	   "SELECT 'b' || g, 'fb', 'image', 0, '{\"x\":1}', '{}', now() - interval '30 minutes' + g * interval '1 s' "
+	   "FROM generate_series(1, 2) g", 0, NULL);
+	one = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-3\",\"fresh\":true}]", wid);
+	two = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-1\",\"fresh\":true},"
+			"{\"i\":1,\"worker\":%s,\"gpu\":\"F-2\",\"fresh\":true}]", wid, wid);
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6, '{\"fa\": 1}')) "
+		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "b1,a1,b2,a2,a3,a4",
+		   "fair share: the head when fa runs 1 and fb none: b1 (place 0), a1 and b2 (1), a2, a3, a4");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6)) "
+		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "a1,a2,a3,a4,b1,b2",
+		   "fair share: without running counts the head is in claim order");
+	/* without a fair share two GPUs take a1, a2; then with one, fb's b1 goes before fa's older a3 */
+	p[0] = two;
+	p[2] = "false";
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
+		   "0:ok:a1,1:ok:a2", "fair share: off, two GPUs take fa's a1 and a2 (claim order)");
+	p[0] = one;
+	p[2] = "true";
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
+		   "0:ok:b1", "fair share: on, fa runs 2 and fb none: fb's b1 before fa's older a3");
+	/* fa runs 2, fb 1: b2 (place 1), then a3 (place 2): this round counts its own choice */
+	q1("UPDATE gpus SET state = 'ok'", 0, NULL);
+	{
+		char *other = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-4\",\"fresh\":true},"
+					"{\"i\":1,\"worker\":%s,\"gpu\":\"F-5\",\"fresh\":true}]", wid, wid);
+		p[0] = other;
+		TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+			      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id",
+			      3, p),
+			   "0:ok:b2,1:ok:a3", "fair share: fa runs 2, fb 1: b2, then a3");
+		free(other);
+	}
+	/* rung_claim's walk: fa runs 3, fb 2, each with one queued job: a4 (fb has none queued now);
+	 * with fb below fa and a job queued, fb's goes first */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('b3', 'fb', 'image', 0, '{\"x\":1}', '{}')", 0, NULL);
+	p[0] = wid;
+	/* (a CTE: a volatile call in the WHERE of a scan of jobs would claim once per row read) */
+	TAP_STR_EQ(q1("WITH c AS (SELECT rung_claim($1::bigint, 'F-3', 30, NULL, NULL, '{\"fa\": 3, \"fb\": 2}') AS r) "
+		      "SELECT j.name FROM c JOIN jobs j ON j.id = (c.r->'lease'->>'job_id')::bigint", 1, p),
+		   "b3", "fair share: rung_claim takes fb's newer b3 before fa's older a4");
+	/* a better priority goes first whoever runs the most */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('a0', 'fa', 'image', -1, '{\"x\":1}', '{}'), ('b4', 'fb', 'image', 0, '{\"x\":1}', '{}')", 0, NULL);
+	q1("UPDATE attempts SET state = 'ended', outcome = 'failed', ended_at = now() WHERE gpu_uuid = 'F-1'", 0, NULL);
+	q1("UPDATE jobs SET state = 'failed' WHERE name = 'a1'", 0, NULL);
+	p[0] = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-1\",\"fresh\":true}]", wid);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
+		   "0:ok:a0", "fair share: fa's a0 of a better priority goes first though fa runs the most");
+	free((char *)p[0]);
+	free(one);
+	free(two);
+	PQfinish(pg);
+}
+
 /* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
  * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
  * leases. Repeats change nothing and write no event. */
@@ -2044,6 +2123,7 @@ int main(void)
 	test_drain();
 	test_owner_limits();
 	test_owner_queue();
+	test_fair_share();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);
