@@ -21,6 +21,8 @@
  * "GPU-8e3b..." can; a "/", "?", "#" or "%" would route elsewhere or be decoded. */
 static bool uuid_routable(const char *s)
 {
+	if (!strcmp(s, ".") || !strcmp(s, "..")) /* a proxy may fold them into the path */
+		return false;
 	for (; *s; s++)
 		if (strchr("/?#%", *s) || (unsigned char)*s <= ' ' || *s == 0x7f)
 			return false;
@@ -81,7 +83,8 @@ static char *check_gpus(const json_t *gpus, char **message)
 		}
 		if (!uuid_routable(json_string_value(v))) {
 			/* the worker's health reports and support's release name it in a path: /v1/gpus/{uuid} */
-			*message = xstrdup("uuid must not hold / ? # %, spaces or control characters (it is a path segment)");
+			*message = xstrdup("uuid must not be . or .. or hold / ? # %, spaces or control characters "
+					   "(it is a path segment)");
 			return xasprintf("gpus[%zu].uuid", i);
 		}
 		v = json_object_get(g, "index");

@@ -391,6 +391,11 @@ static void limits(struct hreq *h)
 
 	if (form_value(h, "max_running", &text) < 0)
 		goto out;
+	if (!text) { /* absent or not decodable: never read as "no limit", which the empty field means */
+		refuse(h, 400, "Bad request", "max_running",
+		       "is required: an integer, or empty for no limit (the form sent none, or one that could not be read)");
+		goto out;
+	}
 	v = web_tokens_limit_value(text);
 	if (!api_tokens_limit_ok(v)) {
 		char *msg = xasprintf("must be an integer from 0 (none of its jobs starts) to %d, or empty (no limit)",

@@ -13,15 +13,18 @@ SELECT jsonb_build_object(
   -- queued jobs that no usable GPU in the fleet may take: none not quarantined, on a worker in the
   -- fleet (rung_worker_in_fleet: live or drained), meets the job's floor and is left by its
   -- exclusions, as rung_job_placement counts them (its gpus + draining_gpus = 0): a floor above the
-  -- fleet's largest GPU (requeue_bigger, started_bigger, a big host that left), or exclusions that
-  -- leave no GPU at its floor (environment faults on every GPU it may use). A job without
+  -- fleet's largest GPU (requeue_bigger, started_bigger, a big host that left), exclusions that
+  -- leave no GPU at its floor (environment faults on every GPU it may use), or no usable GPU in the
+  -- fleet at all (then every queued job, as the placement says). A job without
   -- exclusions weighs its floor against the fleet's figure, read once; one with exclusions probes
   -- gpus_usable_memory down from its floor to the first GPU it may take (rung_job_allows):
   -- one pass over the queue plus a short probe per job that excluded something (100,000 queued jobs
   -- with a floor: 46 ms for this count, 30 for the floor alone, 225 with a probe for every job)
   'unplaceable', (SELECT count(*) FROM jobs j
-                  WHERE j.state = 'queued' AND j.constraints <> '{}'
-                    AND CASE WHEN j.constraints ?| '{exclude_gpus,exclude_workers}' THEN
+                  WHERE j.state = 'queued'
+                    AND CASE WHEN (SELECT rung_fleet_max_gpu_mib()) = 0 THEN true -- no usable GPU at all
+                             WHEN j.constraints = '{}' THEN false
+                             WHEN j.constraints ?| '{exclude_gpus,exclude_workers}' THEN
                           NOT EXISTS (SELECT 1 FROM gpus g
                                       WHERE g.state <> 'quarantined'
                                         AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)

@@ -141,8 +141,12 @@ $$;
 -- check stays a probe of that job's attempts, never a read of every failed attempt on the GPU);
 -- SKIP LOCKED. While some owner is capped, or with a fair share (p_running: the jobs each owner
 -- runs, rung_queue_head), the owners' queues are walked one by one (jobs_claim_owner,
--- rung_queued_owners) and their first jobs that may run here compared, by priority, then (fair
--- share) the owner running the fewest, then age: the capped owners' queued jobs are not read.
+-- rung_queued_owners) for their first job that may run here, compared by priority, then (fair
+-- share) the owner running the fewest, then age: the capped owners' queued jobs are not read. The
+-- owners go in the order of their first queued job, and each walk stops at the best job found so
+-- far (bounds on jobs_claim_owner's leading columns: a row comparison would not stop the scan), so
+-- an owner whose queue this GPU may not run is not read to its end once another's job was found.
+-- The config check (its failed attempts) is made for the job found, not for each job read.
 -- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. (Its signature
 -- gained p_capped in migration 020's release and p_running in 021's: the old ones are dropped first.)
 DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
@@ -157,6 +161,15 @@ DECLARE
   capped text[] := p_capped;
   owners text[];
   passed bigint[] := '{}'; -- jobs another transaction holds (the walk per owner)
+  o text;
+  o_running int;
+  found_id bigint;
+  found_p int;
+  found_at timestamptz;
+  best_p int;              -- the best job so far (cand): its priority, age, and its owner's running jobs
+  best_at timestamptz;
+  best_running int;
+
 BEGIN
   IF capped IS NULL THEN
     capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
@@ -184,27 +197,59 @@ BEGIN
     LIMIT 1
     FOR UPDATE SKIP LOCKED;
   ELSE
-    owners := rung_queued_owners(capped);
+    -- the owners by their first queued job, in the order compared below
+    SELECT array_agg(u.owner ORDER BY f.priority, coalesce((p_running->>u.owner)::int, 0), f.created_at, f.id)
+    INTO owners
+    FROM unnest(rung_queued_owners(capped)) AS u(owner)
+    CROSS JOIN LATERAL (SELECT c.priority, c.created_at, c.id FROM jobs c
+                        WHERE c.state = 'queued' AND c.owner = u.owner
+                        ORDER BY c.priority, c.created_at, c.id LIMIT 1) f;
     LOOP
-      SELECT x.id INTO cand
-      FROM unnest(owners) AS u(owner)
-      CROSS JOIN LATERAL (SELECT c.id, c.priority, c.created_at FROM jobs c
-                          WHERE c.state = 'queued' AND c.owner = u.owner AND c.id <> ALL (passed)
-                            AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
-                            AND (c.attempts_count = 0
-                                 OR NOT EXISTS (SELECT 1 FROM attempts f
-                                                WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
-                                                  AND f.number > rung_budget_from(c.recovery_state)
-                                                  AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)))
-                          ORDER BY c.priority, c.created_at, c.id LIMIT 1) x
-      ORDER BY x.priority, coalesce((p_running->>u.owner)::int, 0), x.created_at, x.id
-      LIMIT 1;
-      EXIT WHEN NOT FOUND;
-      -- `IS TRUE`: by primary key, not through jobs_claim (see 41_claim_batch.sql)
-      PERFORM 1 FROM jobs c WHERE c.id = cand AND (c.state = 'queued') IS TRUE FOR UPDATE SKIP LOCKED;
+      cand := NULL;
+      FOREACH o IN ARRAY coalesce(owners, '{}') LOOP
+        o_running := coalesce((p_running->>o)::int, 0);
+        -- a job of a better priority than the best so far (before one is found: any); the bound is
+        -- on jobs_claim_owner's second column, after the owner's equality, so the walk stops at it
+        SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
+        WHERE c.state = 'queued' AND c.owner = o
+          AND c.priority < CASE WHEN cand IS NULL THEN 2147483647 ELSE best_p END
+          AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+        ORDER BY c.priority, c.created_at, c.id
+        LIMIT 1;
+        IF NOT FOUND AND cand IS NOT NULL AND o_running <= best_running THEN
+          -- at the best's priority: an older job (any, for an owner running fewer), the age bounded
+          -- after the owner's and the priority's equalities
+          SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
+          WHERE c.state = 'queued' AND c.owner = o AND c.priority = best_p
+            AND c.created_at <= CASE WHEN o_running < best_running THEN 'infinity' ELSE best_at END
+            AND (o_running < best_running OR (c.created_at, c.id) < (best_at, cand))
+            AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+          ORDER BY c.created_at, c.id
+          LIMIT 1;
+        END IF;
+        IF FOUND THEN
+          cand := found_id; best_p := found_p; best_at := found_at; best_running := o_running;
+        END IF;
+      END LOOP;
+      EXIT WHEN cand IS NULL;
+      IF EXISTS (SELECT 1 FROM jobs c JOIN attempts f ON f.job_id = c.id
+                 WHERE c.id = cand AND c.attempts_count > 0 AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                   AND f.number > rung_budget_from(c.recovery_state)
+                   AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)) THEN
+        passed := passed || cand; -- its config failed on this GPU since its last retry: not here
+        CONTINUE;
+      END IF;
+      -- `IS TRUE`: by primary key, not through jobs_claim (see 41_claim_batch.sql); what may have
+      -- changed since it was read (a job handed back for a bigger GPU) is read again under the lock
+      PERFORM 1 FROM jobs c
+      WHERE c.id = cand AND (c.state = 'queued') IS TRUE
+        AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+      FOR UPDATE SKIP LOCKED;
       EXIT WHEN FOUND;
       passed := passed || cand;
     END LOOP;
+    IF cand IS NULL THEN RETURN jsonb_build_object('status', 'none'); END IF;
+    RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
   END IF;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);

@@ -16,13 +16,15 @@ BEGIN
   RETURN jsonb_build_object('status', 'created', 'token', rung_token_json(t));
 END $$;
 
--- Revoke by id or name (p_key); repeating is a no-op. Returns TOKEN or NULL when missing.
+-- Revoke by id (p_key all digits) or else by name; repeating is a no-op. Returns TOKEN or NULL when
+-- missing. A key of digits is an id only: a token named so before names of digits were refused
+-- (auth_name_new_ok) is revoked by its id, and the key never names two tokens.
 CREATE OR REPLACE FUNCTION rung_token_revoke(p_key text) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
 BEGIN
   UPDATE tokens SET revoked_at = coalesce(revoked_at, now())
-  WHERE (p_key ~ '^[0-9]{1,18}$' AND id = p_key::bigint) OR name = p_key
+  WHERE CASE WHEN p_key ~ '^[0-9]{1,18}$' THEN id = p_key::bigint ELSE name = p_key END
   RETURNING * INTO t;
   IF NOT FOUND THEN RETURN NULL; END IF;
   RETURN rung_token_json(t);

@@ -165,10 +165,22 @@ static void test_token_api(struct harness *h)
 	json_decref(j);
 	json_decref(b);
 
-	/* Revoked through the API: refused on the next request (this replica forgets it at once). */
+	/* Revoked through the API: refused on the next request (this replica forgets it at once). A
+	 * token named with the same digits (made before such names were refused) is not touched: digits
+	 * are an id. */
 	char *path = xasprintf("/v1/tokens/%s/revoke", id ? id : "0");
+	{
+		const char *p[1] = { id ? id : "0" };
+		PQclear(h_sql(h, "INSERT INTO tokens (name, role, hash) VALUES ($1, 'submitter', repeat('7', 64))", 1, p));
+	}
 	j = as(h, h->admin_token, "POST", path, NULL, &st);
-	h_ok(h, st == 200 && json_is_true(json_object_get(j, "revoked")), "POST /v1/tokens/ID/revoke");
+	h_ok(h, st == 200 && json_is_true(json_object_get(j, "revoked")) && !strcmp(h_str(j, "name"), "api-made"),
+	     "POST /v1/tokens/ID/revoke revokes the token with that id");
+	{
+		const char *p[1] = { id ? id : "0" };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = $1 AND revoked_at IS NULL", 1, p) == 1,
+		     "and not a legacy token named with its digits");
+	}
 	json_decref(j);
 	j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
 	want_error(h, j, st, 401, "unauthorized", "a token revoked through the API");
@@ -869,7 +881,9 @@ static void test_web_tokens(struct harness *h, const char *support)
 	st = h_browse(h, h->admin_token, "POST", limits, "max_running=0", SAME_SITE);
 	h_ok(h, st == 303 && listed_limit(h, "web-limited") == 0, "web tokens: 0 pauses (%ld)", st);
 	{
-		static const char *const bad[] = { "max_running=abc", "max_running=-1", "max_running=1.5", "max_running=1000001" };
+		/* and a form without the field, or with one that cannot be decoded: never read as "no limit" */
+		static const char *const bad[] = { "max_running=abc", "max_running=-1", "max_running=1.5", "max_running=1000001",
+						   "", "max_running=%ZZ" };
 		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
 			st = h_browse(h, h->admin_token, "POST", limits, bad[i], SAME_SITE);
 			h_ok(h, st == 400 && body_has(h, "<code class=\"field\">max_running</code>"),

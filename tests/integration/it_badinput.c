@@ -142,6 +142,11 @@ int main(void)
 	j = h_post(h, "/v1/workers", b, &st);
 	check_error(h, "register a GPU whose uuid holds a slash", st, 400, j, "gpus[0].uuid");
 	json_decref(b);
+	b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "w-dots", "host", "h", "gpus", "uuid", "..", "index",
+		      0, "name", "NVIDIA Sim", "memory_total_mib", 24576);
+	j = h_post(h, "/v1/workers", b, &st);
+	check_error(h, "register a GPU whose uuid is ..", st, 400, j, "gpus[0].uuid");
+	json_decref(b);
 	char *wid = h_fake_register(h, "wbad", "GPU-bad-0", 24576);
 	h_ok(h, wid != NULL, "register a worker");
 	if (wid) {

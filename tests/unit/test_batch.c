@@ -1154,6 +1154,16 @@ static void test_placement(void)
 		       "/metrics' live counts: the one queued job is unplaceable");
 		json_decref(live);
 	}
+	/* no usable GPU at all: a job without constraints has none either, and is counted */
+	q1("UPDATE jobs SET constraints = '{}'", 0, NULL);
+	q1("UPDATE gpus SET state = 'quarantined'", 0, NULL);
+	{
+		json_t *live = json_loads(q1(sql_metrics_live, 0, NULL), 0, NULL);
+		TAP_OK(live && json_integer_value(json_object_get(live, "unplaceable")) == 1 &&
+			       !strcmp(q1("SELECT rung_job_placement(j)->>'gpus' FROM jobs j", 0, NULL), "0"),
+		       "/metrics: every GPU quarantined, a job without constraints is unplaceable, as its placement says");
+		json_decref(live);
+	}
 	PQfinish(pg);
 }
 
@@ -1925,6 +1935,21 @@ static void test_owner_queue(void)
 	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
 		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
 		   "0:ok:b1,1:none:-,2:none:-", "capped walk: b1 on an 80 GB GPU; cap-a's jobs still wait");
+	/* an owner whose 30,000 queued jobs this GPU may not run, behind another's job it may: the walk
+	 * of that owner stops at the other's job (the bound), it does not read the 30,000 */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, created_at) VALUES "
+	   "('c2', 'cap-c', 'image', 5, '{\"x\":1}', '{}', now() - interval '1 hour')", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, constraints, created_at) "
+	   "SELECT 'huge' || g, 'cap-b', 'image', 5, '{\"x\":1}', '{}', '{\"min_gpu_memory_mib\": 90000}', "
+	   "now() - interval '30 minutes' + g * interval '1 ms' FROM generate_series(1, 30000) g", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	p[0] = wid;
+	b = blocks("SELECT rung_claim($1::bigint, 'Q-S', 30, NULL)", 1, p);
+	blocks_under(b, 250, "capped walk: rung_claim past an owner's 30,000 jobs this GPU may not run");
+	TAP_STR_EQ(q1("WITH c AS (SELECT rung_claim($1::bigint, 'Q-S', 30, NULL) AS r) "
+		      "SELECT j.name FROM c JOIN jobs j ON j.id = (c.r->'lease'->>'job_id')::bigint", 1, p), "c2",
+		   "capped walk: and takes the other owner's job");
+	q1("DELETE FROM jobs WHERE name LIKE 'huge%'", 0, NULL);
 	/* a change of a limit waits for a claim under way, a token's first limit too */
 	q1("BEGIN", 0, NULL);
 	q1("SELECT rung_owner_room()::text", 0, NULL);
