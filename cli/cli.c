@@ -45,6 +45,8 @@ const struct cli_cmd cli_cmds[] = {
 		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
+	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team), with\n"
+		"its limit (rungctl token limit), the busiest first (support/admin).", cmd_owners },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
 	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB [--note TEXT]",
 		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts made\n"

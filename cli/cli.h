@@ -99,6 +99,7 @@ int cmd_workers(struct cli *c, int argc, char **argv);
 int cmd_drain(struct cli *c, int argc, char **argv);
 int cmd_resume(struct cli *c, int argc, char **argv);
 int cmd_gpus(struct cli *c, int argc, char **argv);
+int cmd_owners(struct cli *c, int argc, char **argv);
 int cmd_gpu_release(struct cli *c, int argc, char **argv);
 int cmd_classify(struct cli *c, int argc, char **argv);
 

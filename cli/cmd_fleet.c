@@ -1,5 +1,5 @@
 /* rungctl's fleet and support commands: escalations, report, ack, resolve, workers, drain, resume,
- * gpus, gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
+ * owners, gpus, gpu release. Same shape as cmd_jobs.c: options, one call, a table or the server's JSON. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +181,13 @@ int cmd_workers(struct cli *c, int argc, char **argv)
 	static const char *const keys[] = { "id", "name", "host", "state", "#gpus", "running_attempts",
 		"last_seen_at", "drain.by", "drain.note" };
 	return list_cmd(c, "workers", argc, argv, "/v1/workers", "workers", head, keys, ARRAY_LEN(head));
+}
+
+int cmd_owners(struct cli *c, int argc, char **argv)
+{
+	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "MAX RUNNING" };
+	static const char *const keys[] = { "owner", "running", "queued", "max_running" };
+	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 
 int cmd_gpus(struct cli *c, int argc, char **argv)

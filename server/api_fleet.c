@@ -1,5 +1,6 @@
 /* Fleet and support handlers: escalations (list, get with the report, ack, resolve), GPUs (list,
- * operator release), workers (list, drain, resume) and /healthz. One statement each. */
+ * operator release), workers (list, drain, resume), owners (who runs and waits) and /healthz. One
+ * statement each. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +133,11 @@ void api_fleet_gpus(struct hreq *h)
 void api_fleet_workers(struct hreq *h)
 {
 	db_exec(h->app->db, sql_worker_list, 0, NULL, on_list, h);
+}
+
+void api_fleet_owners(struct hreq *h)
+{
+	db_exec(h->app->db, sql_owner_list, 0, NULL, on_list, h);
 }
 
 static void on_drained(PGresult *res, const char *err, void *arg)

@@ -13,6 +13,9 @@ void api_fleet_escalation_resolve(struct hreq *h);
 void api_fleet_gpus(struct hreq *h);
 void api_fleet_gpu_release(struct hreq *h);
 void api_fleet_workers(struct hreq *h);
+/* GET /v1/owners: per owner (a token's name) its queued and running jobs and its limit, the busiest
+ * first (sql/owner_list.sql). */
+void api_fleet_owners(struct hreq *h);
 /* POST /v1/workers/{id}/drain {"note"?}: no new lease on its GPUs, running attempts go on, kept
  * across its restarts; /resume undoes it and wakes the waiters. Both 200 WORKER (repeats change
  * nothing), 400 note, 404 (sql/functions/31_drain.sql). */

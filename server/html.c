@@ -809,6 +809,42 @@ void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu)
 	html_add(b, "<button type=\"submit\">Release</button></form>");
 }
 
+void html_owners_table(struct hbuf *b, const json_t *owners)
+{
+	const json_t *o;
+	size_t i;
+
+	html_add(b, "<h2>Owners</h2>\n");
+	if (json_array_size(owners) == 0) {
+		html_add(b, "<p class=\"muted\">No owner runs or waits for a job.</p>\n");
+		return;
+	}
+	html_add(b, "<table class=\"owners\"><thead><tr><th>owner</th><th>running</th><th>queued</th><th>max running</th>"
+		    "</tr></thead><tbody>\n");
+	json_array_foreach(owners, i, o) {
+		const char *owner = json_string_value(json_object_get(o, "owner"));
+		const char *keys[] = { "owner" }, *vals[] = { owner };
+		const json_t *max = json_object_get(o, "max_running");
+		json_int_t running = json_integer_value(json_object_get(o, "running"));
+
+		html_add(b, "<tr><td><a href=\"");
+		html_href(b, "/ui/jobs", keys, vals, 1);
+		html_add(b, "\">");
+		html_esc(b, owner ? owner : "?");
+		html_printf(b, "</a></td><td>%lld</td><td>%lld</td><td class=\"limit\">", (long long)running,
+			    (long long)json_integer_value(json_object_get(o, "queued")));
+		if (!json_is_integer(max))
+			html_add(b, "<span class=\"muted\">none</span>");
+		else if (json_integer_value(max) == 0)
+			html_add(b, "0 (paused)");
+		else
+			html_printf(b, "%lld%s", (long long)json_integer_value(max),
+				    running >= json_integer_value(max) ? " <span class=\"state s-queued\">at its limit</span>" : "");
+		html_add(b, "</td></tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
 void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker)
 {
 	const char *state = json_string_value(json_object_get(worker, "state"));

@@ -108,4 +108,9 @@ void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc);
 void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu);
 void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker);
 
+/* The owners table of the GPUs page: owners is rung_owners_summary's array ([{"owner", "queued",
+ * "running", "max_running"}]); each owner links to the queue filtered on it, an owner at its limit is
+ * marked. Appends a line saying there is none when the array is empty. */
+void html_owners_table(struct hbuf *b, const json_t *owners);
+
 #endif

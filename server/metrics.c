@@ -297,26 +297,27 @@ static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *his
 	json_decref(counts);
 }
 
-/* Per owner (metrics_live.sql's "owners"): its queued and running jobs, and its token's limit where
- * one is set. A shared cluster's teams are its tokens, so the series are as many as the teams with
- * work, not as the jobs. */
+/* Per owner (metrics_live.sql's "owners", rung_owners_summary's array): its queued and running jobs,
+ * and its token's limit where one is set. A shared cluster's teams are its tokens, so the series are
+ * as many as the teams with work or a limit, not as the jobs. */
 static void write_owners(struct evbuffer *b, const json_t *owners)
 {
-	const char *owner;
-	json_t *o;
+	const json_t *o;
+	size_t i;
 
 	metrics_write_head(b, "rung_owner_jobs", "gauge",
 			   "Queued and running jobs per owner (the token that submitted them).");
-	json_object_foreach((json_t *)owners, owner, o) {
-		const char *queued[] = { "owner", owner, "state", "queued", NULL };
-		const char *running[] = { "owner", owner, "state", "running", NULL };
+	json_array_foreach(owners, i, o) {
+		const char *owner = json_string_value(json_object_get(o, "owner"));
+		const char *queued[] = { "owner", owner ? owner : "", "state", "queued", NULL };
+		const char *running[] = { "owner", owner ? owner : "", "state", "running", NULL };
 		metrics_write_sample(b, "rung_owner_jobs", queued, jnum(o, "queued"));
 		metrics_write_sample(b, "rung_owner_jobs", running, jnum(o, "running"));
 	}
 	metrics_write_head(b, "rung_owner_max_running", "gauge",
 			   "Per owner with a limit (tokens' max_running): how many of its jobs may run at once.");
-	json_object_foreach((json_t *)owners, owner, o) {
-		const char *labels[] = { "owner", owner, NULL };
+	json_array_foreach(owners, i, o) {
+		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
 		if (json_is_integer(json_object_get(o, "max_running")))
 			metrics_write_sample(b, "rung_owner_max_running", labels, jnum(o, "max_running"));
 	}

@@ -1016,6 +1016,7 @@ static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *d
 	}
 	html_add(b, "</tbody></table>\n");
 	render_workers(b, w, json_object_get(doc, "workers"));
+	html_owners_table(b, json_object_get(doc, "owners"));
 }
 
 static void gpus_page(struct hreq *h)

@@ -43,17 +43,9 @@ SELECT jsonb_build_object(
                                        WHERE t.max_running IS NOT NULL
                                          AND t.max_running <= rung_owner_running(t.name)))
                   ELSE 0 END,
-  -- per owner (a token's name: the team a shared cluster gave it), for each owner with a queued or
-  -- running job: {"owner": {"queued", "running", "max_running": its token's limit or null}}.
-  -- Queued from queued_by_owner, running by the running attempts (O(running)); as many series as
-  -- owners with jobs waiting or running, at most one per token
-  'owners', (SELECT coalesce(jsonb_object_agg(x.owner, jsonb_build_object('queued', x.queued, 'running', x.running,
-                                                                          'max_running', t.max_running)), '{}')
-             FROM (SELECT coalesce(q.owner, r.owner) AS owner, coalesce(q.n, 0) AS queued, coalesce(r.n, 0) AS running
-                   FROM queued_by_owner q
-                   FULL JOIN (SELECT j.owner, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
-                              WHERE a.state = 'running' GROUP BY j.owner) r ON r.owner = q.owner) x
-             LEFT JOIN tokens t ON t.name = x.owner),
+  -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
+  -- waiting or running and live tokens with a limit, at most one per token
+  'owners', (SELECT rung_owners_summary(coalesce(jsonb_object_agg(q.owner, q.n), '{}')) FROM queued_by_owner q),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)

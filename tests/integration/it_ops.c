@@ -805,6 +805,30 @@ static void test_owner_limit(struct harness *h, const char *wid)
 		free(m);
 	}
 	{
+		/* who runs and waits: GET /v1/owners (staff), rungctl owners, the web GPUs page */
+		json_t *o = h_get(h, "/v1/owners", &st), *e;
+		size_t i;
+		bool seen = false;
+		int rc = -1;
+		char *out;
+		json_array_foreach(json_object_get(o, "owners"), i, e)
+			seen |= !strcmp(h_str(e, "owner"), "it-submitter") && h_int(e, "running") == 1 && h_int(e, "queued") == 1 &&
+				h_int(e, "max_running") == 1;
+		h_ok(h, st == 200 && seen, "owners: GET /v1/owners says it-submitter runs 1, waits with 1, at most 1 (%ld)", st);
+		json_decref(o);
+		h->auth_token = h->submitter_token;
+		json_decref(h_get(h, "/v1/owners", &st));
+		h->auth_token = saved;
+		h_ok(h, st == 403, "owners: a submitter may not read them (%ld)", st);
+		out = h_rungctl(h, "owners", &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "OWNER") && strstr(out, "it-submitter"), "owners: rungctl owners lists it");
+		free(out);
+		st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+		h_ok(h, st == 200 && h->last_body &&
+			     strstr(h->last_body, "it-submitter</a></td><td>1</td><td>1</td><td class=\"limit\">1 <span"),
+		     "owners: the GPUs page's owners table, it-submitter at its limit (%ld)", st);
+	}
+	{
 		int rc = -1;
 		char *args = xasprintf("show %s", idb ? idb : "0"), *out = h_rungctl(h, args, &rc);
 		h_ok(h, rc == 0 && strstr(out, "waiting for its owner's limit: it-submitter runs 1 job, at most 1 at once"),

@@ -606,6 +606,36 @@ static void test_plan(void)
 
 /* The tokens page: a row per token, a hostile name escaped, the limit and revoke forms only for
  * tokens not revoked, the caller's own row marked; the secret page; the limit field's rule. */
+/* The GPUs page's owners table (html_owners_table): each owner links to the queue filtered on it
+ * (its name escaped and URL-encoded), none / a limit / 0 (paused), and an owner at its limit marked. */
+static void test_owners(void)
+{
+	json_t *o = json_loads("[{\"owner\": \"team<a>\", \"queued\": 7, \"running\": 4, \"max_running\": 4},"
+			       "{\"owner\": \"team-b\", \"queued\": 2, \"running\": 1, \"max_running\": null},"
+			       "{\"owner\": \"team-c\", \"queued\": 3, \"running\": 0, \"max_running\": 0}]", 0, NULL);
+	struct hbuf b = { 0 };
+	char *s;
+
+	html_owners_table(&b, o);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "<a href=\"/ui/jobs?owner=team%3Ca%3E\">team&lt;a&gt;</a></td><td>4</td><td>7</td>") != NULL,
+	       "owners: a row links to the queue of that owner, the name escaped and URL-encoded");
+	TAP_OK(strstr(s, "<td class=\"limit\">4 <span class=\"state s-queued\">at its limit</span></td>") != NULL,
+	       "owners: an owner running its limit is marked");
+	TAP_OK(strstr(s, "team-b</a></td><td>1</td><td>2</td><td class=\"limit\"><span class=\"muted\">none</span>") != NULL &&
+		       strstr(s, "<td class=\"limit\">0 (paused)</td>") != NULL,
+	       "owners: no limit says none, 0 says paused");
+	TAP_OK(!strstr(s, "<a>"), "owners: nothing unescaped");
+	free(s);
+	json_decref(o);
+	o = json_array();
+	html_owners_table(&b, o);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "No owner runs or waits") && !strstr(s, "<table"), "owners: none, a line and no table");
+	free(s);
+	json_decref(o);
+}
+
 static void test_tokens(void)
 {
 	struct hbuf b = { 0 };
@@ -702,5 +732,6 @@ int main(void)
 	test_actions();
 	test_plan();
 	test_tokens();
+	test_owners();
 	return TAP_DONE();
 }
