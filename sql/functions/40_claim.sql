@@ -158,35 +158,24 @@ LANGUAGE sql STABLE AS $$
      AND coalesce((p_cons->>'min_gpu_memory_mib')::int, 0) <= p_mem
 $$;
 
--- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
--- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
--- and asking no more memory than it has (rung_job_allows), its owner below its max_running
--- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), and never a config
--- identical to one that failed on this GPU since the job's last retry (a retry says the GPU or host
--- changed: sql/functions/22_job_ops.sql; only a job that ran has attempts, and under the OR the
--- check stays a probe of that job's attempts, never a read of every failed attempt on the GPU);
--- SKIP LOCKED. While some owner is capped, or with a fair share (p_running: the jobs each owner
--- runs, rung_queue_head), the owners' queues are walked one by one (jobs_claim_owner,
--- rung_queued_owners) for their first job that may run here, compared by priority, then (fair
--- share) the owner running the fewest, then age: the capped owners' queued jobs are not read. The
--- owners go in the order of their first queued job, and each walk stops at the best job found so
--- far (bounds on jobs_claim_owner's leading columns: a row comparison would not stop the scan), so
--- an owner whose queue this GPU may not run is not read to its end once another's job was found.
--- The config check (its failed attempts) is made for the job found, not for each job read.
--- Returns {"status": "ok", "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. (Its signature
--- gained p_capped in migration 020's release and p_running in 021's: the old ones are dropped first.)
-DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
-DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[]);
-CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
-                                      p_capped text[] DEFAULT NULL, p_running jsonb DEFAULT NULL) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+-- rung_claim_pick's walk beyond its head: the job of an owner not in p_capped, not in p_passed,
+-- that may run on GPU p_gpu (p_mem MiB) of worker p_worker, by priority, then (fair share, p_running)
+-- the owner running the fewest, then age, not locked, or NULL. Each owner's first job that may run
+-- here among its first 1,024 gives the best so far; then each owner's queue is walked
+-- (jobs_claim_owner) for a better one, stopping at that best (bounds on jobs_claim_owner's leading
+-- columns: a row comparison would not stop the scan; past an owner's first 1,024 jobs a fair share
+-- weighs age only). So an owner whose queue this GPU may not run is read to its end only when no
+-- owner has a job it may run near the front. Its statements are planned for each call's values
+-- (force_custom_plan): planned once for any owner, a lookup in one owner's queue read jobs_claim in
+-- claim order instead of jobs_claim_owner, past every other owner's jobs (83 ms a claim with 100,000
+-- of another owner's jobs in front).
+CREATE OR REPLACE FUNCTION rung_claim_walk(p_capped text[], p_running jsonb, p_passed bigint[], p_worker bigint,
+                                           p_gpu text, p_mem int) RETURNS bigint
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
-  w workers;
-  g gpus;
   cand bigint;
-  capped text[] := p_capped;
   owners text[];
-  passed bigint[] := '{}'; -- jobs another transaction holds (the walk per owner)
+  passed bigint[] := coalesce(p_passed, '{}');
   o text;
   o_running int;
   found_id bigint;
@@ -195,7 +184,135 @@ DECLARE
   best_p int;              -- the best job so far (cand): its priority, age, and its owner's running jobs
   best_at timestamptz;
   best_running int;
+BEGIN
+  -- the owners by their first queued job
+  SELECT coalesce(array_agg(u.owner ORDER BY f.priority, coalesce((p_running->>u.owner)::int, 0), f.created_at, f.id),
+                  '{}')
+  INTO owners
+  FROM unnest(rung_queued_owners(p_capped)) AS u(owner)
+  CROSS JOIN LATERAL (SELECT c.priority, c.created_at, c.id FROM jobs c
+                      WHERE c.state = 'queued' AND c.owner = u.owner
+                      ORDER BY c.priority, c.created_at, c.id LIMIT 1) f;
+  FOREACH o IN ARRAY owners LOOP
+    o_running := coalesce((p_running->>o)::int, 0);
+    SELECT y.id, y.priority, y.created_at INTO found_id, found_p, found_at
+    FROM (SELECT c.id, c.priority, c.created_at, c.constraints FROM jobs c
+          WHERE c.state = 'queued' AND c.owner = o
+          ORDER BY c.priority, c.created_at, c.id LIMIT 1024) y
+    WHERE y.id <> ALL (passed) AND rung_job_allows(y.constraints, p_worker, p_gpu, p_mem)
+    ORDER BY y.priority, y.created_at, y.id
+    LIMIT 1;
+    IF FOUND AND (cand IS NULL OR (found_p, o_running, found_at, found_id) < (best_p, best_running, best_at, cand)) THEN
+      cand := found_id; best_p := found_p; best_at := found_at; best_running := o_running;
+    END IF;
+  END LOOP;
+  FOREACH o IN ARRAY owners LOOP
+    o_running := coalesce((p_running->>o)::int, 0);
+    -- a job of a better priority than the best so far (before one is found: any); the bound is
+    -- on jobs_claim_owner's second column, after the owner's equality, so the walk stops at it
+    SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
+    WHERE c.state = 'queued' AND c.owner = o
+      AND c.priority < CASE WHEN cand IS NULL THEN 2147483647 ELSE best_p END
+      AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
+    ORDER BY c.priority, c.created_at, c.id
+    LIMIT 1;
+    IF NOT FOUND AND cand IS NOT NULL AND o_running <= best_running THEN
+      -- at the best's priority: an older job, the age bounded after the owner's and the
+      -- priority's equalities (an owner running fewer is weighed so only beyond its first 1,024
+      -- jobs, the pass above: past them, by age)
+      SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
+      WHERE c.state = 'queued' AND c.owner = o AND c.priority = best_p AND c.created_at <= best_at
+        AND (c.created_at, c.id) < (best_at, cand)
+        AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
+      ORDER BY c.created_at, c.id
+      LIMIT 1;
+    END IF;
+    IF FOUND THEN
+      cand := found_id; best_p := found_p; best_at := found_at; best_running := o_running;
+    END IF;
+  END LOOP;
+  RETURN cand;
+END $$;
 
+-- rung_claim's pick while some owner is capped or with a fair share (p_running), below: the job of
+-- an owner not in p_capped, not in p_skip, that may run on GPU p_gpu (p_mem MiB) of worker p_worker,
+-- locked (FOR UPDATE SKIP LOCKED), or NULL.
+-- The capped owners' queued jobs are not read. Without a fair share the first 64 queued jobs of the
+-- other owners in claim order (rung_queue_head) are tried first: the first of them that may run here
+-- is the answer, as none before it may. With one, or when none of them may, rung_claim_walk. The
+-- config check (the job's failed attempts) is made for the job found, not for each job read; the job
+-- is read again under its lock.
+CREATE OR REPLACE FUNCTION rung_claim_pick(p_capped text[], p_running jsonb, p_skip bigint[], p_worker bigint,
+                                           p_gpu text, p_mem int) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  cand bigint;
+  head bigint[];
+  passed bigint[] := coalesce(p_skip, '{}'); -- jobs not to take: the round's, and those another holds
+BEGIN
+  IF p_running IS NULL THEN
+    head := rung_queue_head(p_capped, 64);
+  END IF;
+  LOOP
+    cand := NULL;
+    -- the head, in claim order: by primary key (`IS TRUE`: not through jobs_claim, see
+    -- 41_claim_batch.sql)
+    SELECT c.id INTO cand
+    FROM unnest(head) WITH ORDINALITY AS h(id, pos) JOIN jobs c ON c.id = h.id
+    WHERE (c.state = 'queued') IS TRUE AND c.id <> ALL (passed)
+      AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
+    ORDER BY h.pos
+    LIMIT 1;
+    IF cand IS NULL AND (p_running IS NOT NULL OR cardinality(head) >= 64) THEN
+      cand := rung_claim_walk(p_capped, p_running, passed, p_worker, p_gpu, p_mem);
+    END IF;
+    EXIT WHEN cand IS NULL;
+    IF EXISTS (SELECT 1 FROM jobs c JOIN attempts f ON f.job_id = c.id
+               WHERE c.id = cand AND c.attempts_count > 0 AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
+                 AND f.number > rung_budget_from(c.recovery_state)
+                 AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)) THEN
+      passed := passed || cand; -- its config failed on this GPU since its last retry: not here
+      CONTINUE;
+    END IF;
+    -- what may have changed since it was read (a job handed back for a bigger GPU) is read again
+    -- under the lock
+    PERFORM 1 FROM jobs c
+    WHERE c.id = cand AND (c.state = 'queued') IS TRUE
+      AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
+    FOR UPDATE SKIP LOCKED;
+    EXIT WHEN FOUND;
+    passed := passed || cand;
+  END LOOP;
+  RETURN cand;
+END $$;
+
+-- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
+-- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
+-- and asking no more memory than it has (rung_job_allows), its owner below its max_running
+-- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), not one of p_skip (the
+-- jobs the calling round gave to other GPUs), and never a config identical to one that failed on
+-- this GPU since the job's last retry (a retry says the GPU or host changed:
+-- sql/functions/22_job_ops.sql; only a job that ran has attempts, and under the OR the check stays
+-- a probe of that job's attempts, never a read of every failed attempt on the GPU); SKIP LOCKED.
+--
+-- While some owner is capped, or with a fair share (p_running: the jobs each owner runs), the
+-- capped owners' queued jobs are not read: rung_claim_pick, above. Returns {"status": "ok",
+-- "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. Generic plans, as under rung_claim_batch,
+-- its caller: with custom plans the scan's `id <> ALL (p_skip)` kept it planned at every call (2.4
+-- ms a claim instead of 0.6). (Its signature gained p_capped in migration 020's release, and
+-- p_running and p_skip in 021's: the old ones are dropped first.)
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[]);
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[], jsonb);
+CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
+                                      p_capped text[] DEFAULT NULL, p_running jsonb DEFAULT NULL,
+                                      p_skip bigint[] DEFAULT '{}') RETURNS jsonb
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  w workers;
+  g gpus;
+  cand bigint;
+  capped text[] := p_capped;
 BEGIN
   IF capped IS NULL THEN
     capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
@@ -213,7 +330,8 @@ BEGIN
   END IF;
   IF cardinality(capped) = 0 AND p_running IS NULL THEN
     SELECT c.id INTO cand FROM jobs c
-    WHERE c.state = 'queued' AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
+    WHERE c.state = 'queued' AND c.id <> ALL (p_skip)
+      AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
       AND (c.attempts_count = 0
            OR NOT EXISTS (SELECT 1 FROM attempts f
                           WHERE f.job_id = c.id AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
@@ -222,62 +340,11 @@ BEGIN
     ORDER BY c.priority, c.created_at, c.id
     LIMIT 1
     FOR UPDATE SKIP LOCKED;
-  ELSE
-    -- the owners by their first queued job, in the order compared below
-    SELECT array_agg(u.owner ORDER BY f.priority, coalesce((p_running->>u.owner)::int, 0), f.created_at, f.id)
-    INTO owners
-    FROM unnest(rung_queued_owners(capped)) AS u(owner)
-    CROSS JOIN LATERAL (SELECT c.priority, c.created_at, c.id FROM jobs c
-                        WHERE c.state = 'queued' AND c.owner = u.owner
-                        ORDER BY c.priority, c.created_at, c.id LIMIT 1) f;
-    LOOP
-      cand := NULL;
-      FOREACH o IN ARRAY coalesce(owners, '{}') LOOP
-        o_running := coalesce((p_running->>o)::int, 0);
-        -- a job of a better priority than the best so far (before one is found: any); the bound is
-        -- on jobs_claim_owner's second column, after the owner's equality, so the walk stops at it
-        SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
-        WHERE c.state = 'queued' AND c.owner = o
-          AND c.priority < CASE WHEN cand IS NULL THEN 2147483647 ELSE best_p END
-          AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
-        ORDER BY c.priority, c.created_at, c.id
-        LIMIT 1;
-        IF NOT FOUND AND cand IS NOT NULL AND o_running <= best_running THEN
-          -- at the best's priority: an older job (any, for an owner running fewer), the age bounded
-          -- after the owner's and the priority's equalities
-          SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
-          WHERE c.state = 'queued' AND c.owner = o AND c.priority = best_p
-            AND c.created_at <= CASE WHEN o_running < best_running THEN 'infinity' ELSE best_at END
-            AND (o_running < best_running OR (c.created_at, c.id) < (best_at, cand))
-            AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
-          ORDER BY c.created_at, c.id
-          LIMIT 1;
-        END IF;
-        IF FOUND THEN
-          cand := found_id; best_p := found_p; best_at := found_at; best_running := o_running;
-        END IF;
-      END LOOP;
-      EXIT WHEN cand IS NULL;
-      IF EXISTS (SELECT 1 FROM jobs c JOIN attempts f ON f.job_id = c.id
-                 WHERE c.id = cand AND c.attempts_count > 0 AND f.gpu_uuid = p_gpu AND f.outcome = 'failed'
-                   AND f.number > rung_budget_from(c.recovery_state)
-                   AND f.config_hash = md5(coalesce(c.current_config, c.target_config)::text)) THEN
-        passed := passed || cand; -- its config failed on this GPU since its last retry: not here
-        CONTINUE;
-      END IF;
-      -- `IS TRUE`: by primary key, not through jobs_claim (see 41_claim_batch.sql); what may have
-      -- changed since it was read (a job handed back for a bigger GPU) is read again under the lock
-      PERFORM 1 FROM jobs c
-      WHERE c.id = cand AND (c.state = 'queued') IS TRUE
-        AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
-      FOR UPDATE SKIP LOCKED;
-      EXIT WHEN FOUND;
-      passed := passed || cand;
-    END LOOP;
-    IF cand IS NULL THEN RETURN jsonb_build_object('status', 'none'); END IF;
+    IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
     RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
   END IF;
-  IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
+  cand := rung_claim_pick(capped, p_running, p_skip, p_worker, p_gpu, g.memory_total_mib);
+  IF cand IS NULL THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
 END $$;
 

@@ -70,6 +70,8 @@ DECLARE
   ids bigint[];
   cons jsonb[];
   cown text[];      -- their owners
+  cpri int[];       -- with a fair share: their priorities and ages
+  cat timestamptz[];
   fb_owner text;    -- the owner of a job rung_claim started
   reran bigint[];     -- the candidates that ran before
   reran_from int[];   -- per reran candidate: recovery_state.budget_from (0 before any retry)
@@ -136,9 +138,11 @@ BEGIN
            array_agg(x.constraints ORDER BY x.pos),
            array_agg(x.owner ORDER BY x.pos),
            array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
-           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0)
-    INTO ids, cons, cown, reran, reran_from
-    FROM (SELECT c.id, h.pos, c.constraints, c.owner, c.attempts_count,
+           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
+           array_agg(x.priority ORDER BY x.pos),
+           array_agg(x.created_at ORDER BY x.pos)
+    INTO ids, cons, cown, reran, reran_from, cpri, cat
+    FROM (SELECT c.id, h.pos, c.constraints, c.owner, c.attempts_count, c.priority, c.created_at,
                  rung_budget_from(c.recovery_state) AS budget_from
           FROM unnest(head) WITH ORDINALITY AS h(id, pos) JOIN jobs c ON c.id = h.id
           WHERE (c.state = 'queued') IS TRUE
@@ -226,9 +230,16 @@ BEGIN
             END IF;
             fits := NOT (failed->(ids[k]::text)->w_gpu[n] ? cur_hash[k]);
           END IF;
-          IF fits THEN
-            chosen := k;
+          IF fits AND NOT p_fair THEN
+            chosen := k; -- the first in claim order
             EXIT;
+          ELSIF fits AND (chosen IS NULL
+                          OR (cpri[k], coalesce((running->>cown[k])::int, 0), cat[k], ids[k])
+                             < (cpri[chosen], coalesce((running->>cown[chosen])::int, 0), cat[chosen], ids[chosen])) THEN
+            -- a fair share: of the candidates this GPU may run, the one whose owner runs the fewest
+            -- now (this round's choices counted), oldest first; not the head's order, which
+            -- assumed each owner's earlier jobs would be taken
+            chosen := k;
           END IF;
         END IF;
         k := k + 1;
@@ -251,8 +262,10 @@ BEGIN
         CONTINUE; -- started below, with the others
       ELSIF full_scan THEN
         -- the owners with no place left, counting this round's choices
+        -- (not the jobs this round gave to other GPUs: its SKIP LOCKED does not skip this
+        -- transaction's own locks)
         r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n], coalesce(rung_owners_capped(room), '{}'),
-                        running);
+                        running, c_job);
         IF (room <> '{}' OR p_fair) AND r->>'status' = 'ok' THEN
           SELECT c.owner INTO fb_owner FROM jobs c WHERE c.id = (r->'lease'->>'job_id')::bigint;
           IF room ? fb_owner THEN

@@ -1280,9 +1280,10 @@ static void test_prune(void)
 }
 
 /* Two fences of migration 011's batches, each a regression a review found:
- * - a claim round whose later waiter falls back to rung_claim(), which takes a job an earlier waiter
- *   had chosen (this statement's own lock does not make SKIP LOCKED skip it), still succeeds: the
- *   later waiter keeps the job, the earlier one gets no row (the statement failed on
+ * - a claim round whose later waiter falls back to rung_claim() succeeds, and the fallback does not
+ *   take the job the round gave an earlier waiter (this statement's own lock does not make SKIP
+ *   LOCKED skip it: since migration 021 the round passes its jobs as p_skip; before, the later
+ *   waiter took it and the earlier one parked, and before that the statement failed on
  *   attempts_one_running when the set-wise start no longer checked that its jobs were queued);
  * - a stale heartbeat or finish does not lock an attempt it does not touch (it waited behind
  *   whoever held the row). */
@@ -1308,10 +1309,10 @@ static void test_fences_011(void)
 	p[0] = items;
 	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || (SELECT name FROM jobs WHERE id = b.job_id), ',') "
 		      "FROM rung_claim_batch($1::jsonb, 30) b", 1, p),
-		   "1:ok:any", "claim fallback took the first waiter's job: the round succeeds, the later waiter keeps it");
-	snprintf(want, sizeof want, "1:%s", w2);
+		   "0:ok:any", "claim fallback: the round succeeds, the first waiter keeps its job (the fallback skips it)");
+	snprintf(want, sizeof want, "1:%s", w1);
 	TAP_STR_EQ(q1("SELECT count(*) || ':' || min(worker_id) FROM attempts WHERE state = 'running'", 0, NULL), want,
-		   "one running attempt, on the second worker");
+		   "one running attempt, on the first worker");
 	free(items);
 
 	/* end it, then let another session hold its row: stale calls must not wait for it */
@@ -1935,18 +1936,22 @@ static void test_owner_queue(void)
 	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
 		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
 		   "0:ok:b1,1:none:-,2:none:-", "capped walk: b1 on an 80 GB GPU; cap-a's jobs still wait");
-	/* an owner whose 30,000 queued jobs this GPU may not run, behind another's job it may: the walk
-	 * of that owner stops at the other's job (the bound), it does not read the 30,000 */
+	/* an owner whose 30,000 queued jobs this GPU may not run, the first 100 of them before another
+	 * owner's job it may (so past the 64 the walk tries first): each owner's first 1,024 jobs give
+	 * that job, and the walk past them stops at it; the 30,000 are not read (about 1,400 blocks: their
+	 * pages, read in order), with or without a fair share that favours the owner of the 30,000 */
 	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, created_at) VALUES "
 	   "('c2', 'cap-c', 'image', 5, '{\"x\":1}', '{}', now() - interval '1 hour')", 0, NULL);
 	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, constraints, created_at) "
 	   "SELECT 'huge' || g, 'cap-b', 'image', 5, '{\"x\":1}', '{}', '{\"min_gpu_memory_mib\": 90000}', "
-	   "now() - interval '30 minutes' + g * interval '1 ms' FROM generate_series(1, 30000) g", 0, NULL);
+	   "now() - interval '1 hour' + (g - 100) * interval '1 ms' FROM generate_series(1, 30000) g", 0, NULL);
 	q1("ANALYZE jobs", 0, NULL);
 	p[0] = wid;
 	b = blocks("SELECT rung_claim($1::bigint, 'Q-S', 30, NULL)", 1, p);
-	blocks_under(b, 250, "capped walk: rung_claim past an owner's 30,000 jobs this GPU may not run");
-	TAP_STR_EQ(q1("WITH c AS (SELECT rung_claim($1::bigint, 'Q-S', 30, NULL) AS r) "
+	blocks_under(b, 800, "capped walk: rung_claim past an owner's 30,000 jobs this GPU may not run");
+	b = blocks("SELECT rung_claim($1::bigint, 'Q-S', 30, NULL, NULL, '{\"cap-c\": 3}')", 1, p);
+	blocks_under(b, 800, "capped walk: and with a fair share favouring that owner");
+	TAP_STR_EQ(q1("WITH c AS (SELECT rung_claim($1::bigint, 'Q-S', 30, NULL, NULL, '{\"cap-c\": 3}') AS r) "
 		      "SELECT j.name FROM c JOIN jobs j ON j.id = (c.r->'lease'->>'job_id')::bigint", 1, p), "c2",
 		   "capped walk: and takes the other owner's job");
 	q1("DELETE FROM jobs WHERE name LIKE 'huge%'", 0, NULL);
@@ -2049,6 +2054,29 @@ static void test_fair_share(void)
 	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
 		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
 		   "0:ok:a0", "fair share: fa's a0 of a better priority goes first though fa runs the most");
+	free((char *)p[0]);
+	/* a round weighs each GPU's own choice: fa runs none and its older job needs a bigger GPU than the
+	 * 24 GB one; fb runs one and has a job older than fa's other: the 24 GB GPU takes fa's, as
+	 * rung_claim would (the head's order put fb's first, counting fa's big job as taken) */
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("SELECT rung_register('wg', 'h', '[{\"uuid\":\"G-80\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"G-24\",\"memory_total_mib\":24000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wg'", 0, NULL));
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, constraints, created_at) VALUES "
+	   "('bx', 'fb', 'image', 0, '{\"x\":1}', '{}', '{}', now() - interval '4 hours'), "
+	   "('b0', 'fb', 'image', 0, '{\"x\":1}', '{}', '{}', now() - interval '3 hours'), "
+	   "('a0', 'fa', 'image', 0, '{\"x\":1}', '{}', '{\"min_gpu_memory_mib\": 90000}', now() - interval '2 hours'), "
+	   "('a1', 'fa', 'image', 0, '{\"x\":1}', '{}', '{}', now() - interval '1 hour')", 0, NULL);
+	p[2] = "true";
+	p[0] = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-80\",\"fresh\":true}]", wid);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
+		   "0:ok:bx", "fair share: nobody runs, the oldest job that fits (fb's bx) goes first");
+	free((char *)p[0]);
+	p[0] = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"G-24\",\"fresh\":true}]", wid);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int, $3::boolean) b LEFT JOIN jobs j ON j.id = b.job_id", 3, p),
+		   "0:ok:a1", "fair share: fb runs 1, fa none: the 24 GB GPU takes fa's a1, not fb's older b0");
 	free((char *)p[0]);
 	free(one);
 	free(two);
