@@ -143,7 +143,7 @@ echo "ok - job $JOB_E re-ran on the clean GPU and succeeded"
 
 # 5. The browser.
 mkdir -p tests/browser/out
-RUNG_URL=$URL RUNG_UI_TOKEN=$SUPPORT JOB_RECOVERED=$JOB_R JOB_ESCALATED=$JOB_E ESCALATION_ID=$ESC_ID \
+RUNG_URL=$URL RUNG_UI_TOKEN=$SUPPORT RUNG_ADMIN_TOKEN=$ADMIN JOB_RECOVERED=$JOB_R JOB_ESCALATED=$JOB_E ESCALATION_ID=$ESC_ID \
 	OUT_DIR="$ROOT/tests/browser/out" CHROMIUM=$CHROMIUM timeout 90 node tests/browser/ui.test.js || FAILED=1
 [ "$FAILED" = 0 ] && say "screenshots in tests/browser/out/"
 exit "$FAILED"

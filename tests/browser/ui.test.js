@@ -1,6 +1,7 @@
 // Browser test of rungd's web pages, driven by scripts/browser-test.sh (which starts Postgres, rungd,
 // the workers and the two jobs). Uses the system chromium through playwright-core; never downloads a
-// browser. Env: RUNG_URL, RUNG_UI_TOKEN, JOB_RECOVERED, JOB_ESCALATED, ESCALATION_ID, OUT_DIR, CHROMIUM.
+// browser. Env: RUNG_URL, RUNG_UI_TOKEN (support), RUNG_ADMIN_TOKEN, JOB_RECOVERED, JOB_ESCALATED, ESCALATION_ID,
+// OUT_DIR, CHROMIUM.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -8,7 +9,7 @@ const path = require('path');
 const { chromium } = require('playwright-core');
 
 const env = (k) => { const v = process.env[k]; if (!v) { console.log(`not ok - ${k} is set`); process.exit(1); } return v; };
-const base = env('RUNG_URL'), token = env('RUNG_UI_TOKEN');
+const base = env('RUNG_URL'), token = env('RUNG_UI_TOKEN'), adminToken = env('RUNG_ADMIN_TOKEN');
 const jobR = env('JOB_RECOVERED'), jobE = env('JOB_ESCALATED'), escId = env('ESCALATION_ID');
 const out = process.env.OUT_DIR || path.join(__dirname, 'out');
 let failed = 0;
@@ -140,6 +141,33 @@ function check(cond, name, detail) {
     await Promise.all([page.waitForNavigation(), page.click('header button')]);
     await page.goto(`${base}/ui/gpus`);
     check(new URL(page.url()).pathname === '/ui/login', 'after logging out the pages ask for the token again', page.url());
+
+    // 8. An admin's tokens page (server/web_tokens.c): Tokens in the navigation, a token created with its
+    // secret shown once, a limit set on its row, then revoked; the GPUs page lists the owners.
+    await page.fill('input[name=token]', adminToken);
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    await Promise.all([page.waitForNavigation(), page.click('header a[href="/ui/tokens"]')]);
+    check(new URL(page.url()).pathname === '/ui/tokens' && (await page.locator('form.create').count()) === 1,
+      'an admin\'s navigation leads to the tokens page and its create form', page.url());
+    await page.selectOption('form.create select[name=role]', 'submitter');
+    await page.fill('form.create input[name=name]', 'browser-team');
+    await Promise.all([page.waitForNavigation(), page.click('form.create button')]);
+    const secret = (await page.textContent('code.secret')) || '';
+    check(/^rung_[0-9a-f]{64}$/.test(secret.trim()), 'the new token\'s secret is shown once', secret);
+    await page.goto(`${base}/ui/tokens`);
+    const row = page.locator('table.tokens tr', { hasText: 'browser-team' });
+    await row.locator('form.limits input[name=max_running]').fill('2');
+    await Promise.all([page.waitForNavigation(), row.locator('form.limits button').click()]);
+    check((await page.locator('table.tokens tr', { hasText: 'browser-team' }).locator('td.limit').textContent()) === '2',
+      'a limit of 2 set on its row');
+    await Promise.all([page.waitForNavigation(), page.locator('table.tokens tr', { hasText: 'browser-team' })
+      .locator('form.revoke button').click()]);
+    check((await page.locator('table.tokens tr.revoked', { hasText: 'browser-team' }).count()) === 1,
+      'and revoked: its row says so and offers no forms');
+    await page.screenshot({ path: path.join(out, 'tokens.png'), fullPage: true });
+    await page.goto(`${base}/ui/gpus`);
+    check((await page.locator('table.owners').count()) === 1 || /No owner runs or waits/.test(await page.textContent('main')),
+      'the GPUs page has its owners section');
     check(errors.length === 0, 'no console errors (CSP, markup)', errors.join(' | '));
   } catch (e) {
     check(false, 'the browser session ran to the end', e && e.stack);
