@@ -131,7 +131,8 @@ BEGIN
           ORDER BY c.priority, c.created_at, c.id
           LIMIT np FOR UPDATE SKIP LOCKED) x;
   ELSE
-    -- the same from the head, in its order, read by primary key (`IS TRUE`: not through
+    -- the same from the head, in its order, read by primary key (`= ANY`: one index scan of
+    -- jobs_pkey, as the start below, whatever the statistics say; `IS TRUE`: not through
     -- jobs_claim, see the start below)
     head := rung_queue_head(capped, np, running);
     SELECT array_agg(x.id ORDER BY x.pos),
@@ -142,11 +143,11 @@ BEGIN
            array_agg(x.priority ORDER BY x.pos),
            array_agg(x.created_at ORDER BY x.pos)
     INTO ids, cons, cown, reran, reran_from, cpri, cat
-    FROM (SELECT c.id, h.pos, c.constraints, c.owner, c.attempts_count, c.priority, c.created_at,
-                 rung_budget_from(c.recovery_state) AS budget_from
-          FROM unnest(head) WITH ORDINALITY AS h(id, pos) JOIN jobs c ON c.id = h.id
-          WHERE (c.state = 'queued') IS TRUE
-          ORDER BY h.pos FOR UPDATE OF c SKIP LOCKED) x;
+    FROM (SELECT c.id, array_position(head, c.id) AS pos, c.constraints, c.owner, c.attempts_count, c.priority,
+                 c.created_at, rung_budget_from(c.recovery_state) AS budget_from
+          FROM jobs c
+          WHERE c.id = ANY (head) AND (c.state = 'queued') IS TRUE
+          ORDER BY array_position(head, c.id) FOR UPDATE SKIP LOCKED) x;
   END IF;
   ncand := coalesce(array_length(ids, 1), 0);
   -- more jobs may be queued beyond the candidates (a waiter that may run none of them looks further,
