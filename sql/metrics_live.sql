@@ -4,9 +4,11 @@
 -- history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
 -- attempts_one_running, rather than by reading every job.
--- The queue is read once for its depth and its owners (queued_by_owner: jobs_claim_owner in owner
--- order, O(queue)).
+-- The queue is read once for its depth, its owners and those at their limit (queued_by_owner:
+-- jobs_claim_owner in owner order, O(queue); owners: rung_owners_summary, O(running)).
 WITH queued_by_owner AS MATERIALIZED (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'queued' GROUP BY c.owner)
+  , owners AS MATERIALIZED (SELECT rung_owners_summary(coalesce(jsonb_object_agg(q.owner, q.n), '{}')) AS s
+                           FROM queued_by_owner q)
 SELECT jsonb_build_object(
   'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
   'queue_depth', (SELECT coalesce(sum(q.n), 0) FROM queued_by_owner q),
@@ -33,19 +35,13 @@ SELECT jsonb_build_object(
                         ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > (SELECT rung_fleet_max_gpu_mib())
                         END),
   -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020): the
-  -- claim passes over them whatever the GPUs. Nothing is read without a limit; with limits, each
-  -- limited owner's running attempts (O(running)) and the queue (O(queue)), as 'unplaceable' does.
+  -- claim passes over them whatever the GPUs. From the per-owner counts below, not a read of its own.
   -- Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a lease.
-  'owner_capped', CASE WHEN EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
-                    (SELECT count(*) FROM jobs j
-                     WHERE j.state = 'queued'
-                       AND j.owner IN (SELECT t.name FROM tokens t
-                                       WHERE t.max_running IS NOT NULL
-                                         AND t.max_running <= rung_owner_running(t.name)))
-                  ELSE 0 END,
+  'owner_capped', (SELECT coalesce(sum((e->>'queued')::bigint), 0) FROM owners o, jsonb_array_elements(o.s) e
+                   WHERE jsonb_typeof(e->'max_running') = 'number' AND (e->>'running')::int >= (e->>'max_running')::int),
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
-  'owners', (SELECT rung_owners_summary(coalesce(jsonb_object_agg(q.owner, q.n), '{}')) FROM queued_by_owner q),
+  'owners', (SELECT o.s FROM owners o),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)
