@@ -166,3 +166,48 @@ char *util_json_append(const char *object, const char *first, ...)
 	lens[n++] = 1;
 	return concat_n(parts, lens, n);
 }
+
+char *util_utf8_sanitize(const char *src, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)src;
+	char *out;
+	size_t i = 0, o = 0;
+
+	if (len > max)
+		len = max;
+	out = xmalloc(len + 1);
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t need = 0;
+		unsigned int cp = 0, min = 0;
+		if (c >= 0x01 && c < 0x80) {
+			out[o++] = (char)c;
+			i++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF)
+			need = 1, cp = c & 0x1F, min = 0x80;
+		else if (c >= 0xE0 && c <= 0xEF)
+			need = 2, cp = c & 0x0F, min = 0x800;
+		else if (c >= 0xF0 && c <= 0xF4)
+			need = 3, cp = c & 0x07, min = 0x10000;
+		if (need && i + need < len) {
+			size_t k;
+			for (k = 1; k <= need; k++) {
+				if ((p[i + k] & 0xC0) != 0x80)
+					break;
+				cp = (cp << 6) | (p[i + k] & 0x3F);
+			}
+			if (k == need + 1 && cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF)) {
+				memcpy(out + o, p + i, need + 1);
+				o += need + 1;
+				i += need + 1;
+				continue;
+			}
+		}
+		out[o++] = '?';
+		i++;
+	}
+	out[o] = '\0';
+	return out;
+}

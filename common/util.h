@@ -30,6 +30,11 @@ char *util_json_append(const char *object, const char *first, ...) __attribute__
  * (len may be NULL); NULL (errno set) when it cannot be opened or read. */
 char *util_read_file(const char *path, size_t *len);
 
+/* Copies at most MAX bytes of SRC (LEN bytes, NULs allowed) into a new heap string, which the caller
+ * frees, that is valid UTF-8: every byte that does not start a well-formed sequence (or a NUL)
+ * becomes '?'. Trainer output reaches JSON and Postgres text, which take nothing else. */
+char *util_utf8_sanitize(const char *src, size_t len, size_t max);
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);
 int64_t util_wall_ms(void);

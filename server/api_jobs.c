@@ -288,18 +288,6 @@ static int read_yaml_body(struct hreq *h, json_t **out)
 	return 0;
 }
 
-/* Parses a decimal integer in [min, max]; -1 when text is not one. */
-static int parse_query_int(const char *text, long long min, long long max, long long *v)
-{
-	char *end;
-
-	if (!*text || strspn(text, "+-0123456789") != strlen(text))
-		return -1;
-	errno = 0;
-	*v = strtoll(text, &end, 10);
-	return errno || *end || *v < min || *v > max ? -1 : 0;
-}
-
 /* Checks one query option of a raw submit and stores it in env (name, priority) or rec (RECOVERY).
  * Returns 0, or -1 with *message (heap) saying what the parameter must be. */
 static int query_option(const char *key, const char *val, json_t *env, json_t *rec, char **message)
@@ -317,7 +305,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		return 0;
 	}
 	if (strcmp(key, "priority") == 0) {
-		if (parse_query_int(val, PRIORITY_MIN, PRIORITY_MAX, &n) < 0) {
+		if (http_parse_int(val, PRIORITY_MIN, PRIORITY_MAX, &n) < 0) {
 			*message = xasprintf("query parameter priority must be an integer from %d to %d", PRIORITY_MIN,
 					     PRIORITY_MAX);
 			return -1;
@@ -348,7 +336,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(rec, key, json_boolean(val[0] == 't'));
 		return 0;
 	}
-	if (parse_query_int(val, k->min, k->max, &n) < 0) {
+	if (http_parse_int(val, k->min, k->max, &n) < 0) {
 		*message = xasprintf("query parameter %s must be an integer from %lld to %lld", key, k->min, k->max);
 		return -1;
 	}

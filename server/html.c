@@ -862,3 +862,63 @@ void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker)
 		html_add(b, "<button type=\"submit\">Drain</button></form>");
 	}
 }
+
+/* Appends LINE[0..n) without ANSI escape sequences (ESC '[' ... final byte, or ESC and one byte). */
+static void add_plain(struct hbuf *b, const char *line, size_t n)
+{
+	struct hbuf t = { 0 };
+	size_t i = 0;
+
+	while (i < n) {
+		if (line[i] != '\033') {
+			size_t k = i;
+			while (k < n && line[k] != '\033')
+				k++;
+			html_addn(&t, line + i, k - i);
+			i = k;
+			continue;
+		}
+		i++;
+		if (i < n && line[i] == '[') {
+			i++;
+			while (i < n && !((unsigned char)line[i] >= 0x40 && (unsigned char)line[i] <= 0x7e))
+				i++;
+		}
+		if (i < n)
+			i++;
+	}
+	html_esc(b, t.s ? t.s : "");
+	html_release(&t);
+}
+
+int html_log_lines(struct hbuf *b, const char *text, int max_lines)
+{
+	size_t n = text ? strlen(text) : 0, start = n;
+	int lines = 0;
+
+	if (n == 0 || max_lines <= 0)
+		return 0;
+	/* back from the end to the start of the MAX_LINES-th line (a last line without '\n' counts) */
+	for (size_t i = n; i > 0; i--)
+		if (text[i - 1] == '\n' && i != n && ++lines == max_lines) {
+			start = i;
+			break;
+		}
+	if (lines < max_lines)
+		start = 0;
+	lines = 0;
+	while (start < n) {
+		const char *nl = memchr(text + start, '\n', n - start);
+		size_t le = nl ? (size_t)(nl - text) : n, ce = le, p = start;
+		while (ce > start && text[ce - 1] == '\r')
+			ce--;
+		for (size_t i = start; i < ce; i++)
+			if (text[i] == '\r')
+				p = i + 1;
+		add_plain(b, text + p, ce - p);
+		html_add(b, "\n");
+		lines++;
+		start = le + 1;
+	}
+	return lines;
+}

@@ -108,6 +108,12 @@ void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc);
 void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu);
 void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker);
 
+/* The last MAX_LINES lines of a trainer's output TEXT (what GET /v1/jobs/{id}/log returns) as a
+ * terminal shows them, escaped: each line's text after its last '\r' (a progress bar's latest
+ * drawing), without ANSI escape sequences (tqdm's cursor moves, colours). Returns how many lines it
+ * wrote (0 for an empty text, and nothing is written). */
+int html_log_lines(struct hbuf *b, const char *text, int max_lines);
+
 /* The owners table of the GPUs page: owners is rung_owners_summary's array ([{"owner", "queued",
  * "running", "max_running"}]); each owner links to the queue filtered on it, an owner at its limit is
  * marked. Appends a line saying there is none when the array is empty. */

@@ -427,6 +427,17 @@ long long http_parse_id(const char *s)
 	return v;
 }
 
+int http_parse_int(const char *text, long long min, long long max, long long *v)
+{
+	char *end;
+
+	if (!*text || strspn(text, "+-0123456789") != strlen(text))
+		return -1;
+	errno = 0;
+	*v = strtoll(text, &end, 10);
+	return errno || *end || *v < min || *v > max ? -1 : 0;
+}
+
 const struct http_route *http_route_find(const struct http_route *routes, size_t n, const char *method,
 	const char *path)
 {

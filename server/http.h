@@ -118,5 +118,8 @@ json_t *hreq_db_doc(struct hreq *h, PGresult *res, const char *err, const char *
 
 /* Parses a positive decimal id; returns -1 when it is not one. */
 long long http_parse_id(const char *s);
+/* Parses a decimal integer (a query parameter's value) into *v: 0, or -1 when text is not one or
+ * it lies outside [min, max]. */
+int http_parse_int(const char *text, long long min, long long max, long long *v);
 
 #endif

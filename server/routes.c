@@ -9,6 +9,7 @@
 #include "api_fleet.h"
 #include "api_health.h"
 #include "api_jobs.h"
+#include "api_logs.h"
 #include "api_profiles.h"
 #include "api_plan.h"
 #include "api_tokens.h"
@@ -29,6 +30,7 @@ static const struct http_route routes[] = {
 	{ "GET", "/v1/jobs/{}", api_jobs_get, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
+	{ "GET", "/v1/jobs/{}/log", api_logs_get, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/retry", api_jobs_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/priority", api_jobs_priority, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
@@ -44,6 +46,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/workers/{}/lease", api_workers_lease, AUTH_WORKERS, AUTH_SCOPE_WORKER },
 	{ "POST", "/v1/attempts/{}/heartbeat", api_attempts_heartbeat, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
 	{ "POST", "/v1/attempts/{}/finish", api_attempts_finish, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
+	{ "POST", "/v1/attempts/{}/log", api_logs_put, AUTH_WORKERS, AUTH_SCOPE_ATTEMPT },
 	{ "GET", "/v1/escalations", api_fleet_escalations, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/escalations/{}", api_fleet_escalation_get, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/escalations/{}/ack", api_fleet_escalation_ack, AUTH_STAFF, AUTH_SCOPE_NONE },

@@ -716,6 +716,21 @@ static void render_attempt(struct hbuf *b, const json_t *a, const json_t *prev_c
 	html_add(b, "</section>\n");
 }
 
+/* What the running attempt's trainer printed so far (web_job.sql "log"), its last lines. */
+static void render_live_log(struct hbuf *b, const json_t *log, long long job_id)
+{
+	if (!json_is_object(log))
+		return;
+	html_printf(b, "<h2 id=\"log\">Log of attempt %lld so far</h2>\n",
+		    (long long)json_integer_value(json_object_get(log, "number")));
+	html_add(b, "<pre class=\"log\"><code>");
+	if (!html_log_lines(b, json_string_value(json_object_get(log, "text")), WEB_LOG_LINES))
+		html_add(b, "(nothing yet)");
+	html_printf(b, "</code></pre>\n<p class=\"muted\">The last %d lines as its worker sent them (every "
+		    "<code>--log-interval-ms</code>); all of it: <code>rungctl logs %lld --follow</code>.</p>\n",
+		    WEB_LOG_LINES, job_id);
+}
+
 static void render_job(struct hbuf *b, const struct web_req *w, const json_t *doc)
 {
 	const json_t *j = json_object_get(doc, "job"), *as = json_object_get(doc, "attempts");
@@ -832,6 +847,7 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	}
 	if (!told_start)
 		html_start_lower(b, j);
+	render_live_log(b, json_object_get(doc, "log"), json_integer_value(json_object_get(j, "id")));
 }
 
 static void job_page(struct hreq *h)

@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "health.h"
 #include "log.h"
+#include "logship.h"
 #include "runner.h"
 #include "scan.h"
 #include "spool.h"
@@ -304,6 +305,49 @@ static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, con
 	return st;
 }
 
+/* Sends what the trainer printed since *SENT (bytes of LOG_PATH) to rungd, a chunk at a time
+ * (logship.h), at most MAX_CHUNKS of them; FINAL: the trainer has exited, send all of it. Moves
+ * *SENT to where rungd's copy ends. Stops for good (*ON false) when rungd refuses the attempt's
+ * log (409: the lease is gone, the heartbeat deals with it; 413: the log is full) or a chunk (400);
+ * a failure to reach it leaves the rest for the next call. */
+static void slot_ship_log(struct slot *s, struct client *c, const char *aid, const char *token, const char *log_path,
+			  bool final, int max_chunks, long long *sent, bool *on)
+{
+	char *path = xasprintf("/v1/attempts/%s/log", aid);
+
+	for (int i = 0; i < max_chunks && *on; i++) {
+		struct logship_chunk ch;
+		json_t *body, *ans = NULL;
+		char *err = NULL;
+		int st, got = logship_next(log_path, *sent, LOGSHIP_CHUNK_BYTES, final, &ch);
+		if (got <= 0) {
+			if (got < 0)
+				log_warn("cannot read trainer log", "attempt=%s path=%s error=\"%s\"", aid, log_path,
+					 strerror(errno));
+			break;
+		}
+		body = json_pack("{s:s, s:I, s:I, s:s}", "token", token, "from", (json_int_t)ch.from, "to",
+				 (json_int_t)ch.to, "text", ch.text);
+		st = client_post(c, path, body, 5000, NULL, &ans, &err);
+		if (st == 200 && json_is_integer(json_object_get(ans, "end")))
+			*sent = (long long)json_integer_value(json_object_get(ans, "end"));
+		else if (st == 409 || st == 413 || st == 400 || st == 404 || st == 403) {
+			log_warn("rungd takes no more of this attempt's log", "attempt=%s gpu=%s status=%d at=%lld", aid,
+				 s->gpu.uuid, st, ch.from);
+			*on = false;
+		} else {
+			log_warn("log chunk not delivered, kept for later", "attempt=%s gpu=%s status=%d error=\"%s\"", aid,
+				 s->gpu.uuid, st, err ? err : "");
+			i = max_chunks;
+		}
+		free(err);
+		free(ch.text);
+		json_decref(ans);
+		json_decref(body);
+	}
+	free(path);
+}
+
 /* Gives each job its own output folder: a relative (or absent) process[].training_folder becomes
  * WORK/jobs/JOB/<folder>, so retries of a job on this host resume from its checkpoints (AI Toolkit
  * resumes a run with the same name and folder) while two jobs with the same config.name never
@@ -347,6 +391,9 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	int64_t stall_kill_at = 0;
 	bool unkillable = false; /* SIGKILLed as stalled and still not gone (stuck in the driver) */
 	enum slot_state state = SLOT_RUNNING;
+	long long log_sent = 0;  /* bytes of trainer.log rungd has (POST /v1/attempts/{id}/log) */
+	bool log_on = w->o.log_interval_ms > 0;
+	int64_t next_log;
 
 	if (!aid || !jid || !token || !json_is_object(config)) {
 		log_error("malformed lease, ignored", "gpu=%s", s->gpu.uuid);
@@ -383,6 +430,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	gpu_peak_init(&pk);
 	next_hb = util_mono_ms() + hb_ms;
 	next_sample = util_mono_ms(); /* the first reading at once: short attempts get one too */
+	next_log = util_mono_ms() + w->o.log_interval_ms;
 	while (r && runner_poll(r, 100) == RUNNER_RUNNING) {
 		int64_t now = util_mono_ms();
 		if (now >= next_sample && now < next_hb) { /* a heartbeat reads the GPU itself */
@@ -412,6 +460,11 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			now = util_mono_ms();
 			next_hb = now + hb_ms;
 			next_sample = now + w->o.memory_sample_ms;
+		}
+		if (log_on && now >= next_log) {
+			slot_ship_log(s, c, aid, token, log_path, false, 16, &log_sent, &log_on);
+			now = util_mono_ms();
+			next_log = now + w->o.log_interval_ms;
 		}
 		if (atomic_load(&w->stopping) && !drain_sent && now >= atomic_load(&w->drain_deadline)) {
 			log_info("drain timeout, interrupting trainer", "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
@@ -446,6 +499,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	if (dropped)
 		goto out;
 	state = SLOT_FINISHING;
+	if (log_on && r) /* the rest of what it printed, before the finish ends the lease */
+		slot_ship_log(s, c, aid, token, log_path, true, 64, &log_sent, &log_on);
 	scan_finish(sc);
 	facts = scan_facts(sc);
 	if (r && runner_signal(r)) {

@@ -22,6 +22,7 @@ struct worker_opts {
 	long health_max_used_mib; /* built-in check: memory.used limit; 0: 1024 */
 	long memory_sample_ms;    /* between memory.used readings for FACTS.peak while a trainer runs; 0: 1000 */
 	long stall_timeout_s;     /* a trainer that prints nothing this long is killed as stalled; 0: never */
+	long log_interval_ms;     /* between sends of new trainer output to rungd (its log); 0: never */
 };
 
 #define WORKER_MEMORY_SAMPLE_MS_DEFAULT 1000

@@ -13,7 +13,7 @@
 enum wc_opt {
 	W_SERVER, W_TOKEN, W_NAME, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
 	W_CANCEL_GRACE_MS, W_DRAIN_TIMEOUT_MS, W_HEALTH_CMD, W_HEALTH_INTERVAL_MS, W_HEALTH_TIMEOUT_MS,
-	W_HEALTH_MAX_USED_MIB, W_MEMORY_SAMPLE_MS, W_STALL_TIMEOUT_S, W_CONFIG, W_COUNT
+	W_HEALTH_MAX_USED_MIB, W_MEMORY_SAMPLE_MS, W_STALL_TIMEOUT_S, W_LOG_INTERVAL_MS, W_CONFIG, W_COUNT
 };
 
 #define DAY_MS 86400000L
@@ -49,6 +49,8 @@ static const struct options_desc opts[W_COUNT] = {
 	  "between memory.used readings of a running attempt (its peak, in the finish's facts)"),
 	I(W_STALL_TIMEOUT_S, "stall-timeout-s", "1800", 0, 7 * 86400,
 	  "a trainer silent this long is hung: killed and reported as stalled (0: never)"),
+	I(W_LOG_INTERVAL_MS, "log-interval-ms", "10000", 0, DAY_MS,
+	  "between sends of what a running trainer printed to rungd (rungctl logs, the job page; 0: never)"),
 	/* Its own variable: rungd reads RUNG_CONFIG, and one environment file often serves both units. */
 	[W_CONFIG] = { "config", OPTIONS_STR, "FILE", NULL, "read `key = value` lines (keys: the long flags)",
 		       "RUNG_WORKER_CONFIG", 0, 0, OPTIONS_CONFIG, NULL },
@@ -94,6 +96,7 @@ enum options_result worker_config_load(struct worker_config *c, int argc, char *
 	w->health_max_used_mib = options_int(&c->store, W_HEALTH_MAX_USED_MIB);
 	w->memory_sample_ms = options_int(&c->store, W_MEMORY_SAMPLE_MS);
 	w->stall_timeout_s = options_int(&c->store, W_STALL_TIMEOUT_S);
+	w->log_interval_ms = options_int(&c->store, W_LOG_INTERVAL_MS);
 	c->token = options_str(&c->store, W_TOKEN);
 	c->config_file = options_str(&c->store, W_CONFIG);
 	return OPTIONS_OK;

@@ -1,7 +1,7 @@
 -- Retention (--retain-days, server/retention.c): deletes up to P_LIMIT jobs that ended (succeeded,
--- failed, cancelled) more than P_DAYS days ago, with their attempts, events, escalations and
--- webhook deliveries; a job whose escalation is still open or acknowledged stays until support
--- resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
+-- failed, cancelled) more than P_DAYS days ago, with their attempts (and their trainer output),
+-- events, escalations and webhook deliveries; a job whose escalation is still open or acknowledged
+-- stays until support resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
 -- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls.
 -- Returns how many jobs it deleted.
 --
@@ -62,6 +62,7 @@ BEGIN
   DELETE FROM webhook_outbox WHERE job_id = ANY (ids); -- the job webhook's rows (migration 018)
   DELETE FROM escalations WHERE job_id = ANY (ids);
   DELETE FROM event_log WHERE job_id = ANY (ids);
+  DELETE FROM attempt_logs l USING attempts a WHERE l.attempt_id = a.id AND a.job_id = ANY (ids); -- migration 022
   DELETE FROM attempts WHERE job_id = ANY (ids);
   DELETE FROM jobs WHERE id = ANY (ids);
   RETURN cardinality(ids);

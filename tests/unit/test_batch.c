@@ -1216,8 +1216,8 @@ static void test_prune(void)
 	long b;
 
 	pg = PQconnectdb(url);
-	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
-	   "CASCADE", 0, NULL);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned, "
+	   "attempt_logs CASCADE", 0, NULL);
 	for (size_t k = 0; k < sizeof jobs / sizeof jobs[0]; k++) {
 		char created[16], finished[16];
 		snprintf(created, sizeof created, "%d", jobs[k].created);
@@ -1243,6 +1243,8 @@ static void test_prune(void)
 			q1("INSERT INTO escalations (job_id, trigger, state) SELECT id, 'x', $2 FROM jobs WHERE name = $1", 2, p);
 		}
 	}
+	q1("INSERT INTO attempt_logs (attempt_id, byte_from, byte_to, body) SELECT id, 0, 3, 'hi' || chr(10) FROM attempts",
+	   0, NULL); /* each attempt's trainer output (migration 022) */
 	TAP_STR_EQ(q1("SELECT count(*) || ':' || (SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log) "
 		      "|| ':' || (SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) FROM jobs",
 		      0, NULL), "7:14:21:3:3", "seven jobs, two attempts and three events each, three escalations and their webhooks");
@@ -1257,8 +1259,11 @@ static void test_prune(void)
 	TAP_STR_EQ(q1("SELECT (SELECT count(*) FROM attempts WHERE job_id NOT IN (SELECT id FROM jobs)) || ':' || "
 		      "(SELECT count(*) FROM event_log WHERE job_id NOT IN (SELECT id FROM jobs)) || ':' || "
 		      "(SELECT count(*) FROM escalations) || ':' || (SELECT count(*) FROM webhook_outbox) || ':' || "
-		      "(SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log)", 0, NULL),
-		   "0:0:2:2:10:15", "their attempts, events, resolved escalation and its webhook went with them; the rest stayed");
+		      "(SELECT count(*) FROM attempts) || ':' || (SELECT count(*) FROM event_log) || ':' || "
+		      "(SELECT count(*) FROM attempt_logs WHERE attempt_id NOT IN (SELECT id FROM attempts)) || ':' || "
+		      "(SELECT count(*) FROM attempt_logs)", 0, NULL),
+		   "0:0:2:2:10:15:0:10",
+		   "their attempts (and their trainer output), events, resolved escalation and its webhook went with them; the rest stayed");
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "0", "again: nothing left to prune");
 	q1("UPDATE escalations SET state = 'resolved'", 0, NULL);
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 1, $1::float8[]) || ':' || rung_prune(30, 1, $1::float8[]) || ':' || "

@@ -636,6 +636,26 @@ static void test_owners(void)
 	json_decref(o);
 }
 
+static void test_log_lines(void)
+{
+	struct hbuf b = { 0 };
+	char *s;
+
+	TAP_INT_EQ(html_log_lines(&b, "", 5), 0, "log lines: an empty log writes none");
+	TAP_INT_EQ(html_log_lines(&b, "one\ntwo\nthree\nfour\n", 2), 2, "log lines: the last 2 of 4");
+	s = html_take(&b);
+	TAP_STR_EQ(s, "three\nfour\n", "log lines: the last ones, in order");
+	free(s);
+	TAP_INT_EQ(html_log_lines(&b, "a\nb\rc", 5), 2, "log lines: a last line without its end counts");
+	s = html_take(&b);
+	TAP_STR_EQ(s, "a\nc\n", "log lines: a redrawn line shows its last drawing");
+	free(s);
+	html_log_lines(&b, "\033[A\033[2Kstep 3/10 <b>\r\n\rloss=0.1 \033[32mok\033[0m\n", 5);
+	s = html_take(&b);
+	TAP_STR_EQ(s, "step 3/10 &lt;b&gt;\nloss=0.1 ok\n", "log lines: escape sequences dropped, \"\\r\\n\" a line end, text escaped");
+	free(s);
+}
+
 static void test_tokens(void)
 {
 	struct hbuf b = { 0 };
@@ -731,6 +751,7 @@ int main(void)
 	test_queue_filters();
 	test_actions();
 	test_plan();
+	test_log_lines();
 	test_tokens();
 	test_owners();
 	return TAP_DONE();

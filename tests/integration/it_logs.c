@@ -1,0 +1,319 @@
+/* Integration: what a trainer prints reaches its readers while it runs. The real rung-worker sends
+ * the simulated trainer's output in chunks (POST /v1/attempts/{id}/log); GET /v1/jobs/{id}/log pages
+ * through it, live and after the end, and reads on a terminal as the trainer's own log does with
+ * the progress bar's overwritten redraws left out; rungctl logs prints it. The chunk route spoken
+ * directly: fenced by the token, resends and gaps, limits; the reader's errors. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "util.h"
+
+#define GPU "GPU-fake-logs"
+
+/* The log as a terminal shows it: each line's text after its last '\r' (a "\r\n" end is "\n"). */
+static char *render(const char *s)
+{
+	size_t n = strlen(s), o = 0, ls = 0;
+	char *out = xmalloc(n + 1);
+
+	while (ls < n) {
+		const char *nl = strchr(s + ls, '\n');
+		size_t le = nl ? (size_t)(nl - s) : n, ce = le, p = ls;
+		while (ce > ls && s[ce - 1] == '\r')
+			ce--;
+		for (size_t i = ls; i < ce; i++)
+			if (s[i] == '\r')
+				p = i + 1;
+		memcpy(out + o, s + p, ce - p);
+		o += ce - p;
+		if (nl)
+			out[o++] = '\n';
+		ls = le + (nl ? 1 : 0);
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static size_t count_char(const char *s, char c)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == c;
+	return n;
+}
+
+struct live {
+	struct harness *h;
+	const char *id;
+};
+
+/* The job's log already holds the model loading while its attempt still runs. */
+static bool log_live(void *arg)
+{
+	struct live *l = arg;
+	long st = 0;
+	json_t *p = h_getf(l->h, &st, "/v1/jobs/%s/log", l->id);
+	bool ok = st == 200 && !strcmp(h_str(json_object_get(p, "attempt"), "state"), "running") &&
+		  strstr(h_str(p, "text"), "Loading transformer") != NULL;
+	json_decref(p);
+	return ok;
+}
+
+/* Every page of the latest attempt's log from byte 0, LIMIT bytes at a time, joined; *pages gets how many. */
+static char *read_pages(struct harness *h, const char *id, int limit, int *pages, bool *ok)
+{
+	char *all = xstrdup("");
+	long long from = 0;
+
+	*pages = 0;
+	*ok = true;
+	for (;;) {
+		long st = 0;
+		json_t *p = h_getf(h, &st, "/v1/jobs/%s/log?from=%lld&limit_bytes=%d", id, from, limit);
+		if (st != 200 || h_int(p, "from") != from || (h_int(p, "next") <= from && json_is_true(json_object_get(p, "more")))) {
+			*ok = false;
+			json_decref(p);
+			break;
+		}
+		char *joined = util_concat(all, h_str(p, "text"), NULL);
+		free(all);
+		all = joined;
+		from = h_int(p, "next");
+		(*pages)++;
+		bool more = json_is_true(json_object_get(p, "more"));
+		json_decref(p);
+		if (!more || *pages > 10000)
+			break;
+	}
+	return all;
+}
+
+static void test_worker_sends(struct harness *h)
+{
+	const char *env[] = { "RUNG_SIM_STEP_MS=100", NULL };
+	const char *args[] = { "--log-interval-ms", "200", NULL };
+	struct h_worker_opts o = { .env = env, .args = args };
+	struct h_worker *w = h_worker_start(h, "wl", &o);
+	json_t *cfg = h_config("logged_job", 40), *job = h_submit(h, cfg, NULL), *done = NULL, *as = NULL, *p = NULL;
+	char *id = h_id(job, "id"), *aid = NULL, *raw = NULL, *paged = NULL, *path = NULL, *out = NULL;
+	char *r1 = NULL, *r2 = NULL;
+	struct live l = { h, id };
+	long st = 0;
+	int pages = 0, rc = -1;
+	bool ok;
+
+	if (!h_ok(h, w && id, "a worker sending its log every 200 ms started, a 40-step job submitted"))
+		goto out;
+	h_ok(h, wait_until(log_live, &l, 30000),
+	     "while the attempt runs, GET /v1/jobs/ID/log already shows the model loading");
+	done = h_wait_job(h, id, "succeeded", 60000);
+	h_ok(h, done != NULL, "the job succeeds");
+	as = h_wait_attempts(h, id, 1, "ended", 5000);
+	aid = h_id(json_array_get(as, 0), "id");
+	p = h_getf(h, &st, "/v1/jobs/%s/log", id);
+	h_ok(h, st == 200 && h_int(json_object_get(p, "attempt"), "number") == 1 &&
+		!strcmp(h_str(json_object_get(p, "attempt"), "state"), "ended") && !json_is_true(json_object_get(p, "more")) &&
+		!strcmp(h_str(p, "job_state"), "succeeded"),
+	     "after the end: attempt 1, ended, the whole log in one page, the job's state");
+	path = xasprintf("%s/attempts/%s/trainer.log", w->work_dir, aid ? aid : "none");
+	raw = h_slurp(path);
+	r1 = render(raw);
+	r2 = render(h_str(p, "text"));
+	h_ok(h, *raw && !strcmp(r1, r2), "it reads on a terminal as the worker's trainer.log does (%zu and %zu bytes)",
+	     strlen(r1), strlen(r2));
+	h_ok(h, strstr(r2, "Model Loaded") != NULL, "it holds the model loading");
+	h_ok(h, count_char(h_str(p, "text"), '\r') < count_char(raw, '\r'),
+	     "the progress bar's overwritten redraws are left out (%zu of %zu carriage returns kept)",
+	     count_char(h_str(p, "text"), '\r'), count_char(raw, '\r'));
+	h_ok(h, h_int(p, "next") == (long long)strlen(raw), "next is the end of the worker's log (%lld of %zu bytes)",
+	     h_int(p, "next"), strlen(raw));
+	paged = read_pages(h, id, 300, &pages, &ok);
+	h_ok(h, ok && pages > 1 && !strcmp(paged, h_str(p, "text")),
+	     "pages of 300 bytes, each from the last one's next, join into the same text (%d pages)", pages);
+	{
+		char *args_s = xasprintf("logs %s", id);
+		out = h_rungctl(h, args_s, &rc);
+		free(args_s);
+		char *head = xasprintf("==> job %s attempt 1 (ended) <==\n", id);
+		bool headed = out && !strncmp(out, head, strlen(head));
+		char *ro = render(headed ? out + strlen(head) : "");
+		h_ok(h, rc == 0 && headed && !strcmp(ro, r2), "rungctl logs JOB prints it after a line naming the attempt (exit %d)",
+		     rc);
+		free(ro);
+		free(head);
+	}
+	if (h->failed)
+		h_diag_json("log", p);
+out:
+	if (w)
+		h_worker_stop(h, w, SIGTERM);
+	free(out);
+	free(r1);
+	free(r2);
+	free(path);
+	free(raw);
+	free(paged);
+	free(aid);
+	free(id);
+	json_decref(p);
+	json_decref(as);
+	json_decref(done);
+	json_decref(job);
+	json_decref(cfg);
+}
+
+/* POST /v1/attempts/AID/log with from, to and text; the answer, the status in *st. */
+static json_t *put(struct harness *h, const char *aid, const char *token, long long from, long long to, const char *text,
+		   long *st)
+{
+	json_t *b = json_pack("{s:s, s:I, s:I, s:s}", "token", token, "from", (json_int_t)from, "to", (json_int_t)to,
+			      "text", text);
+	json_t *a = h_postf(h, b, st, "/v1/attempts/%s/log", aid);
+	json_decref(b);
+	return a;
+}
+
+static bool answered(const json_t *a, bool stored, long long end)
+{
+	return json_is_boolean(json_object_get(a, "stored")) && json_is_true(json_object_get(a, "stored")) == stored &&
+	       h_int(a, "end") == end;
+}
+
+static void test_chunks(struct harness *h)
+{
+	char *wid = h_fake_register(h, "fake-logs", GPU, 24576);
+	json_t *cfg = h_config("chunked_job", 10), *job = h_submit(h, cfg, NULL), *lease = NULL, *a = NULL, *p = NULL;
+	char *id = h_id(job, "id"), *aid = NULL;
+	const char *token;
+	long st = 0;
+
+	p = h_getf(h, &st, "/v1/jobs/%s/log", id);
+	h_ok(h, st == 200 && json_is_null(json_object_get(p, "attempt")) && !strcmp(h_str(p, "text"), "") &&
+		h_int(p, "next") == 0, "a job not yet leased: no attempt, no text");
+	json_decref(p);
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	aid = h_id(lease, "attempt_id");
+	token = h_str(lease, "token");
+	if (!h_ok(h, wid && lease && aid, "a fake worker leased the job"))
+		goto out;
+	a = put(h, aid, token, 0, 12, "line one\nli", &st);
+	h_ok(h, st == 200 && answered(a, true, 12), "a first chunk [0, 12) is stored; the log ends at 12");
+	json_decref(a);
+	a = put(h, aid, token, 0, 12, "line one\nli", &st);
+	h_ok(h, st == 200 && answered(a, false, 12), "the same chunk again (its answer lost): not stored twice, end 12");
+	json_decref(a);
+	a = put(h, aid, token, 20, 30, "lost bytes", &st);
+	h_ok(h, st == 200 && answered(a, false, 12), "a chunk past the end (a gap): not stored, end 12 says where to resume");
+	json_decref(a);
+	a = put(h, aid, token, 12, 25, "ne two\n\rbar", &st);
+	h_ok(h, st == 200 && answered(a, true, 25), "the next chunk from 12 is stored; end 25");
+	json_decref(a);
+	a = put(h, aid, "not-the-token", 25, 30, "x", &st);
+	h_ok(h, st == 409 && !strcmp(h_str(a, "error"), "not_running"), "another token: 409 not_running (got %ld)", st);
+	json_decref(a);
+	a = put(h, aid, token, 25, 65LL * 1024 * 1024 + 1, "x", &st);
+	h_ok(h, st == 413 && !strcmp(h_str(a, "field"), "to") && !strcmp(h_str(a, "error"), "log_full"),
+	     "a chunk ending past 65 MiB: 413 log_full naming to");
+	json_decref(a);
+	a = put(h, aid, token, 30, 25, "x", &st);
+	h_ok(h, st == 400 && !strcmp(h_str(a, "field"), "to"), "to below from: 400 naming to");
+	json_decref(a);
+	{
+		json_t *b = json_pack("{s:s, s:i, s:s}", "token", token, "to", 30, "text", "x");
+		a = h_postf(h, b, &st, "/v1/attempts/%s/log", aid);
+		h_ok(h, st == 400 && !strcmp(h_str(a, "field"), "from"), "no from: 400 naming from");
+		json_decref(a);
+		json_decref(b);
+		const char nul[] = "{\"token\": \"%s\", \"from\": 25, \"to\": 27, \"text\": \"a\\u0000\"}";
+		char *body = xasprintf(nul, token), *path = xasprintf("/v1/attempts/%s/log", aid);
+		a = h_post_raw(h, path, body, strlen(body), &st);
+		h_ok(h, st == 400, "text holding a NUL: 400 (got %ld)", st);
+		json_decref(a);
+		free(body);
+		free(path);
+		char *big = xmalloc(256 * 1024 + 2);
+		memset(big, 'x', 256 * 1024 + 1);
+		big[256 * 1024 + 1] = '\0';
+		a = put(h, aid, token, 25, 25 + 256 * 1024 + 1, big, &st);
+		h_ok(h, st == 413 && !strcmp(h_str(a, "field"), "text"), "a chunk over 256 KiB of text: 413 naming text");
+		json_decref(a);
+		free(big);
+	}
+	h->auth_token = h->submitter_token;
+	a = put(h, aid, token, 25, 30, "x", &st);
+	h->auth_token = h->admin_token;
+	h_ok(h, st == 403, "a submitter's token may not send a log: 403 (got %ld)", st);
+	json_decref(a);
+	p = h_getf(h, &st, "/v1/jobs/%s/log", id);
+	h_ok(h, st == 200 && !strcmp(h_str(p, "text"), "line one\nline two\n\rbar") && h_int(p, "next") == 25 &&
+		!strcmp(h_str(json_object_get(p, "attempt"), "state"), "running"),
+	     "the reader gets the stored chunks in order, nothing twice and nothing of the refused ones");
+	json_decref(p);
+	{
+		char *page = xasprintf("/ui/jobs/%s", id);
+		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "Log of attempt 1 so far") &&
+			strstr(h->last_body, "line one\nline two\nbar\n</code></pre>"),
+		     "the job page shows the running attempt's log as a terminal would (the bar's '\\r' drawn)");
+		free(page);
+	}
+	{
+		json_t *facts = h_facts_success(10);
+		json_decref(h_fake_finish(h, aid, token, facts, &st));
+		json_decref(facts);
+		h_ok(h, st == 200, "the attempt finishes");
+	}
+	a = put(h, aid, token, 25, 30, "late\n", &st);
+	h_ok(h, st == 409, "after the finish the attempt takes no more log: 409 (got %ld)", st);
+	json_decref(a);
+	p = h_getf(h, &st, "/v1/jobs/%s/log?attempt=1&from=12", id);
+	h_ok(h, st == 200 && !strcmp(h_str(p, "text"), "ne two\n\rbar") && h_int(p, "from") == 12,
+	     "?attempt=1&from=12: the chunks from byte 12");
+	json_decref(p);
+	p = h_getf(h, &st, "/v1/jobs/%s/log?attempt=7", id);
+	h_ok(h, st == 200 && json_is_null(json_object_get(p, "attempt")) && h_int(p, "attempts") == 1,
+	     "?attempt=7 of a job with one attempt: attempt null, attempts 1");
+	json_decref(p);
+	/* the reader's errors */
+	static const struct {
+		const char *query, *field;
+	} bad[] = { { "attempt=0", "attempt" }, { "attempt=x", "attempt" }, { "from=-1", "from" },
+		    { "limit_bytes=0", "limit_bytes" }, { "limit_bytes=2000000", "limit_bytes" } };
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		p = h_getf(h, &st, "/v1/jobs/%s/log?%s", id, bad[i].query);
+		h_ok(h, st == 400 && !strcmp(h_str(p, "field"), bad[i].field), "?%s: 400 naming %s (got %ld)", bad[i].query,
+		     bad[i].field, st);
+		json_decref(p);
+	}
+	p = h_getf(h, &st, "/v1/jobs/999999/log");
+	h_ok(h, st == 404, "an unknown job: 404");
+	json_decref(p);
+	{
+		char *other = h_token_create(h, "submitter", "other-team");
+		h->auth_token = other;
+		p = h_getf(h, &st, "/v1/jobs/%s/log", id);
+		h->auth_token = h->admin_token;
+		h_ok(h, st == 404, "another submitter's job's log: 404 (got %ld)", st);
+		json_decref(p);
+		free(other);
+	}
+out:
+	free(aid);
+	free(id);
+	free(wid);
+	json_decref(lease);
+	json_decref(job);
+	json_decref(cfg);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_logs");
+	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+		return h_free(h);
+	test_chunks(h);
+	test_worker_sends(h);
+	return h_free(h);
+}
