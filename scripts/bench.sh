@@ -5,7 +5,7 @@
 # ceiling on the same Postgres, prints one table per scenario and writes bench/results/SCENARIO.json.
 # Env: BENCH_QUICK=1 (one short run each, small N), BENCH_RUNS (3), BENCH_SECONDS (10),
 #      BENCH_FLEET (10000 simulated GPUs), BENCH_FLEET_SECONDS (30), BENCH_SCENARIOS
-#      ("submit cycle fleet recovery capped"; capped: bench/capped.sh), BENCH_CAPPED_BIG, BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
+#      ("submit cycle fleet recovery capped logs"; capped: bench/capped.sh, logs: bench/logs.sh), BENCH_CAPPED_BIG, BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
 #      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8"), BENCH_CYCLE_W (worker counts, "1,16,256"),
 #      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
 #      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time),
@@ -27,7 +27,7 @@ else
 fi
 CYCLE_W=${BENCH_CYCLE_W:-$CYCLE_W}
 PGBENCH_ON=${BENCH_PGBENCH:-1} # 0: skip the pgbench ceilings (for quick iteration; the tables then lack them)
-SCENARIOS=${BENCH_SCENARIOS:-"submit cycle fleet recovery capped"}
+SCENARIOS=${BENCH_SCENARIOS:-"submit cycle fleet recovery capped logs"}
 PEERS_ON=${BENCH_PEERS:-1}
 PEER_CONC=${BENCH_PEER_CONC:-16}
 WRITES_ON=${BENCH_WRITES:-1}
@@ -280,6 +280,12 @@ for sc in $SCENARIOS; do
 		# SQL only (no rungd): its own table and bench/results/capped.json
 		PGBENCH="$PGBENCH" PG_PORT="$PG_PORT" DB="$DB" RESULTS="$RESULTS" RUNS="$RUNS" SECS="$SECS" REV="$REV" \
 			bench/capped.sh || FAILED=1
+		continue
+		;;
+	logs)
+		# SQL only (no rungd): its own table and bench/results/logs.json
+		PGBENCH="$PGBENCH" PG_PORT="$PG_PORT" DB="$DB" RESULTS="$RESULTS" RUNS="$RUNS" SECS="$SECS" REV="$REV" \
+			bench/logs.sh || FAILED=1
 		continue
 		;;
 	recovery)

@@ -164,6 +164,81 @@ out:
 	json_decref(cfg);
 }
 
+/* rungctl logs --follow, started before the job runs, follows attempt 1 (an OOM), then attempt 2
+ * (recovery's next rung), and ends by itself when the job has succeeded, having printed both logs whole. */
+static void test_follow(struct harness *h)
+{
+	const char *env[] = { "RUNG_SIM_STEP_MS=50", NULL };
+	const char *args[] = { "--log-interval-ms", "150", NULL };
+	char *gpus = h_sim_gpus("wf", 1, 24576);
+	struct h_worker_opts o = { .gpus_json = gpus, .env = env, .args = args };
+	json_t *cfg = h_config("followed_job", 20), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", false);
+	json_t *job = NULL, *p1 = NULL, *p2 = NULL, *done = NULL;
+	char *id = NULL, *cmd = NULL, *out = NULL, *want = NULL, *got = NULL, *h1 = NULL, *h2 = NULL;
+	struct h_worker *w = NULL;
+	long st = 0;
+	int rc = -1;
+
+	h_config_set(cfg, "config.process[0].train.batch_size", json_integer(4));
+	job = h_submit(h, cfg, extra); /* batch 4 on 24 GB: an OOM early in training, then batch 1 fits */
+	id = h_id(job, "id");
+	w = h_worker_start(h, "wf", &o);
+	if (!h_ok(h, w && id, "a worker on a 24 GB GPU, a job with batch 4 submitted"))
+		goto out;
+	cmd = xasprintf("logs %s --follow --interval-ms 100", id);
+	out = h_rungctl(h, cmd, &rc); /* returns when the job has ended */
+	done = h_job(h, id);
+	h_ok(h, rc == 0 && !strcmp(h_str(done, "state"), "succeeded") && h_int(done, "attempts") == 2,
+	     "rungctl logs --follow returns by itself once the job has succeeded on attempt 2 (exit %d)", rc);
+	p1 = h_getf(h, &st, "/v1/jobs/%s/log?attempt=1", id);
+	p2 = h_getf(h, &st, "/v1/jobs/%s/log?attempt=2", id);
+	h1 = xasprintf("==> job %s attempt 1 (", id);
+	h2 = xasprintf("==> job %s attempt 2 (", id);
+	h_ok(h, out && strstr(out, h1) && strstr(out, h2) && strstr(out, h1) < strstr(out, h2),
+	     "it names attempt 1, then attempt 2, as it reaches them");
+	h_ok(h, strstr(h_str(p1, "text"), "OOM during training step") && !strstr(h_str(p2, "text"), "OOM during training step"),
+	     "attempt 1's log holds the OOM, attempt 2's does not");
+	if (h->failed) {
+		h_diag_json("attempt 1", p1);
+		h_diag_json("attempt 2", p2);
+	}
+	want = util_concat(h_str(p1, "text"), h_str(p2, "text"), NULL);
+	{
+		/* the output without the two "==> ... <==" lines (stderr, in the same pipe here) */
+		size_t n = out ? strlen(out) : 0, o2 = 0;
+		got = xmalloc(n + 1);
+		for (size_t i = 0; i < n;) {
+			const char *nl = strchr(out + i, '\n');
+			size_t le = nl ? (size_t)(nl - out) + 1 : n;
+			bool header = !strncmp(out + i, "==> job ", 8) && (i == 0 || out[i - 1] == '\n');
+			if (!header) {
+				memcpy(got + o2, out + i, le - i);
+				o2 += le - i;
+			}
+			i = le;
+		}
+		got[o2] = '\0';
+	}
+	h_ok(h, !strcmp(got, want), "between them it printed both attempts' logs whole, in order (%zu bytes)", strlen(got));
+out:
+	if (w)
+		h_worker_stop(h, w, SIGTERM);
+	free(h1);
+	free(h2);
+	free(got);
+	free(want);
+	free(out);
+	free(cmd);
+	free(id);
+	free(gpus);
+	json_decref(p1);
+	json_decref(p2);
+	json_decref(done);
+	json_decref(job);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 /* POST /v1/attempts/AID/log with from, to and text; the answer, the status in *st. */
 static json_t *put(struct harness *h, const char *aid, const char *token, long long from, long long to, const char *text,
 		   long *st)
@@ -315,5 +390,6 @@ int main(void)
 		return h_free(h);
 	test_chunks(h);
 	test_worker_sends(h);
+	test_follow(h);
 	return h_free(h);
 }
