@@ -65,6 +65,7 @@ static const struct http_route routes[] = {
 	{ "GET", "/ui", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/jobs", web_queue, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/jobs/{}", web_job, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/jobs/{}/log", web_job_log, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },

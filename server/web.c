@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <stdbool.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 #define WEB_QUEUE_LIMIT "200"
 #define QUEUE_PATH "/ui/jobs" /* the queue page (also at /ui), its form's action and its links */
 #define WEB_LOG_LINES 40
+#define WEB_LOG_PAGE_BYTES (1024 * 1024) /* of an attempt's log on its page */
 
 struct web_req;
 /* The page a statement's result is rendered into. */
@@ -651,6 +653,9 @@ static void render_attempt(struct hbuf *b, const json_t *a, const json_t *prev_c
 		html_printf(b, ", %lld MiB)</span>", (long long)json_integer_value(json_object_get(a, "gpu_memory_mib")));
 	}
 	html_add(b, "</dd>");
+	html_printf(b, "<dt>log</dt><dd><a href=\"/ui/jobs/%lld/log?attempt=%lld\">what the trainer printed</a></dd>",
+		    (long long)json_integer_value(json_object_get(a, "job_id")),
+		    (long long)json_integer_value(json_object_get(a, "number")));
 	dt(b, "phase", phase);
 	html_add(b, "<dt>step</dt><dd>");
 	esc_val(b, json_object_get(a, "step"));
@@ -727,8 +732,9 @@ static void render_live_log(struct hbuf *b, const json_t *log, long long job_id)
 	if (!html_log_lines(b, json_string_value(json_object_get(log, "text")), WEB_LOG_LINES))
 		html_add(b, "(nothing yet)");
 	html_printf(b, "</code></pre>\n<p class=\"muted\">The last %d lines as its worker sent them (every "
-		    "<code>--log-interval-ms</code>); all of it: <code>rungctl logs %lld --follow</code>.</p>\n",
-		    WEB_LOG_LINES, job_id);
+		    "<code>--log-interval-ms</code>); <a href=\"/ui/jobs/%lld/log?attempt=%lld\">all of it</a>, or "
+		    "<code>rungctl logs %lld --follow</code>.</p>\n", WEB_LOG_LINES, job_id,
+		    (long long)json_integer_value(json_object_get(log, "number")), job_id);
 }
 
 static void render_job(struct hbuf *b, const struct web_req *w, const json_t *doc)
@@ -848,6 +854,66 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	if (!told_start)
 		html_start_lower(b, j);
 	render_live_log(b, json_object_get(doc, "log"), json_integer_value(json_object_get(j, "id")));
+}
+
+/* ---- an attempt's whole log ---- */
+
+#define WEB_LOG_ATTEMPT_LINKS 50 /* attempts linked at the top of a log page */
+
+static void render_log(struct hbuf *b, const struct web_req *w, const json_t *doc)
+{
+	const json_t *a = json_object_get(doc, "attempt");
+	long long id = json_integer_value(json_object_get(doc, "job_id"));
+	long long n = json_integer_value(json_object_get(a, "number")), count = json_integer_value(json_object_get(doc, "attempts"));
+
+	(void)w;
+	html_printf(b, "<h1><a href=\"/ui/jobs/%lld\">Job %lld</a>: ", id, id);
+	if (json_is_object(a)) {
+		html_printf(b, "log of attempt %lld ", n);
+		state_badge(b, json_string_value(json_object_get(a, "state")));
+	} else
+		html_add(b, "log");
+	html_add(b, "</h1>\n");
+	if (count > 1) {
+		html_add(b, "<p class=\"filters\">attempt");
+		for (long long k = count > WEB_LOG_ATTEMPT_LINKS ? count - WEB_LOG_ATTEMPT_LINKS + 1 : 1; k <= count; k++)
+			html_printf(b, "<a href=\"/ui/jobs/%lld/log?attempt=%lld\"%s>%lld</a>", id, k,
+				    k == n ? " class=\"on\"" : "", k);
+		html_add(b, "</p>\n");
+	}
+	if (!json_is_object(a)) {
+		html_add(b, "<p class=\"muted\">No attempt of that number has started.</p>\n");
+		return;
+	}
+	html_add(b, "<pre class=\"log\"><code>");
+	if (!html_log_lines(b, json_string_value(json_object_get(doc, "text")), INT_MAX))
+		html_add(b, "(nothing yet)");
+	html_add(b, "</code></pre>\n");
+	if (json_is_true(json_object_get(doc, "more")))
+		html_printf(b, "<p class=\"muted\">The first %d KiB of it; all of it: <code>rungctl logs %lld --attempt %lld</code>.</p>\n",
+			    WEB_LOG_PAGE_BYTES / 1024, id, n);
+	else
+		html_add(b, "<p class=\"muted\">As its worker sent it, a progress bar as its last drawing; the last 200 lines are "
+			    "also on the job page once the attempt has ended.</p>\n");
+}
+
+static void log_page(struct hreq *h)
+{
+	char *q = hreq_query(h, "attempt"), nb[24], limit[24];
+	long long n = 0;
+
+	bool bad_job = http_parse_id(h->param[0]) < 0, bad_attempt = q && http_parse_int(q, 1, 2147483647, &n) < 0;
+
+	free(q);
+	if (bad_job || bad_attempt) {
+		web_message(h, bad_job ? 404 : 400, bad_job ? "Not found" : "Bad request",
+			    bad_job ? "no such job" : "attempt must be a number from 1");
+		return;
+	}
+	snprintf(nb, sizeof nb, "%lld", n);
+	snprintf(limit, sizeof limit, "%d", WEB_LOG_PAGE_BYTES);
+	const char *params[4] = { h->param[0], n ? nb : NULL, "0", limit };
+	run_page(h, sql_job_log, 4, params, render_log, "Log", "no such job", NULL);
 }
 
 static void job_page(struct hreq *h)
@@ -1048,6 +1114,11 @@ void web_queue(struct hreq *h)
 void web_job(struct hreq *h)
 {
 	web_gate(h, AUTH_READERS, AUTH_SCOPE_JOB, job_page, NULL);
+}
+
+void web_job_log(struct hreq *h)
+{
+	web_gate(h, AUTH_READERS, AUTH_SCOPE_JOB, log_page, NULL);
 }
 
 void web_escalations(struct hreq *h)

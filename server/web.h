@@ -18,6 +18,7 @@ struct hreq;
  * the login form when the request carries no usable token). */
 void web_queue(struct hreq *h);          /* GET /ui, /ui/jobs   ?state=&owner=&kind=&cursor= */
 void web_job(struct hreq *h);            /* GET /ui/jobs/{id} */
+void web_job_log(struct hreq *h);        /* GET /ui/jobs/{id}/log   ?attempt= */
 void web_escalations(struct hreq *h);    /* GET /ui/escalations   ?state= */
 void web_escalation(struct hreq *h);     /* GET /ui/escalations/{id} */
 void web_gpus(struct hreq *h);           /* GET /ui/gpus */

@@ -343,6 +343,30 @@ static void test_chunks(struct harness *h)
 	a = put(h, aid, token, 25, 30, "late\n", &st);
 	h_ok(h, st == 409, "after the finish the attempt takes no more log: 409 (got %ld)", st);
 	json_decref(a);
+	{
+		char *page = xasprintf("/ui/jobs/%s/log?attempt=1", id), *job_page = xasprintf("/ui/jobs/%s", id);
+		char *link = xasprintf("<a href=\"/ui/jobs/%s/log?attempt=1\">", id), *other = NULL;
+		st = h_browse(h, h->admin_token, "GET", job_page, NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, link) && !strstr(h->last_body, "so far</h2>"),
+		     "the job page links each attempt to its log, and shows no live log once none runs");
+		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "log of attempt 1 ") &&
+			strstr(h->last_body, "<code>line one\nline two\nbar\n</code></pre>"),
+		     "/ui/jobs/ID/log?attempt=1: the attempt's whole log as a terminal shows it");
+		free(page);
+		page = xasprintf("/ui/jobs/%s/log?attempt=x", id);
+		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, st == 400, "?attempt=x: a 400 page (got %ld)", st);
+		free(page);
+		page = xasprintf("/ui/jobs/%s/log", id);
+		other = h_token_create(h, "submitter", "log-reader");
+		st = h_browse(h, other, "GET", page, NULL, NULL);
+		h_ok(h, st == 404, "another submitter's job's log page: 404 (got %ld)", st);
+		free(other);
+		free(page);
+		free(link);
+		free(job_page);
+	}
 	p = h_getf(h, &st, "/v1/jobs/%s/log?attempt=1&from=12", id);
 	h_ok(h, st == 200 && !strcmp(h_str(p, "text"), "ne two\n\rbar") && h_int(p, "from") == 12,
 	     "?attempt=1&from=12: the chunks from byte 12");
