@@ -143,6 +143,14 @@ static void test_worker_sends(struct harness *h)
 		     rc);
 		free(ro);
 		free(head);
+		free(out);
+		args_s = xasprintf("logs %s --json", id);
+		out = h_rungctl(h, args_s, &rc);
+		free(args_s);
+		json_t *doc = json_loads(out ? out : "", 0, NULL);
+		h_ok(h, rc == 0 && doc && !strcmp(h_str(doc, "text"), h_str(p, "text")) && h_int(doc, "next") == h_int(p, "next"),
+		     "rungctl logs JOB --json: the page, its text the whole log (exit %d)", rc);
+		json_decref(doc);
 	}
 	if (h->failed)
 		h_diag_json("log", p);
