@@ -40,7 +40,8 @@ const struct cli_cmd cli_cmds[] = {
 		"Prints what the trainer of the job's latest attempt (--attempt N: that one) printed, as its worker\n"
 		"sent it (every --log-interval-ms of the worker, 10 s by default), with the progress bar's\n"
 		"overwritten redraws left out. --follow: goes on as it grows, and on to the job's next attempts,\n"
-		"until the job ends. Which attempt it is goes to stderr; --json: the page with the whole text.", cmd_logs },
+		"until the job ends. Which attempt it is goes to stderr; --json: the last page of each attempt, with\n"
+		"the whole text.", cmd_logs },
 	{ "escalations", "escalations [--state open|acknowledged|resolved]", "Lists escalations.", cmd_escalations },
 	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },

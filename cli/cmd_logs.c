@@ -1,7 +1,8 @@
 /* `rungctl logs JOB`: what an attempt's trainer printed (GET /v1/jobs/{id}/log), page by page, as
  * the worker sent it; --follow goes on as it grows and on to the job's next attempts until the job
  * ends, as `tail -f` would. The text goes to stdout unchanged (a terminal redraws the progress
- * bar's '\r' lines); which attempt it is goes to stderr. */
+ * bar's '\r' lines); which attempt it is goes to stderr. --json: a document per attempt, its last
+ * page's with the text of all its pages. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,10 @@ int cmd_logs(struct cli *c, int argc, char **argv)
 				char *t = util_concat(json_string_value(json_object_get(all, "text")), text ?: "", NULL);
 				json_object_set_new(all, "text", json_string(t));
 				json_object_set(all, "next", json_object_get(page, "next"));
+				json_object_set(all, "more", json_object_get(page, "more"));
+				json_object_set(all, "attempt", json_object_get(page, "attempt"));
+				json_object_set(all, "job_state", json_object_get(page, "job_state"));
+				json_object_set(all, "attempts", json_object_get(page, "attempts"));
 				free(t);
 			}
 		} else if (text && *text) {
@@ -88,6 +93,11 @@ int cmd_logs(struct cli *c, int argc, char **argv)
 			/* ended (or never started: released), and recovery started another: on to it */
 			attempt = (json_is_object(a) ? number : attempt) + 1;
 			from = 0;
+			if (c->json && all) { /* --json: one document per attempt */
+				cli_print_json(c, all);
+				json_decref(all);
+				all = NULL;
+			}
 			json_decref(page);
 			continue;
 		}

@@ -13,7 +13,7 @@
 CREATE TABLE attempt_logs (
   attempt_id bigint NOT NULL,
   byte_from  bigint NOT NULL CHECK (byte_from >= 0),
-  byte_to    bigint NOT NULL CHECK (byte_to >= byte_from),
+  byte_to    bigint NOT NULL CHECK (byte_to > byte_from), -- an empty chunk would hold the next one's key
   at         timestamptz NOT NULL DEFAULT now(),
   body       text NOT NULL,
   PRIMARY KEY (attempt_id, byte_from)

@@ -67,8 +67,9 @@ void api_logs_put(struct hreq *h)
 	}
 	if (!byte_field(h, body, "from", &from) || !byte_field(h, body, "to", &to))
 		goto out;
-	if (to < from) {
-		hreq_error(h, 400, "invalid_request", "to", "to (%lld) must not be below from (%lld)", to, from);
+	if (to <= from) {
+		hreq_error(h, 400, "invalid_request", "to", "to (%lld) must be above from (%lld): a chunk holds at least a byte",
+			   to, from);
 		goto out;
 	}
 	if (to > API_LOGS_MAX_BYTES) {

@@ -11,7 +11,7 @@ struct hreq;
 #define API_LOGS_PAGE_DEFAULT (256 * 1024)                   /* bytes of text per page unless limit_bytes */
 #define API_LOGS_PAGE_MAX (1024 * 1024)
 
-/* POST /v1/attempts/{id}/log {"token", "from", "to", "text"}: bytes [from, to) of the attempt's
+/* POST /v1/attempts/{id}/log {"token", "from", "to", "text"}: bytes [from, to) (to > from) of the attempt's
  * trainer log as text (valid UTF-8, no NUL; at most API_LOGS_CHUNK_MAX bytes). Fenced by (id,
  * token, running): 409 not_running otherwise. 200 {"stored", "end"}: stored only when from is where
  * the stored log ends; "end" is where it ends now, where the next chunk starts (a resend moves the

@@ -1,8 +1,8 @@
 -- Web job page. $1 job id, $2 owner or NULL -> {"job": JOB (with "placement" when queued:
 -- rung_job_json_placed), "attempts": [ATTEMPT + gpu_memory_mib, gpu_name]
--- oldest first, "escalations": [ESCALATION], "log": {"number", "text"} or null: the last 16 KiB (at
--- most 32 chunks) of what the running attempt's trainer printed so far}; no row when missing or not
--- the owner's.
+-- oldest first, "escalations": [ESCALATION], "log": {"number", "text"} or null: the last 16,384
+-- characters (of at most 32 chunks) of what the running attempt's trainer printed so far}; no row when
+-- missing or not the owner's.
 SELECT jsonb_build_object('job', rung_job_json_placed(j),
   'attempts', coalesce((SELECT jsonb_agg(rung_attempt_json(a) || jsonb_build_object('gpu_memory_mib', g.memory_total_mib,
       'gpu_name', g.name) ORDER BY a.number)

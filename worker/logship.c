@@ -42,6 +42,23 @@ char *logship_text(const char *raw, size_t len)
 	return out;
 }
 
+/* How many of BUF's N bytes end on a whole UTF-8 character: N, or where a sequence starts that the
+ * read cut short (it goes with the next chunk). */
+static size_t utf8_whole(const char *buf, size_t n)
+{
+	size_t i = n;
+
+	while (i > 0 && n - i < 3 && ((unsigned char)buf[i - 1] & 0xC0) == 0x80)
+		i--; /* back over continuation bytes to the sequence's lead byte */
+	if (i > 0) {
+		unsigned char lead = (unsigned char)buf[i - 1];
+		size_t len = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+		if (lead >= 0xC0 && n - (i - 1) < len)
+			return i - 1 > 0 ? i - 1 : n; /* a sequence alone in a whole chunk cannot be whole: as it is */
+	}
+	return n;
+}
+
 int logship_next(const char *path, long long from, size_t max, bool final, struct logship_chunk *out)
 {
 	char *buf;
@@ -64,8 +81,8 @@ int logship_next(const char *path, long long from, size_t max, bool final, struc
 		errno = saved;
 		return n < 0 ? -1 : 0;
 	}
-	if (final) {
-		cut = (size_t)n;
+	if (final && (size_t)n < max) {
+		cut = (size_t)n; /* the end of the log: all of it */
 	} else {
 		for (size_t i = (size_t)n; i > 0; i--)
 			if (buf[i - 1] == '\n') {
@@ -75,8 +92,8 @@ int logship_next(const char *path, long long from, size_t max, bool final, struc
 				cut = i - 1;
 				break;
 			}
-		if (cut == 0 && (size_t)n == max) /* a line longer than a chunk: as it is */
-			cut = (size_t)n;
+		if (cut == 0 && (size_t)n == max) /* a line longer than a chunk: cut, but not through a character */
+			cut = utf8_whole(buf, (size_t)n);
 	}
 	if (cut == 0) {
 		free(buf);

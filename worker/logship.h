@@ -18,9 +18,10 @@ struct logship_chunk {
 /* The next chunk of the file at PATH from byte FROM, reading at most MAX bytes. While the trainer
  * runs (FINAL false) the chunk ends at the last line end it holds: after the last '\n', or before
  * the last '\r' (a progress bar's redraw is sent once the next one starts), so an unfinished line
- * waits for the next chunk; a read of MAX bytes with no line end is sent as it is. FINAL (the
- * trainer has exited): everything up to MAX. Returns 1 with *out filled (free out->text), 0 when
- * there is nothing to send yet, -1 when the file cannot be read (errno set). */
+ * waits for the next chunk; a read of MAX bytes with no line end is cut before a UTF-8 character the
+ * read cut short. FINAL (the trainer has exited): the same, but a read that reaches the end of the
+ * log takes all of it. Returns 1 with *out filled (free out->text), 0 when there is nothing to send
+ * yet, -1 when the file cannot be read (errno set). */
 int logship_next(const char *path, long long from, size_t max, bool final, struct logship_chunk *out);
 
 /* The text a chunk of raw log bytes RAW[0..LEN) is sent as (heap): a line a progress bar redrew in

@@ -306,12 +306,14 @@ static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, con
 }
 
 /* Sends what the trainer printed since *SENT (bytes of LOG_PATH) to rungd, a chunk at a time
- * (logship.h), at most MAX_CHUNKS of them; FINAL: the trainer has exited, send all of it. Moves
- * *SENT to where rungd's copy ends. Stops for good (*ON false) when rungd refuses the attempt's
- * log (409: the lease is gone, the heartbeat deals with it; 413: the log is full) or a chunk (400);
- * a failure to reach it leaves the rest for the next call. */
+ * (logship.h), at most MAX_CHUNKS of them and none once DEADLINE (monotonic ms) has passed: the
+ * slot's heartbeats and its finish wait meanwhile, so the caller bounds the time. FINAL: the trainer
+ * has exited, the end of the log goes too. Moves *SENT to where rungd's copy ends. Stops for good
+ * (*ON false) when rungd refuses the attempt's log (409: the lease is gone, the heartbeat or the
+ * finish deals with it; 413: the log is full) or a chunk (400); a failure to reach it leaves the
+ * rest for the next call. */
 static void slot_ship_log(struct slot *s, struct client *c, const char *aid, const char *token, const char *log_path,
-			  bool final, int max_chunks, long long *sent, bool *on)
+			  bool final, int max_chunks, int64_t deadline, long long *sent, bool *on)
 {
 	char *path = xasprintf("/v1/attempts/%s/log", aid);
 
@@ -319,7 +321,11 @@ static void slot_ship_log(struct slot *s, struct client *c, const char *aid, con
 		struct logship_chunk ch;
 		json_t *body, *ans = NULL;
 		char *err = NULL;
-		int st, got = logship_next(log_path, *sent, LOGSHIP_CHUNK_BYTES, final, &ch);
+		int64_t left = deadline - util_mono_ms();
+		int st, got;
+		if (left < 100)
+			break;
+		got = logship_next(log_path, *sent, LOGSHIP_CHUNK_BYTES, final, &ch);
 		if (got <= 0) {
 			if (got < 0)
 				log_warn("cannot read trainer log", "attempt=%s path=%s error=\"%s\"", aid, log_path,
@@ -328,7 +334,7 @@ static void slot_ship_log(struct slot *s, struct client *c, const char *aid, con
 		}
 		body = json_pack("{s:s, s:I, s:I, s:s}", "token", token, "from", (json_int_t)ch.from, "to",
 				 (json_int_t)ch.to, "text", ch.text);
-		st = client_post(c, path, body, 5000, NULL, &ans, &err);
+		st = client_post(c, path, body, left < 5000 ? (long)left : 5000, NULL, &ans, &err);
 		if (st == 200 && json_is_integer(json_object_get(ans, "end")))
 			*sent = (long long)json_integer_value(json_object_get(ans, "end"));
 		else if (st == 409 || st == 413 || st == 400 || st == 404 || st == 403) {
@@ -377,6 +383,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	const char *token = json_string_value(json_object_get(lease, "token"));
 	const json_t *config = json_object_get(lease, "config");
 	long hb_ms = (long)json_integer_value(json_object_get(lease, "heartbeat_ms"));
+	long lease_ms = (long)json_integer_value(json_object_get(lease, "lease_seconds")) * 1000;
 	/* the job's recovery.stall_timeout_s when it set one (0: never), else this worker's */
 	const json_t *job_stall = json_object_get(lease, "stall_timeout_s");
 	long long stall_s = json_is_integer(job_stall) ? (long long)json_integer_value(job_stall) : w->o.stall_timeout_s;
@@ -399,6 +406,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 		log_error("malformed lease, ignored", "gpu=%s", s->gpu.uuid);
 		goto out;
 	}
+	if (lease_ms <= 0)
+		lease_ms = 30000; /* rungd's default --lease-seconds */
 	if (hb_ms <= 0) {
 		pthread_mutex_lock(&w->mu);
 		hb_ms = w->heartbeat_ms;
@@ -462,7 +471,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			next_sample = now + w->o.memory_sample_ms;
 		}
 		if (log_on && now >= next_log) {
-			slot_ship_log(s, c, aid, token, log_path, false, 16, &log_sent, &log_on);
+			/* at most half a heartbeat period: the heartbeat waits on this thread */
+			slot_ship_log(s, c, aid, token, log_path, false, 16, now + hb_ms / 2, &log_sent, &log_on);
 			now = util_mono_ms();
 			next_log = now + w->o.log_interval_ms;
 		}
@@ -499,8 +509,6 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	if (dropped)
 		goto out;
 	state = SLOT_FINISHING;
-	if (log_on && r) /* the rest of what it printed, before the finish ends the lease */
-		slot_ship_log(s, c, aid, token, log_path, true, 64, &log_sent, &log_on);
 	scan_finish(sc);
 	facts = scan_facts(sc);
 	if (r && runner_signal(r)) {
@@ -534,6 +542,11 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	err = NULL;
 	if (spool_put(w->spool_dir, aid, doc, &err) < 0)
 		log_error("cannot spool finish, sending anyway", "attempt=%s error=\"%s\"", aid, err);
+	/* the rest of what it printed, before the finish ends the lease: spooled first (a crash here loses
+	 * no result), and for at most a quarter of the lease (no heartbeat goes out meanwhile) and 5 s */
+	if (log_on && r)
+		slot_ship_log(s, c, aid, token, log_path, true, 64,
+			      util_mono_ms() + (lease_ms / 4 < 5000 ? lease_ms / 4 : 5000), &log_sent, &log_on);
 	worker_send_finish(w, c, aid, doc);
 out:
 	(void)state;

@@ -148,7 +148,8 @@ static void test_worker_sends(struct harness *h)
 		out = h_rungctl(h, args_s, &rc);
 		free(args_s);
 		json_t *doc = json_loads(out ? out : "", 0, NULL);
-		h_ok(h, rc == 0 && doc && !strcmp(h_str(doc, "text"), h_str(p, "text")) && h_int(doc, "next") == h_int(p, "next"),
+		h_ok(h, rc == 0 && doc && !strcmp(h_str(doc, "text"), h_str(p, "text")) && h_int(doc, "next") == h_int(p, "next") &&
+			json_is_false(json_object_get(doc, "more")),
 		     "rungctl logs JOB --json: the page, its text the whole log (exit %d)", rc);
 		json_decref(doc);
 	}
@@ -303,6 +304,9 @@ static void test_chunks(struct harness *h)
 	a = put(h, aid, token, 30, 25, "x", &st);
 	h_ok(h, st == 400 && !strcmp(h_str(a, "field"), "to"), "to below from: 400 naming to");
 	json_decref(a);
+	a = put(h, aid, token, 25, 25, "", &st);
+	h_ok(h, st == 400 && !strcmp(h_str(a, "field"), "to"), "an empty chunk (to = from): 400 naming to");
+	json_decref(a);
 	{
 		json_t *b = json_pack("{s:s, s:i, s:s}", "token", token, "to", 30, "text", "x");
 		a = h_postf(h, b, &st, "/v1/attempts/%s/log", aid);
@@ -415,6 +419,26 @@ out:
 	json_decref(cfg);
 }
 
+/* A job cancelled before any attempt: --follow has nothing to wait for and returns at once. */
+static void test_follow_cancelled(struct harness *h)
+{
+	json_t *cfg = h_config("never_ran", 10), *job = h_submit(h, cfg, NULL), *c = NULL;
+	char *id = h_id(job, "id"), *cmd = xasprintf("logs %s --follow --interval-ms 100", id ? id : "0"), *out = NULL;
+	long st = 0;
+	int rc = -1;
+
+	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id ? id : "0");
+	h_ok(h, st == 200 && !strcmp(h_str(c, "state"), "cancelled"), "a queued job, no worker: cancelled at once");
+	out = h_rungctl(h, cmd, &rc);
+	h_ok(h, rc == 0 && out && !*out, "rungctl logs --follow of a job that ended with no attempt: returns, prints nothing");
+	free(out);
+	free(cmd);
+	free(id);
+	json_decref(c);
+	json_decref(job);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_logs");
@@ -423,5 +447,6 @@ int main(void)
 	test_chunks(h);
 	test_worker_sends(h);
 	test_follow(h);
+	test_follow_cancelled(h);
 	return h_free(h);
 }

@@ -87,6 +87,13 @@ int main(void)
 	put(path, "one\r\ntwo\r");
 	chunk_is(path, 0, 64, false, "0-8:one\ntwo", "running: a last '\\r' goes next (a redraw, or a \"\\r\\n\" whose '\\n' is to come)");
 	chunk_is(path, 8, 64, true, "8-9:", "final: a trailing '\\r' alone is an empty line end");
+	put(path, "ab\xe2\x96\x88" "cd");
+	chunk_is(path, 0, 4, false, "0-2:ab", "a full read with no line end is not cut through a character (it goes next)");
+	chunk_is(path, 2, 4, false, "2-6:\xe2\x96\x88" "c", "and comes whole with the next chunk");
+	put(path, "one\ntwo\nthree");
+	chunk_is(path, 0, 6, true, "0-4:one\n", "final, a full read: cut at its last line end all the same");
+	chunk_is(path, 4, 6, true, "4-8:two\n", "final: the next, too");
+	chunk_is(path, 8, 6, true, "8-13:three", "final, a read that reaches the end: all of it");
 	free(path);
 	path = xasprintf("%s/missing-dir/trainer.log", dir);
 	chunk_is(path, 0, 64, false, "none", "a missing folder: nothing");
