@@ -139,7 +139,7 @@ Submit the example Flux LoRA job:
   curl -sS -X POST $URL/v1/jobs -H "Authorization: Bearer \$RUNG_TOKEN" -H 'Content-Type: application/json' \\
        --data-binary "{\"name\": \"example\", \"config\": \$(cat $ROOT/examples/flux_lora.json)}"
 Watch it (ID from the answer):
-  bin/rungctl watch ID; bin/rungctl show ID; bin/rungctl attempts ID; bin/rungctl events ID; bin/rungctl jobs
+  bin/rungctl watch ID; bin/rungctl logs ID --follow; bin/rungctl show ID; bin/rungctl attempts ID; bin/rungctl events ID; bin/rungctl jobs
 Escalations, GPUs and tokens need a support or admin token:
   bin/rungd token create --role admin --database-url '$RUNG_DATABASE_URL'
 Ctrl-C stops everything.
