@@ -307,6 +307,9 @@ json_t *report_build(const json_t *ctx, const json_t *decision)
 		t = tail(jpath_get(a, "facts.log_tail"), REPORT_LOG_LINES);
 		sb_printf(&b, "### Attempt %lld (%s)\n\n", jpath_int(a, "number", 0), jpath_str(a, "class", "?"));
 		sb_fenced(&b, t);
+		/* all of it as the worker sent it (migration 022): the command and the page, relative to rungd */
+		sb_printf(&b, "The whole log: `rungctl logs %lld --attempt %lld`, or `/ui/jobs/%lld/log?attempt=%lld`.\n\n",
+			  jpath_int(job, "id", 0), jpath_int(a, "number", 0), jpath_int(job, "id", 0), jpath_int(a, "number", 0));
 		json_array_append_new(logs, json_pack("{s:O?, s:o}", "number", json_object_get(a, "number"), "lines", t));
 	}
 

@@ -79,6 +79,8 @@ int main(void)
 	       "issue 16.1: a figure the worker did not report reads unknown, not 0 MiB");
 	TAP_OK(strstr(md, "line 21\n") != NULL && strstr(md, "line 20\n") == NULL, "report: only the last 40 log lines");
 	TAP_OK(strstr(md, "````text\n") != NULL, "report: fence longer than any backtick run in the log");
+	TAP_OK(strstr(md, "````\n\nThe whole log: `rungctl logs 7 --attempt 2`, or `/ui/jobs/7/log?attempt=2`.\n") != NULL,
+	       "report: after a failed attempt's last lines, where to read all of it");
 	TAP_OK(strstr(md, "**Recommended next step**") != NULL, "report: recommended next step");
 	TAP_INT_EQ(json_array_size(jpath_get(r, "json.attempts")), 2, "report json: attempts");
 	TAP_INT_EQ(json_array_size(jpath_get(r, "json.logs[1].lines")), 40, "report json: 40 log lines of the failed attempt");
