@@ -351,6 +351,12 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		free(l);
 	}
 	show_story(c, job, cli_list(att, "attempts"), ops[0]);
+	{
+		char *o = jobtext_output(job);
+		if (o)
+			fprintf(c->out, "%-17s %s\n", "output", o);
+		free(o);
+	}
 	json_t *d = jsondiff_paths(json_object_get(job, "target_config"), json_object_get(job, "current_config"));
 	if (json_array_size(d) == 0) {
 		fprintf(c->out, "config            current = target (no changes)\n");

@@ -88,3 +88,17 @@ char *jobtext_retried(const json_t *job)
 			 by ? by : "", from ? from : "current", was ? was : "failed",
 			 (long long)json_integer_value(json_object_get(r, "budget_from")) + 1, note ? ": " : "", note ? note : "");
 }
+
+char *jobtext_output(const json_t *job)
+{
+	const json_t *o = json_object_get(json_object_get(job, "result"), "output"), *worker = json_object_get(o, "worker_id");
+	const char *path = json_string_value(json_object_get(o, "path"));
+	long long n = json_integer_value(json_object_get(o, "attempt"));
+
+	if (!path)
+		return NULL;
+	if (json_is_integer(worker))
+		return xasprintf("%s (saved by attempt %lld, on worker %lld's host)", path, n,
+				 (long long)json_integer_value(worker));
+	return xasprintf("%s (saved by attempt %lld)", path, n);
+}

@@ -1,7 +1,7 @@
 /* Plain sentences about a job that rungctl's verdict and the web job page both print, written
  * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), a queued
  * job's place in the queue and why no usable GPU takes it (the JOB's "placement", GET
- * /v1/jobs/{id}), and the job's last retry (recovery_state.retried). Pure: no I/O; the web page
+ * /v1/jobs/{id}), the job's last retry (recovery_state.retried) and where its trained file is. Pure: no I/O; the web page
  * escapes them. */
 #ifndef RUNG_JOBTEXT_H
 #define RUNG_JOBTEXT_H
@@ -29,5 +29,10 @@ char *jobtext_placement(const json_t *job);
  * attempt N: NOTE" when job has recovery_state.retried (POST /v1/jobs/{id}/retry); else NULL. Heap
  * string, the caller frees. */
 char *jobtext_retried(const json_t *job);
+
+/* Where a succeeded job's trained file is (result.output: the file its result's attempt saved):
+ * "PATH (saved by attempt N, on worker W's host)"; NULL when job (a JOB, borrowed) names none. Heap
+ * string, the caller frees. */
+char *jobtext_output(const json_t *job);
 
 #endif

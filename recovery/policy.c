@@ -431,6 +431,23 @@ static json_t *result_settings(const struct pctx *p, const struct dec *d, const 
  * is there only where it replaces the server's default, the config of the attempt that just ended:
  * most successes would otherwise carry a copy of the ~3 KB config through the apply statement and
  * into the job row. "reason" replaces the server's (the decision's reason with its next action). */
+/* Where the result's trained file is: {"attempt", "path", "worker_id", "gpu_uuid"} of attempt N
+ * (the one whose config is the result) when its trainer named the file it saved (FACTS.saved_path,
+ * recovery/scan.c); null when it named none. The path is on that worker's host. */
+static json_t *result_output(const struct pctx *p, long long n)
+{
+	const json_t *a = jpath_int(p->attempt, "number", 0) == n ? p->attempt : NULL, *x;
+	size_t i;
+
+	json_array_foreach(p->attempts, i, x)
+		if (!a && jpath_int(x, "number", 0) == n)
+			a = x;
+	if (!json_is_string(jpath_get(a, "facts.saved_path")))
+		return json_null();
+	return json_pack("{s:I, s:O, s:O?, s:O?}", "attempt", (json_int_t)n, "path", jpath_get(a, "facts.saved_path"),
+			 "worker_id", json_object_get(a, "worker_id"), "gpu_uuid", json_object_get(a, "gpu_uuid"));
+}
+
 static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t *good, const char *stop,
 			 char **summary)
 {
@@ -445,6 +462,8 @@ static json_t *result_of(const struct pctx *p, const struct dec *d, const json_t
 
 	if (r && !json_equal(good, p->ran))
 		json_object_set(r, "config", (json_t *)good);
+	if (r)
+		json_object_set_new(r, "output", result_output(p, good_attempt(p, d, good)));
 	return r;
 }
 

@@ -58,6 +58,7 @@ struct scan {
 	struct scan_proc procs[SCAN_MAX_PROCS];
 	size_t nprocs;
 	char *error;                  /* last error message (heap), NULL when none */
+	char *saved_path;             /* the file the last save line named (heap), NULL when none */
 	char *tail[SCAN_TAIL_LINES];  /* ring of sanitised lines (heap) */
 	size_t tail_start, tail_count;
 	bool tail_last_bar;           /* the newest tail line is a progress bar ... */
@@ -82,6 +83,7 @@ void scan_free(struct scan *s)
 	for (size_t i = 0; i < SCAN_TAIL_LINES; i++)
 		free(s->tail[i]);
 	free(s->error);
+	free(s->saved_path);
 	free(s);
 }
 
@@ -568,6 +570,39 @@ static long long named_step(const char *l)
 	return found;
 }
 
+/* A line that names the file a trainer just saved: AI Toolkit's "Saved to PATH" (BaseSDTrainProcess.save,
+ * after the file is written) and kohya sd-scripts' and musubi-tuner's "saving checkpoint: PATH" (before
+ * it). The last one of a successful run is its output (FACTS.saved_path). A path has a '/' or '\\' or a
+ * model file's extension, so "Saved to disk" is not one; it ends at the line's end or at two spaces. */
+static void note_saved(struct scan *s, const char *l)
+{
+	static const char *const marks[] = { "Saved to ", "saving checkpoint: " };
+	static const char *const exts[] = { ".safetensors", ".ckpt", ".pt", ".bin" };
+
+	for (size_t i = 0; i < ARRAY_LEN(marks); i++) {
+		const char *p = strstr(l, marks[i]), *e;
+		bool named = false;
+		if (!p)
+			continue;
+		p += strlen(marks[i]);
+		while (*p == ' ')
+			p++;
+		e = strstr(p, "  "); /* rich's log lines put the source file after a run of spaces */
+		if (!e)
+			e = p + strlen(p);
+		while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+			e--;
+		named = memchr(p, '/', (size_t)(e - p)) || memchr(p, '\\', (size_t)(e - p));
+		for (size_t k = 0; !named && k < ARRAY_LEN(exts); k++)
+			named = (size_t)(e - p) > strlen(exts[k]) && !strncmp(e - strlen(exts[k]), exts[k], strlen(exts[k]));
+		if (!named)
+			continue;
+		free(s->saved_path);
+		s->saved_path = util_utf8_sanitize(p, (size_t)(e - p), SCAN_PATH_CAP);
+		return;
+	}
+}
+
 static void scan_line(struct scan *s, char *l, size_t len)
 {
 	char desc[SCAN_NAME_CAP], exc[128];
@@ -583,6 +618,8 @@ static void scan_line(struct scan *s, char *l, size_t len)
 		return;
 	bar = parse_bar(l, desc, sizeof desc, &n, &total);
 	tail_add(s, l, len, bar, bar ? desc : "");
+	if (!bar)
+		note_saved(s, t);
 
 	if (bar) {
 		if (!strncasecmp(desc, "Generating", 10)) {
@@ -758,6 +795,7 @@ json_t *scan_facts(const struct scan *s)
 		if (s->sigs[i])
 			json_object_set_new(sigs, sig_names[i], json_integer(s->sigs[i]));
 	json_object_set_new(f, "signatures", sigs);
+	json_object_set_new(f, "saved_path", s->saved_path ? json_string(s->saved_path) : json_null());
 	if (oom_phase >= 0 || !isnan(s->tried_mib) || !isnan(s->total_mib) || s->nprocs) {
 		json_t *procs = json_array();
 		oom = json_object();

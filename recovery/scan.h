@@ -20,6 +20,7 @@ enum scan_phase {
 
 #define SCAN_TAIL_LINES 200   /* lines kept for log_tail */
 #define SCAN_TAIL_BYTES 1000  /* bytes kept of each tail line */
+#define SCAN_PATH_CAP 4096    /* bytes kept of a saved file's path */
 #define SCAN_LINE_CAP 16384   /* bytes of one line kept for matching; the rest is dropped */
 
 struct scan;
@@ -44,7 +45,8 @@ long long scan_total_steps(const struct scan *s);
 int scan_signature(const struct scan *s, const char *name);
 
 /* A new JSON object (caller owns the reference) with the FACTS fields the scanner knows: phase,
- * oom_phase, first_step, last_step, steps_done, total_steps, signatures, oom, error, log_tail.
+ * oom_phase, first_step, last_step, steps_done, total_steps, signatures, oom, error, log_tail,
+ * saved_path (the file the last save line named, null when none).
  * steps_done is last_step - first_step (the first bar reading is where this attempt started,
  * which is above 0 for a resumed run). All strings are valid UTF-8 (bad bytes become '?'). */
 json_t *scan_facts(const struct scan *s);

@@ -23,6 +23,7 @@
 #include "html.h"
 #include "labels.h"
 #include "http.h"
+#include "jobtext.h"
 #include "jpath.h"
 #include "ladder.h"
 #include "log.h"
@@ -778,6 +779,15 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	}
 	if (json_is_object(json_object_get(j, "result")))
 		dt(b, "result", jpath_get(j, "result.reason"));
+	{
+		char *o = jobtext_output(j); /* where the trained file is */
+		if (o) {
+			html_add(b, "<dt>output</dt><dd>");
+			html_esc(b, o);
+			html_add(b, "</dd>");
+		}
+		free(o);
+	}
 	if (lower > 0) { /* issue 12: the story itself precedes that attempt below */
 		html_add(b, "<dt>start</dt><dd><a href=\"#started-lower\">");
 		html_start_lower_line(b, j);

@@ -4,8 +4,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "jpath.h"
 #include "util.h"
 
 /* Simulated trainer knobs (sim/README.md). */
@@ -33,6 +35,25 @@ static void test_success(struct harness *h)
 	h_ok(h, done != NULL, "a plain job runs on the simulated GPU and succeeds");
 	h_ok(h, done && h_int(done, "attempts") == 1, "one attempt");
 	h_ok(h, done && json_equal(json_object_get(done, "current_config"), cfg), "config unchanged");
+	{
+		const char *path = json_string_value(jpath_get(done, "result.output.path"));
+		char *show = xasprintf("show %s", id), *out;
+		int rc = -1;
+		h_ok(h, path && strstr(path, w->work_dir) == path && strstr(path, "/ok_job.safetensors") && access(path, R_OK) == 0,
+		     "result.output.path names the LoRA the trainer saved, a file in the worker's job folder (%s)",
+		     path ? path : "none");
+		h_ok(h, h_int(json_object_get(json_object_get(done, "result"), "output"), "attempt") == 1,
+		     "result.output.attempt: the attempt that saved it");
+		out = h_rungctl(h, show, &rc);
+		h_ok(h, rc == 0 && out && path && strstr(out, "output ") && strstr(out, path), "rungctl show prints the output line");
+		char *page = xasprintf("/ui/jobs/%s", id), *want = xasprintf("<dt>output</dt><dd>%s (saved by attempt 1", path ? path : "?");
+		long st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, want), "the job page says where the output is");
+		free(want);
+		free(page);
+		free(out);
+		free(show);
+	}
 	json_decref(done);
 	json_t *as = h_wait_attempts(h, id, 1, "ended", 5000);
 	json_t *a = json_array_get(as, 0);

@@ -13,6 +13,7 @@
 #include "../../cli/jsondiff.h"
 #include "../../cli/progress.h"
 #include "../../cli/story.h"
+#include "jobtext.h"
 #include "../../cli/table.h"
 #include "labels.h"
 #include "tap.h"
@@ -186,6 +187,21 @@ static void test_job_tables(void)
 		"attempts table: phase/step from facts when the attempt has none");
 	free(s);
 	json_decref(att);
+}
+
+static void test_output_line(void)
+{
+	json_t *r = json_loads("{\"result\": {\"output\": {\"attempt\": 2, \"path\": \"/w/jobs/7/out/a.safetensors\", \"worker_id\": 3}}}", 0, NULL);
+	char *s = jobtext_output(r);
+	TAP_STR_EQ(s, "/w/jobs/7/out/a.safetensors (saved by attempt 2, on worker 3's host)", "output line: path, attempt, worker");
+	free(s);
+	json_object_del(json_object_get(json_object_get(r, "result"), "output"), "worker_id");
+	s = jobtext_output(r);
+	TAP_STR_EQ(s, "/w/jobs/7/out/a.safetensors (saved by attempt 2)", "output line: without a worker");
+	free(s);
+	json_object_set_new(json_object_get(r, "result"), "output", json_null());
+	TAP_OK(jobtext_output(r) == NULL && jobtext_output(NULL) == NULL, "output line: none when no file was named");
+	json_decref(r);
 }
 
 static void test_diff(void)
@@ -680,6 +696,7 @@ int main(void)
 	test_commands();
 	test_table();
 	test_job_tables();
+	test_output_line();
 	test_diff();
 	test_progress();
 	test_story();

@@ -331,7 +331,14 @@ static void scale_up_flow(void)
 
 	/* attempt 2 ran the reduced config (bucket dropped) and succeeded */
 	jpath_set(reduced, P0 ".datasets[0].resolution", fx_json("[512, 768]"));
-	d = run(fx_ctx(flux, flux, fx_success(2000), 1, 24564));
+	{
+		json_t *facts = fx_success(2000);
+		json_object_set_new(facts, "saved_path", json_string("/w/jobs/7/output/my_first_flux_lora_v1/my_first_flux_lora_v1.safetensors"));
+		d = run(fx_ctx(flux, flux, facts, 1, 24564));
+	}
+	TAP_STR_EQ(S(d, "result.output.path"), "/w/jobs/7/output/my_first_flux_lora_v1/my_first_flux_lora_v1.safetensors",
+		   "the result names the file the trainer saved (FACTS.saved_path) ...");
+	TAP_INT_EQ(I(d, "result.output.attempt"), 1, "... and the attempt that saved it");
 	TAP_STR_EQ(S(d, "action"), "succeed", "guide 7: target config succeeded -> done");
 	TAP_STR_EQ(S(d, "job_state"), "succeeded", "job succeeded");
 	TAP_OK(json_is_object(jpath_get(d, "result.achieved")) && json_is_object(jpath_get(d, "result.target")),
@@ -356,9 +363,13 @@ static void scale_up_flow(void)
 	ctx = fx_ctx(flux, s1, fx_oom("train", 1, 200), 3, 24564);
 	fx_add_attempt(ctx, 1, flux, "failed", "env_fault", "retry_clean", "GPU-9", 3);
 	fx_add_attempt(ctx, 2, reduced, "succeeded", "success", "scale_up", "GPU-1", 3);
+	jpath_set(json_array_get(json_object_get(ctx, "attempts"), 1), "facts.saved_path", json_string("/w/out/v1.safetensors"));
 	json_object_set(json_object_get(ctx, "job"), "recovery_state", json_object_get(d, "recovery_state"));
 	json_decref(d);
 	d = run(ctx);
+	TAP_OK(I(d, "result.output.attempt") == 2 && !strcmp(S(d, "result.output.path"), "/w/out/v1.safetensors") &&
+		       !strcmp(S(d, "result.output.gpu_uuid"), "GPU-1") && I(d, "result.output.worker_id") == 3,
+	       "the output is the last good attempt's file, on its worker and GPU, not the scale-up try's");
 	TAP_OK(fx_eq(jpath_get(d, "recovery_state.ceilings.bucket"), "[512, 768, 1024]"),
 	       "guide 7: an OOM on a scale-up attempt records the ceiling");
 	TAP_STR_EQ(S(d, "action"), "succeed", "guide 7: every setting at target or ceiling -> succeeded");

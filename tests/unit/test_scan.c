@@ -384,8 +384,38 @@ static void test_oom_step_marker(void)
 	json_decref(f);
 }
 
+/* FACTS.saved_path: the file the last save line named (AI Toolkit's "Saved to", kohya's and musubi's
+ * "saving checkpoint:"), not a line that names no file. */
+static void test_saved_path(void)
+{
+	static const struct {
+		const char *log, *want;
+	} cases[] = {
+		{ "Saving at step 500\nSaved to /w/jobs/7/output/my_lora/my_lora_000000500.safetensors\n"
+		  "Saved to /w/jobs/7/output/my_lora/my_lora.safetensors  \r\n",
+		  "/w/jobs/7/output/my_lora/my_lora.safetensors" },
+		{ "[my_lora] Saved to output/my_lora/my_lora.safetensors\n", "output/my_lora/my_lora.safetensors" },
+		{ "INFO saving checkpoint: D:/Output/run\\run-000002.safetensors   train_network.py:1020\n",
+		  "D:/Output/run\\run-000002.safetensors" },
+		{ "Saved to /a/b.safetensors\nSaved to disk\n", "/a/b.safetensors" },
+		{ "Saved to disk\n", NULL },
+		{ "Saved to model.ckpt\n", "model.ckpt" },
+		{ "Loading model\n", NULL },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		json_t *f = facts_of(cases[i].log, strlen(cases[i].log), (int)(i % 2));
+		const json_t *v = json_object_get(f, "saved_path");
+		if (cases[i].want)
+			TAP_STR_EQ(json_string_value(v), cases[i].want, "saved_path: the last file a save line named");
+		else
+			TAP_OK(json_is_null(v), "saved_path: null when no line named a file");
+		json_decref(f);
+	}
+}
+
 int main(void)
 {
+	test_saved_path();
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
 		check_case(&cases[i]);
 	test_oom_processes();
