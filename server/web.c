@@ -38,6 +38,7 @@
 #define QUEUE_PATH "/ui/jobs" /* the queue page (also at /ui), its form's action and its links */
 #define WEB_LOG_LINES 40
 #define WEB_LOG_PAGE_BYTES (1024 * 1024) /* of an attempt's log on its page */
+#define WEB_LOG_REFRESH_S 10 /* a running attempt's log page reloads this often */
 
 struct web_req;
 /* The page a statement's result is rendered into. */
@@ -876,7 +877,6 @@ static void render_log(struct hbuf *b, const struct web_req *w, const json_t *do
 	long long id = json_integer_value(json_object_get(doc, "job_id"));
 	long long n = json_integer_value(json_object_get(a, "number")), count = json_integer_value(json_object_get(doc, "attempts"));
 
-	(void)w;
 	html_printf(b, "<h1><a href=\"/ui/jobs/%lld\">Job %lld</a>: ", id, id);
 	if (json_is_object(a)) {
 		html_printf(b, "log of attempt %lld ", n);
@@ -895,10 +895,18 @@ static void render_log(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_add(b, "<p class=\"muted\">No attempt of that number has started.</p>\n");
 		return;
 	}
+	if (!strcmp(json_string_value(json_object_get(a, "state")) ?: "", "running")) {
+		/* a header, not a script: the page reloads at its end while the trainer runs */
+		char *refresh = xasprintf("%d; url=/ui/jobs/%lld/log?attempt=%lld#end", WEB_LOG_REFRESH_S, id, n);
+		hreq_add_header(w->h, "Refresh", refresh);
+		free(refresh);
+		html_printf(b, "<p class=\"muted\">The attempt runs: this page reloads every %d s, at <a href=\"#end\">its "
+			    "end</a>.</p>\n", WEB_LOG_REFRESH_S);
+	}
 	html_add(b, "<pre class=\"log\"><code>");
 	if (!html_log_lines(b, json_string_value(json_object_get(doc, "text")), INT_MAX))
 		html_add(b, "(nothing yet)");
-	html_add(b, "</code></pre>\n");
+	html_add(b, "</code></pre>\n<p id=\"end\"></p>\n");
 	if (json_is_true(json_object_get(doc, "more")))
 		html_printf(b, "<p class=\"muted\">The first %d KiB of it; all of it: <code>rungctl logs %lld --attempt %lld</code>.</p>\n",
 			    WEB_LOG_PAGE_BYTES / 1024, id, n);

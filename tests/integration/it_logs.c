@@ -345,6 +345,11 @@ static void test_chunks(struct harness *h)
 			strstr(h->last_body, "line one\nline two\nbar\n</code></pre>"),
 		     "the job page shows the running attempt's log as a terminal would (the bar's '\\r' drawn)");
 		free(page);
+		page = xasprintf("/ui/jobs/%s/log?attempt=1", id);
+		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "this page reloads every 10 s"),
+		     "a running attempt's log page says it reloads (a Refresh header, at its end)");
+		free(page);
 	}
 	{
 		json_t *facts = h_facts_success(10);
@@ -363,8 +368,8 @@ static void test_chunks(struct harness *h)
 		     "the job page links each attempt to its log, and shows no live log once none runs");
 		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
 		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "log of attempt 1 ") &&
-			strstr(h->last_body, "<code>line one\nline two\nbar\n</code></pre>"),
-		     "/ui/jobs/ID/log?attempt=1: the attempt's whole log as a terminal shows it");
+			strstr(h->last_body, "<code>line one\nline two\nbar\n</code></pre>") && !strstr(h->last_body, "reloads every"),
+		     "/ui/jobs/ID/log?attempt=1: the attempt's whole log as a terminal shows it, no reload once it ended");
 		free(page);
 		page = xasprintf("/ui/jobs/%s/log?attempt=x", id);
 		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
