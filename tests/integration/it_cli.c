@@ -169,7 +169,7 @@ static json_t *raw_post(struct harness *h, const char *path, const char *ctype, 
 static void test_help_and_usage(struct harness *h)
 {
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
-		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL }, { "logs", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "plan", NULL }, { "classify", NULL } };
@@ -195,6 +195,8 @@ static void test_help_and_usage(struct harness *h)
 	h_ok(h, ctl(h, "--url", "http://127.0.0.1:1", "jobs") == 3 && strstr(g_err, "cannot reach"),
 		"unreachable server: exit 3");
 	h_ok(h, ctl(h, "show", "999999") == 4 && strstr(g_err, "404"), "unknown job: exit 4");
+	h_ok(h, ctl(h, "logs", "999999") == 4 && strstr(g_err, "404"), "logs of an unknown job: exit 4");
+	h_ok(h, ctl(h, "logs", "1", "--attempt", "0") == 2, "logs --attempt 0: exit 2");
 	h_ok(h, ctl_as(h, NULL, "jobs") == 1 && strstr(g_err, "401"), "no token: refused, exit 1");
 	h_ok(h, ctl_as(h, h->submitter_token, "workers") == 1 && strstr(g_err, "403"),
 		"submitter token on workers: refused (403), exit 1");
