@@ -181,6 +181,7 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 		*answer = NULL;
 	if (!c->http)
 		c->http = httpc_new(c->url, c->token);
+	c->last_status = 0;
 	if (httpc_call(c->http, method, path, body, idem_key, &status, &a, &err) < 0) {
 		if (!c->unreachable_said)
 			fprintf(c->err, "rungctl: cannot reach the server: %s\n", err);
@@ -189,6 +190,7 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 		return CLI_UNREACHABLE;
 	}
 	c->unreachable_said = 0;
+	c->last_status = status;
 	rc = cli_exit_for_status(status);
 	if (rc != CLI_OK) {
 		const char *code = json_string_value(json_object_get(a, "error"));
@@ -206,6 +208,11 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 	else
 		json_decref(a);
 	return CLI_OK;
+}
+
+int cli_transient(const struct cli *c, int rc)
+{
+	return rc == CLI_UNREACHABLE || (rc == CLI_REFUSED && c->last_status == 503);
 }
 
 void cli_print_json(struct cli *c, const json_t *v)

@@ -28,6 +28,7 @@ struct cli {
 	FILE *out, *err;        /* stdout/stderr; tests substitute files */
 	struct httpc *http;     /* made on first call, freed by cli_release */
 	int unreachable_said;   /* "cannot reach" printed since the last answer (watch retries quietly) */
+	long last_status;       /* the HTTP status of the last call, 0 when nothing answered */
 };
 
 /* The options every command accepts, to put at the start of a command's option table. */
@@ -68,6 +69,10 @@ int cli_args(struct cli *c, const struct cli_cmd *cmd, const struct args_opt *op
  * answer, so a retry loop does not repeat it). answer may be NULL. */
 int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, const char *idem_key,
 	json_t **answer);
+
+/* Whether the last call may succeed if made again soon: nothing answered, or the server said 503
+ * (its database is down, or it is shutting down). watch and logs --follow wait those out. */
+int cli_transient(const struct cli *c, int rc);
 
 /* The exit code for an HTTP status (2xx 0, 404 4, else 1). */
 int cli_exit_for_status(long status);

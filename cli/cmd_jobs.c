@@ -726,7 +726,7 @@ int cmd_watch(struct cli *c, int argc, char **argv)
 		} else {
 			json_decref(job);
 			json_decref(att);
-			if (rc != CLI_UNREACHABLE || util_mono_ms() - last_ok > WATCH_UNREACHABLE_MS)
+			if (!cli_transient(c, rc) || util_mono_ms() - last_ok > WATCH_UNREACHABLE_MS)
 				break;
 		}
 		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };

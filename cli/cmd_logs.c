@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "util.h"
 
-#define LOGS_UNREACHABLE_MS 60000 /* --follow gives up after this long without an answer */
+#define LOGS_UNREACHABLE_MS 60000 /* --follow gives up after this long without an answer (or only 503s) */
 
 static bool job_ended(const json_t *page)
 {
@@ -45,7 +45,7 @@ int cmd_logs(struct cli *c, int argc, char **argv)
 		free(path);
 		if (rc != CLI_OK) {
 			json_decref(page);
-			if (follow && rc == CLI_UNREACHABLE && util_mono_ms() - last_ok < LOGS_UNREACHABLE_MS)
+			if (follow && cli_transient(c, rc) && util_mono_ms() - last_ok < LOGS_UNREACHABLE_MS)
 				goto wait;
 			break;
 		}

@@ -3,6 +3,7 @@
  * through it, live and after the end, and reads on a terminal as the trainer's own log does with
  * the progress bar's overwritten redraws left out; rungctl logs prints it. The chunk route spoken
  * directly: fenced by the token, resends and gaps, limits; the reader's errors. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -424,6 +425,80 @@ out:
 	json_decref(cfg);
 }
 
+struct bg_ctl {
+	struct harness *h;
+	const char *args;
+	char *out;
+	int rc;
+};
+
+static void *bg_ctl_run(void *arg)
+{
+	struct bg_ctl *b = arg;
+	b->out = h_rungctl(b->h, b->args, &b->rc);
+	return NULL;
+}
+
+struct refused {
+	struct harness *h;
+	const char *path; /* "path=/v1/jobs/ID/log" */
+};
+
+/* rungd has answered the follower 503 (its database is down). */
+static bool follower_refused(void *arg)
+{
+	struct refused *r = arg;
+	char *log = h_slurp(r->h->server.log_path);
+	bool seen = false;
+	for (char *l = log; l && *l && !seen;) {
+		char *nl = strchr(l, '\n');
+		if (nl)
+			*nl = '\0';
+		seen = strstr(l, r->path) && strstr(l, "status=503");
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	free(log);
+	return seen;
+}
+
+/* The database goes away while rungctl logs --follow waits for a queued job: rungd answers 503 and
+ * the follower waits that out (as it waits out an unreachable rungd) instead of ending; once the
+ * database is back and the job is cancelled, it returns 0. */
+static void test_follow_outage(struct harness *h)
+{
+	json_t *cfg = h_config("outage_job", 10), *job = h_submit(h, cfg, NULL), *c = NULL;
+	char *id = h_id(job, "id"), *args = xasprintf("logs %s --follow --interval-ms 100", id ? id : "0");
+	char *path = xasprintf("path=/v1/jobs/%s/log", id ? id : "0");
+	struct bg_ctl b = { h, args, NULL, -1 };
+	struct refused r = { h, path };
+	pthread_t t;
+	long st = 0;
+
+	if (!h_ok(h, id && h_pg_stop(h, "fast") == 0, "a queued job, and the database stopped"))
+		goto out;
+	if (pthread_create(&t, NULL, bg_ctl_run, &b) != 0) {
+		h_pg_start(h);
+		goto out;
+	}
+	h_ok(h, wait_until(follower_refused, &r, 20000), "rungd answers the follower 503 while the database is down");
+	h_ok(h, h_pg_start(h) == 0, "the database is back");
+	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
+	h_ok(h, st == 200, "the job is cancelled (got %ld)", st);
+	pthread_join(t, NULL);
+	h_ok(h, b.rc == 0 && b.out && strstr(b.out, "503"),
+	     "rungctl logs --follow waited the outage out and returned 0 once the job ended (exit %d)", b.rc);
+	if (h->failed)
+		h_diag("follower said: %s", b.out ? b.out : "(nothing)");
+out:
+	free(b.out);
+	free(path);
+	free(args);
+	free(id);
+	json_decref(c);
+	json_decref(job);
+	json_decref(cfg);
+}
+
 /* A job cancelled before any attempt: --follow has nothing to wait for and returns at once. */
 static void test_follow_cancelled(struct harness *h)
 {
@@ -453,5 +528,6 @@ int main(void)
 	test_worker_sends(h);
 	test_follow(h);
 	test_follow_cancelled(h);
+	test_follow_outage(h);
 	return h_free(h);
 }
