@@ -621,8 +621,7 @@ out:
 	json_decref(body);
 }
 
-/* Replies the statement's JSON value, or 404 when it is NULL / missing. */
-static void on_doc(PGresult *res, const char *err, void *arg)
+void api_jobs_on_doc(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
 	const char *value;
@@ -643,7 +642,7 @@ static void by_job_id(struct hreq *h, const char *sql)
 		return;
 	}
 	const char *params[1] = { h->param[0] };
-	db_exec(h->app->db, sql, 1, params, on_doc, h);
+	db_exec(h->app->db, sql, 1, params, api_jobs_on_doc, h);
 }
 
 void api_jobs_get(struct hreq *h)

@@ -5,6 +5,7 @@
 #define RUNG_API_JOBS_H
 
 #include <jansson.h>
+#include <libpq-fe.h>
 
 struct hreq;
 struct auth_who;
@@ -23,6 +24,11 @@ void api_jobs_retry(struct hreq *h);
 /* POST /v1/jobs/{id}/priority {"priority"}: a queued or running job's priority (lower runs first),
  * with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
 void api_jobs_priority(struct hreq *h);
+
+/* A db_exec callback (arg: the struct hreq) for a statement about job param[0] that returns one
+ * JSON document: replies it (200), or 404 "no such job" when it is NULL or missing, or what
+ * hreq_db_value answers. */
+void api_jobs_on_doc(PGresult *res, const char *err, void *arg);
 
 /* The owner= and kind= filters of a job list, one rule for GET /v1/jobs and the /ui/jobs page:
  * kind is image or video; owner is a token name (1..AUTH_NAME_MAX of [A-Za-z0-9._@-]) and a

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_jobs.h"
 #include "api_logs.h"
 #include "app.h"
 #include "db.h"
@@ -100,20 +101,6 @@ out:
 	json_decref(body);
 }
 
-static void on_page(PGresult *res, const char *err, void *arg)
-{
-	struct hreq *h = arg;
-	const char *doc;
-
-	if (hreq_db_value(h, res, err, &doc) < 0)
-		return;
-	if (!doc) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	hreq_reply_text(h, 200, doc);
-}
-
 /* An optional integer query parameter in [min, max] into *v (kept when absent); false after
  * answering 400 naming it. */
 static bool query_int(struct hreq *h, const char *key, long long min, long long max, long long *v, bool *given)
@@ -148,5 +135,5 @@ void api_logs_get(struct hreq *h)
 	snprintf(from_s, sizeof from_s, "%lld", from);
 	snprintf(limit_s, sizeof limit_s, "%lld", limit);
 	const char *params[4] = { h->param[0], has_attempt ? attempt_s : NULL, from_s, limit_s };
-	db_exec(h->app->db, sql_job_log, 4, params, on_page, h);
+	db_exec(h->app->db, sql_job_log, 4, params, api_jobs_on_doc, h);
 }
