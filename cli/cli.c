@@ -25,7 +25,11 @@ const struct cli_cmd cli_cmds[] = {
 		"against its own config; target vs current config (changed paths); recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
-	{ "cancel", "cancel JOB", "Cancels a job (a running one stops at its next heartbeat).", cmd_cancel },
+	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video [--state queued|running|active] "
+		"[--limit N] [--dry-run]",
+		"Cancels a job (a running one stops at its next heartbeat), or the jobs that match every filter given,\n"
+		"oldest first, at most --limit (1000): queued ones by default, --state running or active (both);\n"
+		"--dry-run lists them and changes nothing. A submitter cancels only its own.", cmd_cancel },
 	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
 		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
 		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"

@@ -449,14 +449,62 @@ out:
 	return rc;
 }
 
+/* cancel JOB, or the jobs matching --label/--owner/--kind (POST /v1/jobs/cancel). */
+static int cancel_matching(struct cli *c, const char *state, const char *owner, const char *label, const char *kind,
+			   long long limit, int dry)
+{
+	json_t *body = json_pack("{s:s?, s:s?, s:s?, s:s?, s:b}", "state", state, "owner", owner, "label", label, "kind",
+				 kind, "dry_run", dry), *ans = NULL, *v;
+	size_t i;
+	int rc;
+
+	if (limit > 0)
+		json_object_set_new(body, "limit", json_integer(limit));
+	rc = cli_call(c, "POST", "/v1/jobs/cancel", body, NULL, &ans);
+	if (rc == CLI_OK && c->json) {
+		cli_print_json(c, ans);
+	} else if (rc == CLI_OK) {
+		const json_t *ids = json_object_get(ans, "ids");
+		fprintf(c->out, "%s %zu job(s)%s", dry ? "would cancel" : "cancelled or told to stop:", json_array_size(ids),
+			json_array_size(ids) ? ":" : "");
+		json_array_foreach(ids, i, v)
+			fprintf(c->out, " %lld", (long long)json_integer_value(v));
+		fputc('\n', c->out);
+		if (json_is_true(json_object_get(ans, "more")))
+			fprintf(c->out, "more match: run it again (or raise --limit)\n");
+	}
+	json_decref(ans);
+	json_decref(body);
+	return rc;
+}
+
 int cmd_cancel(struct cli *c, int argc, char **argv)
 {
-	char *ops[1];
+	char *ops[1] = { NULL };
+	const char *state = NULL, *owner = NULL, *label = NULL, *kind = NULL;
+	long long limit = 0;
+	int dry = 0;
 	json_t *job = NULL;
-	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
-	int rc = cli_args(c, cli_cmd_named("cancel"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "state", .type = ARGS_STRING, .str = &state },
+		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
+		{ .name = "label", .type = ARGS_STRING, .str = &label },
+		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
+		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
+		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry },
+	};
+	int rc = cli_args(c, cli_cmd_named("cancel"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 1);
+	bool filters = owner || label || kind;
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (!ops[0] == !filters || (ops[0] && (state || limit || dry))) {
+		fprintf(c->err, "rungctl: cancel takes a JOB, or --label/--owner/--kind (with --state, --limit, --dry-run)\n"
+				"usage: rungctl %s\n", cli_cmd_named("cancel")->usage);
+		return CLI_USAGE;
+	}
+	if (filters)
+		return cancel_matching(c, state, owner, label, kind, limit, dry);
 	char *e = httpc_escape(ops[0]);
 	char *path = xasprintf("/v1/jobs/%s/cancel", e);
 	rc = cli_call(c, "POST", path, NULL, NULL, &job);

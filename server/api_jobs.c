@@ -690,6 +690,96 @@ void api_jobs_cancel(struct hreq *h)
 	db_exec(h->app->db, sql_job_cancel, 1, params, on_cancelled, h);
 }
 
+static void on_cancelled_many(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	const char *value;
+
+	if (hreq_db_value(h, res, err, &value) < 0)
+		return;
+	hreq_reply_text(h, 200, value ? value : "{\"ids\": [], \"more\": false}");
+}
+
+/* An optional string field of a cancel-many body: *out its text (borrowed from body; NULL when
+ * absent, null or ""); false after answering 400 naming it when it is another type. */
+static bool opt_str(struct hreq *h, const json_t *body, const char *key, const char **out)
+{
+	const json_t *v = json_object_get(body, key);
+
+	*out = json_is_string(v) && json_string_length(v) > 0 ? json_string_value(v) : NULL;
+	if (v && !json_is_null(v) && !json_is_string(v)) {
+		hreq_error(h, 400, "invalid_request", key, "%s must be a string", key);
+		return false;
+	}
+	return true;
+}
+
+void api_jobs_cancel_matching(struct hreq *h)
+{
+	json_t *body = NULL, *labels = NULL, *limit_v, *dry_v;
+	const char *state, *owner, *kind, *label, *scope = NULL, *kind_f = NULL, *field = NULL;
+	char *msg = NULL, *label_json = NULL, limit[24];
+	long long n = API_JOBS_CANCEL_MAX;
+	int code;
+
+	if (hreq_body(h, &body) < 0)
+		return;
+	if (!opt_str(h, body, "state", &state) || !opt_str(h, body, "owner", &owner) || !opt_str(h, body, "kind", &kind) ||
+	    !opt_str(h, body, "label", &label))
+		goto out;
+	if (!state)
+		state = "queued";
+	if (strcmp(state, "queued") && strcmp(state, "running") && strcmp(state, "active")) {
+		hreq_error(h, 400, "invalid_request", "state", "state must be queued, running or active (both)");
+		goto out;
+	}
+	code = api_jobs_list_filter(&h->who, owner, kind, &scope, &kind_f, &field, &msg);
+	if (code) {
+		hreq_error(h, code, code == 403 ? "forbidden" : "invalid_request", field, "%s", msg);
+		goto out;
+	}
+	if (label) {
+		labels = labels_parse(label, "label", &msg);
+		if (!labels) {
+			hreq_error(h, 400, "invalid_request", "label", "%s", msg);
+			goto out;
+		}
+		if (json_object_size(labels) > 0)
+			label_json = json_dumps(labels, JSON_COMPACT);
+	}
+	if (!owner && !label_json && !kind_f) {
+		hreq_error(h, 400, "invalid_request", NULL,
+			   "name the jobs to cancel: owner, label or kind (no filter would be every job)");
+		goto out;
+	}
+	limit_v = json_object_get(body, "limit");
+	if (limit_v && !json_is_null(limit_v)) {
+		if (!json_is_integer(limit_v) || json_integer_value(limit_v) < 1 || json_integer_value(limit_v) > API_JOBS_CANCEL_MAX) {
+			hreq_error(h, 400, "invalid_request", "limit", "limit must be an integer from 1 to %d", API_JOBS_CANCEL_MAX);
+			goto out;
+		}
+		n = (long long)json_integer_value(limit_v);
+	}
+	dry_v = json_object_get(body, "dry_run");
+	if (dry_v && !json_is_null(dry_v) && !json_is_boolean(dry_v)) {
+		hreq_error(h, 400, "invalid_request", "dry_run", "dry_run must be true or false");
+		goto out;
+	}
+	snprintf(limit, sizeof limit, "%lld", n);
+	log_info("jobs cancel", "by=%s state=%s owner=%s label=%s kind=%s limit=%s dry_run=%d",
+		 h->who.name ? h->who.name : "-", state, scope ? scope : "-", label_json ? label_json : "-",
+		 kind_f ? kind_f : "-", limit, json_is_true(dry_v));
+	{
+		const char *params[6] = { state, scope, label_json, kind_f, limit, json_is_true(dry_v) ? "true" : "false" };
+		db_exec(h->app->db, sql_job_cancel_matching, 6, params, on_cancelled_many, h);
+	}
+out:
+	free(msg);
+	free(label_json);
+	json_decref(labels);
+	json_decref(body);
+}
+
 /* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority): 200 with the job when
  * it was "ok", 409 naming the job's state and why_not otherwise, 404 when there is no such job.
  * queued_again: the change queued the job (logged; the waiters are woken). */

@@ -17,6 +17,16 @@ void api_jobs_list(struct hreq *h);
 void api_jobs_attempts(struct hreq *h);
 void api_jobs_events(struct hreq *h);
 void api_jobs_cancel(struct hreq *h);
+#define API_JOBS_CANCEL_MAX 1000 /* jobs one POST /v1/jobs/cancel cancels at most */
+
+/* POST /v1/jobs/cancel {"state"?: "queued" (default) | "running" | "active", "owner"?, "label"?:
+ * "k=v,k=v", "kind"?, "limit"?: 1..API_JOBS_CANCEL_MAX, "dry_run"?: bool}: cancels the matching jobs
+ * (a running one is told to stop at its next heartbeat), oldest first, each as POST
+ * /v1/jobs/{id}/cancel would; 200 {"ids", "more"} (dry_run: the ids it would cancel). owner and kind
+ * follow the list's rule (a submitter's jobs only its own; 403 naming owner for another's); at least
+ * one of owner, label, kind must be given (400 otherwise: no filter would be every job). 400 naming
+ * state, owner, kind, label, limit or dry_run. */
+void api_jobs_cancel_matching(struct hreq *h);
 /* POST /v1/jobs/{id}/retry {"from"?: "current"|"target", "note"?}: a failed or cancelled job is
  * queued again with fresh budgets (sql/functions/22_job_ops.sql) and the waiters are woken; 400
  * naming from/note, 404, 409 invalid_transition for a job in any other state. */

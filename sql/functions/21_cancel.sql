@@ -22,3 +22,37 @@ BEGIN
   END IF;
   RETURN rung_job_json(j);
 END $$;
+
+-- Cancel many (POST /v1/jobs/cancel): the jobs in P_STATE ('queued', 'running' or 'active': both)
+-- with owner P_OWNER, every label of P_LABELS and kind P_KIND (NULL: any), oldest first, at most
+-- P_MAX, each through rung_cancel (its row lock, transition and event, as one cancel would); a
+-- running job already told to stop is not counted again. P_DRY: only list them. Returns
+-- {"ids": [the jobs cancelled or told to stop, or that would be], "more": whether more match}.
+CREATE OR REPLACE FUNCTION rung_cancel_matching(p_state text, p_owner text, p_labels jsonb, p_kind text, p_max int,
+                                                p_dry boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  states text[] := CASE p_state WHEN 'active' THEN ARRAY['queued', 'running'] ELSE ARRAY[p_state] END;
+  cand bigint[];
+  done bigint[] := '{}';
+  id bigint;
+  r jsonb;
+BEGIN
+  SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') INTO cand FROM (
+    SELECT j.id FROM jobs j
+    WHERE j.state = ANY (states) AND NOT (j.state = 'running' AND j.cancel_requested)
+      AND (p_owner IS NULL OR j.owner = p_owner) AND (p_kind IS NULL OR j.kind = p_kind)
+      AND (p_labels IS NULL OR j.labels @> p_labels)
+    ORDER BY j.id LIMIT p_max + 1) x;
+  IF p_dry THEN
+    RETURN jsonb_build_object('ids', to_jsonb(cand[1:p_max]), 'more', cardinality(cand) > p_max);
+  END IF;
+  FOREACH id IN ARRAY cand[1:p_max] LOOP
+    r := rung_cancel(id);
+    -- it may have ended (or been cancelled) since it was read: count only what this call changed
+    IF r->>'state' = 'cancelled' AND r->'result'->>'reason' = 'cancelled while queued'
+       AND (r->>'finished_at')::timestamptz >= now() OR r->>'state' = 'running' AND (r->>'cancel_requested')::boolean THEN
+      done := done || id;
+    END IF;
+  END LOOP;
+  RETURN jsonb_build_object('ids', to_jsonb(done), 'more', cardinality(cand) > p_max);
+END $$;

@@ -330,6 +330,33 @@ static void test_job_commands(struct harness *h)
 
 /* A fake worker fails a max_attempts-1 job with an OOM: the job fails with an escalation. watch exits
  * 1; escalations, report, ack, resolve; workers, gpus, gpu release. */
+/* cancel by filters: --dry-run lists, then the jobs are cancelled; a JOB and filters together, or
+ * neither, is a usage error. */
+static void test_cancel_matching(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_bulk", 10), *a = NULL, *b = NULL, *want = NULL;
+	int rc;
+
+	rc = ctl(h, "submit", cfg, "--labels", "batch=cli-bulk");
+	a = out_line();
+	ctl(h, "submit", cfg, "--labels", "batch=cli-bulk");
+	b = out_line();
+	want = xasprintf("would cancel 2 job(s): %s %s\n", a, b);
+	h_ok(h, rc == 0 && ctl(h, "cancel", "--label", "batch=cli-bulk", "--dry-run") == 0 && !strcmp(g_out, want),
+	     "cancel --label --dry-run lists the two jobs (%s)", g_out);
+	free(want);
+	want = xasprintf("cancelled or told to stop: 2 job(s): %s %s\n", a, b);
+	h_ok(h, ctl(h, "cancel", "--label", "batch=cli-bulk") == 0 && !strcmp(g_out, want), "cancel --label cancels them");
+	h_ok(h, ctl(h, "show", a) == 0 && strstr(g_out, "cancelled"), "the first is cancelled");
+	h_ok(h, ctl(h, "cancel") == 2 && ctl(h, "cancel", a, "--label", "batch=x") == 2 && ctl(h, "cancel", a, "--dry-run") == 2,
+	     "cancel with neither a JOB nor a filter, or with both: exit 2");
+	h_ok(h, ctl(h, "cancel", "--kind", "audio") == 1 && strstr(g_err, "kind"), "a bad filter: refused, naming it (exit 1)");
+	free(want);
+	free(a);
+	free(b);
+	free(cfg);
+}
+
 static void test_support_commands(struct harness *h)
 {
 	char *cfg = config_file(h, "cli_esc", 10), *id = NULL, *wid = NULL, *aid = NULL, *esc = NULL;
@@ -634,6 +661,7 @@ int main(void)
 	if (h_ok(h, h_server_start(h, NULL) == 0, "rungd started")) {
 		test_help_and_usage(h);
 		test_job_commands(h);
+		test_cancel_matching(h);
 		test_support_commands(h);
 		test_token_commands(h);
 		test_raw_submit(h);

@@ -650,6 +650,153 @@ static void test_cancel_queued(struct harness *h)
 	json_decref(cfg);
 }
 
+/* POST /v1/jobs/cancel with BODY (JSON text); the answer, the status in *st. */
+static json_t *cancel_many(struct harness *h, const char *body, long *st)
+{
+	return h_post_raw(h, "/v1/jobs/cancel", body, strlen(body), st);
+}
+
+/* The answer's ids as "1,2,3" (heap). */
+static char *ids_of(const json_t *a)
+{
+	char *s = xstrdup("");
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(a, "ids"), i, v) {
+		char *n = xasprintf("%s%s%lld", s, *s ? "," : "", (long long)json_integer_value(v));
+		free(s);
+		s = n;
+	}
+	return s;
+}
+
+/* Bulk cancel by label, owner or kind: a dry run lists and changes nothing; queued jobs are cancelled,
+ * a running one is told to stop at its next heartbeat (state running, or active for both); a limit
+ * leaves the rest for the next call (more); a submitter cancels only its own; no filter, or a bad
+ * one, is a 400 naming it. */
+static void test_cancel_matching(struct harness *h)
+{
+	json_t *cfg = h_config("bulk", 10), *jobs[5] = { 0 }, *a = NULL, *lease = NULL;
+	char *id[5] = { 0 }, *want = NULL, *got = NULL, *wid = h_fake_register(h, "fake-bulk", "GPU-bulk", 24576);
+	static const char *const batch[5] = { "bulk-a", "bulk-a", "bulk-a", "bulk-b", "bulk-b" };
+	long st = 0;
+
+	for (int i = 0; i < 5; i++) {
+		json_t *extra = json_pack("{s:{s:s}, s:i}", "labels", "batch", batch[i], "priority", i == 0 ? 0 : 100);
+		jobs[i] = h_submit(h, cfg, extra);
+		id[i] = h_id(jobs[i], "id");
+		json_decref(extra);
+	}
+	lease = h_fake_lease(h, wid, "GPU-bulk", 5000, &st);
+	if (!h_ok(h, id[4] && lease && h_int(lease, "job_id") == atoll(id[0]), "five labelled jobs, the first one leased"))
+		goto out;
+	want = xasprintf("%s,%s,%s", id[0], id[1], id[2]);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-a\", \"state\": \"active\", \"dry_run\": true}", &st);
+	got = ids_of(a);
+	json_t *j1 = h_job(h, id[1]);
+	h_ok(h, st == 200 && !strcmp(got, want) && !strcmp(h_str(j1, "state"), "queued"),
+	     "dry run: the three batch=bulk-a jobs, oldest first (%s), nothing changed", got);
+	json_decref(j1);
+	json_decref(a);
+	free(got);
+	free(want);
+	want = xasprintf("%s,%s", id[1], id[2]);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-a\"}", &st);
+	got = ids_of(a);
+	j1 = h_job(h, id[1]);
+	json_t *j3 = h_job(h, id[3]);
+	h_ok(h, st == 200 && !strcmp(got, want) && !strcmp(h_str(j1, "state"), "cancelled") &&
+		!strcmp(h_str(j3, "state"), "queued") && json_is_false(json_object_get(a, "more")),
+	     "state queued (the default): the two queued bulk-a jobs cancelled (%s); the running one and bulk-b untouched", got);
+	json_decref(j1);
+	json_decref(j3);
+	json_decref(a);
+	free(got);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-a\", \"state\": \"running\"}", &st);
+	got = ids_of(a);
+	{
+		char *aid = h_id(lease, "attempt_id");
+		json_t *beat = aid ? h_fake_heartbeat(h, aid, h_str(lease, "token"), &st) : NULL;
+		h_ok(h, !strcmp(got, id[0]) && json_is_true(json_object_get(beat, "cancel")),
+		     "state running: the leased job is told to stop at its next heartbeat (%s)", got);
+		json_decref(beat);
+		free(aid);
+	}
+	json_decref(a);
+	free(got);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-a\", \"state\": \"active\"}", &st);
+	got = ids_of(a);
+	h_ok(h, st == 200 && !strcmp(got, ""), "again: nothing left to cancel (a running job told once is not counted again)");
+	json_decref(a);
+	free(got);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-b\", \"limit\": 1}", &st);
+	got = ids_of(a);
+	h_ok(h, !strcmp(got, id[3]) && json_is_true(json_object_get(a, "more")), "limit 1: the oldest, and more says the rest waits");
+	json_decref(a);
+	free(got);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-b\", \"limit\": 1}", &st);
+	got = ids_of(a);
+	h_ok(h, !strcmp(got, id[4]) && json_is_false(json_object_get(a, "more")), "the next call: the rest");
+	json_decref(a);
+	free(got);
+	got = NULL;
+	{
+		json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id[1]);
+		json_t *last = json_array_get(json_object_get(ev, "events"), json_array_size(json_object_get(ev, "events")) - 1);
+		h_ok(h, !strcmp(h_str(last, "kind"), "cancelled"), "each cancelled job has its event, as one cancel leaves");
+		json_decref(ev);
+	}
+	/* a submitter's: its own only */
+	{
+		json_t *extra = json_pack("{s:{s:s}}", "labels", "batch", "bulk-c");
+		json_t *mine, *theirs = h_submit(h, cfg, extra);
+		char *theirs_id = h_id(theirs, "id"), *mine_id;
+		h->auth_token = h->submitter_token;
+		mine = h_submit(h, cfg, extra);
+		mine_id = h_id(mine, "id");
+		a = cancel_many(h, "{\"label\": \"batch=bulk-c\"}", &st);
+		got = ids_of(a);
+		h_ok(h, st == 200 && mine_id && !strcmp(got, mine_id), "a submitter's bulk cancel takes only its own job (%s)", got);
+		json_decref(a);
+		a = cancel_many(h, "{\"owner\": \"someone-else\"}", &st);
+		h_ok(h, st == 403 && !strcmp(h_str(a, "field"), "owner"), "a submitter naming another owner: 403 naming owner");
+		json_decref(a);
+		h->auth_token = h->admin_token;
+		json_t *t = h_job(h, theirs_id);
+		h_ok(h, !strcmp(h_str(t, "state"), "queued"), "the admin's bulk-c job is still queued");
+		json_decref(t);
+		json_decref(theirs);
+		json_decref(mine);
+		json_decref(extra);
+		free(theirs_id);
+		free(mine_id);
+	}
+	{
+		static const struct {
+			const char *body, *field;
+		} bad[] = { { "{}", NULL }, { "{\"state\": \"done\", \"label\": \"batch=x\"}", "state" },
+			    { "{\"label\": \"bad label\"}", "label" }, { "{\"label\": \"batch=x\", \"limit\": 0}", "limit" },
+			    { "{\"label\": \"batch=x\", \"dry_run\": \"yes\"}", "dry_run" }, { "{\"owner\": 5}", "owner" },
+			    { "{\"kind\": \"audio\"}", "kind" } };
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			a = cancel_many(h, bad[i].body, &st);
+			const char *f = h_str(a, "field");
+			h_ok(h, st == 400 && (bad[i].field ? f && !strcmp(f, bad[i].field) : json_is_null(json_object_get(a, "field"))),
+			     "%s: 400 naming %s (got %ld)", bad[i].body, bad[i].field ? bad[i].field : "no field", st);
+			json_decref(a);
+		}
+	}
+out:
+	free(got);
+	free(wid);
+	for (int i = 0; i < 5; i++) {
+		free(id[i]);
+		json_decref(jobs[i]);
+	}
+	json_decref(lease);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_jobs");
@@ -666,5 +813,6 @@ int main(void)
 	test_web_labels(h);
 	test_queue_position(h);
 	test_cancel_queued(h);
+	test_cancel_matching(h);
 	return h_free(h);
 }

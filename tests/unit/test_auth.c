@@ -147,6 +147,14 @@ static void test_route_table(void)
 	       "job view: submitter (own) and support, not worker");
 	routes_access("POST", "/v1/jobs/7/cancel", &roles, &scope);
 	TAP_OK((roles & AUTH_SUBMITTER) && !(roles & AUTH_SUPPORT) && scope == AUTH_SCOPE_JOB, "cancel: submitter (own), not support");
+	routes_access("POST", "/v1/jobs/cancel", &roles, &scope);
+	TAP_OK(roles == (AUTH_SUBMITTER | AUTH_ADMIN) && scope == AUTH_SCOPE_NONE,
+	       "cancel many: submitters (their own, by the filter) and admin, as one cancel; on no one job");
+	routes_access("GET", "/v1/jobs/7/log", &roles, &scope);
+	TAP_OK((roles & AUTH_SUBMITTER) && (roles & AUTH_SUPPORT) && !(roles & AUTH_WORKER) && scope == AUTH_SCOPE_JOB,
+	       "job log: submitter (own) and support, not worker");
+	routes_access("POST", "/v1/attempts/3/log", &roles, &scope);
+	TAP_OK(roles == (AUTH_WORKER | AUTH_ADMIN) && scope == AUTH_SCOPE_ATTEMPT, "log chunk: worker (own) and admin");
 	routes_access("POST", "/v1/workers/3/lease", &roles, &scope);
 	TAP_OK(roles == (AUTH_WORKER | AUTH_ADMIN) && scope == AUTH_SCOPE_WORKER, "lease: worker (own) and admin");
 	routes_access("POST", "/v1/attempts/3/heartbeat", &roles, &scope);
