@@ -196,6 +196,11 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 	c->unreachable_said = 0;
 	c->last_status = status;
 	rc = cli_exit_for_status(status);
+	if (status == 503 && c->busy_said) { /* still the same outage: said once */
+		json_decref(a);
+		return rc;
+	}
+	c->busy_said = status == 503;
 	if (rc != CLI_OK) {
 		const char *code = json_string_value(json_object_get(a, "error"));
 		const char *msg = json_string_value(json_object_get(a, "message"));

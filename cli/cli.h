@@ -29,6 +29,7 @@ struct cli {
 	struct httpc *http;     /* made on first call, freed by cli_release */
 	int unreachable_said;   /* "cannot reach" printed since the last answer (watch retries quietly) */
 	long last_status;       /* the HTTP status of the last call, 0 when nothing answered */
+	int busy_said;          /* a 503 printed since the last other answer (the same wait, said once) */
 };
 
 /* The options every command accepts, to put at the start of a command's option table. */

@@ -21,7 +21,7 @@
 #include "util.h"
 #include "yamljson.h"
 
-#define WATCH_UNREACHABLE_MS 30000  /* watch gives up (exit 3) after this long without an answer */
+#define WATCH_UNREACHABLE_MS 30000  /* watch gives up after this long without an answer (exit 3) or with only 503s (exit 1) */
 
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 {

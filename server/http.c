@@ -331,8 +331,10 @@ int hreq_db_value(struct hreq *h, PGresult *res, const char *err, const char **v
 	}
 	if (PQresultStatus(res) != PGRES_TUPLES_OK) {
 		state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+		/* connection, shutdown, resources, and a transaction Postgres rolled back to break a deadlock
+		 * or a serialization conflict: the statement may succeed if sent again (503) */
 		if (state && (strncmp(state, "08", 2) == 0 || strncmp(state, "57", 2) == 0 ||
-			      strncmp(state, "53", 2) == 0)) {
+			      strncmp(state, "53", 2) == 0 || strcmp(state, "40P01") == 0 || strcmp(state, "40001") == 0)) {
 			hreq_db_error(h, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
 			return -1;
 		}

@@ -34,25 +34,26 @@ DECLARE
   states text[] := CASE p_state WHEN 'active' THEN ARRAY['queued', 'running'] ELSE ARRAY[p_state] END;
   cand bigint[];
   done bigint[] := '{}';
-  id bigint;
-  r jsonb;
+  v_job bigint;
+  st text;
+  told boolean;
 BEGIN
   SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') INTO cand FROM (
     SELECT j.id FROM jobs j
     WHERE j.state = ANY (states) AND NOT (j.state = 'running' AND j.cancel_requested)
       AND (p_owner IS NULL OR j.owner = p_owner) AND (p_kind IS NULL OR j.kind = p_kind)
-      AND (p_labels IS NULL OR j.labels @> p_labels)
+      AND (p_labels IS NULL OR (j.labels @> p_labels AND j.labels <> '{}'::jsonb)) -- jobs_labels' predicate
     ORDER BY j.id LIMIT p_max + 1) x;
   IF p_dry THEN
     RETURN jsonb_build_object('ids', to_jsonb(cand[1:p_max]), 'more', cardinality(cand) > p_max);
   END IF;
-  FOREACH id IN ARRAY cand[1:p_max] LOOP
-    r := rung_cancel(id);
-    -- it may have ended (or been cancelled) since it was read: count only what this call changed
-    IF r->>'state' = 'cancelled' AND r->'result'->>'reason' = 'cancelled while queued'
-       AND (r->>'finished_at')::timestamptz >= now() OR r->>'state' = 'running' AND (r->>'cancel_requested')::boolean THEN
-      done := done || id;
-    END IF;
+  FOREACH v_job IN ARRAY cand[1:p_max] LOOP
+    -- read again under the row lock: since the list was read it may have started (a job asked for
+    -- as queued is not stopped), ended, or been cancelled by another call
+    SELECT j.state, j.cancel_requested INTO st, told FROM jobs j WHERE j.id = v_job FOR UPDATE;
+    CONTINUE WHEN NOT FOUND OR NOT (st = ANY (states)) OR (st = 'running' AND told);
+    PERFORM rung_cancel(v_job);
+    done := done || v_job;
   END LOOP;
   RETURN jsonb_build_object('ids', to_jsonb(done), 'more', cardinality(cand) > p_max);
 END $$;

@@ -1,6 +1,7 @@
 /* Integration: the job API without workers: submit shape, idempotent submit, keyset pagination
  * of GET /v1/jobs and its filters (state, owner, kind) and the /ui/jobs page's, a queued job's
  * place in the queue, cancelling a queued job. Real rungd and Postgres. */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -729,6 +730,28 @@ static void test_cancel_matching(struct harness *h)
 	h_ok(h, st == 200 && !strcmp(got, ""), "again: nothing left to cancel (a running job told once is not counted again)");
 	json_decref(a);
 	free(got);
+	a = cancel_many(h, "{\"label\": \"batch=bulk-b\", \"kind\": \"video\", \"dry_run\": true}", &st);
+	got = ids_of(a);
+	h_ok(h, st == 200 && !strcmp(got, ""), "kind video: none of the (image) bulk-b jobs");
+	json_decref(a);
+	free(got);
+	{
+		char *body = xasprintf("{\"owner\": \"%s\", \"label\": \"batch=bulk-b\", \"dry_run\": true}",
+				       h_str(jobs[3], "owner"));
+		a = cancel_many(h, body, &st);
+		got = ids_of(a);
+		free(want);
+		want = xasprintf("%s,%s", id[3], id[4]);
+		h_ok(h, st == 200 && !strcmp(got, want), "an admin naming the owner: that owner's bulk-b jobs (%s)", got);
+		json_decref(a);
+		a = cancel_many(h, "{\"owner\": \"nobody-at-all\", \"label\": \"batch=bulk-b\", \"dry_run\": true}", &st);
+		free(got);
+		got = ids_of(a);
+		h_ok(h, st == 200 && !strcmp(got, ""), "an admin naming another owner: none of them");
+		json_decref(a);
+		free(got);
+		free(body);
+	}
 	a = cancel_many(h, "{\"label\": \"batch=bulk-b\", \"limit\": 1}", &st);
 	got = ids_of(a);
 	h_ok(h, !strcmp(got, id[3]) && json_is_true(json_object_get(a, "more")), "limit 1: the oldest, and more says the rest waits");
@@ -788,12 +811,93 @@ static void test_cancel_matching(struct harness *h)
 	}
 out:
 	free(got);
+	free(want);
 	free(wid);
 	for (int i = 0; i < 5; i++) {
 		free(id[i]);
 		json_decref(jobs[i]);
 	}
 	json_decref(lease);
+	json_decref(cfg);
+}
+
+struct bg_cancel {
+	struct harness *h;
+	const char *body;
+	long status;
+};
+
+/* On its own connection: the harness' curl handle stays the main thread's. */
+static void *bg_cancel_run(void *arg)
+{
+	struct bg_cancel *b = arg;
+	long ms = 0;
+	json_t *a = h_request_once(b->h, "POST", "/v1/jobs/cancel", b->body, &b->status, &ms);
+	json_decref(a);
+	return NULL;
+}
+
+struct lock_wait {
+	struct harness *h;
+};
+
+/* A rungd backend waits for a row lock inside rung_cancel_matching. */
+static bool cancel_waits(void *arg)
+{
+	struct lock_wait *w = arg;
+	return h_sql_int(w->h, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+			 "AND query LIKE '%rung_cancel_matching%' AND pid <> pg_backend_pid()", 0, NULL) == 1;
+}
+
+/* A statement Postgres rolls back to break a deadlock is answered 503 (send it again), not 500, and
+ * changes nothing. Another session holds job B and then asks for job A, which the cancel of A and B
+ * (locking A first) holds while it waits for B: the cancel waited first, so its deadlock check runs
+ * first and it is the one rolled back. */
+static void test_deadlock_is_503(struct harness *h)
+{
+	json_t *cfg = h_config("deadlock", 10), *extra = json_pack("{s:{s:s}}", "labels", "batch", "dl");
+	json_t *ja = h_submit(h, cfg, extra), *jb = h_submit(h, cfg, extra), *a = NULL, *b2 = NULL;
+	char *ida = h_id(ja, "id"), *idb = h_id(jb, "id");
+	PGconn *s = PQconnectdb(h->db_url);
+	struct bg_cancel bg = { h, "{\"label\": \"batch=dl\"}", 0 };
+	struct lock_wait lw = { h };
+	const char *pa[1] = { ida }, *pb[1] = { idb };
+	pthread_t t;
+	bool started = false;
+	PGresult *r;
+
+	if (!h_ok(h, ida && idb && PQstatus(s) == CONNECTION_OK, "two queued jobs batch=dl, and a session of our own"))
+		goto out;
+	PQclear(PQexec(s, "BEGIN"));
+	r = PQexecParams(s, "SELECT 1 FROM jobs WHERE id = $1::bigint FOR UPDATE", 1, NULL, pb, NULL, NULL, 0);
+	h_ok(h, PQresultStatus(r) == PGRES_TUPLES_OK, "the session holds job B");
+	PQclear(r);
+	started = pthread_create(&t, NULL, bg_cancel_run, &bg) == 0;
+	h_ok(h, started && wait_until(cancel_waits, &lw, 20000), "the cancel of batch=dl holds A and waits for B");
+	h_ok(h, PQsendQueryParams(s, "SELECT 1 FROM jobs WHERE id = $1::bigint FOR UPDATE", 1, NULL, pa, NULL, NULL, 0) == 1,
+	     "the session asks for A: a deadlock");
+	if (started)
+		pthread_join(t, NULL);
+	h_ok(h, bg.status == 503, "the cancel, rolled back to break it, is answered 503 (got %ld)", bg.status);
+	while ((r = PQgetResult(s)))
+		PQclear(r);
+	PQclear(PQexec(s, "ROLLBACK"));
+	a = h_job(h, ida);
+	b2 = h_job(h, idb);
+	h_ok(h, !strcmp(h_str(a, "state"), "queued") && !strcmp(h_str(b2, "state"), "queued"), "and it changed nothing");
+	json_decref(a);
+	json_decref(b2);
+	long st = 0;
+	a = h_post_raw(h, "/v1/jobs/cancel", bg.body, strlen(bg.body), &st);
+	h_ok(h, st == 200 && json_array_size(json_object_get(a, "ids")) == 2, "sent again: both cancelled");
+	json_decref(a);
+out:
+	PQfinish(s);
+	free(ida);
+	free(idb);
+	json_decref(ja);
+	json_decref(jb);
+	json_decref(extra);
 	json_decref(cfg);
 }
 
@@ -814,5 +918,6 @@ int main(void)
 	test_queue_position(h);
 	test_cancel_queued(h);
 	test_cancel_matching(h);
+	test_deadlock_is_503(h);
 	return h_free(h);
 }

@@ -461,38 +461,57 @@ static bool follower_refused(void *arg)
 	return seen;
 }
 
-/* The database goes away while rungctl logs --follow waits for a queued job: rungd answers 503 and
- * the follower waits that out (as it waits out an unreachable rungd) instead of ending; once the
- * database is back and the job is cancelled, it returns 0. */
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+	for (const char *p = s ? strstr(s, what) : NULL; p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+/* The database goes away while rungctl logs --follow and rungctl watch wait for a queued job: rungd
+ * answers 503 and both wait that out (as they wait out an unreachable rungd), saying so once,
+ * instead of ending; once the database is back and the job is cancelled, logs returns 0 and watch
+ * prints the verdict (exit 1: the job did not succeed). */
 static void test_follow_outage(struct harness *h)
 {
 	json_t *cfg = h_config("outage_job", 10), *job = h_submit(h, cfg, NULL), *c = NULL;
 	char *id = h_id(job, "id"), *args = xasprintf("logs %s --follow --interval-ms 100", id ? id : "0");
+	char *wargs = xasprintf("watch %s --interval-ms 100", id ? id : "0");
 	char *path = xasprintf("path=/v1/jobs/%s/log", id ? id : "0");
-	struct bg_ctl b = { h, args, NULL, -1 };
+	struct bg_ctl b = { h, args, NULL, -1 }, wb = { h, wargs, NULL, -1 };
 	struct refused r = { h, path };
-	pthread_t t;
+	pthread_t t, wt;
+	bool t_on = false, wt_on = false;
 	long st = 0;
 
 	if (!h_ok(h, id && h_pg_stop(h, "fast") == 0, "a queued job, and the database stopped"))
 		goto out;
-	if (pthread_create(&t, NULL, bg_ctl_run, &b) != 0) {
-		h_pg_start(h);
-		goto out;
-	}
-	h_ok(h, wait_until(follower_refused, &r, 20000), "rungd answers the follower 503 while the database is down");
+	t_on = pthread_create(&t, NULL, bg_ctl_run, &b) == 0;
+	wt_on = pthread_create(&wt, NULL, bg_ctl_run, &wb) == 0;
+	h_ok(h, t_on && wt_on && wait_until(follower_refused, &r, 20000),
+	     "rungd answers the follower 503 while the database is down");
 	h_ok(h, h_pg_start(h) == 0, "the database is back");
 	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
 	h_ok(h, st == 200, "the job is cancelled (got %ld)", st);
-	pthread_join(t, NULL);
-	h_ok(h, b.rc == 0 && b.out && strstr(b.out, "503"),
-	     "rungctl logs --follow waited the outage out and returned 0 once the job ended (exit %d)", b.rc);
-	if (h->failed)
+	if (t_on)
+		pthread_join(t, NULL);
+	if (wt_on)
+		pthread_join(wt, NULL);
+	h_ok(h, b.rc == 0 && count_of(b.out, "rungctl: 503") == 1,
+	     "rungctl logs --follow waited the outage out, said so once, and returned 0 once the job ended (exit %d)", b.rc);
+	h_ok(h, wb.rc == 1 && wb.out && strstr(wb.out, "cancelled after") && count_of(wb.out, "rungctl: 503") <= 1,
+	     "rungctl watch waited it out too and printed the verdict (exit %d)", wb.rc);
+	if (h->failed) {
 		h_diag("follower said: %s", b.out ? b.out : "(nothing)");
+		h_diag("watch said: %s", wb.out ? wb.out : "(nothing)");
+	}
 out:
 	free(b.out);
+	free(wb.out);
 	free(path);
 	free(args);
+	free(wargs);
 	free(id);
 	json_decref(c);
 	json_decref(job);
