@@ -11,9 +11,10 @@ DECLARE
   v_out jsonb := '[]';
 BEGIN
   -- jobs are locked in id order, as every statement that locks several jobs does (a finish batch,
-  -- rung_cancel_matching): two of them never wait on each other in a circle
+  -- rung_cancel_matching): two of them never wait on each other in a circle. A job has one running
+  -- attempt, so this is the order of attempts_one_running, which holds only the running ones.
   FOR a IN SELECT * FROM attempts WHERE state = 'running' AND lease_expires_at < now()
-           ORDER BY job_id, id LIMIT p_limit FOR UPDATE SKIP LOCKED LOOP
+           ORDER BY job_id LIMIT p_limit FOR UPDATE SKIP LOCKED LOOP
     UPDATE attempts SET state = 'lost', outcome = 'lost', ended_at = now() WHERE id = a.id;
     SELECT * INTO j FROM jobs WHERE id = a.job_id FOR UPDATE;
     IF j.cancel_requested THEN
