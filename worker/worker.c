@@ -401,6 +401,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	long long log_sent = 0;  /* bytes of trainer.log rungd has (POST /v1/attempts/{id}/log) */
 	bool log_on = w->o.log_interval_ms > 0;
 	int64_t next_log;
+	long ship_ms; /* the time one log send may take (slot_ship_log's deadline) */
 
 	if (!aid || !jid || !token || !json_is_object(config)) {
 		log_error("malformed lease, ignored", "gpu=%s", s->gpu.uuid);
@@ -408,6 +409,9 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	}
 	if (lease_ms <= 0)
 		lease_ms = 30000; /* rungd's default --lease-seconds */
+	/* a log send holds up this slot's heartbeats (and, at the end, its finish): a quarter of the lease
+	 * at most, so one late heartbeat still finds it valid, and never over 5 s */
+	ship_ms = lease_ms / 4 < 5000 ? lease_ms / 4 : 5000;
 	if (hb_ms <= 0) {
 		pthread_mutex_lock(&w->mu);
 		hb_ms = w->heartbeat_ms;
@@ -471,8 +475,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			next_sample = now + w->o.memory_sample_ms;
 		}
 		if (log_on && now >= next_log) {
-			/* at most half a heartbeat period: the heartbeat waits on this thread */
-			slot_ship_log(s, c, aid, token, log_path, false, 16, now + hb_ms / 2, &log_sent, &log_on);
+			slot_ship_log(s, c, aid, token, log_path, false, 16, now + ship_ms, &log_sent, &log_on);
 			now = util_mono_ms();
 			next_log = now + w->o.log_interval_ms;
 		}
@@ -543,10 +546,9 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	if (spool_put(w->spool_dir, aid, doc, &err) < 0)
 		log_error("cannot spool finish, sending anyway", "attempt=%s error=\"%s\"", aid, err);
 	/* the rest of what it printed, before the finish ends the lease: spooled first (a crash here loses
-	 * no result), and for at most a quarter of the lease (no heartbeat goes out meanwhile) and 5 s */
+	 * no result) */
 	if (log_on && r)
-		slot_ship_log(s, c, aid, token, log_path, true, 64,
-			      util_mono_ms() + (lease_ms / 4 < 5000 ? lease_ms / 4 : 5000), &log_sent, &log_on);
+		slot_ship_log(s, c, aid, token, log_path, true, 64, util_mono_ms() + ship_ms, &log_sent, &log_on);
 	worker_send_finish(w, c, aid, doc);
 out:
 	(void)state;
