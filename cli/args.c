@@ -22,6 +22,14 @@ static int set_value(const struct args_opt *o, const char *val, char **err)
 		*o->str = val;
 		return 0;
 	}
+	if (o->type == ARGS_LIST) {
+		if ((long long)*o->count >= o->max) {
+			*err = xasprintf("--%s is given more than %lld times", o->name, o->max);
+			return -1;
+		}
+		o->list[(*o->count)++] = val;
+		return 0;
+	}
 	char *end = NULL;
 	errno = 0;
 	long long n = strtoll(val, &end, 10);

@@ -10,6 +10,7 @@ enum args_type {
 	ARGS_FLAG,      /* --x: *flag = 1 */
 	ARGS_STRING,    /* --x V: *str = V (borrowed from argv) */
 	ARGS_INT,       /* --x N: *num = N, checked against [min, max] */
+	ARGS_LIST,      /* --x V, repeatable: list[(*count)++] = V (borrowed), at most max of them */
 };
 
 struct args_opt {
@@ -18,7 +19,9 @@ struct args_opt {
 	int *flag;              /* ARGS_FLAG target */
 	const char **str;       /* ARGS_STRING target */
 	long long *num;         /* ARGS_INT target */
-	long long min, max;     /* ARGS_INT range */
+	long long min, max;     /* ARGS_INT range; ARGS_LIST: max is list's capacity */
+	const char **list;      /* ARGS_LIST target */
+	size_t *count;          /* ARGS_LIST: values stored so far (the caller sets it to 0) */
 	int *seen;              /* optional: set to 1 when the option was given */
 };
 

@@ -11,10 +11,19 @@
 
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
-		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V]",
+		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--set PATH=VALUE]... "
+		"[--sweep PATH=V1,V2,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
-		"the job, sent in its webhooks, and a filter of `jobs --label`.", cmd_submit },
+		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
+		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
+		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
+		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"
+		"sweeps every combination (at most 256 jobs): each job's config.name (its output folder) and --name\n"
+		"get the values as a suffix (_lr2e-4_linear32), and all carry the label sweep=ID (--labels sweep=ID\n"
+		"to choose it; made from --idempotency-key K when given, whose jobs get the keys K-1, K-2, ..., so\n"
+		"the same command sent again submits only what is missing). Prints one id per line, the sweep on\n"
+		"stderr. --dry-run prints each job's name and values and sends nothing.", cmd_submit },
 	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--limit N]",
 		"Lists jobs, newest first: --state queued|running|succeeded|failed|cancelled; --owner: the jobs\n"
 		"of one token name (support/admin; a submitter sees only its own); --kind image|video; --label:\n"
@@ -63,8 +72,8 @@ const struct cli_cmd cli_cmds[] = {
 		"there that ended before now no longer count; --note says why (kept in the event).", cmd_profiles_reset },
 	{ "profiles", "profiles [--arch A]", "Lists what the memory model learned per (arch, GPU memory class):\n"
 		"attempts it rests on, fits and OOMs, margin, usable memory, ceilings (support/admin).", cmd_profiles },
-	{ "plan", "plan CONFIG.yaml|CONFIG.json [--gpu-mib N] [--no-scale-up] [--validate-steps N]",
-		"Asks what rung would do with a config before it is submitted (nothing is stored): for each GPU\n"
+	{ "plan", "plan CONFIG.yaml|CONFIG.json [--gpu-mib N] [--no-scale-up] [--validate-steps N] [--set PATH=VALUE]...",
+		"Asks what rung would do with a config before it is submitted (nothing is stored; --set as submit's): for each GPU\n"
 		"size in the fleet (and --gpu-mib N), the memory model's estimate of the config and what a first\n"
 		"attempt would run there: as submitted, lower (the rungs and config changes), or wait for a\n"
 		"bigger GPU.", cmd_plan },

@@ -17,6 +17,7 @@
 #include "labels.h"
 #include "progress.h"
 #include "story.h"
+#include "sweep.h"
 #include "table.h"
 #include "util.h"
 #include "yamljson.h"
@@ -45,12 +46,62 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 	return body;
 }
 
+struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *sets, size_t n_sets,
+	const char *const *sweeps, size_t n_sweeps)
+{
+	struct sweep *sw = sweep_new();
+	char *err = NULL;
+	for (size_t i = 0; i < n_sets && !err; i++)
+		sweep_add_set(sw, sets[i], &err);
+	for (size_t i = 0; i < n_sweeps && !err; i++)
+		sweep_add_axis(sw, sweeps[i], &err);
+	if (err) {
+		fprintf(c->err, "rungctl %s: %s\n", cmd, err);
+		free(err);
+		sweep_free(sw);
+		return NULL;
+	}
+	return sw;
+}
+
+/* The bodies of a submit: one per variant of sw (its suffix added to --name), with the sweep label
+ * in labels when sw has a sweep. Returns a new array, or NULL after printing why (exit 2). */
+static json_t *submit_bodies(struct cli *c, const json_t *config, const struct sweep *sw,
+	const struct cmd_submit_opts *o)
+{
+	json_t *bodies = json_array();
+	for (size_t i = 0; i < sweep_count(sw); i++) {
+		char *sfx = NULL, *added = NULL, *err = NULL, *name = NULL;
+		json_t *cfg = sweep_apply(sw, config, i, &sfx, &added, &err);
+		if (!cfg) {
+			fprintf(c->err, "rungctl submit: %s\n", err);
+			free(err);
+			json_decref(bodies);
+			return NULL;
+		}
+		if (added && i == 0)
+			fprintf(c->err, "rungctl submit: warning: the config had no %s; added (check the spelling)\n", added);
+		struct cmd_submit_opts ov = *o;
+		if (o->name && sfx)
+			ov.name = name = xasprintf("%s_%s", o->name, sfx);
+		json_array_append_new(bodies, cmd_submit_body(cfg, &ov));
+		json_decref(cfg);
+		free(name);
+		free(sfx);
+		free(added);
+	}
+	return bodies;
+}
+
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
-	const char *idem = NULL, *labels = NULL;
-	char *ops[1], *err = NULL;
-	json_t *config = NULL, *body = NULL, *job = NULL, *parsed = NULL;
+	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8];
+	size_t n_sets = 0, n_sweeps = 0, n = 0, i;
+	int dry_run = 0;
+	char *ops[1], *err = NULL, *label = NULL;
+	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL;
+	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "name", .type = ARGS_STRING, .str = &o.name },
@@ -61,43 +112,108 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
 		{ .name = "idempotency-key", .type = ARGS_STRING, .str = &idem },
 		{ .name = "labels", .type = ARGS_STRING, .str = &labels },
+		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
+		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
+		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry_run },
 	};
 	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	rc = CLI_USAGE;
 	if (labels && !(parsed = labels_parse(labels, "--labels", &err))) {
 		fprintf(c->err, "rungctl submit: %s\n", err);
-		rc = CLI_USAGE;
 		goto out;
 	}
-	o.labels = parsed;
 	config = yamljson_load_file(ops[0], &err);
 	if (!config) {
 		fprintf(c->err, "rungctl submit: %s\n", err);
-		rc = CLI_USAGE;
 		goto out;
 	}
 	if (!json_is_object(config)) {
 		fprintf(c->err, "rungctl submit: %s: expected an AI Toolkit config (a mapping with job, config, meta)\n",
 			ops[0]);
-		rc = CLI_USAGE;
 		goto out;
 	}
-	body = cmd_submit_body(config, &o);
-	rc = cli_call(c, "POST", "/v1/jobs", body, idem, &job);
-	if (rc != CLI_OK)
+	if (!(sw = cmd_sweep_read(c, "submit", sets, n_sets, sweeps, n_sweeps)))
 		goto out;
-	if (c->json) {
-		cli_print_json(c, job);
-	} else {
-		char *id = table_cell(json_object_get(job, "id"));
-		fprintf(c->out, "%s\n", id);
-		free(id);
+	if (sweep_has_axis(sw)) {
+		/* the label that ties the sweep's jobs together: the caller's, else one made here */
+		if (!parsed)
+			parsed = json_object();
+		if (!json_object_get(parsed, "sweep")) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			label = sweep_label(idem, (long long)ts.tv_sec, (unsigned)(ts.tv_nsec ^ (getpid() * 2654435761u)));
+			json_object_set_new(parsed, "sweep", json_string(label));
+		} else {
+			label = xstrdup(json_string_value(json_object_get(parsed, "sweep")));
+		}
+	}
+	o.labels = parsed;
+	if (!(bodies = submit_bodies(c, config, sw, &o)))
+		goto out;
+	n = json_array_size(bodies);
+	if (dry_run) {
+		/* what would be submitted, nothing sent */
+		if (c->json) {
+			cli_print_json(c, n == 1 && !label ? json_array_get(bodies, 0) : bodies);
+		} else {
+			for (i = 0; i < n; i++) {
+				const json_t *b = json_array_get(bodies, i);
+				char *what = sweep_describe(sw, i);
+				const char *nm = json_string_value(json_object_get(b, "name"));
+				if (!nm)
+					nm = jpath_str(b, "config.config.name", "(no name)");
+				fprintf(c->out, "%s%s%s\n", nm, *what ? "\t" : "", what);
+				free(what);
+			}
+		}
+		if (label)
+			fprintf(c->err, "rungctl submit: dry run: %zu job%s with the label sweep=%s; nothing submitted\n", n,
+				n == 1 ? "" : "s", label);
+		rc = CLI_OK;
+		goto out;
+	}
+	jobs = json_array();
+	for (i = 0; i < n; i++) {
+		json_t *job = NULL;
+		char *key = idem && label ? xasprintf("%s-%zu", idem, i + 1) : (idem ? xstrdup(idem) : NULL);
+		rc = cli_call(c, "POST", "/v1/jobs", json_array_get(bodies, i), key, &job);
+		free(key);
+		if (rc != CLI_OK) {
+			json_decref(job);
+			break;
+		}
+		if (!c->json) {
+			char *id = table_cell(json_object_get(job, "id"));
+			fprintf(c->out, "%s\n", id);
+			fflush(c->out);
+			free(id);
+		}
+		json_array_append_new(jobs, job);
+	}
+	if (label && rc != CLI_OK)
+		fprintf(c->err, "rungctl submit: sweep %s: %zu of %zu jobs submitted; %s\n", label, i, n,
+			idem ? "run the same command again to submit the rest (the Idempotency-Keys make the "
+			       "submitted ones repeats)"
+			     : "the rest were not submitted (give --idempotency-key to make a sweep safe to send again)");
+	else if (label)
+		fprintf(c->err, "rungctl submit: sweep %s: %zu jobs (rungctl jobs --label sweep=%s)\n", label, n, label);
+	if (c->json && (rc == CLI_OK || json_array_size(jobs) > 0)) {
+		if (!label) {
+			cli_print_json(c, json_array_get(jobs, 0));
+		} else {
+			json_t *doc = json_pack("{s:s, s:O}", "sweep", label, "jobs", jobs);
+			cli_print_json(c, doc);
+			json_decref(doc);
+		}
 	}
 out:
 	free(err);
-	json_decref(job);
-	json_decref(body);
+	free(label);
+	sweep_free(sw);
+	json_decref(jobs);
+	json_decref(bodies);
 	json_decref(config);
 	json_decref(parsed);
 	return rc;

@@ -3,6 +3,7 @@
 #ifndef RUNG_CMD_JOBS_H
 #define RUNG_CMD_JOBS_H
 
+#include <stddef.h>
 #include <jansson.h>
 
 struct cmd_submit_opts {
@@ -18,6 +19,14 @@ struct cmd_submit_opts {
 /* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "recovery"?: {...}}
  * ("recovery" only when an option sets a key of it; "labels" only when some were given). config is borrowed (incref'd into the body). New reference. */
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
+
+struct cli;
+struct sweep;
+
+/* The --set (sets) and --sweep (sweeps) options of `rungctl CMD` read into a new sweep (sweep.h) the
+ * caller frees; NULL after printing why to c->err (a usage error, exit 2). */
+struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *sets, size_t n_sets,
+	const char *const *sweeps, size_t n_sweeps);
 
 /* One attempt's value under key, falling back to its facts (heartbeats fill phase/step on the attempt,
  * the finish report fills facts.phase/last_step). Borrowed, may be NULL. */

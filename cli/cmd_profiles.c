@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "sweep.h"
 #include "cmd_jobs.h"
 #include "jsondiff.h"
 #include "table.h"
@@ -154,11 +155,15 @@ int cmd_plan(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
 	long long gpu_mib = 0;
+	const char *sets[64];
+	size_t n_sets = 0;
 	char *ops[1], *err = NULL, *path;
-	json_t *config = NULL, *body = NULL, *ans = NULL;
+	json_t *config = NULL, *body = NULL, *ans = NULL, *changed = NULL;
+	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "gpu-mib", .type = ARGS_INT, .num = &gpu_mib, .min = 1, .max = 10000000 },
+		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "no-scale-up", .type = ARGS_FLAG, .flag = &o.no_scale_up },
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
 	};
@@ -172,7 +177,21 @@ int cmd_plan(struct cli *c, int argc, char **argv)
 		rc = CLI_USAGE;
 		goto out;
 	}
-	body = cmd_submit_body(config, &o);
+	if (!(sw = cmd_sweep_read(c, "plan", sets, n_sets, NULL, 0))) {
+		rc = CLI_USAGE;
+		goto out;
+	}
+	char *sfx = NULL, *added = NULL;
+	if (!(changed = sweep_apply(sw, config, 0, &sfx, &added, &err))) {
+		fprintf(c->err, "rungctl plan: %s\n", err);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	if (added)
+		fprintf(c->err, "rungctl plan: warning: the config had no %s; added (check the spelling)\n", added);
+	free(added);
+	free(sfx);
+	body = cmd_submit_body(changed, &o);
 	path = gpu_mib > 0 ? xasprintf("/v1/plan?gpu_mib=%lld", gpu_mib) : xstrdup("/v1/plan");
 	rc = cli_call(c, "POST", path, body, NULL, &ans);
 	free(path);
@@ -189,7 +208,9 @@ out:
 	free(err);
 	json_decref(ans);
 	json_decref(body);
+	json_decref(changed);
 	json_decref(config);
+	sweep_free(sw);
 	return rc;
 }
 

@@ -1,5 +1,5 @@
 /* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
- * command: submit (YAML fixture, JSON file, recovery options), jobs, show, attempts, events, watch
+ * command: submit (YAML fixture, JSON file, recovery options, --set and --sweep), jobs, show, attempts, events, watch
  * (plain lines when not a tty; exit 0/1), cancel, retry, drain, resume, escalations, report, ack, resolve, workers, gpus,
  * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
  * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
@@ -357,6 +357,109 @@ static void test_cancel_matching(struct harness *h)
 	free(cfg);
 }
 
+/* The number of lines of s. */
+static size_t line_count(const char *s)
+{
+	size_t n = 0;
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* submit --set and --sweep: a sweep of 2 x 2 makes four queued jobs, each with its values, its own
+ * config.name, the one sweep label; sent again under the same Idempotency-Key it makes no new job;
+ * --set alone changes the one job; --dry-run sends nothing; a path the config cannot take, or a sweep
+ * of a value twice, is a usage error that submits nothing; plan --set asks about the changed config. */
+static void test_sweep(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_sweep", 10), *first = NULL, *again = NULL, *id = NULL;
+	json_t *jobs = NULL, *j = NULL, *plan = NULL;
+	long st = 0;
+	long long before = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+
+	int rc = ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,3e-4", "--sweep", "network.linear=8,16", "--set",
+		     "train.batch_size=2", "--idempotency-key", "cli-sweep-1", "--labels", "team=vision");
+	first = xstrdup(g_out);
+	h_ok(h, rc == 0 && line_count(g_out) == 4 && strstr(g_err, "sweep cli-sweep-1: 4 jobs"),
+	     "submit --sweep x --sweep: four job ids, the sweep on stderr (%d, %s / %s)", rc, g_out, g_err);
+	jobs = h_get(h, "/v1/jobs?label=sweep=cli-sweep-1,team=vision", &st);
+	json_t *arr = json_object_get(jobs, "jobs");
+	h_ok(h, st == 200 && json_array_size(arr) == 4, "the four carry the sweep label and the caller's (%zu)",
+	     json_array_size(arr));
+	/* each job: its values, the --set, its name; the list is newest first, the ids in submit order */
+	static const char *const want_name[] = { "cli_sweep_lr1e-4_linear8", "cli_sweep_lr1e-4_linear16",
+						 "cli_sweep_lr3e-4_linear8", "cli_sweep_lr3e-4_linear16" };
+	static const double want_lr[] = { 1e-4, 1e-4, 3e-4, 3e-4 };
+	static const long long want_rank[] = { 8, 16, 8, 16 };
+	const char *p = first;
+	bool all = true;
+	for (int k = 0; k < 4 && p && *p; k++) {
+		size_t n = strcspn(p, "\n");
+		free(id);
+		id = xasprintf("%.*s", (int)n, p);
+		p += n + (p[n] == '\n');
+		json_decref(j);
+		j = h_job(h, id);
+		json_t *proc = json_array_get(json_object_get(json_object_get(json_object_get(j, "target_config"), "config"),
+						      "process"), 0);
+		const char *cname = json_string_value(json_object_get(json_object_get(json_object_get(j, "target_config"),
+										     "config"), "name"));
+		bool ok = cname && !strcmp(cname, want_name[k]) && !strcmp(h_str(j, "name"), want_name[k]) &&
+			  json_real_value(job_lr(j)) == want_lr[k] &&
+			  json_integer_value(json_object_get(json_object_get(proc, "network"), "linear")) == want_rank[k] &&
+			  json_integer_value(json_object_get(json_object_get(proc, "train"), "batch_size")) == 2;
+		if (!ok)
+			h_diag("job %s: name %s, lr %g", id, cname ? cname : "-", json_real_value(job_lr(j)));
+		all = all && ok;
+	}
+	h_ok(h, all, "each job has its values, the --set and its own config.name (the output folder) and name");
+	rc = ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,3e-4", "--sweep", "network.linear=8,16", "--set",
+		 "train.batch_size=2", "--idempotency-key", "cli-sweep-1", "--labels", "team=vision");
+	again = xstrdup(g_out);
+	h_ok(h, rc == 0 && !strcmp(first, again) &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before + 4,
+	     "the same sweep sent again under its Idempotency-Key: the same four ids, no new job");
+
+	h_ok(h, ctl(h, "cancel", "--label", "sweep=cli-sweep-1") == 0 && strstr(g_out, "4 job(s)"),
+	     "the sweep's label cancels its four jobs (%s)", g_out);
+	rc = ctl(h, "submit", cfg, "--set", "train.lr=5e-5", "--json");
+	json_decref(j);
+	j = out_json();
+	char *one = h_id(j, "id");
+	if (one)
+		ctl(h, "cancel", one);
+	free(one);
+	h_ok(h, rc == 0 && json_real_value(job_lr(j)) == 5e-5 &&
+		     !json_object_get(json_object_get(j, "labels"), "sweep") &&
+		     !strcmp(h_str(j, "name"), "cli_sweep"),
+	     "submit --set alone: one job with the value, its name and labels as they were");
+
+	long long n0 = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	rc = ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,2e-4,4e-4", "--dry-run");
+	h_ok(h, rc == 0 && line_count(g_out) == 3 && strstr(g_out, "cli_sweep_lr4e-4\ttrain.lr=4e-4") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "--dry-run prints each job's name and values and submits nothing (%s)", g_out);
+	h_ok(h, ctl(h, "submit", cfg, "--set", "datasets[5].resolution=[512]") == 2 && strstr(g_err, "datasets[5]") &&
+		     ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,0.0001") == 2 && strstr(g_err, "same value") &&
+		     ctl(h, "submit", cfg, "--set", "train.lr") == 2 && strstr(g_err, "PATH=VALUE") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "a path the config cannot take, a value swept twice, a --set without '=': exit 2, nothing submitted");
+
+	rc = ctl(h, "plan", cfg, "--set", "train.batch_size=3", "--json");
+	plan = out_json();
+	h_ok(h, rc == 0 && json_integer_value(json_object_get(json_object_get(plan, "features"), "batch")) == 3,
+	     "plan --set: the server is asked about the changed config (batch 3)");
+	if (!plan)
+		h_diag("plan: %s / %s", g_out, g_err);
+	json_decref(plan);
+	json_decref(j);
+	json_decref(jobs);
+	free(id);
+	free(first);
+	free(again);
+	free(cfg);
+}
+
 static void test_support_commands(struct harness *h)
 {
 	char *cfg = config_file(h, "cli_esc", 10), *id = NULL, *wid = NULL, *aid = NULL, *esc = NULL;
@@ -662,6 +765,7 @@ int main(void)
 		test_help_and_usage(h);
 		test_job_commands(h);
 		test_cancel_matching(h);
+		test_sweep(h);
 		test_support_commands(h);
 		test_token_commands(h);
 		test_raw_submit(h);

@@ -13,6 +13,7 @@
 #include "../../cli/jsondiff.h"
 #include "../../cli/progress.h"
 #include "../../cli/story.h"
+#include "../../cli/sweep.h"
 #include "jobtext.h"
 #include "../../cli/table.h"
 #include "labels.h"
@@ -687,6 +688,172 @@ static void test_plan_text(void)
 	json_decref(p);
 }
 
+/* --set and --sweep (cli/sweep): paths, values read as YAML, the combinations in order, the names
+ * that tell them apart, the sweep label, and every refusal; and ARGS_LIST, the repeatable option. */
+static void test_sweep(void)
+{
+	const char *sets[2];
+	size_t n_sets = 0, n = 0;
+	const struct args_opt lopt[] = {
+		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = 2 },
+	};
+	char *ops[1], *err = NULL, *sfx = NULL, *added = NULL, *s = NULL;
+	char *lv[] = { "--set", "a=1", "--set=b=2" };
+	TAP_OK(args_parse(lopt, 1, 3, lv, ops, 1, &n, &err) == 0 && n_sets == 2 && !strcmp(sets[0], "a=1") &&
+		       !strcmp(sets[1], "b=2"), "args: a repeatable option keeps each value in order");
+	char *lv3[] = { "--set", "a=1", "--set", "b=2", "--set", "c=3" };
+	n_sets = 0;
+	TAP_OK(args_parse(lopt, 1, 6, lv3, ops, 1, &n, &err) < 0 && err && strstr(err, "more than 2 times"),
+	       "args: a repeatable option past its capacity is refused");
+	free(err);
+	err = NULL;
+
+	s = sweep_path("train.lr");
+	TAP_STR_EQ(s, "config.process[0].train.lr", "sweep: a path is under the first process");
+	free(s);
+	s = sweep_path("config.name");
+	TAP_STR_EQ(s, "config.name", "sweep: a path from the top (config) is kept");
+	free(s);
+	s = sweep_path("meta.version");
+	TAP_STR_EQ(s, "meta.version", "sweep: a path from the top (meta) is kept");
+	free(s);
+	s = sweep_path("configs.x");
+	TAP_STR_EQ(s, "config.process[0].configs.x", "sweep: a key that only starts like config is under the process");
+	free(s);
+
+	json_t *base = json_pack("{s:s, s:{s:s, s:[{s:{s:i, s:f}, s:{s:i}, s:[{s:[i, i]}]}]}}", "job", "extension",
+				 "config", "name", "lora", "process", "train", "batch_size", 4, "lr", 0.0001, "network",
+				 "linear", 16, "datasets", "resolution", 512, 1024);
+	struct sweep *sw = sweep_new();
+	json_t *v = sweep_apply(sw, base, 0, &sfx, &added, &err);
+	TAP_OK(v && json_equal(v, base) && !sfx && !added && sweep_count(sw) == 1 && !sweep_has_axis(sw),
+	       "sweep: no option: one variant, the config unchanged, no suffix");
+	json_decref(v);
+
+	TAP_OK(sweep_add_set(sw, "train.batch_size=2", &err) == 0, "sweep: --set train.batch_size=2");
+	TAP_OK(sweep_add_axis(sw, "train.lr=1e-4, 2e-4", &err) == 0, "sweep: --sweep train.lr=1e-4, 2e-4");
+	TAP_OK(sweep_add_axis(sw, "datasets[0].resolution=[512],[512, 768],[1024]", &err) == 0,
+	       "sweep: --sweep of lists split at commas outside brackets");
+	TAP_INT_EQ(sweep_count(sw), 6, "sweep: 2 x 3 variants");
+	v = sweep_apply(sw, base, 4, &sfx, &added, &err);
+	json_t *proc = json_array_get(json_object_get(json_object_get(v, "config"), "process"), 0);
+	TAP_OK(v && json_integer_value(json_object_get(json_object_get(proc, "train"), "batch_size")) == 2 &&
+		       json_real_value(json_object_get(json_object_get(proc, "train"), "lr")) == 2e-4,
+	       "sweep: variant 4 has the --set and the second lr (the last sweep varies fastest)");
+	json_t *res = json_object_get(json_array_get(json_object_get(proc, "datasets"), 0), "resolution");
+	TAP_OK(json_array_size(res) == 2 && json_integer_value(json_array_get(res, 1)) == 768,
+	       "sweep: variant 4 has the second resolution list, [512, 768]");
+	TAP_STR_EQ(sfx, "lr2e-4_resolution512-768", "sweep: the suffix names each path's last key and value");
+	TAP_STR_EQ(json_string_value(json_object_get(json_object_get(v, "config"), "name")), "lora_lr2e-4_resolution512-768",
+		   "sweep: config.name (the output folder) gets the suffix");
+	TAP_OK(!added, "sweep: no path was missing");
+	json_t *p0 = json_array_get(json_object_get(json_object_get(base, "config"), "process"), 0);
+	TAP_OK(json_integer_value(json_object_get(json_object_get(p0, "train"), "batch_size")) == 4,
+	       "sweep: the base config is left as it was");
+	s = sweep_describe(sw, 4);
+	TAP_STR_EQ(s, "train.lr=2e-4, datasets[0].resolution=[512, 768]", "sweep: a variant described as typed");
+	free(s);
+	free(sfx);
+	json_decref(v);
+	sweep_free(sw);
+
+	/* refusals, each naming the option */
+	static const struct { int axis; const char *spec, *want; } bad[] = {
+		{ 0, "train.lr", "expected PATH=VALUE" },
+		{ 1, "train.lr", "expected PATH=V1,V2" },
+		{ 0, "train..lr=1", "not a config path" },
+		{ 0, "[0].x=1", "not a config path" },
+		{ 0, "train.lr.=1", "not a config path" },
+		{ 0, "train lr=1", "not a config path" },
+		{ 0, "datasets[x]=1", "not a config path" },
+		{ 0, "train.lr=[1, 2", "not a YAML value" },
+		{ 1, "train.lr=1e-4,0.0001", "same value" },
+		{ 1, "train.lr=1,,2", "value 2 is empty" },
+		{ 1, "train.lr=[1,2", "unbalanced brackets" },
+		{ 1, "train.lr='a,b", "unbalanced quotes" },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+		sw = sweep_new();
+		int rc = bad[i].axis ? sweep_add_axis(sw, bad[i].spec, &err) : sweep_add_set(sw, bad[i].spec, &err);
+		TAP_OK(rc < 0 && err && strstr(err, bad[i].want) && strstr(err, bad[i].axis ? "--sweep" : "--set"),
+		       bad[i].spec);
+		if (!(rc < 0 && err && strstr(err, bad[i].want)))
+			fprintf(stderr, "# %s: %s\n", bad[i].spec, err ? err : "(accepted)");
+		free(err);
+		err = NULL;
+		sweep_free(sw);
+	}
+	sw = sweep_new();
+	sweep_add_set(sw, "train.lr=1", &err);
+	TAP_OK(sweep_add_axis(sw, "config.process[0].train.lr=1,2", &err) < 0 && err && strstr(err, "already given"),
+	       "sweep: one path given twice (in two spellings) is refused");
+	free(err);
+	err = NULL;
+	sweep_free(sw);
+	sw = sweep_new();
+	sweep_add_axis(sw, "a=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", &err);
+	TAP_OK(sweep_add_axis(sw, "b=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", &err) == 0 &&
+		       sweep_add_axis(sw, "c=1,2", &err) < 0 && err && strstr(err, "512 variants"),
+	       "sweep: 256 variants are taken, 512 refused");
+	free(err);
+	err = NULL;
+	sweep_free(sw);
+
+	/* quoted values and values whose names would clash */
+	sw = sweep_new();
+	sweep_add_axis(sw, "sample.prompts[0]=\"a, b\",'a b'", &err);
+	TAP_OK(!err && sweep_count(sw) == 2, "sweep: a comma inside quotes is part of the value");
+	free(err);
+	err = NULL;
+	json_t *base2 = json_pack("{s:{s:s, s:[{s:{s:[s]}}]}}", "config", "name", "x", "process", "sample", "prompts", "p");
+	char *s0 = NULL, *s1 = NULL;
+	json_t *v0 = sweep_apply(sw, base2, 0, &s0, NULL, &err), *v1 = sweep_apply(sw, base2, 1, &s1, NULL, &err);
+	TAP_OK(s0 && s1 && strcmp(s0, s1) != 0 && !strcmp(s0, "promptsa-b-1") && !strcmp(s1, "promptsa-b-2"),
+	       "sweep: values whose suffixes read the same get their position");
+	const char *pr = json_string_value(json_array_get(json_object_get(json_object_get(json_array_get(json_object_get(
+		json_object_get(v0, "config"), "process"), 0), "sample"), "prompts"), 0));
+	TAP_STR_EQ(pr, "a, b", "sweep: a quoted value is the string inside the quotes");
+	free(s0);
+	free(s1);
+	json_decref(v0);
+	json_decref(v1);
+	sweep_free(sw);
+
+	/* a sweep of config.name names the jobs itself; a path the config lacks is added and reported;
+	 * one that crosses a list's end cannot be set */
+	sw = sweep_new();
+	sweep_add_axis(sw, "config.name=alpha,beta", &err);
+	sweep_add_set(sw, "train.new_key=1", &err);
+	v = sweep_apply(sw, base2, 1, &sfx, &added, &err);
+	TAP_STR_EQ(json_string_value(json_object_get(json_object_get(v, "config"), "name")), "beta",
+		   "sweep: a sweep of config.name is not suffixed again");
+	TAP_STR_EQ(added, "config.process[0].train.new_key", "sweep: a path the config lacked is reported");
+	free(sfx);
+	free(added);
+	json_decref(v);
+	sweep_free(sw);
+	sw = sweep_new();
+	sweep_add_set(sw, "datasets[3].resolution=[512]", &err);
+	v = sweep_apply(sw, base, 0, &sfx, &added, &err);
+	TAP_OK(!v && err && strstr(err, "cannot set config.process[0].datasets[3].resolution"),
+	       "sweep: an index past a list's end cannot be set");
+	free(err);
+	err = NULL;
+	sweep_free(sw);
+	json_decref(base);
+	json_decref(base2);
+
+	s = sweep_label("run 42/a", 0, 0);
+	TAP_STR_EQ(s, "run-42-a", "sweep: the label from an Idempotency-Key");
+	free(s);
+	s = sweep_label("_x", 0, 0);
+	TAP_STR_EQ(s, "k_x", "sweep: a label starts with a letter or digit");
+	free(s);
+	s = sweep_label(NULL, 1796342400LL, 0x1abcd);
+	TAP_STR_EQ(s, "20261204-000000-abcd", "sweep: a label made from the time and 16 random bits");
+	free(s);
+}
+
 int main(void)
 {
 	test_profiles();
@@ -702,5 +869,6 @@ int main(void)
 	test_story();
 	test_story_start_lower();
 	test_submit_body();
+	test_sweep();
 	return TAP_DONE();
 }
