@@ -211,3 +211,56 @@ char *util_utf8_sanitize(const char *src, size_t len, size_t max)
 	out[o] = '\0';
 	return out;
 }
+
+/* Reads exactly n digits at *p into *v and advances *p; -1 when they are not there. */
+static int read_digits(const char **p, int n, int *v)
+{
+	*v = 0;
+	for (int i = 0; i < n; i++, (*p)++) {
+		if (**p < '0' || **p > '9')
+			return -1;
+		*v = *v * 10 + (**p - '0');
+	}
+	return 0;
+}
+
+int util_time_parse(const char *s, int64_t *epoch_ms)
+{
+	static const int mdays[] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int y, mo, d, h, mi, sec, oh = 0, om = 0, sign = 0;
+	int64_t frac = 0, scale = 100;
+	const char *p = s;
+
+	if (!s || read_digits(&p, 4, &y) || *p++ != '-' || read_digits(&p, 2, &mo) || *p++ != '-' ||
+	    read_digits(&p, 2, &d) || (*p != 'T' && *p != 't') || !*p++ || read_digits(&p, 2, &h) || *p++ != ':' ||
+	    read_digits(&p, 2, &mi) || *p++ != ':' || read_digits(&p, 2, &sec))
+		return -1;
+	if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || sec > 60 || y < 1970)
+		return -1;
+	if (mo == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+		return -1;
+	if (*p == '.') {
+		if (p[1] < '0' || p[1] > '9')
+			return -1;
+		for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+			frac += (*p - '0') * scale;
+	}
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		sign = *p++ == '-' ? -1 : 1;
+		if (read_digits(&p, 2, &oh) || *p++ != ':' || read_digits(&p, 2, &om) || oh > 23 || om > 59)
+			return -1;
+	} else {
+		return -1;
+	}
+	if (*p)
+		return -1;
+	/* days since the epoch of a proleptic Gregorian date (Howard Hinnant's days_from_civil) */
+	int yy = y - (mo <= 2);
+	int64_t era = yy / 400, yoe = yy - era * 400, doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy, days = era * 146097 + doe - 719468;
+	int64_t secs = days * 86400 + h * 3600 + mi * 60 + (sec > 59 ? 59 : sec) - (int64_t)sign * (oh * 3600 + om * 60);
+	*epoch_ms = secs * 1000 + frac;
+	return 0;
+}

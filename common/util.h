@@ -35,6 +35,11 @@ char *util_read_file(const char *path, size_t *len);
  * becomes '?'. Trainer output reaches JSON and Postgres text, which take nothing else. */
 char *util_utf8_sanitize(const char *src, size_t len, size_t max);
 
+/* Parses an RFC 3339 time as an API takes it: `2026-12-01T00:00:00Z`, fractional seconds allowed,
+ * `Z` or an offset `+HH:MM` / `-HH:MM` required, each field in range. Sets *epoch_ms to the time in
+ * ms since the epoch and returns 0, or returns -1 when s is anything else. */
+int util_time_parse(const char *s, int64_t *epoch_ms);
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);
 int64_t util_wall_ms(void);

@@ -370,6 +370,21 @@ static void write_history_counts(struct evbuffer *b, const json_t *doc, double a
 					 json_string_value(json_object_get(v, "class")), NULL };
 		metrics_write_sample(b, "rung_attempts_total", labels, jnum(v, "n"));
 	}
+	metrics_write_head(b, "rung_attempt_gpu_seconds_total", "counter",
+			   "GPU seconds of ended attempts (lease to end) by outcome and failure class.");
+	json_array_foreach(json_object_get(doc, "attempts"), i, v) {
+		const char *labels[] = { "outcome", json_string_value(json_object_get(v, "outcome")), "class",
+					 json_string_value(json_object_get(v, "class")), NULL };
+		metrics_write_sample(b, "rung_attempt_gpu_seconds_total", labels, jnum(v, "gpu_s"));
+	}
+	metrics_write_head(b, "rung_owner_gpu_seconds_total", "counter",
+			   "GPU seconds of ended attempts per owner (a team's token) and ending: succeeded, oom, failed, "
+			   "cancelled, lost.");
+	json_array_foreach(json_object_get(doc, "owner_gpu_s"), i, v) {
+		const char *labels[] = { "owner", json_string_value(json_object_get(v, "owner")), "outcome",
+					 json_string_value(json_object_get(v, "outcome")), NULL };
+		metrics_write_sample(b, "rung_owner_gpu_seconds_total", labels, jnum(v, "s"));
+	}
 	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
 	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
 		const char *labels[] = { "rung", key, NULL };

@@ -13,6 +13,7 @@
 #include "api_profiles.h"
 #include "api_plan.h"
 #include "api_tokens.h"
+#include "api_usage.h"
 #include "api_workers.h"
 #include "app.h"
 #include "auth.h"
@@ -42,6 +43,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/workers", api_fleet_workers, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/owners", api_fleet_owners, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/usage", api_usage_get, AUTH_READERS, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/drain", api_fleet_worker_drain, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/resume", api_fleet_worker_resume, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/lease", api_workers_lease, AUTH_WORKERS, AUTH_SCOPE_WORKER },

@@ -2,7 +2,9 @@
 -- failed, cancelled) more than P_DAYS days ago, with their attempts (and their trainer output),
 -- events, escalations and webhook deliveries; a job whose escalation is still open or acknowledged
 -- stays until support resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
--- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls.
+-- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls. Besides
+-- migration 016's kinds: 'attempt_gpu_s' (label1 outcome, label2 class) and 'owner_gpu_s' (label1 the
+-- owner, label2 succeeded/oom/failed/cancelled/lost), the GPU seconds of the attempts deleted.
 -- Returns how many jobs it deleted.
 --
 -- Finding them costs O(batch), not O(history), and needs no index of its own: the primary key is
@@ -47,6 +49,15 @@ BEGIN
         UNION ALL
         SELECT 'attempt', coalesce(a.outcome, a.state), coalesce(a.class, 'none'), count(*)
         FROM attempts a WHERE a.job_id = ANY (ids) AND a.state <> 'running' GROUP BY 2, 3
+        UNION ALL
+        SELECT 'attempt_gpu_s', coalesce(a.outcome, a.state), coalesce(a.class, 'none'),
+               coalesce(sum(extract(epoch FROM a.ended_at - a.started_at)), 0)::float8
+        FROM attempts a WHERE a.job_id = ANY (ids) AND a.state <> 'running' GROUP BY 2, 3
+        UNION ALL
+        SELECT 'owner_gpu_s', j.owner,
+               CASE WHEN a.outcome = 'failed' AND left(a.class, 4) = 'oom_' THEN 'oom' ELSE coalesce(a.outcome, a.state) END,
+               coalesce(sum(extract(epoch FROM a.ended_at - a.started_at)), 0)::float8
+        FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.job_id = ANY (ids) AND a.state <> 'running' GROUP BY 2, 3
         UNION ALL
         SELECT 'rung', a.rung, '', count(*) FROM attempts a WHERE a.job_id = ANY (ids) AND a.rung IS NOT NULL GROUP BY 2
         UNION ALL

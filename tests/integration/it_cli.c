@@ -755,6 +755,143 @@ static void test_classify(struct harness *h)
 	free(cmd);
 }
 
+/* GPU seconds of owner o's bucket b in a usage document, or -1 when o has no row. */
+static double usage_of(const json_t *doc, const char *owner, const char *bucket)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(json_object_get(doc, "owners"), i, o) {
+		if (!strcmp(h_str(o, "owner"), owner))
+			return bucket ? json_number_value(json_object_get(json_object_get(o, "by_outcome"), bucket))
+				      : json_number_value(json_object_get(o, "gpu_seconds"));
+	}
+	return -1;
+}
+
+/* GET /v1/usage and rungctl usage: team A's job OOMs for an hour and then succeeds in two (times
+ * set in the database), team B's has run for an hour and still runs. The report splits GPU time by
+ * owner and ending, clips attempts to the window, counts the jobs that ended in it, limits a
+ * submitter to its own, names each bad parameter; rungctl prints the table and the OOM share. */
+static void test_usage(struct harness *h)
+{
+	char *ta = h_token_create(h, "submitter", "usage-a"), *tb = h_token_create(h, "submitter", "usage-b");
+	char *cfg = config_file(h, "usage_cfg", 10), *ja = NULL, *jb = NULL, *w1 = NULL, *w2 = NULL, *aid = NULL;
+	json_t *facts = json_load_file("tests/data/facts_train_early_oom.json", 0, NULL), *ok = h_facts_success(10);
+	json_t *l = NULL, *u = NULL;
+	long st = 0;
+	bool leased = true;
+
+	ctl_as(h, ta, "submit", cfg, "--priority", "-1000");
+	ja = out_line();
+	ctl_as(h, tb, "submit", cfg, "--priority", "-999");
+	jb = out_line();
+	w1 = h_fake_register(h, "usage-fake-1", "GPU-usage-1", 24576);
+	w2 = h_fake_register(h, "usage-fake-2", "GPU-usage-2", 24576);
+	/* A: an OOM, then a success; B: leased and left running */
+	for (int k = 0; k < 2 && leased; k++) {
+		l = w1 ? h_fake_lease(h, w1, "GPU-usage-1", 5000, &st) : NULL;
+		free(aid);
+		aid = h_id(l, "attempt_id");
+		char *job = h_id(l, "job_id");
+		leased = aid && job && !strcmp(job, ja);
+		if (leased)
+			json_decref(h_fake_finish(h, aid, h_str(l, "token"), k == 0 ? facts : ok, &st));
+		leased = leased && st == 200;
+		free(job);
+		json_decref(l);
+		l = NULL;
+	}
+	l = w2 ? h_fake_lease(h, w2, "GPU-usage-2", 5000, &st) : NULL;
+	char *jobb = h_id(l, "job_id");
+	leased = leased && jobb && !strcmp(jobb, jb);
+	free(jobb);
+	if (!h_ok(h, leased && !strcmp(h_str(u = h_job(h, ja), "state"), "succeeded"),
+		  "team A's job: an OOM then a success; team B's job leased"))
+		goto out;
+	json_decref(u);
+	u = NULL;
+	const char *pa[] = { ja }, *pb[] = { jb };
+	long long set = h_sql_int(h, "WITH u AS (UPDATE attempts SET "
+				     "started_at = CASE number WHEN 1 THEN timestamptz '2026-11-01T10:00:00Z' ELSE '2026-11-01T11:00:00Z' END, "
+				     "ended_at = CASE number WHEN 1 THEN timestamptz '2026-11-01T11:00:00Z' ELSE '2026-11-01T13:00:00Z' END "
+				     "WHERE job_id = $1::bigint RETURNING 1) SELECT count(*) FROM u", 1, pa);
+	set += h_sql_int(h, "WITH u AS (UPDATE jobs SET finished_at = '2026-11-01T13:00:00Z' WHERE id = $1::bigint "
+			    "RETURNING 1) SELECT count(*) FROM u", 1, pa);
+	set += h_sql_int(h, "WITH u AS (UPDATE attempts SET started_at = now() - interval '1 hour' WHERE job_id = $1::bigint "
+			    "RETURNING 1) SELECT count(*) FROM u", 1, pb);
+	h_ok(h, set == 4, "attempt times set (%lld rows)", set);
+
+	u = h_get(h, "/v1/usage?since=2026-11-01T00:00:00Z&until=2026-11-02T00:00:00Z", &st);
+	json_t *oa = NULL, *o;
+	size_t i;
+	json_array_foreach(json_object_get(u, "owners"), i, o)
+		if (!strcmp(h_str(o, "owner"), "usage-a"))
+			oa = o;
+	h_ok(h, st == 200 && oa && h_int(oa, "attempts") == 2 && h_int(oa, "jobs") == 1 &&
+		     h_int(oa, "jobs_succeeded") == 1 && h_int(oa, "jobs_failed") == 0 &&
+		     usage_of(u, "usage-a", NULL) == 10800 && usage_of(u, "usage-a", "oom") == 3600 &&
+		     usage_of(u, "usage-a", "succeeded") == 7200 && usage_of(u, "usage-b", NULL) < 0 &&
+		     json_number_value(json_object_get(json_object_get(u, "total"), "oom_gpu_seconds")) == 3600,
+	     "a day's usage: team A 3 GPU hours, 1 of them the OOM, its job succeeded; team B none that day");
+	if (!oa)
+		h_diag_json("usage", u);
+	json_decref(u);
+	u = h_get(h, "/v1/usage?since=2026-11-01T10:30:00Z&until=2026-11-01T12:00:00%2B00:00", &st);
+	h_ok(h, st == 200 && usage_of(u, "usage-a", "oom") == 1800 && usage_of(u, "usage-a", "succeeded") == 3600 &&
+		     usage_of(u, "usage-a", NULL) == 5400,
+	     "a window cuts the attempts at its ends (10:30 to 12:00: half the OOM, an hour of the success)");
+	json_decref(u);
+	u = h_get(h, "/v1/usage?owner=usage-b", &st);
+	double run = usage_of(u, "usage-b", "running");
+	h_ok(h, st == 200 && run >= 3590 && run < 3900 && usage_of(u, "usage-a", NULL) < 0,
+	     "the last week of team B: its running attempt counts up to now (%.0f s), no other owner", run);
+	json_decref(u);
+	u = NULL;
+
+	h_ok(h, ctl_as(h, ta, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z", "--json") == 0 &&
+		     (u = out_json()) && json_array_size(json_object_get(u, "owners")) == 1 &&
+		     usage_of(u, "usage-a", NULL) == 10800,
+	     "a submitter's usage: its own");
+	h_ok(h, ctl_as(h, ta, "usage", "--owner", "usage-b") == 1 && strstr(g_err, "owner"),
+	     "a submitter asking for another owner: refused, naming owner (%s)", g_err);
+	json_decref(u);
+	u = NULL;
+	static const struct { const char *q, *field; } bad[] = {
+		{ "since=yesterday", "since" },
+		{ "until=2026-13-01T00:00:00Z", "until" },
+		{ "until=2026-11-01T00:00:00", "until" },
+		{ "since=2026-11-02T00:00:00Z&until=2026-11-01T00:00:00Z", "since" },
+		{ "owner=no%20such", "owner" },
+	};
+	for (size_t k = 0; k < ARRAY_LEN(bad); k++) {
+		char *path = xasprintf("/v1/usage?%s", bad[k].q);
+		u = h_get(h, path, &st);
+		h_ok(h, st == 400 && !strcmp(h_str(u, "field"), bad[k].field), "usage?%s: 400 naming %s", bad[k].q,
+		     bad[k].field);
+		json_decref(u);
+		u = NULL;
+		free(path);
+	}
+	h_ok(h, ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z") == 0 &&
+		     strstr(g_out, "usage-a") && strstr(g_out, "GPU HOURS") && strstr(g_out, "3.0 GPU hours") &&
+		     strstr(g_out, "1.0 of them (33%)"),
+	     "rungctl usage: the table and the OOM share (%s)", g_out);
+	h_ok(h, ctl(h, "usage", "--since", "yesterday") == 2 && strstr(g_err, "--since"), "rungctl usage --since yesterday: exit 2");
+out:
+	json_decref(u);
+	json_decref(l);
+	json_decref(facts);
+	json_decref(ok);
+	free(ta);
+	free(tb);
+	free(cfg);
+	free(ja);
+	free(jb);
+	free(w1);
+	free(w2);
+	free(aid);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_cli");
@@ -770,6 +907,7 @@ int main(void)
 		test_token_commands(h);
 		test_raw_submit(h);
 		test_classify(h);
+		test_usage(h); /* before the next starts a worker that would lease its jobs */
 		test_yaml_fixture_run(h);
 	}
 	free(g_out);

@@ -4,6 +4,7 @@
  * is retried while the receiver refuses connections and then answers 503, and a pending outbox row
  * survives a SIGKILL of rungd and is delivered after the restart. */
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -268,6 +269,25 @@ static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 	     "one failed attempt of class oom_train_early");
 	h_ok(h, sample(text, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1,
 	     "one succeeded attempt");
+	{
+		/* GPU seconds: what the attempts' rows say, by class and per owner (the OOM's owner) */
+		long long oom_ms = h_sql_int(h, "SELECT round(1000 * sum(extract(epoch FROM ended_at - started_at))) "
+					     "FROM attempts WHERE class = 'oom_train_early'", 0, NULL);
+		long long ok_ms = h_sql_int(h, "SELECT round(1000 * sum(extract(epoch FROM ended_at - started_at))) "
+					    "FROM attempts WHERE outcome = 'succeeded'", 0, NULL);
+		json_t *owner = h_request(h, "GET", "/v1/jobs?limit=1", NULL, 0, NULL, &st);
+		const char *who = h_str(json_array_get(json_object_get(owner, "jobs"), 0), "owner");
+		char *series = xasprintf("rung_owner_gpu_seconds_total{owner=\"%s\",outcome=\"oom\"}", who ? who : "?");
+		double by_class = sample(text, "rung_attempt_gpu_seconds_total{outcome=\"failed\",class=\"oom_train_early\"}");
+		double by_owner = sample(text, series);
+		double ok_s = sample(text, "rung_attempt_gpu_seconds_total{outcome=\"succeeded\",class=\"success\"}");
+		h_ok(h, oom_ms > 0 && llround(by_class * 1000) == oom_ms && llround(by_owner * 1000) == oom_ms &&
+			     ok_ms > 0 && llround(ok_s * 1000) == ok_ms,
+		     "GPU seconds by outcome and class and per owner: the OOM's %.3f s (%s), the success's %.3f s", by_class,
+		     series, ok_s);
+		free(series);
+		json_decref(owner);
+	}
 	h_ok(h, strstr(text, "rung_rungs_applied_total{rung=\"") != NULL, "a rung applied is counted by name");
 	h_ok(h, sample(text, "rung_lease_wait_seconds_count") == 2, "two queued->leased waits");
 	h_ok(h, sample(text, "rung_lease_wait_seconds_bucket{le=\"+Inf\"}") == 2, "+Inf bucket equals the count");

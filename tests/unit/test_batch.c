@@ -1171,7 +1171,7 @@ static void test_placement(void)
  * the millisecond (deleting rows changes the order it is summed in). Static buffer. */
 static const char *history_counts(void)
 {
-	static char out[4096];
+	static char out[16384];
 	const char *p[1] = { metrics_lease_wait_bounds_sql };
 	PGresult *r = PQexecParams(pg, sql_metrics_history, 1, NULL, p, NULL, NULL, 0);
 	json_t *doc = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 ?
@@ -1211,7 +1211,7 @@ static void test_prune(void)
 		{ "old-cancelled", "cancelled", 35, 34, NULL },
 		{ "young", "succeeded", 2, 1, NULL },
 	};
-	char sql[1024], before[4096];
+	char sql[1024], before[16384];
 	const char *p[2];
 	long b;
 
@@ -1233,11 +1233,15 @@ static void test_prune(void)
 		q1("INSERT INTO event_log (job_id, kind, to_state, reason, at) SELECT id, 'submitted', 'queued', 'x', created_at "
 		   "FROM jobs WHERE name = $1", 1, p);
 		q1("WITH a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, class, "
-		   "rung, started_at) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
-		   "ELSE 'ended' END, CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END, 'oom_train_early', "
-		   "CASE WHEN n = 1 THEN 'batch_size' END, j.created_at + make_interval(mins => n) "
+		   "rung, started_at, ended_at) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
+		   "ELSE 'ended' END, CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END, "
+		   "CASE WHEN n = 1 THEN 'oom_train_early' ELSE 'nan_loss' END, "
+		   "CASE WHEN n = 1 THEN 'batch_size' END, j.created_at + make_interval(mins => n), "
+		   "CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE j.created_at + make_interval(mins => n + 30 * n) END "
 		   "FROM jobs j, generate_series(1, 2) n WHERE j.name = $1 ORDER BY n RETURNING id, job_id) "
 		   "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a", 2, p);
+		/* two owners, so that the GPU seconds per owner are kept per owner */
+		q1("UPDATE jobs SET owner = CASE WHEN name LIKE 'old-c%' THEN 'team-b' ELSE 'team-a' END WHERE name = $1", 1, p);
 		if (jobs[k].esc) {
 			p[1] = jobs[k].esc;
 			q1("INSERT INTO escalations (job_id, trigger, state) SELECT id, 'x', $2 FROM jobs WHERE name = $1", 2, p);
@@ -1253,6 +1257,9 @@ static void test_prune(void)
 	snprintf(before, sizeof before, "%s", history_counts());
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "2", "30 days: two jobs pruned");
 	TAP_STR_EQ(history_counts(), before, "/metrics' history counts are the same after the prune (metrics_pruned)");
+	TAP_OK(strstr(before, "\"class\":\"oom_train_early\",\"gpu_s\":12600,") &&
+		       strstr(before, "{\"outcome\":\"oom\",\"owner\":\"team-b\",\"s\":1800}"),
+	       "the history has GPU seconds per outcome and class and per owner");
 	TAP_STR_EQ(q1("SELECT string_agg(name, ',' ORDER BY id) FROM jobs", 0, NULL),
 		   "old-support,old-acked,old-ended-late,old-running,young",
 		   "kept: waiting for support (open, acknowledged), ended within 30 days, running, young");

@@ -10,6 +10,7 @@
 #include "../../cli/cmd_classify.h"
 #include "../../cli/cmd_jobs.h"
 #include "../../cli/cmd_profiles.h"
+#include "../../cli/cmd_usage.h"
 #include "../../cli/jsondiff.h"
 #include "../../cli/progress.h"
 #include "../../cli/story.h"
@@ -854,6 +855,43 @@ static void test_sweep(void)
 	free(s);
 }
 
+/* rungctl usage's pieces: --since/--until as durations or times, and the printed report. */
+static void test_usage(void)
+{
+	char *iso = NULL, *err = NULL;
+	const int64_t now = 1796083200000LL; /* 2026-12-01T00:00:00Z */
+	static const struct { const char *arg, *want; } good[] = {
+		{ "7d", "2026-11-24T00:00:00Z" }, { "36h", "2026-11-29T12:00:00Z" }, { "90m", "2026-11-30T22:30:00Z" },
+		{ "2w", "2026-11-17T00:00:00Z" }, { "30s", "2026-11-30T23:59:30Z" },
+		{ "2026-11-01T10:00:00+02:00", "2026-11-01T08:00:00Z" },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(good); i++) {
+		int rc = cmd_usage_time("--since", good[i].arg, now, &iso, &err);
+		TAP_OK(rc == 0 && iso && !strcmp(iso, good[i].want), good[i].arg);
+		free(iso);
+		free(err);
+	}
+	static const char *const bad[] = { "7", "d", "7x", "-7d", "0d", "7dd", "1.5h", "yesterday", "2026-11-01" };
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+		int rc = cmd_usage_time("--since", bad[i], now, &iso, &err);
+		TAP_OK(rc < 0 && !iso && err && strstr(err, "--since") && strstr(err, bad[i]), bad[i]);
+		free(err);
+	}
+	json_t *doc = json_loads("{\"since\": \"2026-11-01T00:00:00+00:00\", \"until\": \"2026-11-02T00:00:00+00:00\","
+				 " \"owners\": [{\"owner\": \"team-a\", \"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1,"
+				 " \"by_outcome\": {\"succeeded\": 7200, \"oom\": 3600, \"failed\": 0, \"cancelled\": 0,"
+				 " \"lost\": 0, \"running\": 0}, \"jobs_succeeded\": 1, \"jobs_failed\": 0}],"
+				 " \"total\": {\"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1, \"oom_gpu_seconds\": 3600}}",
+				 0, NULL);
+	char *s = cmd_usage_text(doc);
+	TAP_OK(strstr(s, "OWNER") && strstr(s, "team-a  3.0        2.0        1.0  -"),
+	       "usage: a row per owner in GPU hours, '-' for none");
+	TAP_OK(strstr(s, "3.0 GPU hours in 2 attempts of 1 jobs; 1.0 of them (33%) in attempts that ended in an OOM"),
+	       "usage: the total and the OOM share");
+	free(s);
+	json_decref(doc);
+}
+
 int main(void)
 {
 	test_profiles();
@@ -870,5 +908,6 @@ int main(void)
 	test_story_start_lower();
 	test_submit_body();
 	test_sweep();
+	test_usage();
 	return TAP_DONE();
 }

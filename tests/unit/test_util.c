@@ -1,6 +1,6 @@
 /* Unit tests of common/util.c's util_json_append (members spliced into a JSON object's text, the
  * way rungd adds config text that Postgres returns beside a lean document), util_concat and
- * util_read_file. */
+ * util_read_file; util_time_parse (RFC 3339 as the API takes it). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -69,10 +69,38 @@ static void read_file(void)
 	TAP_OK(util_read_file(path, &len) == NULL && errno == ENOENT, "read_file: NULL and ENOENT for a missing file");
 }
 
+static void time_parse(void)
+{
+	static const struct { const char *s; long long ms; } good[] = {
+		{ "1970-01-01T00:00:00Z", 0 },
+		{ "2026-12-01T00:00:00Z", 1796083200000LL },
+		{ "2026-12-01T01:30:00+01:30", 1796083200000LL },
+		{ "2026-11-30T22:00:00-02:00", 1796083200000LL },
+		{ "2026-12-01t00:00:00.25z", 1796083200250LL },
+		{ "2024-02-29T12:00:00Z", 1709208000000LL },
+		{ "2000-03-01T00:00:00.123456Z", 951868800123LL },
+	};
+	static const char *const bad[] = { "", "2026-12-01", "2026-12-01T00:00:00", "2026-12-01 00:00:00Z",
+		"2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2025-02-29T00:00:00Z", "2026-12-01T24:00:00Z",
+		"2026-12-01T00:60:00Z", "2026-12-01T00:00:00+0100", "2026-12-01T00:00:00Zx", "2026-12-01T00:00:00.Z",
+		"26-12-01T00:00:00Z", "1969-12-31T23:59:59Z", "yesterday" };
+	int64_t ms = 0;
+	for (size_t i = 0; i < ARRAY_LEN(good); i++) {
+		int rc = util_time_parse(good[i].s, &ms);
+		TAP_OK(rc == 0 && ms == good[i].ms, good[i].s);
+		if (rc != 0 || ms != good[i].ms)
+			fprintf(stderr, "# %s: rc %d, %lld ms\n", good[i].s, rc, (long long)ms);
+	}
+	for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+		TAP_OK(util_time_parse(bad[i], &ms) < 0, bad[i]);
+	TAP_OK(util_time_parse(NULL, &ms) < 0, "time: NULL is refused");
+}
+
 int main(void)
 {
 	json_append();
 	concat();
 	read_file();
+	time_parse();
 	return TAP_DONE();
 }

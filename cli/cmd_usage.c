@@ -1,0 +1,145 @@
+/* rungctl usage: who used how much GPU time, and how much of it OOMs took (GET /v1/usage). Turns
+ * `--since 7d` into a time, makes the call and prints a table of GPU hours per owner. */
+#include "cmd_usage.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "httpc.h"
+#include "table.h"
+#include "util.h"
+
+int cmd_usage_time(const char *opt, const char *arg, int64_t now_ms, char **iso, char **err)
+{
+	int64_t at_ms;
+	char *end = NULL;
+	long long n = strtoll(arg, &end, 10);
+	static const struct { char unit; int64_t s; } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 },
+								    { 'd', 86400 }, { 'w', 7 * 86400 } };
+
+	*iso = NULL;
+	*err = NULL;
+	if (util_time_parse(arg, &at_ms) == 0)
+		goto ok;
+	if (end != arg && arg[0] >= '0' && arg[0] <= '9' && n > 0 && n <= 100000 && end[0] && !end[1]) {
+		for (size_t i = 0; i < ARRAY_LEN(units); i++) {
+			if (units[i].unit == end[0]) {
+				at_ms = now_ms - (int64_t)n * units[i].s * 1000;
+				goto ok;
+			}
+		}
+	}
+	*err = xasprintf("%s '%s': expected a duration before now (90m, 36h, 7d, 2w) or an RFC 3339 time "
+			 "(2026-12-01T00:00:00Z)", opt, arg);
+	return -1;
+ok: {
+	time_t t = (time_t)(at_ms / 1000);
+	struct tm tm;
+	char buf[32];
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	*iso = xstrdup(buf);
+	return 0;
+}
+}
+
+/* Seconds as hours with one decimal ("12.5"), or "-" for none. */
+static void hours(const json_t *v, char *buf, size_t n)
+{
+	double s = json_number_value(v);
+	if (s <= 0)
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.1f", s / 3600.0);
+}
+
+char *cmd_usage_text(const json_t *doc)
+{
+	static const char *const head[] = { "OWNER", "GPU HOURS", "SUCCEEDED", "OOM", "OTHER FAILED", "CANCELLED",
+		"LOST", "RUNNING", "ATTEMPTS", "JOBS OK", "JOBS FAILED" };
+	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "running" };
+	struct table *t = table_new(ARRAY_LEN(head), head);
+	const json_t *o, *total = json_object_get(doc, "total");
+	size_t i;
+	char cells[ARRAY_LEN(head)][32];
+	const char *row[ARRAY_LEN(head)];
+
+	json_array_foreach(json_object_get(doc, "owners"), i, o) {
+		const json_t *by = json_object_get(o, "by_outcome");
+		snprintf(cells[0], sizeof cells[0], "%s", json_string_value(json_object_get(o, "owner")) ?
+			 json_string_value(json_object_get(o, "owner")) : "?");
+		hours(json_object_get(o, "gpu_seconds"), cells[1], sizeof cells[1]);
+		for (size_t k = 0; k < ARRAY_LEN(buckets); k++)
+			hours(json_object_get(by, buckets[k]), cells[2 + k], sizeof cells[2 + k]);
+		snprintf(cells[8], sizeof cells[8], "%lld", (long long)json_integer_value(json_object_get(o, "attempts")));
+		snprintf(cells[9], sizeof cells[9], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_succeeded")));
+		snprintf(cells[10], sizeof cells[10], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_failed")));
+		for (size_t k = 0; k < ARRAY_LEN(head); k++)
+			row[k] = cells[k];
+		table_add(t, row);
+	}
+	char *tab = table_render(t);
+	table_free(t);
+	double all = json_number_value(json_object_get(total, "gpu_seconds"));
+	double oom = json_number_value(json_object_get(total, "oom_gpu_seconds"));
+	char *out = xasprintf("%s%s to %s: %.1f GPU hours in %lld attempts of %lld jobs; %.1f of them (%.0f%%) in attempts "
+			      "that ended in an OOM\n",
+			      tab, json_string_value(json_object_get(doc, "since")) ?
+			      json_string_value(json_object_get(doc, "since")) : "?",
+			      json_string_value(json_object_get(doc, "until")) ?
+			      json_string_value(json_object_get(doc, "until")) : "?",
+			      all / 3600.0, (long long)json_integer_value(json_object_get(total, "attempts")),
+			      (long long)json_integer_value(json_object_get(total, "jobs")), oom / 3600.0,
+			      all > 0 ? 100.0 * oom / all : 0.0);
+	free(tab);
+	return out;
+}
+
+int cmd_usage(struct cli *c, int argc, char **argv)
+{
+	const char *since = NULL, *until = NULL, *owner = NULL;
+	char *ops[1], *err = NULL, *since_iso = NULL, *until_iso = NULL, *path = NULL;
+	json_t *ans = NULL;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "since", .type = ARGS_STRING, .str = &since },
+		{ .name = "until", .type = ARGS_STRING, .str = &until },
+		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
+	};
+	int rc = cli_args(c, cli_cmd_named("usage"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	int64_t now = util_wall_ms();
+	if ((since && cmd_usage_time("--since", since, now, &since_iso, &err) < 0) ||
+	    (until && cmd_usage_time("--until", until, now, &until_iso, &err) < 0)) {
+		fprintf(c->err, "rungctl usage: %s\n", err);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	char *es = since_iso ? httpc_escape(since_iso) : NULL, *eu = until_iso ? httpc_escape(until_iso) : NULL;
+	char *eo = owner ? httpc_escape(owner) : NULL;
+	path = xasprintf("/v1/usage?since=%s&until=%s&owner=%s", es ? es : "", eu ? eu : "", eo ? eo : "");
+	free(es);
+	free(eu);
+	free(eo);
+	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *s = cmd_usage_text(ans);
+			fputs(s, c->out);
+			free(s);
+		}
+	}
+out:
+	free(err);
+	free(since_iso);
+	free(until_iso);
+	free(path);
+	json_decref(ans);
+	return rc;
+}

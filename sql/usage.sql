@@ -1,0 +1,52 @@
+-- GET /v1/usage: GPU time per owner (a team's token) in the window [$1, $2) (epoch seconds), for
+-- chargeback and for what OOMs cost. An attempt holds one GPU from its lease to its end (a running
+-- one: to now); the part of that inside the window counts, split by how it ended: succeeded, oom
+-- (failed with an OOM class), failed (any other failure), cancelled, lost (its worker vanished), and
+-- running. $3: one owner, or NULL for all. Jobs: those with GPU time in the window, and those that
+-- ended in it, succeeded or failed. Reads the attempts that overlap the window (no index on their
+-- times: a report, not a hot path; retention bounds the history). One JSON document.
+WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
+a AS MATERIALIZED (
+  SELECT j.owner, a.job_id,
+         CASE WHEN a.state = 'running' THEN 'running'
+              WHEN a.outcome = 'failed' AND left(a.class, 4) = 'oom_' THEN 'oom'
+              ELSE coalesce(a.outcome, a.state) END AS bucket,
+         extract(epoch FROM least(coalesce(a.ended_at, now()), w.hi) - greatest(a.started_at, w.lo))::float8 AS s
+  FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
+  WHERE a.started_at < w.hi AND coalesce(a.ended_at, now()) > w.lo
+    AND ($3::text IS NULL OR j.owner = $3::text)),
+ended AS MATERIALIZED (
+  SELECT j.owner, j.state, count(*) AS n
+  FROM jobs j CROSS JOIN w
+  WHERE j.state IN ('succeeded', 'failed') AND j.finished_at >= w.lo AND j.finished_at < w.hi
+    AND ($3::text IS NULL OR j.owner = $3::text)
+  GROUP BY j.owner, j.state),
+per AS (
+  SELECT o.owner,
+         coalesce(sum(a.s), 0) AS gpu_seconds,
+         count(a.job_id) AS attempts,
+         count(DISTINCT a.job_id) AS jobs,
+         jsonb_build_object(
+           'succeeded', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'succeeded'), 0)::numeric, 1),
+           'oom', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'oom'), 0)::numeric, 1),
+           'failed', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'failed'), 0)::numeric, 1),
+           'cancelled', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'cancelled'), 0)::numeric, 1),
+           'lost', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'lost'), 0)::numeric, 1),
+           'running', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'running'), 0)::numeric, 1)) AS by_outcome,
+         coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'succeeded'), 0) AS jobs_succeeded,
+         coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'failed'), 0) AS jobs_failed
+  FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
+  LEFT JOIN a ON a.owner = o.owner
+  GROUP BY o.owner)
+SELECT jsonb_build_object(
+  'since', (SELECT lo FROM w), 'until', (SELECT hi FROM w), 'owner', $3::text,
+  'owners', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', p.owner, 'gpu_seconds', round(p.gpu_seconds::numeric, 1),
+                                                          'attempts', p.attempts, 'jobs', p.jobs,
+                                                          'by_outcome', p.by_outcome,
+                                                          'jobs_succeeded', p.jobs_succeeded, 'jobs_failed', p.jobs_failed)
+                                       ORDER BY p.gpu_seconds DESC, p.owner)
+                      FROM per p), '[]'),
+  'total', (SELECT jsonb_build_object('gpu_seconds', round(coalesce(sum(a.s), 0)::numeric, 1), 'attempts', count(*),
+                                      'jobs', count(DISTINCT a.job_id),
+                                      'oom_gpu_seconds', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'oom'), 0)::numeric, 1))
+            FROM a))::text
