@@ -24,6 +24,7 @@
 #include "web_act.h"
 #include "web_plan.h"
 #include "web_tokens.h"
+#include "web_usage.h"
 
 static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
@@ -72,6 +73,7 @@ static const struct http_route routes[] = {
 	{ "GET", "/ui/escalations", web_escalations, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/escalations/{}", web_escalation, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/gpus", web_gpus, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "GET", "/ui/usage", web_usage_page, AUTH_OPEN, AUTH_SCOPE_NONE },
 	/* POST /v1/plan as a page (web_plan.c): changes nothing, checked for its site as the forms are */
 	{ "GET", "/ui/plan", web_plan_form, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/plan", web_plan_post, AUTH_OPEN, AUTH_SCOPE_NONE },

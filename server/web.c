@@ -59,6 +59,7 @@ static const char *const job_states[] = { "queued", "running", "succeeded", "fai
 static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
 
 static const char page_css[] =
+	"td.num{text-align:right}"
 	"body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}"
 	"header{background:#1d2330;color:#fff;padding:10px 24px;display:flex;gap:22px;align-items:center}"
 	"header a{color:#cfd8e6;text-decoration:none}header a:hover{color:#fff}header .brand{font-weight:700;color:#fff}"
@@ -246,7 +247,7 @@ static void page_open(struct hbuf *b, const char *title, unsigned role)
 	html_add(b, " - rung</title><style>");
 	html_add(b, page_css);
 	html_add(b, "</style></head><body><header><a class=\"brand\" href=\"/ui/\">rung</a>"
-		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/plan\">Plan</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a>");
+		    "<a href=\"/ui/\">Queue</a><a href=\"/ui/plan\">Plan</a><a href=\"/ui/escalations\">Escalations</a><a href=\"/ui/gpus\">GPUs</a><a href=\"/ui/usage\">Usage</a>");
 	if (role & AUTH_ADMIN)
 		html_add(b, "<a href=\"/ui/tokens\">Tokens</a>");
 	html_add(b, "<form method=\"post\" action=\"/ui/logout\"><button type=\"submit\">Log out</button></form>"

@@ -877,6 +877,20 @@ static void test_usage(struct harness *h)
 		     strstr(g_out, "1.0 of them (33%)"),
 	     "rungctl usage: the table and the OOM share (%s)", g_out);
 	h_ok(h, ctl(h, "usage", "--since", "yesterday") == 2 && strstr(g_err, "--since"), "rungctl usage --since yesterday: exit 2");
+
+	/* the page: the last week's running attempt of team B; a submitter sees its own only */
+	long code = h_browse(h, h->admin_token, "GET", "/ui/usage?days=7", NULL, NULL);
+	h_ok(h, code == 200 && h->last_body && strstr(h->last_body, "GPU time, last 7 days") &&
+		     strstr(h->last_body, ">usage-b</a>") && strstr(h->last_body, "<option selected>7</option>"),
+	     "/ui/usage: the week's owners, each linking to its jobs (%ld)", code);
+	code = h_browse(h, ta, "GET", "/ui/usage?days=30", NULL, NULL);
+	h_ok(h, code == 200 && h->last_body && !strstr(h->last_body, "usage-b") && !strstr(h->last_body, "name=\"owner\""),
+	     "/ui/usage for a submitter: no other owner, no owner field (%ld)", code);
+	h_ok(h, h_browse(h, ta, "GET", "/ui/usage?owner=usage-b", NULL, NULL) == 403 &&
+		     h_browse(h, h->admin_token, "GET", "/ui/usage?days=0", NULL, NULL) == 400 &&
+		     h_browse(h, h->admin_token, "GET", "/ui/usage?days=7x", NULL, NULL) == 400 &&
+		     h_browse(h, h->admin_token, "GET", "/ui/usage?owner=a%20b", NULL, NULL) == 400,
+	     "/ui/usage: another owner for a submitter 403, bad days or owner 400");
 out:
 	json_decref(u);
 	json_decref(l);

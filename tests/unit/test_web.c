@@ -17,6 +17,7 @@
 #include "../../server/api_jobs.h"
 #include "../../server/api_tokens.h"
 #include "../../server/web.h"
+#include "../../server/web_usage.h"
 #include "../../server/web_act.h"
 #include "../../server/web_plan.h"
 #include "../../server/web_tokens.h"
@@ -740,6 +741,42 @@ static void test_tokens(void)
 	json_decref(doc);
 }
 
+/* The /ui/usage page's content: hours per owner and ending, a dash for none, the OOM share, names
+ * escaped, links and the owner field for staff only. */
+static void test_usage_page(void)
+{
+	json_t *doc = json_loads("{\"owners\": [{\"owner\": \"team<a>\", \"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1,"
+				 " \"by_outcome\": {\"succeeded\": 7200, \"oom\": 3600, \"failed\": 0, \"cancelled\": 0,"
+				 " \"lost\": 0, \"running\": 0}, \"jobs_succeeded\": 1, \"jobs_failed\": 0}],"
+				 " \"total\": {\"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1, \"oom_gpu_seconds\": 3600}}",
+				 0, NULL);
+	struct hbuf b = { 0 };
+	web_usage_render(&b, doc, 30, "x\"y", 1);
+	char *s = html_take(&b);
+	TAP_OK(strstr(s, "GPU time, last 30 days") && strstr(s, "<option selected>30</option>"),
+	       "usage page: the window in the title and the form");
+	TAP_OK(strstr(s, "href=\"/ui/jobs?owner=team%3Ca%3E\">team&lt;a&gt;</a>") && !strstr(s, "team<a>"),
+	       "usage page: the owner escaped, linking to its jobs");
+	TAP_OK(strstr(s, "value=\"x&quot;y\""), "usage page: the owner filter escaped in its field");
+	TAP_OK(strstr(s, "<td class=\"num\">3.0</td><td class=\"num\">2.0</td><td class=\"num\">1.0</td>"
+			 "<td class=\"num\"><span class=\"muted\">-</span></td>"),
+	       "usage page: hours in all, succeeded, OOM, then a dash for none");
+	TAP_OK(strstr(s, "1.0 of them (33%) in attempts that ended in an OOM"), "usage page: the OOM share");
+	free(s);
+	web_usage_render(&b, doc, 1, NULL, 0);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "last 1 day<") && !strstr(s, "name=\"owner\"") && !strstr(s, "<a href=\"/ui/jobs?owner"),
+	       "usage page for a submitter: no owner field, no links to others' queues");
+	free(s);
+	json_t *none = json_loads("{\"owners\": [], \"total\": {}}", 0, NULL);
+	web_usage_render(&b, none, 7, NULL, 1);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "No GPU time in this window."), "usage page: an empty window says so");
+	free(s);
+	json_decref(none);
+	json_decref(doc);
+}
+
 int main(void)
 {
 	test_escape();
@@ -754,5 +791,6 @@ int main(void)
 	test_log_lines();
 	test_tokens();
 	test_owners();
+	test_usage_page();
 	return TAP_DONE();
 }
