@@ -211,11 +211,11 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 	c->unreachable_said = 0;
 	c->last_status = status;
 	rc = cli_exit_for_status(status);
-	if (status == 503 && c->busy_said) { /* still the same outage: said once */
+	if (cli_status_transient(status) && c->busy_said) { /* still the same outage: said once */
 		json_decref(a);
 		return rc;
 	}
-	c->busy_said = status == 503;
+	c->busy_said = cli_status_transient(status);
 	if (rc != CLI_OK) {
 		const char *code = json_string_value(json_object_get(a, "error"));
 		const char *msg = json_string_value(json_object_get(a, "message"));
@@ -234,9 +234,16 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 	return CLI_OK;
 }
 
+int cli_status_transient(long status)
+{
+	/* 503: rungd's database is down or it is shutting down; 502 and 504: the proxy in front of the
+	 * replicas has none to send to (a rolling restart) or one that did not answer in time */
+	return status == 502 || status == 503 || status == 504;
+}
+
 int cli_transient(const struct cli *c, int rc)
 {
-	return rc == CLI_UNREACHABLE || (rc == CLI_REFUSED && c->last_status == 503);
+	return rc == CLI_UNREACHABLE || (rc == CLI_REFUSED && cli_status_transient(c->last_status));
 }
 
 void cli_print_json(struct cli *c, const json_t *v)

@@ -71,8 +71,12 @@ int cli_args(struct cli *c, const struct cli_cmd *cmd, const struct args_opt *op
 int cli_call(struct cli *c, const char *method, const char *path, const json_t *body, const char *idem_key,
 	json_t **answer);
 
-/* Whether the last call may succeed if made again soon: nothing answered, or the server said 503
- * (its database is down, or it is shutting down). watch and logs --follow wait those out. */
+/* Whether an HTTP status says "try again soon": 503 (rungd's database is down, or it is shutting
+ * down), 502 or 504 (a reverse proxy in front of the replicas found none that answered). */
+int cli_status_transient(long status);
+
+/* Whether the last call may succeed if made again soon: nothing answered, or a status
+ * cli_status_transient names. watch and logs --follow wait those out. */
 int cli_transient(const struct cli *c, int rc);
 
 /* The exit code for an HTTP status (2xx 0, 404 4, else 1). */

@@ -892,6 +892,23 @@ static void test_usage(void)
 	json_decref(doc);
 }
 
+/* Which answers watch and logs --follow wait out: nothing, a 503, a proxy's 502 or 504; not a 500,
+ * a 4xx or a success. */
+static void test_transient(void)
+{
+	struct cli c = { .last_status = 0 };
+	TAP_OK(cli_transient(&c, CLI_UNREACHABLE), "transient: no answer");
+	static const long yes[] = { 502, 503, 504 }, no[] = { 200, 400, 404, 409, 429, 500, 501 };
+	for (size_t i = 0; i < ARRAY_LEN(yes); i++) {
+		c.last_status = yes[i];
+		TAP_OK(cli_transient(&c, CLI_REFUSED) && cli_status_transient(yes[i]), "transient: 502, 503, 504");
+	}
+	for (size_t i = 0; i < ARRAY_LEN(no); i++) {
+		c.last_status = no[i];
+		TAP_OK(!cli_transient(&c, cli_exit_for_status(no[i])), "not transient: 2xx, 4xx, 500, 501");
+	}
+}
+
 int main(void)
 {
 	test_profiles();
@@ -909,5 +926,6 @@ int main(void)
 	test_submit_body();
 	test_sweep();
 	test_usage();
+	test_transient();
 	return TAP_DONE();
 }
