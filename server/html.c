@@ -735,6 +735,42 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 	html_add(b, "\" placeholder=\"team=vision\"></label><button type=\"submit\">Filter</button></form>\n");
 }
 
+void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
+			       const char *label, int confirm, long long n)
+{
+	static const char *const states[] = { "queued", "running", "active" };
+	static const char *const shown[] = { "queued", "running (told to stop)", "queued and running" };
+	const char *keys[] = { "owner", "kind", "label" }, *vals[] = { owner, kind, label };
+	bool narrowed = false;
+
+	for (size_t i = 0; i < ARRAY_LEN(vals); i++)
+		narrowed = narrowed || (vals[i] && *vals[i]);
+	if (!(role & (AUTH_SUBMITTER | AUTH_ADMIN)) || !narrowed)
+		return;
+	if (!state || (strcmp(state, "queued") && strcmp(state, "running") && strcmp(state, "active")))
+		state = "queued";
+	html_add(b, "<form method=\"post\" class=\"act cancel-matching\" action=\"/ui/jobs/cancel\">");
+	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
+		if (!vals[i] || !*vals[i])
+			continue;
+		html_printf(b, "<input type=\"hidden\" name=\"%s\" value=\"", keys[i]);
+		html_esc(b, vals[i]);
+		html_add(b, "\">");
+	}
+	if (confirm) {
+		html_add(b, "<input type=\"hidden\" name=\"state\" value=\"");
+		html_esc(b, state);
+		html_printf(b, "\"><input type=\"hidden\" name=\"confirm\" value=\"1\"><button type=\"submit\" class=\"danger\">"
+			       "Cancel these %lld job%s</button></form>\n", n, n == 1 ? "" : "s");
+		return;
+	}
+	html_add(b, "<label>cancel the <select name=\"state\">");
+	for (size_t i = 0; i < ARRAY_LEN(states); i++)
+		html_printf(b, "<option value=\"%s\"%s>%s</option>", states[i], !strcmp(state, states[i]) ? " selected" : "",
+			    shown[i]);
+	html_add(b, "</select> jobs that match</label><button type=\"submit\">Review…</button></form>\n");
+}
+
 /* <form method=post action="PATH"> with PATH = prefix + id (escaped as a URL segment). */
 static void act_form_open(struct hbuf *b, const char *cls, const char *prefix, const char *id, const char *verb)
 {

@@ -103,6 +103,14 @@ long long html_start_lower_attempt(const json_t *job);
  * when queued or running and no cancel was asked, for its owner and admin); esc: an escalation
  * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
  * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
+/* The queue page's "cancel the jobs that match" form (POST /ui/jobs/cancel), for a role that may
+ * cancel (submitter, admin) and only when owner, kind or label narrows the list (nothing, else:
+ * the API refuses to cancel "every job"). state: the queue's state filter (queued, running or
+ * else the form's default, queued); owner, kind, label: the filters, sent as hidden fields.
+ * confirm: the second step's button ("Cancel these N jobs", n), else the first's (which only asks
+ * which jobs it would be). Every value escaped. */
+void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
+			       const char *label, int confirm, long long n);
 void html_job_forms(struct hbuf *b, unsigned role, const json_t *job);
 void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc);
 void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu);

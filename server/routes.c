@@ -78,6 +78,7 @@ static const struct http_route routes[] = {
 	{ "GET", "/ui/plan", web_plan_form, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/plan", web_plan_post, AUTH_OPEN, AUTH_SCOPE_NONE },
 	/* the forms that change something (web_act.c): same statements and roles as the API routes */
+	{ "POST", "/ui/jobs/cancel", web_act_jobs_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/retry", web_act_job_retry, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/cancel", web_act_job_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/escalations/{}/ack", web_act_escalation_ack, AUTH_OPEN, AUTH_SCOPE_NONE },

@@ -467,6 +467,7 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 			      w->kind, w->label);
 	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind,
 		w->label);
+	html_cancel_matching_form(b, w->h->who.role, w->filter, w->owner, w->kind, w->label, 0, 0);
 	if (json_array_size(jobs) == 0) {
 		html_add(b, "<p class=\"muted\">No jobs.</p>");
 		if (cursor && *cursor) {

@@ -13,11 +13,13 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 
+#include "api_jobs.h"
 #include "app.h"
 #include "auth.h"
 #include "db.h"
 #include "html.h"
 #include "http.h"
+#include "labels.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
@@ -42,6 +44,7 @@ static const struct act act_resolve = { "resolve", "escalation", "/ui/escalation
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
 static const struct act act_drain = { "drain", "worker", "/ui/gpus", false, false };
 static const struct act act_resume = { "resume", "worker", "/ui/gpus", false, true };
+static const struct act act_cancel_matching = { "cancel matching", "job", "/ui/jobs", false, false };
 
 /* One form's statement between db_exec and its callback. */
 struct act_req {
@@ -310,4 +313,155 @@ void web_act_worker_resume(struct hreq *h)
 {
 	if (id_ok(h, "worker"))
 		act_enter(h, &act_resume, AUTH_STAFF, AUTH_SCOPE_NONE, do_resume);
+}
+
+/* ---- cancel the jobs that match (POST /ui/jobs/cancel): review, then confirm ---- */
+
+/* The filters of one cancel-matching form, between db_exec and its callback. */
+struct matching_req {
+	struct hreq *h;
+	char *state, *owner, *kind, *label; /* as the form sent them (NULL: absent) */
+	bool confirm;
+};
+
+static void matching_free(struct matching_req *m)
+{
+	free(m->state);
+	free(m->owner);
+	free(m->kind);
+	free(m->label);
+	free(m);
+}
+
+/* The queue page with m's filters (heap). */
+static char *matching_back(const struct matching_req *m)
+{
+	static const char *const keys[] = { "owner", "kind", "label" };
+	const char *vals[] = { m->owner, m->kind, m->label };
+	struct hbuf b = { 0 };
+
+	html_href(&b, "/ui/jobs", keys, vals, ARRAY_LEN(keys));
+	return html_take(&b);
+}
+
+static void on_matching(PGresult *res, const char *err, void *arg)
+{
+	struct matching_req *m = arg;
+	struct hreq *h = m->h;
+	json_t *doc = NULL, *id;
+	const json_t *ids;
+	struct hbuf b = { 0 };
+	char *body = NULL, *back = NULL;
+	size_t i, n;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 ||
+	    !(doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL))) {
+		log_warn("web action failed", "action=cancel matching path=%s error=\"%s\"", h->path,
+			 res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?" : err ? err : "?");
+		web_message(h, 503, "Database unavailable", "The database could not answer; nothing was changed. Try again.");
+		goto out;
+	}
+	ids = json_object_get(doc, "ids");
+	n = json_array_size(ids);
+	back = matching_back(m);
+	if (m->confirm) {
+		log_info("web action", "action=cancel matching jobs=%zu state=%s owner=%s kind=%s label=%s by=%s", n,
+			 m->state ? m->state : "queued", m->owner ? m->owner : "-", m->kind ? m->kind : "-",
+			 m->label ? m->label : "-", h->who.name[0] ? h->who.name : "?");
+		web_redirect(h, back);
+		goto out;
+	}
+	/* the review: which jobs the confirm would cancel now */
+	html_printf(&b, "<h1>Cancel %zu job%s?</h1>\n", n, n == 1 ? "" : "s");
+	if (n == 0) {
+		html_add(&b, "<p class=\"muted\">No job matches these filters now; nothing would be cancelled.</p>");
+	} else {
+		html_add(&b, "<p>These jobs match now");
+		if (json_is_true(json_object_get(doc, "more")))
+			html_printf(&b, " (the first %zu, oldest first: more match, and a confirm cancels at most that many)", n);
+		html_add(&b, ": ");
+		json_array_foreach(ids, i, id) {
+			long long v = (long long)json_integer_value(id);
+			html_printf(&b, "%s<a href=\"/ui/jobs/%lld\">#%lld</a>", i ? ", " : "", v, v);
+		}
+		html_add(&b, ". A queued job is cancelled at once, a running one is told to stop at its next heartbeat; "
+			     "the confirm cancels what matches when it is sent.</p>\n");
+		html_cancel_matching_form(&b, h->who.role, m->state, m->owner, m->kind, m->label, 1, (long long)n);
+	}
+	html_add(&b, "<p><a href=\"");
+	html_esc(&b, back);
+	html_add(&b, "\">Back to the jobs</a></p>\n");
+	body = html_take(&b);
+	web_page(h, 200, "Cancel jobs", body);
+out:
+	free(body);
+	free(back);
+	json_decref(doc);
+	matching_free(m);
+}
+
+static void do_cancel_matching(struct hreq *h)
+{
+	bool too_big = false, big;
+	struct matching_req *m = xcalloc(1, sizeof *m);
+	const char *scope = NULL, *kind = NULL, *field = NULL;
+	char *msg = NULL, *confirm = NULL, *label_json = NULL, limit[24];
+	json_t *labels = NULL;
+	int code;
+
+	m->h = h;
+	m->state = form_value(h, "state", &big);
+	too_big |= big;
+	m->owner = form_value(h, "owner", &big);
+	too_big |= big;
+	m->kind = form_value(h, "kind", &big);
+	too_big |= big;
+	m->label = form_value(h, "label", &big);
+	too_big |= big;
+	confirm = form_value(h, "confirm", &big);
+	m->confirm = confirm && !strcmp(confirm, "1");
+	if (too_big) {
+		web_message(h, 413, "Bad request", "the form is too large");
+		goto fail;
+	}
+	if (m->state && strcmp(m->state, "queued") && strcmp(m->state, "running") && strcmp(m->state, "active")) {
+		web_message(h, 400, "Bad request", "state must be queued, running or active (both)");
+		goto fail;
+	}
+	code = api_jobs_list_filter(&h->who, m->owner, m->kind, &scope, &kind, &field, &msg);
+	if (code) {
+		web_message(h, code, code == 403 ? "Forbidden" : "Bad request", msg);
+		goto fail;
+	}
+	if (m->label && *m->label) {
+		if (!(labels = labels_parse(m->label, "label", &msg))) {
+			web_message(h, 400, "Bad request", msg);
+			goto fail;
+		}
+		if (json_object_size(labels) > 0)
+			label_json = json_dumps(labels, JSON_COMPACT);
+	}
+	if (!(m->owner && *m->owner) && !label_json && !kind) {
+		web_message(h, 400, "Bad request", "name the jobs to cancel: owner, label or kind (no filter would be every job)");
+		goto fail;
+	}
+	snprintf(limit, sizeof limit, "%d", API_JOBS_CANCEL_MAX);
+	{
+		const char *params[6] = { m->state && *m->state ? m->state : "queued", scope, label_json, kind, limit,
+					  m->confirm ? "false" : "true" };
+		db_exec(h->app->db, sql_job_cancel_matching, 6, params, on_matching, m);
+	}
+	m = NULL;
+fail:
+	if (m)
+		matching_free(m);
+	free(msg);
+	free(confirm);
+	free(label_json);
+	json_decref(labels);
+}
+
+void web_act_jobs_cancel(struct hreq *h)
+{
+	act_enter(h, &act_cancel_matching, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE, do_cancel_matching);
 }

@@ -12,6 +12,10 @@ struct hreq;
  * form and back to the page. */
 void web_act_job_retry(struct hreq *h);          /* POST /ui/jobs/{id}/retry    from=&note= */
 void web_act_job_cancel(struct hreq *h);         /* POST /ui/jobs/{id}/cancel */
+/* POST /ui/jobs/cancel  state=&owner=&kind=&label=&confirm= : the jobs that match (as POST
+ * /v1/jobs/cancel, at most API_JOBS_CANCEL_MAX): without confirm=1 a page listing them with the
+ * confirm button (nothing changed), with it cancels them and answers 303 back to the queue. */
+void web_act_jobs_cancel(struct hreq *h);
 void web_act_escalation_ack(struct hreq *h);     /* POST /ui/escalations/{id}/ack      note= */
 void web_act_escalation_resolve(struct hreq *h); /* POST /ui/escalations/{id}/resolve  note= */
 void web_act_gpu_release(struct hreq *h);        /* POST /ui/gpus/{uuid}/release */

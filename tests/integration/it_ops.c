@@ -1216,6 +1216,53 @@ out:
 	json_decref(cfg);
 }
 
+/* Cancel the jobs that match, from the queue page: the form only where a filter narrows the list; a
+ * review that lists them and changes nothing; a confirm that cancels them and goes back to the
+ * queue; from another site or without a filter, nothing. */
+static void test_web_cancel_matching(struct harness *h)
+{
+	json_t *cfg = h_config("ops_bulk", 10), *extra = json_pack("{s:{s:s}, s:i}", "labels", "batch", "web-bulk", "priority", 5000);
+	char *origin = xasprintf("http://127.0.0.1:%d", h->port);
+	int n = 0;
+	long st;
+
+	for (int k = 0; k < 3; k++) {
+		json_t *j = h_submit(h, cfg, extra);
+		n += h_str(j, "id") || json_is_integer(json_object_get(j, "id"));
+		json_decref(j);
+	}
+	const char *q = "SELECT count(*) FROM jobs WHERE labels @> '{\"batch\": \"web-bulk\"}' AND state = 'queued'";
+	h_ok(h, n == 3 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: three queued jobs labelled batch=web-bulk");
+	st = h_browse(h, h->admin_token, "GET", "/ui/jobs?label=batch%3Dweb-bulk", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "action=\"/ui/jobs/cancel\"") &&
+		     strstr(h->last_body, "name=\"label\" value=\"batch=web-bulk\""),
+	     "web cancel: the filtered queue has the form, with its filter");
+	st = h_browse(h, h->admin_token, "GET", "/ui/jobs", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && !strstr(h->last_body, "/ui/jobs/cancel"),
+	     "web cancel: the unfiltered queue has none (that would be every job)");
+	st = web_post(h, "/ui/jobs/cancel", "label=batch%3Dweb-bulk&state=queued", true, origin);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "Cancel 3 jobs?") &&
+		     strstr(h->last_body, "Cancel these 3 jobs") && strstr(h->last_body, "name=\"confirm\" value=\"1\"") &&
+		     h_sql_int(h, q, 0, NULL) == 3,
+	     "web cancel: the review lists the three and cancels nothing (%ld)", st);
+	st = web_post(h, "/ui/jobs/cancel", "label=batch%3Dweb-bulk&state=queued&confirm=1", true, "http://evil.example");
+	h_ok(h, st == 403 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: a confirm from another site is refused (%ld)", st);
+	st = web_post(h, "/ui/jobs/cancel", "state=queued&confirm=1", true, origin);
+	h_ok(h, st == 400 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: no filter is refused (%ld)", st);
+	st = web_post(h, "/ui/jobs/cancel", "label=bat+ch%3Dx&confirm=1", true, origin);
+	h_ok(h, st == 400 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: a bad label is refused (%ld)", st);
+	st = web_post(h, "/ui/jobs/cancel", "label=batch%3Dweb-bulk&state=queued&confirm=1", true, origin);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/jobs?label=batch%3Dweb-bulk") &&
+		     h_sql_int(h, q, 0, NULL) == 0 &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs WHERE labels @> '{\"batch\": \"web-bulk\"}' AND state = 'cancelled'",
+			       0, NULL) == 3,
+	     "web cancel: the confirm cancels the three and goes back to the queue (%ld %s)", st,
+	     h->last_location ? h->last_location : "-");
+	json_decref(cfg);
+	json_decref(extra);
+	free(origin);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -1249,6 +1296,7 @@ int main(void)
 	test_priority(h, wid);
 	test_owner_limit(h, wid);
 	test_web_actions(h, wid, oom);
+	test_web_cancel_matching(h);
 	test_fair_share(h);
 out:
 	json_decref(oom);

@@ -777,6 +777,33 @@ static void test_usage_page(void)
 	json_decref(doc);
 }
 
+/* The queue's cancel-matching form: only for roles that may cancel and with a filter; the filters
+ * as hidden fields, escaped; the confirm step's button. */
+static void test_cancel_matching_form(void)
+{
+	struct hbuf b = { 0 };
+	char *s;
+
+	html_cancel_matching_form(&b, AUTH_SUPPORT, "queued", "team-a", NULL, NULL, 0, 0);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "queued", NULL, "", NULL, 0, 0);
+	s = html_take(&b);
+	TAP_STR_EQ(s, "", "cancel form: none for support, none without a filter");
+	free(s);
+	html_cancel_matching_form(&b, AUTH_SUBMITTER, "failed", NULL, "video", "a=\"b\"", 0, 0);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "action=\"/ui/jobs/cancel\"") && strstr(s, "name=\"kind\" value=\"video\"") &&
+		       strstr(s, "name=\"label\" value=\"a=&quot;b&quot;\"") && strstr(s, "<option value=\"queued\" selected>") &&
+		       !strstr(s, "confirm"),
+	       "cancel form: the filters hidden and escaped, queued by default (the queue showed failed)");
+	free(s);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "running", "team-a", NULL, NULL, 1, 12);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "name=\"state\" value=\"running\"") && strstr(s, "name=\"confirm\" value=\"1\"") &&
+		       strstr(s, "Cancel these 12 jobs"),
+	       "cancel form: the confirm step keeps the state and says how many");
+	free(s);
+}
+
 int main(void)
 {
 	test_escape();
@@ -792,5 +819,6 @@ int main(void)
 	test_tokens();
 	test_owners();
 	test_usage_page();
+	test_cancel_matching_form();
 	return TAP_DONE();
 }
