@@ -66,12 +66,13 @@ const struct cli_cmd cli_cmds[] = {
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team), with\n"
 		"its limit (rungctl token limit), the busiest first (support/admin).", cmd_owners },
-	{ "usage", "usage [--since 7d|TIME] [--until TIME] [--owner NAME]",
+	{ "usage", "usage [--since 7d|TIME] [--until TIME] [--owner NAME] [--label K=V,K=V]",
 		"GPU time per owner (the token that submitted the jobs: a team) from --since (a duration before\n"
 		"now: 90m, 36h, 7d, 2w, or an RFC 3339 time; default a week before --until) to --until (default now):\n"
 		"GPU hours in all and by how the attempts ended (succeeded, OOM, other failures, cancelled, lost,\n"
 		"still running), attempts, and jobs that succeeded or failed in the window; the total says how much\n"
-		"went to attempts that ended in an OOM. A submitter sees only its own.", cmd_usage },
+		"went to attempts that ended in an OOM. --label: only the jobs that carry these labels (a sweep's\n"
+		"cost: --label sweep=ID). A submitter sees only its own.", cmd_usage },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
 	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB [--note TEXT]",
 		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts made\n"

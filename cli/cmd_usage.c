@@ -100,7 +100,7 @@ char *cmd_usage_text(const json_t *doc)
 
 int cmd_usage(struct cli *c, int argc, char **argv)
 {
-	const char *since = NULL, *until = NULL, *owner = NULL;
+	const char *since = NULL, *until = NULL, *owner = NULL, *label = NULL;
 	char *ops[1], *err = NULL, *since_iso = NULL, *until_iso = NULL, *path = NULL;
 	json_t *ans = NULL;
 	const struct args_opt opts[] = {
@@ -108,6 +108,7 @@ int cmd_usage(struct cli *c, int argc, char **argv)
 		{ .name = "since", .type = ARGS_STRING, .str = &since },
 		{ .name = "until", .type = ARGS_STRING, .str = &until },
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
+		{ .name = "label", .type = ARGS_STRING, .str = &label },
 	};
 	int rc = cli_args(c, cli_cmd_named("usage"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
@@ -120,11 +121,13 @@ int cmd_usage(struct cli *c, int argc, char **argv)
 		goto out;
 	}
 	char *es = since_iso ? httpc_escape(since_iso) : NULL, *eu = until_iso ? httpc_escape(until_iso) : NULL;
-	char *eo = owner ? httpc_escape(owner) : NULL;
-	path = xasprintf("/v1/usage?since=%s&until=%s&owner=%s", es ? es : "", eu ? eu : "", eo ? eo : "");
+	char *eo = owner ? httpc_escape(owner) : NULL, *el = label ? httpc_escape(label) : NULL;
+	path = xasprintf("/v1/usage?since=%s&until=%s&owner=%s&label=%s", es ? es : "", eu ? eu : "", eo ? eo : "",
+			 el ? el : "");
 	free(es);
 	free(eu);
 	free(eo);
+	free(el);
 	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json) {

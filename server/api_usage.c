@@ -11,6 +11,7 @@
 #include "auth.h"
 #include "db.h"
 #include "http.h"
+#include "labels.h"
 #include "sql.h"
 #include "util.h"
 
@@ -60,19 +61,34 @@ static void on_usage(PGresult *res, const char *err, void *arg)
 void api_usage_get(struct hreq *h)
 {
 	char *since = hreq_query(h, "since"), *until = hreq_query(h, "until"), *owner = hreq_query(h, "owner");
-	char *msg = NULL, lo[32], hi[32];
+	char *label = hreq_query(h, "label"), *msg = NULL, *label_json = NULL, lo[32], hi[32];
 	const char *scope, *field;
+	json_t *labels = NULL;
 	int64_t lo_ms, hi_ms;
 	int code = api_usage_window(&h->who, since, until, owner, util_wall_ms(), &lo_ms, &hi_ms, &scope, &field, &msg);
 
 	if (code) {
 		hreq_error(h, code, code == 403 ? "forbidden" : "invalid_request", field, "%s", msg);
-	} else {
-		snprintf(lo, sizeof lo, "%.3f", (double)lo_ms / 1000.0);
-		snprintf(hi, sizeof hi, "%.3f", (double)hi_ms / 1000.0);
-		const char *params[3] = { lo, hi, scope };
-		db_exec(h->app->db, sql_usage, 3, params, on_usage, h);
+		goto out;
 	}
+	if (label && *label) {
+		if (!(labels = labels_parse(label, "label", &msg))) {
+			hreq_error(h, 400, "invalid_request", "label", "%s", msg);
+			goto out;
+		}
+		if (json_object_size(labels) > 0)
+			label_json = json_dumps(labels, JSON_COMPACT);
+	}
+	snprintf(lo, sizeof lo, "%.3f", (double)lo_ms / 1000.0);
+	snprintf(hi, sizeof hi, "%.3f", (double)hi_ms / 1000.0);
+	{
+		const char *params[4] = { lo, hi, scope, label_json };
+		db_exec(h->app->db, sql_usage, 4, params, on_usage, h);
+	}
+out:
+	json_decref(labels);
+	free(label_json);
+	free(label);
 	free(msg);
 	free(since);
 	free(until);

@@ -18,7 +18,8 @@ struct hreq;
 int api_usage_window(const struct auth_who *who, const char *since, const char *until, const char *owner,
 	int64_t now_ms, int64_t *lo_ms, int64_t *hi_ms, const char **scope, const char **field, char **msg);
 
-/* GET /v1/usage?since=&until=&owner=: answers h once. */
+/* GET /v1/usage?since=&until=&owner=&label=: answers h once (label: k=v,k=v, the jobs that carry
+ * them, e.g. a sweep's). */
 void api_usage_get(struct hreq *h);
 
 #endif

@@ -149,8 +149,8 @@ static void usage_page(struct hreq *h)
 		u->h = h;
 		u->days = (int)days;
 		u->owner = owner && *owner ? xstrdup(owner) : NULL;
-		const char *params[3] = { lo, hi, scope };
-		db_exec(h->app->db, sql_usage, 3, params, on_usage, u);
+		const char *params[4] = { lo, hi, scope, NULL };
+		db_exec(h->app->db, sql_usage, 4, params, on_usage, u);
 	}
 out:
 	free(msg);

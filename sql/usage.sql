@@ -2,7 +2,8 @@
 -- chargeback and for what OOMs cost. An attempt holds one GPU from its lease to its end (a running
 -- one: to now); the part of that inside the window counts, split by how it ended: succeeded, oom
 -- (failed with an OOM class), failed (any other failure), cancelled, lost (its worker vanished), and
--- running. $3: one owner, or NULL for all. Jobs: those with GPU time in the window, and those that
+-- running. $3: one owner, or NULL for all; $4: labels (jsonb) the jobs carry, or NULL (a sweep's
+-- cost: `sweep=ID`). Jobs: those with GPU time in the window, and those that
 -- ended in it, succeeded or failed. Reads the attempts that overlap the window (no index on their
 -- times: a report, not a hot path; retention bounds the history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
@@ -14,12 +15,12 @@ a AS MATERIALIZED (
          extract(epoch FROM least(coalesce(a.ended_at, now()), w.hi) - greatest(a.started_at, w.lo))::float8 AS s
   FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
   WHERE a.started_at < w.hi AND coalesce(a.ended_at, now()) > w.lo
-    AND ($3::text IS NULL OR j.owner = $3::text)),
+    AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)),
 ended AS MATERIALIZED (
   SELECT j.owner, j.state, count(*) AS n
   FROM jobs j CROSS JOIN w
   WHERE j.state IN ('succeeded', 'failed') AND j.finished_at >= w.lo AND j.finished_at < w.hi
-    AND ($3::text IS NULL OR j.owner = $3::text)
+    AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
   GROUP BY j.owner, j.state),
 per AS (
   SELECT o.owner,
@@ -39,7 +40,7 @@ per AS (
   LEFT JOIN a ON a.owner = o.owner
   GROUP BY o.owner)
 SELECT jsonb_build_object(
-  'since', (SELECT lo FROM w), 'until', (SELECT hi FROM w), 'owner', $3::text,
+  'since', (SELECT lo FROM w), 'until', (SELECT hi FROM w), 'owner', $3::text, 'labels', $4::jsonb,
   'owners', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', p.owner, 'gpu_seconds', round(p.gpu_seconds::numeric, 1),
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,

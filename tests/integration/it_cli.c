@@ -781,7 +781,7 @@ static void test_usage(struct harness *h)
 	long st = 0;
 	bool leased = true;
 
-	ctl_as(h, ta, "submit", cfg, "--priority", "-1000");
+	ctl_as(h, ta, "submit", cfg, "--priority", "-1000", "--labels", "sweep=usage-s1");
 	ja = out_line();
 	ctl_as(h, tb, "submit", cfg, "--priority", "-999");
 	jb = out_line();
@@ -852,6 +852,16 @@ static void test_usage(struct harness *h)
 		     (u = out_json()) && json_array_size(json_object_get(u, "owners")) == 1 &&
 		     usage_of(u, "usage-a", NULL) == 10800,
 	     "a submitter's usage: its own");
+	h_ok(h, ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z", "--label",
+		    "sweep=usage-s1", "--json") == 0 &&
+		     (u = out_json()) && usage_of(u, "usage-a", NULL) == 10800 &&
+		     json_array_size(json_object_get(u, "owners")) == 1,
+	     "usage --label sweep=ID: the GPU time of the jobs that carry it");
+	json_decref(u);
+	u = h_get(h, "/v1/usage?since=2026-11-01T00:00:00Z&until=2026-11-02T00:00:00Z&label=sweep%3Dother", &st);
+	h_ok(h, st == 200 && json_array_size(json_object_get(u, "owners")) == 0, "usage of a label no job carries: no owner");
+	json_decref(u);
+	u = NULL;
 	h_ok(h, ctl_as(h, ta, "usage", "--owner", "usage-b") == 1 && strstr(g_err, "owner"),
 	     "a submitter asking for another owner: refused, naming owner (%s)", g_err);
 	json_decref(u);
@@ -862,6 +872,7 @@ static void test_usage(struct harness *h)
 		{ "until=2026-11-01T00:00:00", "until" },
 		{ "since=2026-11-02T00:00:00Z&until=2026-11-01T00:00:00Z", "since" },
 		{ "owner=no%20such", "owner" },
+		{ "label=no%20such", "label" },
 	};
 	for (size_t k = 0; k < ARRAY_LEN(bad); k++) {
 		char *path = xasprintf("/v1/usage?%s", bad[k].q);
