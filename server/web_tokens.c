@@ -299,8 +299,9 @@ out:
 
 static void create(struct hreq *h)
 {
-	char *role = NULL, *name = NULL, *msg = NULL, hash[AUTH_HASH_HEX + 1];
+	char *role = NULL, *name = NULL, *msg = NULL, hash[AUTH_HASH_HEX + 1], secs[32];
 	const char *r, *n, *field;
+	long long expires_in_s;
 	json_t *body = NULL;
 	struct create_req *c;
 
@@ -314,7 +315,7 @@ static void create(struct hreq *h)
 	body = json_object();
 	json_object_set_new(body, "role", role ? json_string_nocheck(role) : json_null());
 	json_object_set_new(body, "name", name ? json_string_nocheck(name) : json_null());
-	field = api_tokens_check_create(body, &r, &n, &msg);
+	field = api_tokens_check_create(body, &r, &n, &expires_in_s, &msg);
 	if (field) {
 		refuse(h, 400, "Bad request", field, msg);
 		goto out;
@@ -328,8 +329,8 @@ static void create(struct hreq *h)
 	}
 	auth_hash_hex(c->secret, hash);
 	{
-		const char *params[3] = { n, r, hash };
-		db_exec(h->app->db, sql_token_create, 3, params, on_created, c);
+		const char *params[4] = { n, r, hash, api_tokens_expires_param(expires_in_s, secs) };
+		db_exec(h->app->db, sql_token_create, 4, params, on_created, c);
 	}
 out:
 	json_decref(body);

@@ -1,5 +1,6 @@
 /* Integration: who may do what. Real rungd and Postgres, fake workers over HTTP. Missing, bad and
- * revoked tokens get 401, wrong roles 403, someone else's job or attempt 404 (never the data);
+ * revoked tokens get 401, expired ones 401 token_expired (the API and `rungd token
+ * create --expires`), wrong roles 403, someone else's job or attempt 404 (never the data);
  * the token API shows a secret once and stores only its hash, and so does the admins' /ui/tokens
  * page, whose forms are the API's; and the abuse limits answer with the right status naming the
  * limit: submit rate 429, parked long-polls 429, finish caps 413/400, page size 400, JSON depth 400. */
@@ -918,6 +919,131 @@ out:
 	free(lid);
 }
 
+/* ---- token expiry (migrations/023_token_expiry.sql) ---- */
+
+/* POST /v1/tokens {"role", "name", "expires_in_s"} as admin; returns the answer (new reference)
+ * and the secret (heap) or NULL. */
+static char *expiring_token(struct harness *h, const char *role, const char *name, long long secs, json_t **ans)
+{
+	long st = 0;
+	json_t *b = json_pack("{s:s, s:s, s:I}", "role", role, "name", name, "expires_in_s", (json_int_t)secs);
+	json_t *j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	char *tok = st == 201 && json_is_string(json_object_get(j, "token")) ? xstrdup(h_str(j, "token")) : NULL;
+
+	if (!tok)
+		h_diag("POST /v1/tokens %s expiring: %ld %.300s", name, st, h->last_body ? h->last_body : "");
+	json_decref(b);
+	if (ans)
+		*ans = j;
+	else
+		json_decref(j);
+	return tok;
+}
+
+/* Moves the expiry of the token named name into the past (a minute ago), through the test's own
+ * connection: expiry made to happen, never waited for. */
+static void expire_now(struct harness *h, const char *name)
+{
+	const char *p[1] = { name };
+
+	PQclear(h_sql(h, "UPDATE tokens SET expires_at = now() - interval '1 minute' WHERE name = $1", 1, p));
+}
+
+/* Seconds from now until the token named name expires (by the database's clock), -1 when none. */
+static long long expires_in(struct harness *h, const char *name)
+{
+	const char *p[1] = { name };
+
+	return h_sql_int(h, "SELECT coalesce(round(extract(epoch FROM expires_at - now()))::bigint, -1) FROM tokens "
+			    "WHERE name = $1", 1, p);
+}
+
+static void test_token_expiry_api(struct harness *h)
+{
+	json_t *ans = NULL, *j, *t;
+	char *ci = expiring_token(h, "submitter", "ci-pipeline", 3600, &ans), *gone = NULL;
+	long long before;
+	long st = 0;
+
+	h_ok(h, ci && json_is_string(json_object_get(ans, "expires_at")) && json_is_false(json_object_get(ans, "expired")),
+	     "expiry: POST /v1/tokens with expires_in_s 3600 answers its expires_at, not expired");
+	h_ok(h, expires_in(h, "ci-pipeline") >= 3590 && expires_in(h, "ci-pipeline") <= 3600,
+	     "expiry: the database holds expires_at an hour from now (%lld s)", expires_in(h, "ci-pipeline"));
+	json_decref(ans);
+	j = as(h, ci, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 200, "expiry: a token that expires works before it does (%ld)", st);
+	json_decref(j);
+	t = listed(h, "ci-pipeline");
+	h_ok(h, t && json_is_string(json_object_get(t, "expires_at")) && json_is_false(json_object_get(t, "expired")),
+	     "expiry: GET /v1/tokens shows its expires_at, expired false");
+	json_decref(t);
+	t = listed(h, "sam");
+	h_ok(h, t && json_is_null(json_object_get(t, "expires_at")) && json_is_false(json_object_get(t, "expired")),
+	     "expiry: a token made without one shows expires_at null (never), expired false");
+	json_decref(t);
+
+	/* expired before this replica ever saw it: the lookup refuses it */
+	gone = expiring_token(h, "submitter", "contractor-gone", 86400, NULL);
+	expire_now(h, "contractor-gone");
+	j = as(h, gone, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 401 && !strcmp(h_str(j, "error"), "token_expired") && strstr(h_str(j, "message"), "expired at") &&
+		     strstr(h_str(j, "message"), "contractor-gone"),
+	     "expiry: an expired token is refused 401 token_expired, saying which and when (%ld %s)", st,
+	     h->last_body ? h->last_body : "");
+	json_decref(j);
+	j = as(h, gone, "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "token_expired", "expiry: and again at the next request");
+	j = as(h, gone, "POST", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "token_expired", "expiry: on every route, a submit too");
+	t = listed(h, "contractor-gone");
+	h_ok(h, t && json_is_true(json_object_get(t, "expired")) && json_is_false(json_object_get(t, "revoked")),
+	     "expiry: GET /v1/tokens shows it expired (not revoked)");
+	json_decref(t);
+
+	/* bad values, each named; nothing created */
+	before = h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL);
+	{
+		static const char *const bad[] = { "59", "0", "-3600", "315360001", "3600.5", "\"3600\"", "true", "{}" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			char *body = xasprintf("{\"role\": \"submitter\", \"expires_in_s\": %s}", bad[i]);
+			const char *saved = h->auth_token;
+			h->auth_token = h->admin_token;
+			j = h_request(h, "POST", "/v1/tokens", body, strlen(body), NULL, &st);
+			h->auth_token = saved;
+			h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "expires_in_s") && strstr(h_str(j, "message"), "expires_in_s"),
+			     "expiry: expires_in_s %s is a 400 naming expires_in_s (%ld)", bad[i], st);
+			json_decref(j);
+			free(body);
+		}
+	}
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == before, "expiry: and none of them made a token");
+	free(gone);
+	free(ci);
+}
+
+/* `rungd token create --expires`: the bootstrap path straight to the database. */
+static void test_token_expiry_bootstrap(struct harness *h)
+{
+	char *bin = xasprintf("%s/bin/rungd", h->root);
+	const char *ok[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-ci", "--expires", "90d",
+			     "--database-url", h->db_url, NULL };
+	const char *bad[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-bad", "--expires", "5x",
+			      "--database-url", h->db_url, NULL };
+	const char *short_[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-short", "--expires", "30s",
+				 "--database-url", h->db_url, NULL };
+	long long left;
+
+	h_ok(h, h_run(h, ok) == 0, "expiry: rungd token create --expires 90d");
+	left = expires_in(h, "boot-ci");
+	h_ok(h, left > 90 * 86400LL - 120 && left <= 90 * 86400LL, "expiry: it expires in 90 days (%lld s)", left);
+	h_ok(h, h_run(h, bad) == 2 && expires_in(h, "boot-bad") == -1 &&
+		     h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'boot-bad'", 0, NULL) == 0,
+	     "expiry: --expires 5x is a usage error (exit 2), nothing made");
+	h_ok(h, h_run(h, short_) == 2 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'boot-short'", 0, NULL) == 0,
+	     "expiry: --expires 30s (under a minute) too");
+	free(bin);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -940,6 +1066,8 @@ int main(void)
 	test_token_api(h);
 	test_cli_revoke(h);
 	test_web_tokens(h, support);
+	test_token_expiry_api(h);
+	test_token_expiry_bootstrap(h);
 	test_limits(h);
 out:
 	free(support);
