@@ -1,6 +1,6 @@
 /* Integration: who may do what. Real rungd and Postgres, fake workers over HTTP. Missing, bad and
- * revoked tokens get 401, expired ones 401 token_expired (the API and `rungd token
- * create --expires`), wrong roles 403, someone else's job or attempt 404 (never the data);
+ * revoked tokens get 401, expired ones 401 token_expired (the API, the web login and
+ * pages), wrong roles 403, someone else's job or attempt 404 (never the data);
  * the token API shows a secret once and stores only its hash, and so does the admins' /ui/tokens
  * page, whose forms are the API's; and the abuse limits answer with the right status naming the
  * limit: submit rate 429, parked long-polls 429, finish caps 413/400, page size 400, JSON depth 400. */
@@ -1044,6 +1044,76 @@ static void test_token_expiry_bootstrap(struct harness *h)
 	free(bin);
 }
 
+/* The web login and pages with an expired token, and the tokens page's expiry. */
+static void test_token_expiry_web(struct harness *h)
+{
+	char *live = expiring_token(h, "support", "web-expiring", 7200, NULL);
+	char *dead = expiring_token(h, "support", "web-expired", 7200, NULL);
+	char *form = NULL;
+	long long before;
+	long st;
+
+	if (!h_ok(h, live && dead, "expiry web: two expiring support tokens"))
+		goto out;
+	expire_now(h, "web-expired");
+	form = xasprintf("token=%s&next=%%2Fui%%2Fgpus", dead);
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 401 && !h->last_location && body_has(h, "This token expired at") && body_has(h, "<h1>Log in</h1>"),
+	     "expiry web: logging in with an expired token is refused with a page saying it expired (%ld)", st);
+	free(form);
+	form = xasprintf("token=%s&next=%%2Fui%%2Fgpus", live);
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/gpus"),
+	     "expiry web: one not yet expired logs in, back to the page (%ld)", st);
+	free(form);
+	form = xstrdup("token=rung_0000000000000000000000000000000000000000000000000000000000000000&next=%2Fui%2Fgpus");
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 401 && body_has(h, "unknown or revoked"), "expiry web: an unknown token is refused at the login too (%ld)", st);
+	st = h_browse(h, live, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200, "expiry web: a page with the live token's cookie (%ld)", st);
+
+	/* a cookie whose token expired: back to the login, which says why */
+	st = h_browse(h, dead, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fgpus&why=expired"),
+	     "expiry web: a page with an expired token's cookie sends the browser to the login (%ld %s)", st,
+	     h->last_location ? h->last_location : "-");
+	st = h_browse(h, NULL, "GET", "/ui/login?next=%2Fui%2Fgpus&why=expired", NULL, NULL);
+	h_ok(h, st == 200 && body_has(h, "Your token expired") && body_has(h, "value=\"/ui/gpus\""),
+	     "expiry web: the login form says the token expired and comes back to the page (%ld)", st);
+	st = h_browse(h, "rung_0000000000000000000000000000000000000000000000000000000000000000", "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fgpus&why=refused"),
+	     "expiry web: an unknown token's cookie goes to the login too (%ld)", st);
+
+	/* the tokens page: expiry per token, the create form's days */
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	h_ok(h, st == 200 && body_has(h, "<th>expires</th>") && body_has(h, "<strong>expired</strong>") &&
+		     body_has(h, "<td class=\"expires\">never</td>") && body_has(h, "name=\"expires_in_days\""),
+	     "expiry web: the tokens page shows expiry (never, expired) and the days field (%ld)", st);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-30d&expires_in_days=30", SAME_SITE);
+	h_ok(h, st == 200 && body_has(h, "shown only this once") && body_has(h, "<th>expires</th>") &&
+		     expires_in(h, "web-30d") > 30 * 86400LL - 120 && expires_in(h, "web-30d") <= 30 * 86400LL,
+	     "expiry web: created with 30 days, the database says so (%ld, %lld s)", st, expires_in(h, "web-30d"));
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-never&expires_in_days=", SAME_SITE);
+	h_ok(h, st == 200 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-never' AND expires_at IS NULL", 0, NULL) == 1,
+	     "expiry web: the field left empty: never (%ld)", st);
+	before = h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL);
+	{
+		static const char *const bad[] = { "0", "3651", "abc", "1.5", "-2", "%ZZ" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			char *f = xasprintf("role=submitter&name=web-bad-%zu&expires_in_days=%s", i, bad[i]);
+			st = h_browse(h, h->admin_token, "POST", "/ui/tokens", f, SAME_SITE);
+			h_ok(h, st == 400 && body_has(h, "<code class=\"field\">expires_in_days</code>"),
+			     "expiry web: expires_in_days=%s is a 400 page naming the field (%ld)", bad[i], st);
+			free(f);
+		}
+	}
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == before, "expiry web: and none of them made a token");
+out:
+	free(form);
+	free(live);
+	free(dead);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -1068,6 +1138,7 @@ int main(void)
 	test_web_tokens(h, support);
 	test_token_expiry_api(h);
 	test_token_expiry_bootstrap(h);
+	test_token_expiry_web(h);
 	test_limits(h);
 out:
 	free(support);
