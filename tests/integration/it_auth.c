@@ -1,10 +1,11 @@
 /* Integration: who may do what. Real rungd and Postgres, fake workers over HTTP. Missing, bad and
- * revoked tokens get 401, expired ones 401 token_expired (the API, the web login and
- * pages), wrong roles 403, someone else's job or attempt 404 (never the data);
+ * revoked tokens get 401, expired ones 401 token_expired (the API, the web login and pages, a
+ * rung-worker that says so once), wrong roles 403, someone else's job or attempt 404 (never the data);
  * the token API shows a secret once and stores only its hash, and so does the admins' /ui/tokens
  * page, whose forms are the API's; and the abuse limits answer with the right status naming the
  * limit: submit rate 429, parked long-polls 429, finish caps 413/400, page size 400, JSON depth 400. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1114,6 +1115,62 @@ out:
 	free(dead);
 }
 
+struct log_wait {
+	const char *path;
+	const char *needle;
+	int times;
+};
+
+static int count_in(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+static bool log_has(void *arg)
+{
+	struct log_wait *w = arg;
+	char *text = h_slurp(w->path);
+	bool ok = count_in(text, w->needle) >= w->times;
+
+	free(text);
+	return ok;
+}
+
+/* A rung-worker whose token expired: its registrations are refused, and it says why in one line,
+ * however often it retries (retrying as before). */
+static void test_token_expiry_worker(struct harness *h)
+{
+	char *wtok = expiring_token(h, "worker", "w-expired", 3600, NULL), *env = NULL, *text = NULL;
+	struct h_worker *w;
+
+	if (!h_ok(h, wtok != NULL, "expiry worker: a worker token"))
+		return;
+	expire_now(h, "w-expired");
+	env = xasprintf("RUNG_TOKEN=%s", wtok);
+	{
+		const char *e[] = { env, NULL };
+		struct h_worker_opts o = { .env = e };
+		w = h_worker_start(h, "w-exp", &o);
+	}
+	if (h_ok(h, w != NULL, "expiry worker: started with the expired token")) {
+		struct log_wait lw = { w->proc.log_path, "registration failed, retrying", 3 };
+		h_ok(h, wait_until(log_has, &lw, 20000 * h_slow()), "expiry worker: its registration is refused, and retried");
+		text = h_slurp(w->proc.log_path);
+		h_ok(h, count_in(text, "this worker's token expired") == 1 &&
+			     strstr(text, "w-expired") && strstr(text, "rungctl token create --role worker"),
+		     "expiry worker: one clear line says its token expired and what to do, once over %d refusals",
+		     count_in(text, "registration failed, retrying"));
+		h_ok(h, h_worker_stop(h, w, SIGTERM) == 0, "expiry worker: stops");
+	}
+	free(text);
+	free(env);
+	free(wtok);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -1139,6 +1196,7 @@ int main(void)
 	test_token_expiry_api(h);
 	test_token_expiry_bootstrap(h);
 	test_token_expiry_web(h);
+	test_token_expiry_worker(h);
 	test_limits(h);
 out:
 	free(support);
