@@ -84,9 +84,12 @@ const struct cli_cmd cli_cmds[] = {
 		"size in the fleet (and --gpu-mib N), the memory model's estimate of the config and what a first\n"
 		"attempt would run there: as submitted, lower (the rungs and config changes), or wait for a\n"
 		"bigger GPU.", cmd_plan },
-	{ "token create", "token create --role submitter|worker|support|admin [--name N]",
-		"Creates an API token (admin) and prints it on stdout; it is shown only this once.", cmd_token_create },
-	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, never the secrets.",
+	{ "token create", "token create --role submitter|worker|support|admin [--name N] [--expires DURATION]",
+		"Creates an API token (admin) and prints it on stdout; it is shown only this once. --expires: it\n"
+		"stops working by itself after DURATION: 90d, 12h, 30m, 3600s or bare seconds, 60 s to 3650d\n"
+		"(default: never).", cmd_token_create },
+	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, expiry (never, when, or\n"
+		"expired), never the secrets.",
 		cmd_token_list },
 	{ "token revoke", "token revoke ID", "Revokes an API token (admin); the server refuses it at once.",
 		cmd_token_revoke },

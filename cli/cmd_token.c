@@ -1,33 +1,68 @@
-/* rungctl token create|list|revoke (see cmd_token.h): one call each to the admin token API.
+/* rungctl token create|list|revoke|limit (see cmd_token.h): one call each to the admin token API.
  * create prints the secret alone on stdout (details on stderr) so scripts can capture it. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "cmd_token.h"
+#include "expiry.h"
 #include "table.h"
 #include "util.h"
 
+json_t *cmd_token_create_body(const char *role, const char *name, const char *expires, char **err)
+{
+	long long secs = 0;
+	const char *why;
+	json_t *body;
+
+	*err = NULL;
+	if (!role) {
+		*err = xstrdup("--role submitter|worker|support|admin is required");
+		return NULL;
+	}
+	if (expires && expiry_parse(expires, &secs, &why) < 0) {
+		*err = xasprintf("--expires %s: %s", expires, why);
+		return NULL;
+	}
+	body = json_pack("{s:s, s:s?}", "role", role, "name", name);
+	if (!body) {
+		*err = xstrdup("--role and --name must be UTF-8 text");
+		return NULL;
+	}
+	if (expires)
+		json_object_set_new(body, "expires_in_s", json_integer(secs));
+	return body;
+}
+
+char *cmd_token_expires_cell(const json_t *token)
+{
+	const json_t *at = json_object_get(token, "expires_at");
+
+	if (!json_is_string(at))
+		return xstrdup("never");
+	if (json_is_true(json_object_get(token, "expired")))
+		return xstrdup("expired");
+	return xstrdup(json_string_value(at));
+}
+
 int cmd_token_create(struct cli *c, int argc, char **argv)
 {
-	const char *role = NULL, *name = NULL;
-	char *ops[1];
+	const char *role = NULL, *name = NULL, *expires = NULL;
+	char *ops[1], *err = NULL;
 	json_t *ans = NULL, *body = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "role", .type = ARGS_STRING, .str = &role },
 		{ .name = "name", .type = ARGS_STRING, .str = &name },
+		{ .name = "expires", .type = ARGS_STRING, .str = &expires },
 	};
 	int rc = cli_args(c, cli_cmd_named("token create"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if (!role) {
-		fprintf(c->err, "rungctl token create: --role submitter|worker|support|admin is required\n");
-		return CLI_USAGE;
-	}
-	body = json_pack("{s:s, s:s?}", "role", role, "name", name);
+	body = cmd_token_create_body(role, name, expires, &err);
 	if (!body) {
-		fprintf(c->err, "rungctl token create: --role and --name must be UTF-8 text\n");
+		fprintf(c->err, "rungctl token create: %s\n", err);
+		free(err);
 		return CLI_USAGE;
 	}
 	rc = cli_call(c, "POST", "/v1/tokens", body, NULL, &ans);
@@ -36,10 +71,11 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 			cli_print_json(c, ans);
 		} else {
 			fprintf(c->out, "%s\n", json_string_value(json_object_get(ans, "token")) ?: "");
-			fprintf(c->err, "token %lld name=%s role=%s: shown only this once\n",
+			fprintf(c->err, "token %lld name=%s role=%s expires=%s: shown only this once\n",
 				(long long)json_integer_value(json_object_get(ans, "id")),
 				json_string_value(json_object_get(ans, "name")) ?: "?",
-				json_string_value(json_object_get(ans, "role")) ?: "?");
+				json_string_value(json_object_get(ans, "role")) ?: "?",
+				json_string_value(json_object_get(ans, "expires_at")) ?: "never");
 		}
 	}
 	json_decref(body);
@@ -49,8 +85,9 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 
 int cmd_token_list(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED" };
-	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at" };
+	/* EXPIRES: cmd_token_expires_cell, not a key's value */
+	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED", "EXPIRES" };
+	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at", NULL };
 	char *ops[1];
 	json_t *ans = NULL, *t;
 	size_t i;
@@ -66,7 +103,7 @@ int cmd_token_list(struct cli *c, int argc, char **argv)
 		json_array_foreach(cli_list(ans, "tokens"), i, t) {
 			char *cells[ARRAY_LEN(keys)];
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
-				cells[k] = table_cell(json_object_get(t, keys[k]));
+				cells[k] = keys[k] ? table_cell(json_object_get(t, keys[k])) : cmd_token_expires_cell(t);
 			table_add(tb, (const char *const *)cells);
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
 				free(cells[k]);

@@ -11,15 +11,17 @@
 #include "app.h"
 #include "auth.h"
 #include "db.h"
+#include "expiry.h"
 #include "http.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
 #include "util.h"
 
-static const char *const create_keys[] = { "role", "name" };
+static const char *const create_keys[] = { "role", "name", "expires_in_s" };
 
-const char *api_tokens_check_create(const json_t *body, const char **role, const char **name, char **msg)
+const char *api_tokens_check_create(const json_t *body, const char **role, const char **name,
+				    long long *expires_in_s, char **msg)
 {
 	const char *key;
 	json_t *v;
@@ -29,7 +31,7 @@ const char *api_tokens_check_create(const json_t *body, const char **role, const
 		for (size_t i = 0; i < ARRAY_LEN(create_keys); i++)
 			known |= strcmp(create_keys[i], key) == 0;
 		if (!known) {
-			*msg = xasprintf("unknown field \"%s\" (expected role, name)", key);
+			*msg = xasprintf("unknown field \"%s\" (expected role, name, expires_in_s)", key);
 			return key; /* borrowed from body, which outlives the error reply */
 		}
 	}
@@ -48,7 +50,26 @@ const char *api_tokens_check_create(const json_t *body, const char **role, const
 			return "name";
 		}
 	}
+	v = json_object_get(body, "expires_in_s");
+	*expires_in_s = 0;
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < EXPIRY_MIN_S || json_integer_value(v) > EXPIRY_MAX_S) {
+			*msg = xasprintf("expires_in_s must be an integer number of seconds from %lld (a minute) to %lld "
+					 "(3650 days), or null or absent for a token that never expires",
+					 EXPIRY_MIN_S, EXPIRY_MAX_S);
+			return "expires_in_s";
+		}
+		*expires_in_s = (long long)json_integer_value(v);
+	}
 	return NULL;
+}
+
+const char *api_tokens_expires_param(long long expires_in_s, char buf[32])
+{
+	if (expires_in_s <= 0)
+		return NULL;
+	snprintf(buf, 32, "%lld", expires_in_s);
+	return buf;
 }
 
 struct create {
@@ -71,10 +92,10 @@ static void on_created(PGresult *res, const char *err, void *arg)
 		hreq_error(h, 409, "name_taken", "name", "a token with this name exists (names are never reused)");
 		goto out;
 	}
-	log_info("token created", "token=%lld name=%s role=%s by=%s",
+	log_info("token created", "token=%lld name=%s role=%s expires_at=%s by=%s",
 		 (long long)json_integer_value(json_object_get(tok, "id")),
 		 json_string_value(json_object_get(tok, "name")), json_string_value(json_object_get(tok, "role")),
-		 h->who.name);
+		 json_string_value(json_object_get(tok, "expires_at")) ?: "never", h->who.name);
 	json_object_set_new(tok, "token", json_string(c->token));
 	hreq_reply(h, 201, json_incref(tok));
 out:
@@ -87,12 +108,13 @@ void api_tokens_create(struct hreq *h)
 {
 	json_t *body = NULL;
 	const char *role, *name, *field;
-	char *msg = NULL, hash[AUTH_HASH_HEX + 1];
+	char *msg = NULL, hash[AUTH_HASH_HEX + 1], secs[32];
+	long long expires_in_s;
 	struct create *c;
 
 	if (hreq_body(h, &body) < 0)
 		return;
-	field = api_tokens_check_create(body, &role, &name, &msg);
+	field = api_tokens_check_create(body, &role, &name, &expires_in_s, &msg);
 	if (field) {
 		hreq_error(h, 400, "invalid_request", field, "%s", msg);
 		goto out;
@@ -106,8 +128,8 @@ void api_tokens_create(struct hreq *h)
 	}
 	auth_hash_hex(c->token, hash);
 	{
-		const char *params[3] = { name, role, hash };
-		db_exec(h->app->db, sql_token_create, 3, params, on_created, c);
+		const char *params[4] = { name, role, hash, api_tokens_expires_param(expires_in_s, secs) };
+		db_exec(h->app->db, sql_token_create, 4, params, on_created, c);
 	}
 out:
 	free(msg);
@@ -216,10 +238,13 @@ out:
 
 static void cmd_usage(FILE *f)
 {
-	fputs("usage: rungd token create --role submitter|worker|support|admin [--name NAME] [--database-url URL]\n"
+	fputs("usage: rungd token create --role submitter|worker|support|admin [--name NAME] [--expires DURATION]\n"
+	      "                          [--database-url URL]\n"
 	      "       rungd token revoke NAME|ID [--database-url URL]\n"
 	      "create prints the new token on stdout; it is shown only this once (the database keeps its\n"
-	      "SHA-256). A revoke takes effect on running servers within 5 seconds.\n", f);
+	      "SHA-256). --expires: the token stops working by itself after DURATION (90d, 12h, 30m, 3600s or\n"
+	      "bare seconds; 60 s to 3650d); without it, it never expires. A revoke takes effect on running\n"
+	      "servers within 5 seconds.\n", f);
 }
 
 /* Runs one embedded statement; returns the first value (heap; NULL when none) or sets *failed. */
@@ -242,14 +267,16 @@ int api_tokens_cmd(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "role", required_argument, NULL, 'r' },
 		{ "name", required_argument, NULL, 'n' },
+		{ "expires", required_argument, NULL, 'e' },
 		{ "database-url", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *url = getenv("RUNG_DATABASE_URL") ? getenv("RUNG_DATABASE_URL")
 						      : "postgresql://postgres@127.0.0.1:5432/rung";
-	const char *role = NULL, *name = NULL, *verb;
-	char token[AUTH_TOKEN_LEN + 1], hash[AUTH_HASH_HEX + 1];
+	const char *role = NULL, *name = NULL, *expires = NULL, *verb, *why;
+	char token[AUTH_TOKEN_LEN + 1] = "", hash[AUTH_HASH_HEX + 1], secs[32];
+	long long expires_in_s = 0;
 	char *value = NULL;
 	json_t *doc = NULL;
 	PGconn *pg = NULL;
@@ -266,6 +293,7 @@ int api_tokens_cmd(int argc, char **argv)
 		switch (c) {
 		case 'r': role = optarg; break;
 		case 'n': name = optarg; break;
+		case 'e': expires = optarg; break;
 		case 'd': url = optarg; break;
 		case 'h': cmd_usage(stdout); return 0;
 		default: cmd_usage(stderr); return 2;
@@ -277,8 +305,12 @@ int api_tokens_cmd(int argc, char **argv)
 					"--name of 1-%d characters [A-Za-z0-9._@-]\n", AUTH_NAME_MAX);
 			return 2;
 		}
+		if (expires && expiry_parse(expires, &expires_in_s, &why) < 0) {
+			fprintf(stderr, "rungd token create: --expires %s: %s\n", expires, why);
+			return 2;
+		}
 	} else if (strcmp(verb, "revoke") == 0) {
-		if (optind != argc - 1) {
+		if (optind != argc - 1 || expires) {
 			cmd_usage(stderr);
 			return 2;
 		}
@@ -312,8 +344,8 @@ int api_tokens_cmd(int argc, char **argv)
 	}
 	auth_hash_hex(token, hash);
 	{
-		const char *params[3] = { name, role, hash };
-		value = cmd_value(pg, sql_token_create, 3, params, &failed);
+		const char *params[4] = { name, role, hash, api_tokens_expires_param(expires_in_s, secs) };
+		value = cmd_value(pg, sql_token_create, 4, params, &failed);
 	}
 	if (failed)
 		goto out;
@@ -325,9 +357,10 @@ int api_tokens_cmd(int argc, char **argv)
 	}
 	printf("%s\n", token);
 	fflush(stdout);
-	fprintf(stderr, "rungd token: created id=%lld name=%s role=%s; the token above is shown only once\n",
+	fprintf(stderr, "rungd token: created id=%lld name=%s role=%s expires_at=%s; the token above is shown only once\n",
 		(long long)json_integer_value(json_object_get(json_object_get(doc, "token"), "id")),
-		json_string_value(json_object_get(json_object_get(doc, "token"), "name")), role);
+		json_string_value(json_object_get(json_object_get(doc, "token"), "name")), role,
+		json_string_value(json_object_get(json_object_get(doc, "token"), "expires_at")) ?: "never");
 	rc = 0;
 out:
 	memset(token, 0, sizeof token);

@@ -10,7 +10,9 @@
 
 struct hreq;
 
-/* Handlers; each answers h exactly once. */
+/* Handlers; each answers h exactly once. POST /v1/tokens {"role", "name"?, "expires_in_s"?} ->
+ * 201 TOKEN + "token" (the secret; TOKEN carries expires_at, null for never, and expired); 400
+ * naming role, name or expires_in_s; 409 name_taken. */
 void api_tokens_create(struct hreq *h);
 void api_tokens_list(struct hreq *h);
 void api_tokens_revoke(struct hreq *h);
@@ -20,17 +22,22 @@ void api_tokens_limits(struct hreq *h);
 
 #define API_TOKENS_MAX_RUNNING 1000000 /* a larger limit is no limit: say null */
 
-/* The checks of POST /v1/tokens's body, for the web form too: body is {"role", "name"?} (borrowed).
- * Returns NULL with *role and *name (borrowed from body; *name NULL when absent or null) when it
- * is one, else the failing field (static, or a key borrowed from body) and *msg (heap, caller
- * frees) saying why. Pure. */
-const char *api_tokens_check_create(const json_t *body, const char **role, const char **name, char **msg);
+/* The checks of POST /v1/tokens's body, for the web form too: body is {"role", "name"?,
+ * "expires_in_s"?} (borrowed). Returns NULL with *role and *name (borrowed from body; *name NULL
+ * when absent or null) and *expires_in_s (0 when absent or null: never; else an integer from
+ * EXPIRY_MIN_S to EXPIRY_MAX_S, common/expiry.h) when it is one, else the failing field (static,
+ * or a key borrowed from body) and *msg (heap, caller frees) saying why. Pure. */
+const char *api_tokens_check_create(const json_t *body, const char **role, const char **name,
+				    long long *expires_in_s, char **msg);
+/* sql/token_create.sql's $4 for expires_in_s: NULL (never) when it is 0, else its digits written
+ * into buf (returned). Pure. */
+const char *api_tokens_expires_param(long long expires_in_s, char buf[32]);
 /* Whether v (borrowed; NULL: absent) is a max_running a token may take: null (no limit) or an
  * integer from 0 to API_TOKENS_MAX_RUNNING. Pure. */
 bool api_tokens_limit_ok(const json_t *v);
 
-/* `rungd token ...`: argv[0] is "token". Prints the new token alone on stdout (details on
- * stderr). Reads --database-url or RUNG_DATABASE_URL. Returns the process exit code (0 ok,
+/* `rungd token ...`: argv[0] is "token"; create takes --role, --name and --expires DURATION
+ * (common/expiry.h). Prints the new token alone on stdout (details on stderr). Reads --database-url or RUNG_DATABASE_URL. Returns the process exit code (0 ok,
  * 1 refused or database error, 2 usage). */
 int api_tokens_cmd(int argc, char **argv);
 

@@ -1,7 +1,8 @@
 /* Authentication and authorisation of rungd (see auth.h): SHA-256, token shapes, the role table,
- * the router's check (bearer token -> cached identity or one async lookup, role, ownership of the
- * route's object, remembered once owned), and the per-caller abuse limits (submit token bucket,
- * parked long-polls per worker, JSON nesting depth). Tokens are created and revoked in api_tokens.c. */
+ * the router's check (bearer token -> cached identity or one async lookup, expiry, role, ownership
+ * of the route's object, remembered once owned), and the per-caller abuse limits (submit token
+ * bucket, parked long-polls per worker, JSON nesting depth). Tokens are created and revoked in
+ * api_tokens.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -269,6 +270,9 @@ struct auth_entry {
 	enum auth_role role;
 	char name[AUTH_NAME_MAX + 1];
 	int64_t verified_ms;          /* monotonic time of the last successful lookup */
+	int64_t expires_ms;           /* monotonic instant the token expires (INT64_MAX: never), checked
+				       * at every request */
+	char expires_at[AUTH_EXPIRES_TEXT]; /* that instant as the database wrote it, "" when never */
 	struct auth_bucket submit;    /* kept across re-verifications */
 };
 
@@ -336,6 +340,59 @@ static struct auth_entry *entry_find(struct auth *a, const char *hash)
 		if (strcmp(a->entries[i]->hash, hash) == 0)
 			return a->entries[i];
 	return NULL;
+}
+
+/* The entry of hash and what it says at now_ms (auth_cache_get); NULL with AUTH_CACHED_MISS when
+ * there is none. */
+static struct auth_entry *cache_find(struct auth *a, const char *hash, int64_t now_ms, enum auth_cached *verdict)
+{
+	struct auth_entry *e = entry_find(a, hash);
+
+	if (!e || now_ms - e->verified_ms >= AUTH_CACHE_TTL_MS)
+		*verdict = AUTH_CACHED_MISS;
+	else if (now_ms >= e->expires_ms)
+		*verdict = AUTH_CACHED_EXPIRED;
+	else
+		*verdict = AUTH_CACHED_LIVE;
+	return e;
+}
+
+enum auth_cached auth_cache_get(struct auth *a, const char *hash, int64_t now_ms)
+{
+	enum auth_cached verdict;
+
+	cache_find(a, hash, now_ms, &verdict);
+	return verdict;
+}
+
+/* auth_cache_put, returning the entry (owned by a). */
+static struct auth_entry *cache_put(struct auth *a, const char *hash, long long token_id, const char *name,
+				    enum auth_role role, int64_t expires_ms, const char *expires_at, int64_t now_ms)
+{
+	struct auth_entry *e = entry_find(a, hash);
+
+	if (!e) {
+		if (a->n == a->cap) {
+			a->cap = a->cap ? 2 * a->cap : 16;
+			a->entries = xrealloc(a->entries, a->cap * sizeof *a->entries);
+		}
+		e = xcalloc(1, sizeof *e);
+		snprintf(e->hash, sizeof e->hash, "%s", hash);
+		a->entries[a->n++] = e;
+	}
+	e->token_id = token_id;
+	snprintf(e->name, sizeof e->name, "%s", name ? name : "");
+	e->role = role;
+	e->verified_ms = now_ms;
+	e->expires_ms = expires_ms;
+	snprintf(e->expires_at, sizeof e->expires_at, "%s", expires_at ? expires_at : "");
+	return e;
+}
+
+void auth_cache_put(struct auth *a, const char *hash, long long token_id, const char *name, enum auth_role role,
+		    int64_t expires_ms, const char *expires_at, int64_t now_ms)
+{
+	cache_put(a, hash, token_id, name, role, expires_ms, expires_at, now_ms);
 }
 
 /* ---- the ownership memo ---- */
@@ -450,6 +507,9 @@ struct auth_check {
 	unsigned roles;
 	enum auth_scope scope;
 	void (*handler)(struct hreq *h);
+	auth_refused_fn refused;      /* answers a refusal of the token itself; NULL: 401 JSON */
+	const void *refused_arg;
+	int64_t lookup_ms;            /* when the token lookup was sent: its expiry is counted from it */
 	char hash[AUTH_HASH_HEX + 1];
 	long long object_id;
 	char token_id_s[32];
@@ -461,6 +521,28 @@ static void unauthorized(struct hreq *h, const char *why)
 {
 	hreq_add_header(h, "WWW-Authenticate", "Bearer realm=\"rung\"");
 	hreq_error(h, 401, "unauthorized", NULL, "%s", why);
+}
+
+/* Refuses the token itself (why, and msg for a 401 unauthorized): through refused when there is
+ * one, else as JSON; an expired one (e: its entry) as 401 token_expired saying when. */
+static void refuse_token(struct hreq *h, enum auth_refusal why, const char *msg, const struct auth_entry *e,
+			 auth_refused_fn refused, const void *arg)
+{
+	const char *when = e && e->expires_at[0] ? e->expires_at : "an earlier time";
+
+	if (refused) {
+		refused(h, why, why == AUTH_REFUSED_EXPIRED ? when : NULL, arg);
+		return;
+	}
+	if (why != AUTH_REFUSED_EXPIRED) {
+		unauthorized(h, msg);
+		return;
+	}
+	hreq_add_header(h, "WWW-Authenticate",
+			"Bearer realm=\"rung\", error=\"invalid_token\", error_description=\"the token expired\"");
+	hreq_error(h, 401, "token_expired", NULL,
+		   "the bearer token %s (id %lld) expired at %s; an admin can create a new one (rungctl token create)",
+		   e ? e->name : "?", e ? e->token_id : 0LL, when);
 }
 
 static const char *scope_noun(enum auth_scope s)
@@ -534,6 +616,7 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 
 	h->who.role = e->role;
 	h->who.token_id = e->token_id;
+	h->who.expires_ms = e->expires_ms;
 	snprintf(h->who.name, sizeof h->who.name, "%s", e->name);
 	if (!(c->roles & (unsigned)e->role)) {
 		hreq_error(h, 403, "forbidden", NULL, "the %s role may not %s %s", auth_role_name(e->role),
@@ -582,41 +665,44 @@ static void on_lookup(PGresult *res, const char *err, void *arg)
 	struct auth *a = h->app->auth;
 	struct auth_entry *e;
 	const char *value;
+	int64_t expires_ms = INT64_MAX, now;
 
 	if (hreq_db_value(h, res, err, &value) < 0) {
 		free(c);
 		return;
 	}
 	e = entry_find(a, c->hash);
-	if (!value || PQnfields(res) < 3 || auth_role_parse(PQgetvalue(res, 0, 2)) == AUTH_NONE) {
+	if (!value || PQnfields(res) < 5 || auth_role_parse(PQgetvalue(res, 0, 2)) == AUTH_NONE) {
 		if (e)
 			entry_remove(a, e);
-		unauthorized(h, "the bearer token is unknown or revoked");
+		refuse_token(h, AUTH_REFUSED_UNKNOWN, "the bearer token is unknown or revoked", NULL, c->refused,
+			     c->refused_arg);
 		free(c);
 		return;
 	}
-	if (!e) {
-		if (a->n == a->cap) {
-			a->cap = a->cap ? 2 * a->cap : 16;
-			a->entries = xrealloc(a->entries, a->cap * sizeof *a->entries);
-		}
-		e = xcalloc(1, sizeof *e);
-		memcpy(e->hash, c->hash, sizeof e->hash);
-		a->entries[a->n++] = e;
+	/* The time left by the database's clock, counted from when the lookup was sent: the token
+	 * expires here a round trip early rather than late, whatever this host's wall clock says. */
+	if (!PQgetisnull(res, 0, 3))
+		expires_ms = c->lookup_ms + strtoll(PQgetvalue(res, 0, 3), NULL, 10);
+	now = util_mono_ms();
+	e = cache_put(a, c->hash, strtoll(value, NULL, 10), PQgetvalue(res, 0, 1), auth_role_parse(PQgetvalue(res, 0, 2)),
+		      expires_ms, PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4), now);
+	if (now >= e->expires_ms) {
+		refuse_token(h, AUTH_REFUSED_EXPIRED, NULL, e, c->refused, c->refused_arg);
+		free(c);
+		return;
 	}
-	e->token_id = strtoll(value, NULL, 10);
-	snprintf(e->name, sizeof e->name, "%s", PQgetvalue(res, 0, 1));
-	e->role = auth_role_parse(PQgetvalue(res, 0, 2));
-	e->verified_ms = util_mono_ms();
 	check_access(c, e);
 }
 
-void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h))
+void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum auth_scope scope,
+		      void (*handler)(struct hreq *h), auth_refused_fn refused, const void *refused_arg)
 {
 	struct auth *a = h->app->auth;
-	const char *hdr, *tok;
+	const char *hdr, *tok = token;
 	struct auth_check *c;
 	struct auth_entry *e;
+	enum auth_cached verdict;
 	const char *params[1];
 
 	memset(&h->who, 0, sizeof h->who);
@@ -624,20 +710,23 @@ void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (
 		handler(h);
 		return;
 	}
-	hdr = hreq_header(h, "Authorization");
-	if (!hdr) {
-		unauthorized(h, "missing Authorization: Bearer TOKEN");
-		return;
+	if (!tok) {
+		hdr = hreq_header(h, "Authorization");
+		if (!hdr) {
+			refuse_token(h, AUTH_REFUSED_MISSING, "missing Authorization: Bearer TOKEN", NULL, refused, refused_arg);
+			return;
+		}
+		if (strncasecmp(hdr, "Bearer ", 7) != 0) {
+			refuse_token(h, AUTH_REFUSED_MISSING, "the Authorization header must be Bearer TOKEN", NULL, refused,
+				     refused_arg);
+			return;
+		}
+		tok = hdr + 7;
+		while (*tok == ' ')
+			tok++;
 	}
-	if (strncasecmp(hdr, "Bearer ", 7) != 0) {
-		unauthorized(h, "the Authorization header must be Bearer TOKEN");
-		return;
-	}
-	tok = hdr + 7;
-	while (*tok == ' ')
-		tok++;
 	if (!auth_token_wellformed(tok)) {
-		unauthorized(h, "the bearer token is malformed");
+		refuse_token(h, AUTH_REFUSED_MISSING, "the bearer token is malformed", NULL, refused, refused_arg);
 		return;
 	}
 	c = xcalloc(1, sizeof *c);
@@ -645,14 +734,32 @@ void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (
 	c->roles = roles;
 	c->scope = scope;
 	c->handler = handler;
+	c->refused = refused;
+	c->refused_arg = refused_arg;
 	auth_hash_hex(tok, c->hash);
-	e = entry_find(a, c->hash);
-	if (e && util_mono_ms() - e->verified_ms < AUTH_CACHE_TTL_MS) {
+	e = cache_find(a, c->hash, util_mono_ms(), &verdict);
+	switch (verdict) {
+	case AUTH_CACHED_LIVE:
 		check_access(c, e);
 		return;
+	case AUTH_CACHED_EXPIRED:
+		/* exact: the expiry the cache holds has passed, however recently the token was read */
+		refuse_token(h, AUTH_REFUSED_EXPIRED, NULL, e, refused, refused_arg);
+		free(c);
+		return;
+	case AUTH_CACHED_MISS:
+		break;
+	default:
+		abort();
 	}
+	c->lookup_ms = util_mono_ms();
 	params[0] = c->hash;
 	db_exec(h->app->db, sql_token_lookup, 1, params, on_lookup, c);
+}
+
+void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h))
+{
+	auth_dispatch_as(h, NULL, roles, scope, handler, NULL, NULL);
 }
 
 bool auth_submit_take(struct hreq *h, int64_t *retry_ms)

@@ -22,6 +22,7 @@ struct auth;
 #define AUTH_HASH_HEX 64                    /* hex SHA-256 */
 #define AUTH_CACHE_TTL_MS 5000              /* a verified token is trusted this long: revocation
 					     * takes effect on every replica within it */
+#define AUTH_EXPIRES_TEXT 32                /* bytes of an expiry instant's text, "2030-01-31T12:00:00Z" */
 #define AUTH_JSON_MAX_DEPTH 64              /* deeper request bodies are answered 400 */
 #define AUTH_SUBMIT_RATE_DEFAULT 200        /* submits per second per token (--submit-rate) */
 
@@ -82,10 +83,45 @@ int auth_json_depth(const char *buf, size_t len, int cap);
 struct auth *auth_new(struct app *app, int submit_rate);
 void auth_free(struct auth *a);
 
-/* The router's guard (routes.c): checks the bearer token (cache, else one async lookup), the role against
- * `roles` (AUTH_* bits or AUTH_OPEN), and ownership of param[0] per `scope`; then calls
- * handler(h) with h->who filled in. Refusals answer 401/403/404 JSON and free h. */
+/* The router's guard (routes.c): checks the bearer token (cache, else one async lookup), its
+ * expiry (at every request, against the expiry the cache holds: exact, not only when the cache
+ * reads the token again), the role against `roles` (AUTH_* bits or AUTH_OPEN), and ownership of
+ * param[0] per `scope`; then calls handler(h) with h->who filled in. Refusals answer JSON and free
+ * h: 401 unauthorized (no, malformed, unknown or revoked token), 401 token_expired (its message
+ * says when), 403, 404. */
 void auth_dispatch(struct hreq *h, unsigned roles, enum auth_scope scope, void (*handler)(struct hreq *h));
+
+/* Why auth_dispatch_as refused the token itself. */
+enum auth_refusal {
+	AUTH_REFUSED_MISSING, /* no token, or not of a token's shape */
+	AUTH_REFUSED_UNKNOWN, /* no such token, or revoked */
+	AUTH_REFUSED_EXPIRED, /* its expiry has passed */
+};
+/* Answers h (exactly once) for a refused token; expired_at: when it expired (text, borrowed; NULL
+ * unless why is AUTH_REFUSED_EXPIRED); arg: what the caller gave auth_dispatch_as. */
+typedef void (*auth_refused_fn)(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg);
+/* auth_dispatch for a browser (web.c): token is the one to check (a cookie, a login form's field;
+ * NULL: the Authorization header's, as auth_dispatch), and a refusal of the token itself goes to
+ * refused(h, why, expired_at, refused_arg), which answers h, instead of a 401 JSON (refused NULL:
+ * exactly auth_dispatch). Role and ownership refusals are answered as auth_dispatch answers them. */
+void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum auth_scope scope,
+		      void (*handler)(struct hreq *h), auth_refused_fn refused, const void *refused_arg);
+
+/* What this replica's token cache says of a token at a request (auth_cache_get). */
+enum auth_cached {
+	AUTH_CACHED_MISS,    /* not cached, or verified AUTH_CACHE_TTL_MS ago or more: look it up */
+	AUTH_CACHED_LIVE,    /* verified within the TTL and not expired: trust it */
+	AUTH_CACHED_EXPIRED, /* verified within the TTL, and the expiry it holds has passed: refuse it */
+};
+/* The cache's two steps, with the monotonic clock given (the guard passes util_mono_ms(); tests
+ * drive it). auth_cache_put records token hash (hex SHA-256, copied) as verified at now_ms, with
+ * its id, name and role and when it expires: expires_ms, a monotonic instant (INT64_MAX: never),
+ * and expires_at, that instant as text for messages (NULL: none); a cached entry's submit bucket
+ * is kept. auth_cache_get says what the cache holds of hash at now_ms: the expiry is compared at
+ * every call, so a token that expires while cached is refused from that instant. */
+void auth_cache_put(struct auth *a, const char *hash, long long token_id, const char *name, enum auth_role role,
+		    int64_t expires_ms, const char *expires_at, int64_t now_ms);
+enum auth_cached auth_cache_get(struct auth *a, const char *hash, int64_t now_ms);
 /* Drops a token from this replica's cache at once (after a revoke through the API). */
 void auth_forget(struct auth *a, long long token_id);
 /* The per-token submit limit: true when the caller may submit now; else answers 429 with

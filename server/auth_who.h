@@ -4,6 +4,8 @@
 #ifndef RUNG_AUTH_WHO_H
 #define RUNG_AUTH_WHO_H
 
+#include <stdint.h>
+
 #define AUTH_NAME_MAX 64 /* token names: 1..64 bytes of [A-Za-z0-9._@-] */
 
 /* Roles, usable as bits in a route's allowed set. */
@@ -20,6 +22,7 @@ enum auth_role {
 struct auth_who {
 	enum auth_role role;
 	long long token_id;
+	int64_t expires_ms;       /* monotonic instant the token expires (INT64_MAX: never) */
 	char name[AUTH_NAME_MAX + 1];
 	int worker_gpus;          /* AUTH_SCOPE_WORKER: GPUs of the worker named by the route */
 	long long parked_worker;  /* set by auth_park_enter, released when the request is answered */

@@ -94,7 +94,7 @@ static const char page_css[] =
 	"form.plan{display:grid;gap:6px;max-width:900px;margin:8px 0 18px}form.plan textarea{width:100%;box-sizing:border-box;"
 	"min-height:280px;font:12.5px ui-monospace,Menlo,Consolas,monospace;padding:6px}form.plan input{width:160px;padding:4px}"
 	"form.plan button{justify-self:start;padding:5px 18px;cursor:pointer}table.plan td:first-child{white-space:nowrap}"
-	"form.act select{padding:3px}table form.act input[type=number]{width:90px;padding:3px}tr.revoked{color:#6b7482}"
+	"form.act select{padding:3px}table form.act input[type=number]{width:90px;padding:3px}tr.revoked,tr.expired{color:#6b7482}"
 	"code.secret{display:inline-block;font-size:14px;padding:6px 10px;user-select:all;word-break:break-all}";
 
 /* ---- small pure helpers ---- */
@@ -313,30 +313,54 @@ static const char *owner_filter(const struct hreq *h)
 	return (h->who.role & (AUTH_SUPPORT | AUTH_ADMIN)) ? NULL : h->who.name;
 }
 
+/* The login form's URL that comes back to back (NULL: this request's own page, with its query)
+ * and says why (NULL: nothing; "expired", "refused"). Heap. */
+static char *login_location(const struct hreq *h, const char *back, const char *why)
+{
+	struct hbuf loc = { 0 };
+
+	html_add(&loc, "/ui/login?next=");
+	html_url(&loc, back ? back : h->path);
+	if (!back && h->query) {
+		html_url(&loc, "?");
+		html_url(&loc, h->query);
+	}
+	if (why) {
+		html_add(&loc, "&why=");
+		html_url(&loc, why);
+	}
+	return html_take(&loc);
+}
+
+/* The cookie's token was refused (expired, revoked, unknown, not a token): the cookie is cleared
+ * and the browser sent to the login form, which says why and comes back to the page (arg: web_gate's
+ * back). */
+static void gate_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg)
+{
+	char *loc = login_location(h, arg, why == AUTH_REFUSED_EXPIRED ? "expired" : "refused");
+
+	log_info("web token refused", "path=%s why=%s expired_at=%s", h->path,
+		 why == AUTH_REFUSED_EXPIRED ? "expired" : why == AUTH_REFUSED_UNKNOWN ? "unknown_or_revoked" : "malformed",
+		 expired_at ? expired_at : "-");
+	hreq_add_header(h, "Set-Cookie", WEB_COOKIE "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+	web_redirect(h, loc);
+	free(loc);
+}
+
 /* Runs page(h) for a caller with one of `roles`, checked by server/auth.c exactly as for the API:
- * the rung_token cookie is handed to auth_dispatch as the bearer token. Without a usable cookie
- * the browser is sent to the login form with the page to come back to: back, or this one. */
+ * the rung_token cookie is the bearer token (an Authorization header, when the request carries
+ * one, is checked instead). Without a usable cookie, or with one whose token is refused (expired,
+ * revoked, unknown), the browser is sent to the login form with the page to come back to: back,
+ * or this one. */
 void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h), const char *back)
 {
 	char *tok = web_cookie(hreq_header(h, "Cookie"), WEB_COOKIE);
 
 	if (tok && token_ok(tok)) {
-		if (h->req && !hreq_header(h, "Authorization")) {
-			char *bearer = xasprintf("Bearer %s", tok);
-			evhttp_add_header(evhttp_request_get_input_headers(h->req), "Authorization", bearer);
-			free(bearer);
-		}
-		auth_dispatch(h, roles, scope, page);
+		/* the token is hashed before auth_dispatch_as returns: tok may go */
+		auth_dispatch_as(h, hreq_header(h, "Authorization") ? NULL : tok, roles, scope, page, gate_refused, back);
 	} else {
-		struct hbuf loc = { 0 };
-		char *next;
-		html_add(&loc, "/ui/login?next=");
-		html_url(&loc, back ? back : h->path);
-		if (!back && h->query) {
-			html_url(&loc, "?");
-			html_url(&loc, h->query);
-		}
-		next = html_take(&loc);
+		char *next = login_location(h, back, NULL);
 		web_redirect(h, next);
 		free(next);
 	}
@@ -1183,39 +1207,98 @@ static void login_page(struct hreq *h, int code, const char *next, const char *e
 
 void web_login_form(struct hreq *h)
 {
-	char *next = hreq_query(h, "next");
+	char *next = hreq_query(h, "next"), *why = hreq_query(h, "why");
+	const char *error = NULL;
 
-	login_page(h, 200, next, NULL);
+	/* set by web_gate when it refused a page's cookie (which it cleared) */
+	if (why && !strcmp(why, "expired"))
+		error = "Your token expired: log in with a new one (an admin creates it).";
+	else if (why && !strcmp(why, "refused"))
+		error = "Your token was refused (revoked or unknown): log in with another one.";
+	login_page(h, 200, next, error);
+	free(why);
 	free(next);
+}
+
+/* The login form's field key (heap; NULL when absent or malformed); the body is h's, read until h
+ * is answered. */
+static char *login_field(struct hreq *h, const char *key)
+{
+	size_t len = 0;
+	const char *body = hreq_body_text(h, &len);
+
+	return body && len <= WEB_FORM_MAX ? web_form_value(body, len, key) : NULL;
+}
+
+/* The token of the form was refused by auth.c: the form again, saying why. */
+static void login_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg)
+{
+	char *next = login_field(h, "next"), *msg;
+
+	(void)arg;
+	switch (why) {
+	case AUTH_REFUSED_EXPIRED:
+		msg = xasprintf("This token expired at %s: it no longer works. Ask an admin for a new one.",
+				expired_at ? expired_at : "an earlier time");
+		break;
+	case AUTH_REFUSED_UNKNOWN:
+		msg = xstrdup("This token is unknown or revoked.");
+		break;
+	case AUTH_REFUSED_MISSING:
+		msg = xstrdup("This is not an API token (rung_ followed by 64 hex digits).");
+		break;
+	default:
+		abort();
+	}
+	log_info("web login refused", "why=%s expired_at=%s",
+		 why == AUTH_REFUSED_EXPIRED ? "expired" : why == AUTH_REFUSED_UNKNOWN ? "unknown_or_revoked" : "malformed",
+		 expired_at ? expired_at : "-");
+	login_page(h, why == AUTH_REFUSED_MISSING ? 400 : 401, next, msg);
+	free(msg);
+	free(next);
+}
+
+/* The token of the form is live (h->who): the cookie, kept no longer than the token lives, and
+ * back to the page. */
+static void login_accepted(struct hreq *h)
+{
+	char *token = login_field(h, "token"), *next = login_field(h, "next"), *cookie;
+	int64_t max_age = WEB_COOKIE_MAX_AGE, left_ms = h->who.expires_ms - util_mono_ms();
+
+	if (h->who.expires_ms != INT64_MAX && left_ms / 1000 + 1 < max_age)
+		max_age = left_ms / 1000 + 1;
+	cookie = xasprintf(WEB_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%lld", token ? token : "",
+			   (long long)max_age);
+	hreq_add_header(h, "Set-Cookie", cookie);
+	log_info("web login", "token=%lld name=%s role=%s", h->who.token_id, h->who.name, auth_role_name(h->who.role));
+	web_redirect(h, next && web_safe_next(next) ? next : "/ui/");
+	free(cookie);
+	free(next);
+	free(token);
 }
 
 void web_login(struct hreq *h)
 {
-	struct evbuffer *in = h->req ? evhttp_request_get_input_buffer(h->req) : NULL;
-	size_t len = in ? evbuffer_get_length(in) : 0;
-	char *token = NULL, *next = NULL, *cookie = NULL;
+	size_t len = 0;
+	char *token = NULL, *next = NULL;
 
+	hreq_body_text(h, &len);
 	if (len > WEB_FORM_MAX) {
 		login_page(h, 413, NULL, "The form is too large.");
 		goto out;
 	}
-	if (len > 0) {
-		const char *body = (const char *)evbuffer_pullup(in, -1);
-		token = web_form_value(body, len, "token");
-		next = web_form_value(body, len, "next");
-	}
+	token = login_field(h, "token");
 	if (!token || !token_ok(token)) {
+		next = login_field(h, "next");
 		login_page(h, 400, next, "Enter an API token (printable characters, no spaces).");
 		goto out;
 	}
-	cookie = xasprintf(WEB_COOKIE "=%s; Path=/; HttpOnly; SameSite=Strict; Max-Age=%d", token, WEB_COOKIE_MAX_AGE);
-	hreq_add_header(h, "Set-Cookie", cookie);
-	log_info("web login", "path=%s", h->path);
-	web_redirect(h, next && web_safe_next(next) ? next : "/ui/");
+	/* the token is checked as a page's would be (any role may log in; a page says what its role
+	 * may read), and hashed before auth_dispatch_as returns */
+	auth_dispatch_as(h, token, AUTH_ANY, AUTH_SCOPE_NONE, login_accepted, login_refused, NULL);
 out:
 	free(token);
 	free(next);
-	free(cookie);
 }
 
 void web_logout(struct hreq *h)

@@ -22,13 +22,18 @@ void web_job_log(struct hreq *h);        /* GET /ui/jobs/{id}/log   ?attempt= */
 void web_escalations(struct hreq *h);    /* GET /ui/escalations   ?state= */
 void web_escalation(struct hreq *h);     /* GET /ui/escalations/{id} */
 void web_gpus(struct hreq *h);           /* GET /ui/gpus */
-void web_login_form(struct hreq *h);     /* GET /ui/login   ?next= */
-void web_login(struct hreq *h);          /* POST /ui/login   form token=&next= : sets the cookie, 303 */
+void web_login_form(struct hreq *h);     /* GET /ui/login   ?next=&why=expired|refused (why: says so) */
+/* POST /ui/login   form token=&next=: looks the token up (auth_dispatch_as, any role); a live one
+ * gets the cookie (Max-Age no longer than the token lives) and a 303 to next; an expired one a 401
+ * form saying when it expired, a revoked or unknown one a 401 form, text that is no token a 400. */
+void web_login(struct hreq *h);
 void web_logout(struct hreq *h);         /* POST /ui/logout : clears the cookie, 303 to the form */
 
 /* Runs page(h) for a caller with one of `roles` (and `scope` over param[0]), checked by auth.c as
  * for the API with the rung_token cookie as the bearer token; without a usable cookie answers a 303
- * to the login form that comes back to `back` (a local page; NULL: this request's own). */
+ * to the login form that comes back to `back` (a local page; NULL: this request's own), and with
+ * one whose token auth.c refuses (expired, revoked, unknown) clears the cookie and answers a 303 to
+ * that form with why=expired or why=refused. A wrong role is still auth.c's 403. */
 void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page)(struct hreq *h), const char *back);
 /* Answers `code` with a page titled `title` that says msg (escaped). */
 void web_message(struct hreq *h, int code, const char *title, const char *msg);

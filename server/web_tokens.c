@@ -15,6 +15,7 @@
 #include "app.h"
 #include "auth.h"
 #include "db.h"
+#include "expiry.h"
 #include "html.h"
 #include "http.h"
 #include "lease.h"
@@ -25,7 +26,8 @@
 #include "web_act.h"
 
 #define TOKENS_PATH "/ui/tokens"
-#define TOKENS_FORM_MAX 4096 /* a form: a role, a name of AUTH_NAME_MAX bytes %XX-encoded, a number */
+#define TOKENS_FORM_MAX 4096 /* a form: a role, a name of AUTH_NAME_MAX bytes %XX-encoded, a number or two */
+#define DAY_S 86400LL
 #define MUTED_DASH "<span class=\"muted\">-</span>"
 
 static const char *const roles[] = { "submitter", "worker", "support", "admin" };
@@ -65,6 +67,33 @@ json_t *web_tokens_limit_value(const char *text)
 	return json_integer(v);
 }
 
+int web_tokens_expires_days(const char *text, long long *seconds)
+{
+	const char *s = text ? text : "";
+	size_t n;
+	long long days = 0;
+
+	*seconds = 0;
+	while (isspace((unsigned char)*s))
+		s++;
+	n = strlen(s);
+	while (n > 0 && isspace((unsigned char)s[n - 1]))
+		n--;
+	if (n == 0)
+		return 0;
+	if (n > 6) /* past 3650 whatever the digits */
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		days = days * 10 + (s[i] - '0');
+	}
+	if (days < 1 || days * DAY_S > EXPIRY_MAX_S)
+		return -1;
+	*seconds = days * DAY_S;
+	return 0;
+}
+
 /* The id of a TOKEN as text ("?" when absent). */
 static void id_text(const json_t *t, char *out, size_t n)
 {
@@ -83,10 +112,13 @@ static void create_form(struct hbuf *b)
 	for (size_t i = 0; i < ARRAY_LEN(roles); i++)
 		html_printf(b, "<option value=\"%s\">%s</option>", roles[i], roles[i]);
 	html_printf(b, "</select><label for=\"name\">name</label><input type=\"text\" id=\"name\" name=\"name\" "
-		       "maxlength=\"%d\" placeholder=\"optional: ROLE-ID\"><button type=\"submit\">Create</button></form>\n"
+		       "maxlength=\"%d\" placeholder=\"optional: ROLE-ID\"><label for=\"expires_in_days\">expires in (days)</label>"
+		       "<input type=\"number\" id=\"expires_in_days\" name=\"expires_in_days\" min=\"1\" max=\"%lld\" "
+		       "placeholder=\"optional: never\"><button type=\"submit\">Create</button></form>\n"
 		       "<p class=\"muted\">A name is 1 to %d characters of A-Z a-z 0-9 . _ @ -, not all digits, and is never reused; it is "
-		       "the owner of the token's jobs. The secret is shown once, on the next page.</p>\n",
-		    AUTH_NAME_MAX, AUTH_NAME_MAX);
+		       "the owner of the token's jobs. A token given a number of days (1 to %lld) stops working by itself that long "
+		       "after it is created; left empty, it never expires. The secret is shown once, on the next page.</p>\n",
+		    AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S, AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S);
 }
 
 /* The forms of a token not revoked: its limit (empty: none) and revoke. */
@@ -104,14 +136,30 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 		    id);
 }
 
+/* A token's expiry cell: "never", the instant, or "expired" and the instant. */
+static void expires_cell(struct hbuf *b, const json_t *t)
+{
+	const json_t *at = json_object_get(t, "expires_at");
+
+	if (!json_is_string(at)) {
+		html_add(b, "never");
+	} else if (json_is_true(json_object_get(t, "expired"))) {
+		html_add(b, "<strong>expired</strong> ");
+		html_esc_time(b, at, MUTED_DASH);
+	} else {
+		html_esc_time(b, at, MUTED_DASH);
+	}
+}
+
 static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 {
 	const json_t *max = json_object_get(t, "max_running");
 	bool revoked = json_is_true(json_object_get(t, "revoked"));
+	bool expired = json_is_true(json_object_get(t, "expired"));
 	char id[32];
 
 	id_text(t, id, sizeof id);
-	html_printf(b, "<tr class=\"%s\"><td>%s</td><td>", revoked ? "revoked" : "live", id);
+	html_printf(b, "<tr class=\"%s\"><td>%s</td><td>", revoked ? "revoked" : expired ? "expired" : "live", id);
 	html_esc_json(b, json_object_get(t, "name"), MUTED_DASH);
 	if (self_id > 0 && json_integer_value(json_object_get(t, "id")) == self_id)
 		html_add(b, " <span class=\"muted\">(you)</span>");
@@ -124,6 +172,8 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_esc_time(b, json_object_get(t, "revoked_at"), "yes");
 	else
 		html_add(b, MUTED_DASH);
+	html_add(b, "</td><td class=\"expires\">");
+	expires_cell(b, t);
 	html_add(b, "</td><td class=\"limit\">");
 	if (json_is_integer(max))
 		html_printf(b, "%lld%s", (long long)json_integer_value(max), json_integer_value(max) == 0 ? " (paused)" : "");
@@ -147,7 +197,8 @@ void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id)
 	html_printf(b, "<h1>Tokens</h1>\n<p class=\"muted\">The API tokens and the roles they carry (as <code>rungctl token "
 		       "list</code> shows them). A limit caps how many of a token's jobs run at once: empty for none, 0 pauses "
 		       "them; jobs running when it is lowered run to their end. A revoked token is refused at once on this "
-		       "server, within %d s on the others (revoking your own logs you out).</p>\n",
+		       "server, within %d s on the others (revoking your own logs you out); an expired one on every server from "
+		       "the instant it expires.</p>\n",
 		    AUTH_CACHE_TTL_MS / 1000);
 	create_form(b);
 	html_add(b, "<h2>All tokens</h2>\n");
@@ -156,7 +207,7 @@ void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id)
 		return;
 	}
 	html_add(b, "<table class=\"tokens\"><thead><tr><th>id</th><th>name</th><th>role</th><th>created</th>"
-		    "<th>revoked</th><th>max running</th><th>running now</th><th></th></tr></thead><tbody>\n");
+		    "<th>revoked</th><th>expires</th><th>max running</th><th>running now</th><th></th></tr></thead><tbody>\n");
 	json_array_foreach(tokens, i, t)
 		token_row(b, t, self_id);
 	html_add(b, "</tbody></table>\n");
@@ -174,6 +225,8 @@ void web_tokens_render_created(struct hbuf *b, const json_t *token, const char *
 	html_esc_json(b, json_object_get(token, "name"), MUTED_DASH);
 	html_add(b, "</td></tr><tr><th>role</th><td>");
 	html_esc_json(b, json_object_get(token, "role"), MUTED_DASH);
+	html_add(b, "</td></tr><tr><th>expires</th><td class=\"expires\">");
+	expires_cell(b, token);
 	html_add(b, "</td></tr></table>\n<p><a href=\"" TOKENS_PATH "\">Back to the tokens</a></p>\n");
 }
 
@@ -245,6 +298,23 @@ static int form_value(struct hreq *h, const char *key, char **out)
 	return 0;
 }
 
+/* Whether the form names key at all (with a value that may not decode). */
+static bool form_has(struct hreq *h, const char *key)
+{
+	size_t len = 0, kl = strlen(key);
+	const char *body = hreq_body_text(h, &len);
+
+	for (size_t i = 0; body && i < len;) {
+		size_t j = i;
+		while (j < len && body[j] != '&')
+			j++;
+		if (j - i >= kl && memcmp(body + i, key, kl) == 0 && (j - i == kl || body[i + kl] == '='))
+			return true;
+		i = j + 1;
+	}
+	return false;
+}
+
 static void on_list(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
@@ -283,9 +353,10 @@ static void on_created(PGresult *res, const char *err, void *arg)
 		refuse(h, 409, "Name taken", "name", "a token with this name exists (names are never reused)");
 		goto out;
 	}
-	log_info("token created", "token=%lld name=%s role=%s by=%s via=web",
+	log_info("token created", "token=%lld name=%s role=%s expires_at=%s by=%s via=web",
 		 (long long)json_integer_value(json_object_get(tok, "id")), json_string_value(json_object_get(tok, "name")) ?: "?",
-		 json_string_value(json_object_get(tok, "role")) ?: "?", h->who.name);
+		 json_string_value(json_object_get(tok, "role")) ?: "?",
+		 json_string_value(json_object_get(tok, "expires_at")) ?: "never", h->who.name);
 	web_tokens_render_created(&b, tok, c->secret);
 	page = html_take(&b);
 	web_page(h, 200, "Token created", page);
@@ -299,22 +370,34 @@ out:
 
 static void create(struct hreq *h)
 {
-	char *role = NULL, *name = NULL, *msg = NULL, hash[AUTH_HASH_HEX + 1];
+	char *role = NULL, *name = NULL, *days = NULL, *msg = NULL, hash[AUTH_HASH_HEX + 1], secs[32];
 	const char *r, *n, *field;
+	long long expires_in_s = 0;
 	json_t *body = NULL;
 	struct create_req *c;
 
-	if (form_value(h, "role", &role) < 0 || form_value(h, "name", &name) < 0)
+	if (form_value(h, "role", &role) < 0 || form_value(h, "name", &name) < 0 ||
+	    form_value(h, "expires_in_days", &days) < 0)
 		goto out;
 	if (name && !*name) { /* the field left empty: ROLE-ID */
 		free(name);
 		name = NULL;
 	}
+	/* absent or empty: never; anything else but whole days in range, an undecodable value too, is
+	 * named: a token meant to expire is never made one that does not */
+	if ((!days && form_has(h, "expires_in_days")) || web_tokens_expires_days(days, &expires_in_s) < 0) {
+		char *why = xasprintf("must be a whole number of days from 1 to %lld, or empty for a token that never expires",
+				      EXPIRY_MAX_S / DAY_S);
+		refuse(h, 400, "Bad request", "expires_in_days", why);
+		free(why);
+		goto out;
+	}
 	/* unchecked strings: bytes that are not UTF-8 reach the checks, which refuse them by name */
 	body = json_object();
 	json_object_set_new(body, "role", role ? json_string_nocheck(role) : json_null());
 	json_object_set_new(body, "name", name ? json_string_nocheck(name) : json_null());
-	field = api_tokens_check_create(body, &r, &n, &msg);
+	json_object_set_new(body, "expires_in_s", expires_in_s ? json_integer(expires_in_s) : json_null());
+	field = api_tokens_check_create(body, &r, &n, &expires_in_s, &msg);
 	if (field) {
 		refuse(h, 400, "Bad request", field, msg);
 		goto out;
@@ -328,12 +411,13 @@ static void create(struct hreq *h)
 	}
 	auth_hash_hex(c->secret, hash);
 	{
-		const char *params[3] = { n, r, hash };
-		db_exec(h->app->db, sql_token_create, 3, params, on_created, c);
+		const char *params[4] = { n, r, hash, api_tokens_expires_param(expires_in_s, secs) };
+		db_exec(h->app->db, sql_token_create, 4, params, on_created, c);
 	}
 out:
 	json_decref(body);
 	free(msg);
+	free(days);
 	free(name);
 	free(role);
 }

@@ -18,8 +18,10 @@ struct hreq;
  * cookie is read; an id that is not one, or names no token, is a 404 page. */
 /* GET /ui/tokens: the table (sql/web_tokens.sql) and the forms; 503 page when the database cannot answer. */
 void web_tokens_page(struct hreq *h);
-/* POST /ui/tokens  role=&name= (name optional): 400 page naming role or name (POST /v1/tokens's
- * checks), 409 page when the name is taken, else 200 with the secret (web_tokens_render_created). */
+/* POST /ui/tokens  role=&name=&expires_in_days= (name and expires_in_days optional: ROLE-ID and
+ * never): 400 page naming expires_in_days (web_tokens_expires_days), role or name (POST
+ * /v1/tokens's checks), 409 page when the name is taken, else 200 with the secret
+ * (web_tokens_render_created). */
 void web_tokens_create(struct hreq *h);
 /* POST /ui/tokens/{id}/revoke: sql/token_revoke.sql, forgets the token in this replica's cache at
  * once, 303 to /ui/tokens. */
@@ -34,14 +36,19 @@ void web_tokens_limits(struct hreq *h);
  * blank -> null; an optionally signed decimal integer (spaces around allowed) -> that integer;
  * anything else -> the text as a string (which api_tokens_limit_ok refuses). Pure; for tests. */
 json_t *web_tokens_limit_value(const char *text);
+/* The create form's expires_in_days text as the API's expires_in_s: NULL, empty or blank -> 0
+ * (never); a whole number of days from 1 to 3650 (spaces around allowed) -> that many days in
+ * seconds; returns 0, or -1 for anything else (*seconds 0). Pure; for tests. */
+int web_tokens_expires_days(const char *text, long long *seconds);
 /* Appends the page's content for doc, sql/web_tokens.sql's {"tokens": [TOKEN + running]}
- * (borrowed): the create form (role select, optional name), then one table row per token (id,
- * name, role, created, revoked when, max running or "none", running now) with, for a token not
+ * (borrowed): the create form (role select, optional name, optional expires in days), then one
+ * table row per token (id, name, role, created, revoked when, expires: "never", when, or
+ * "expired" and when, max running or "none", running now) with, for a token not
  * revoked, a limit form and a revoke form. self_id: the caller's token id, marked "you" (0: none).
  * Every text from doc escaped. Pure; for tests. */
 void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id);
 /* Appends the page that answers a create: the secret (escaped), the warning that it is shown only
- * this once, the token's id, name and role (TOKEN, borrowed; escaped) and a link back. Pure. */
+ * this once, the token's id, name, role and expiry (TOKEN, borrowed; escaped) and a link back. Pure. */
 void web_tokens_render_created(struct hbuf *b, const json_t *token, const char *secret);
 
 #endif

@@ -1,5 +1,6 @@
 /* HTTP client to rungd (see client.h) on a libcurl easy handle reused between calls (keeps the
- * connection). Answers are capped at 1 MiB; the progress callback watches the abort flag. */
+ * connection). Answers are capped at 1 MiB; the progress callback watches the abort flag. Says
+ * once when rungd refuses the bearer token as expired. */
 #include "client.h"
 
 #include <curl/curl.h>
@@ -7,11 +8,35 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
 #define CLIENT_ANSWER_CAP (1024 * 1024)
 
 static char *client_auth; /* "Authorization: Bearer TOKEN" or NULL (client_set_token) */
+static atomic_int client_expired_said; /* the token's expiry was logged; a call that passes resets it */
+
+/* Every call comes here with its answer: a 401 token_expired is logged once, in one line that says
+ * what to do, however many slots and retries meet it (each caller still logs its own failure and
+ * retries as it always does); a call that passes means the token works again (an admin moved its
+ * expiry), so a later expiry is said again. */
+static void client_note_token(long status, const json_t *answer)
+{
+	const char *error = json_string_value(json_object_get(answer, "error"));
+
+	if (status >= 200 && status < 300) {
+		atomic_store(&client_expired_said, 0);
+		return;
+	}
+	if (status != 401 || !error || strcmp(error, "token_expired") != 0)
+		return;
+	if (atomic_exchange(&client_expired_said, 1))
+		return;
+	log_error("this worker's token expired: rungd refuses every call until it gets a new one",
+		  "message=\"%s\" fix=\"create a worker token (rungctl token create --role worker), give it to rung-worker "
+		  "(RUNG_TOKEN or --token) and restart it\"",
+		  json_string_value(json_object_get(answer, "message")) ?: "");
+}
 
 void client_set_token(const char *token)
 {
@@ -116,6 +141,7 @@ int client_post(struct client *c, const char *path, const json_t *body, long tim
 	curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
 	if (c->len)
 		*answer = json_loadb(c->buf, c->len, 0, NULL);
+	client_note_token(status, *answer);
 	result = (int)status;
 out:
 	curl_slist_free_all(hdrs);

@@ -21,7 +21,8 @@ void client_free(struct client *c);
 /* POSTs BODY (borrowed; NULL sends {}) to BASE_URL+PATH. Returns the HTTP status with *answer
  * set to the parsed JSON answer (a new reference, NULL when empty or not JSON), or -1 on a
  * transport failure, a timeout after TIMEOUT_MS, or when ABORT (may be NULL) became non-zero,
- * with *err (heap) saying why. */
+ * with *err (heap) saying why. The first 401 token_expired (after start, or after a call that
+ * passed) is logged as one error line naming the fix; the caller handles the status as any 401. */
 int client_post(struct client *c, const char *path, const json_t *body, long timeout_ms,
 		const atomic_int *abort, json_t **answer, char **err);
 

@@ -1,15 +1,22 @@
 -- Bearer tokens (stored as the hex SHA-256 of the secret): create and revoke.
 
--- Create a token (name defaults to ROLE-ID). Returns {"status": "created", "token": TOKEN} or
--- {"status": "exists"} when the name is taken (revoked tokens keep their names: owners stay unique).
-CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text) RETURNS jsonb
-LANGUAGE plpgsql AS $$
+-- Create a token (name defaults to ROLE-ID) that expires p_expires_in_s seconds from now (NULL:
+-- never; 60 to 315360000, as POST /v1/tokens checks). Returns {"status": "created", "token": TOKEN}
+-- or {"status": "exists"} when the name is taken (revoked and expired tokens keep their names:
+-- owners stay unique).
+DROP FUNCTION IF EXISTS rung_token_create(text, text, text);
+CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text, p_expires_in_s int)
+RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
   v_id bigint := nextval(pg_get_serial_sequence('tokens', 'id'));
 BEGIN
-  INSERT INTO tokens (id, name, role, hash)
-  VALUES (v_id, coalesce(p_name, p_role || '-' || v_id), p_role, p_hash)
+  IF p_expires_in_s IS NOT NULL AND (p_expires_in_s < 60 OR p_expires_in_s > 315360000) THEN
+    RAISE EXCEPTION 'expires_in_s must be from 60 to 315360000, not %', p_expires_in_s;
+  END IF;
+  INSERT INTO tokens (id, name, role, hash, expires_at)
+  VALUES (v_id, coalesce(p_name, p_role || '-' || v_id), p_role, p_hash,
+          now() + make_interval(secs => p_expires_in_s))
   ON CONFLICT (name) DO NOTHING
   RETURNING * INTO t;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'exists'); END IF;

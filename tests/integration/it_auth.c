@@ -1,9 +1,11 @@
 /* Integration: who may do what. Real rungd and Postgres, fake workers over HTTP. Missing, bad and
- * revoked tokens get 401, wrong roles 403, someone else's job or attempt 404 (never the data);
+ * revoked tokens get 401, expired ones 401 token_expired (the API, the web login and pages, a
+ * rung-worker that says so once), wrong roles 403, someone else's job or attempt 404 (never the data);
  * the token API shows a secret once and stores only its hash, and so does the admins' /ui/tokens
  * page, whose forms are the API's; and the abuse limits answer with the right status naming the
  * limit: submit rate 429, parked long-polls 429, finish caps 413/400, page size 400, JSON depth 400. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -918,6 +920,257 @@ out:
 	free(lid);
 }
 
+/* ---- token expiry (migrations/023_token_expiry.sql) ---- */
+
+/* POST /v1/tokens {"role", "name", "expires_in_s"} as admin; returns the answer (new reference)
+ * and the secret (heap) or NULL. */
+static char *expiring_token(struct harness *h, const char *role, const char *name, long long secs, json_t **ans)
+{
+	long st = 0;
+	json_t *b = json_pack("{s:s, s:s, s:I}", "role", role, "name", name, "expires_in_s", (json_int_t)secs);
+	json_t *j = as(h, h->admin_token, "POST", "/v1/tokens", b, &st);
+	char *tok = st == 201 && json_is_string(json_object_get(j, "token")) ? xstrdup(h_str(j, "token")) : NULL;
+
+	if (!tok)
+		h_diag("POST /v1/tokens %s expiring: %ld %.300s", name, st, h->last_body ? h->last_body : "");
+	json_decref(b);
+	if (ans)
+		*ans = j;
+	else
+		json_decref(j);
+	return tok;
+}
+
+/* Moves the expiry of the token named name into the past (a minute ago), through the test's own
+ * connection: expiry made to happen, never waited for. */
+static void expire_now(struct harness *h, const char *name)
+{
+	const char *p[1] = { name };
+
+	PQclear(h_sql(h, "UPDATE tokens SET expires_at = now() - interval '1 minute' WHERE name = $1", 1, p));
+}
+
+/* Seconds from now until the token named name expires (by the database's clock), -1 when none. */
+static long long expires_in(struct harness *h, const char *name)
+{
+	const char *p[1] = { name };
+
+	return h_sql_int(h, "SELECT coalesce(round(extract(epoch FROM expires_at - now()))::bigint, -1) FROM tokens "
+			    "WHERE name = $1", 1, p);
+}
+
+static void test_token_expiry_api(struct harness *h)
+{
+	json_t *ans = NULL, *j, *t;
+	char *ci = expiring_token(h, "submitter", "ci-pipeline", 3600, &ans), *gone = NULL;
+	long long before;
+	long st = 0;
+
+	h_ok(h, ci && json_is_string(json_object_get(ans, "expires_at")) && json_is_false(json_object_get(ans, "expired")),
+	     "expiry: POST /v1/tokens with expires_in_s 3600 answers its expires_at, not expired");
+	h_ok(h, expires_in(h, "ci-pipeline") >= 3590 && expires_in(h, "ci-pipeline") <= 3600,
+	     "expiry: the database holds expires_at an hour from now (%lld s)", expires_in(h, "ci-pipeline"));
+	json_decref(ans);
+	j = as(h, ci, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 200, "expiry: a token that expires works before it does (%ld)", st);
+	json_decref(j);
+	t = listed(h, "ci-pipeline");
+	h_ok(h, t && json_is_string(json_object_get(t, "expires_at")) && json_is_false(json_object_get(t, "expired")),
+	     "expiry: GET /v1/tokens shows its expires_at, expired false");
+	json_decref(t);
+	t = listed(h, "sam");
+	h_ok(h, t && json_is_null(json_object_get(t, "expires_at")) && json_is_false(json_object_get(t, "expired")),
+	     "expiry: a token made without one shows expires_at null (never), expired false");
+	json_decref(t);
+
+	/* expired before this replica ever saw it: the lookup refuses it */
+	gone = expiring_token(h, "submitter", "contractor-gone", 86400, NULL);
+	expire_now(h, "contractor-gone");
+	j = as(h, gone, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 401 && !strcmp(h_str(j, "error"), "token_expired") && strstr(h_str(j, "message"), "expired at") &&
+		     strstr(h_str(j, "message"), "contractor-gone"),
+	     "expiry: an expired token is refused 401 token_expired, saying which and when (%ld %s)", st,
+	     h->last_body ? h->last_body : "");
+	json_decref(j);
+	j = as(h, gone, "GET", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "token_expired", "expiry: and again at the next request");
+	j = as(h, gone, "POST", "/v1/jobs", NULL, &st);
+	want_error(h, j, st, 401, "token_expired", "expiry: on every route, a submit too");
+	t = listed(h, "contractor-gone");
+	h_ok(h, t && json_is_true(json_object_get(t, "expired")) && json_is_false(json_object_get(t, "revoked")),
+	     "expiry: GET /v1/tokens shows it expired (not revoked)");
+	json_decref(t);
+
+	/* bad values, each named; nothing created */
+	before = h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL);
+	{
+		static const char *const bad[] = { "59", "0", "-3600", "315360001", "3600.5", "\"3600\"", "true", "{}" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			char *body = xasprintf("{\"role\": \"submitter\", \"expires_in_s\": %s}", bad[i]);
+			const char *saved = h->auth_token;
+			h->auth_token = h->admin_token;
+			j = h_request(h, "POST", "/v1/tokens", body, strlen(body), NULL, &st);
+			h->auth_token = saved;
+			h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "expires_in_s") && strstr(h_str(j, "message"), "expires_in_s"),
+			     "expiry: expires_in_s %s is a 400 naming expires_in_s (%ld)", bad[i], st);
+			json_decref(j);
+			free(body);
+		}
+	}
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == before, "expiry: and none of them made a token");
+	free(gone);
+	free(ci);
+}
+
+/* `rungd token create --expires`: the bootstrap path straight to the database. */
+static void test_token_expiry_bootstrap(struct harness *h)
+{
+	char *bin = xasprintf("%s/bin/rungd", h->root);
+	const char *ok[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-ci", "--expires", "90d",
+			     "--database-url", h->db_url, NULL };
+	const char *bad[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-bad", "--expires", "5x",
+			      "--database-url", h->db_url, NULL };
+	const char *short_[] = { bin, "token", "create", "--role", "submitter", "--name", "boot-short", "--expires", "30s",
+				 "--database-url", h->db_url, NULL };
+	long long left;
+
+	h_ok(h, h_run(h, ok) == 0, "expiry: rungd token create --expires 90d");
+	left = expires_in(h, "boot-ci");
+	h_ok(h, left > 90 * 86400LL - 120 && left <= 90 * 86400LL, "expiry: it expires in 90 days (%lld s)", left);
+	h_ok(h, h_run(h, bad) == 2 && expires_in(h, "boot-bad") == -1 &&
+		     h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'boot-bad'", 0, NULL) == 0,
+	     "expiry: --expires 5x is a usage error (exit 2), nothing made");
+	h_ok(h, h_run(h, short_) == 2 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'boot-short'", 0, NULL) == 0,
+	     "expiry: --expires 30s (under a minute) too");
+	free(bin);
+}
+
+/* The web login and pages with an expired token, and the tokens page's expiry. */
+static void test_token_expiry_web(struct harness *h)
+{
+	char *live = expiring_token(h, "support", "web-expiring", 7200, NULL);
+	char *dead = expiring_token(h, "support", "web-expired", 7200, NULL);
+	char *form = NULL;
+	long long before;
+	long st;
+
+	if (!h_ok(h, live && dead, "expiry web: two expiring support tokens"))
+		goto out;
+	expire_now(h, "web-expired");
+	form = xasprintf("token=%s&next=%%2Fui%%2Fgpus", dead);
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 401 && !h->last_location && body_has(h, "This token expired at") && body_has(h, "<h1>Log in</h1>"),
+	     "expiry web: logging in with an expired token is refused with a page saying it expired (%ld)", st);
+	free(form);
+	form = xasprintf("token=%s&next=%%2Fui%%2Fgpus", live);
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/gpus"),
+	     "expiry web: one not yet expired logs in, back to the page (%ld)", st);
+	free(form);
+	form = xstrdup("token=rung_0000000000000000000000000000000000000000000000000000000000000000&next=%2Fui%2Fgpus");
+	st = h_browse(h, NULL, "POST", "/ui/login", form, NULL);
+	h_ok(h, st == 401 && body_has(h, "unknown or revoked"), "expiry web: an unknown token is refused at the login too (%ld)", st);
+	st = h_browse(h, live, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200, "expiry web: a page with the live token's cookie (%ld)", st);
+
+	/* a cookie whose token expired: back to the login, which says why */
+	st = h_browse(h, dead, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fgpus&why=expired"),
+	     "expiry web: a page with an expired token's cookie sends the browser to the login (%ld %s)", st,
+	     h->last_location ? h->last_location : "-");
+	st = h_browse(h, NULL, "GET", "/ui/login?next=%2Fui%2Fgpus&why=expired", NULL, NULL);
+	h_ok(h, st == 200 && body_has(h, "Your token expired") && body_has(h, "value=\"/ui/gpus\""),
+	     "expiry web: the login form says the token expired and comes back to the page (%ld)", st);
+	st = h_browse(h, "rung_0000000000000000000000000000000000000000000000000000000000000000", "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fgpus&why=refused"),
+	     "expiry web: an unknown token's cookie goes to the login too (%ld)", st);
+
+	/* the tokens page: expiry per token, the create form's days */
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	h_ok(h, st == 200 && body_has(h, "<th>expires</th>") && body_has(h, "<strong>expired</strong>") &&
+		     body_has(h, "<td class=\"expires\">never</td>") && body_has(h, "name=\"expires_in_days\""),
+	     "expiry web: the tokens page shows expiry (never, expired) and the days field (%ld)", st);
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-30d&expires_in_days=30", SAME_SITE);
+	h_ok(h, st == 200 && body_has(h, "shown only this once") && body_has(h, "<th>expires</th>") &&
+		     expires_in(h, "web-30d") > 30 * 86400LL - 120 && expires_in(h, "web-30d") <= 30 * 86400LL,
+	     "expiry web: created with 30 days, the database says so (%ld, %lld s)", st, expires_in(h, "web-30d"));
+	st = h_browse(h, h->admin_token, "POST", "/ui/tokens", "role=submitter&name=web-never&expires_in_days=", SAME_SITE);
+	h_ok(h, st == 200 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-never' AND expires_at IS NULL", 0, NULL) == 1,
+	     "expiry web: the field left empty: never (%ld)", st);
+	before = h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL);
+	{
+		static const char *const bad[] = { "0", "3651", "abc", "1.5", "-2", "%ZZ" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			char *f = xasprintf("role=submitter&name=web-bad-%zu&expires_in_days=%s", i, bad[i]);
+			st = h_browse(h, h->admin_token, "POST", "/ui/tokens", f, SAME_SITE);
+			h_ok(h, st == 400 && body_has(h, "<code class=\"field\">expires_in_days</code>"),
+			     "expiry web: expires_in_days=%s is a 400 page naming the field (%ld)", bad[i], st);
+			free(f);
+		}
+	}
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == before, "expiry web: and none of them made a token");
+out:
+	free(form);
+	free(live);
+	free(dead);
+}
+
+struct log_wait {
+	const char *path;
+	const char *needle;
+	int times;
+};
+
+static int count_in(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+static bool log_has(void *arg)
+{
+	struct log_wait *w = arg;
+	char *text = h_slurp(w->path);
+	bool ok = count_in(text, w->needle) >= w->times;
+
+	free(text);
+	return ok;
+}
+
+/* A rung-worker whose token expired: its registrations are refused, and it says why in one line,
+ * however often it retries (retrying as before). */
+static void test_token_expiry_worker(struct harness *h)
+{
+	char *wtok = expiring_token(h, "worker", "w-expired", 3600, NULL), *env = NULL, *text = NULL;
+	struct h_worker *w;
+
+	if (!h_ok(h, wtok != NULL, "expiry worker: a worker token"))
+		return;
+	expire_now(h, "w-expired");
+	env = xasprintf("RUNG_TOKEN=%s", wtok);
+	{
+		const char *e[] = { env, NULL };
+		struct h_worker_opts o = { .env = e };
+		w = h_worker_start(h, "w-exp", &o);
+	}
+	if (h_ok(h, w != NULL, "expiry worker: started with the expired token")) {
+		struct log_wait lw = { w->proc.log_path, "registration failed, retrying", 3 };
+		h_ok(h, wait_until(log_has, &lw, 20000 * h_slow()), "expiry worker: its registration is refused, and retried");
+		text = h_slurp(w->proc.log_path);
+		h_ok(h, count_in(text, "this worker's token expired") == 1 &&
+			     strstr(text, "w-expired") && strstr(text, "rungctl token create --role worker"),
+		     "expiry worker: one clear line says its token expired and what to do, once over %d refusals",
+		     count_in(text, "registration failed, retrying"));
+		h_ok(h, h_worker_stop(h, w, SIGTERM) == 0, "expiry worker: stops");
+	}
+	free(text);
+	free(env);
+	free(wtok);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -940,6 +1193,10 @@ int main(void)
 	test_token_api(h);
 	test_cli_revoke(h);
 	test_web_tokens(h, support);
+	test_token_expiry_api(h);
+	test_token_expiry_bootstrap(h);
+	test_token_expiry_web(h);
+	test_token_expiry_worker(h);
 	test_limits(h);
 out:
 	free(support);

@@ -1,6 +1,9 @@
 /* Unit tests of server/auth: SHA-256 against the FIPS 180-4 vectors, token and name shapes, the
- * role names, the submit token bucket, the JSON depth scan, and the route table's who-may-do-what
- * (routes_access). No database: the router's async path is covered by it_auth. */
+ * role names, the submit token bucket, the JSON depth scan, the token cache's verdicts with the
+ * clock driven (a token that expires while cached is refused from that instant, not at the
+ * refresh), and the route table's who-may-do-what (routes_access). No database: the router's
+ * async path is covered by it_auth. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -181,6 +184,40 @@ static void test_route_table(void)
 	TAP_INT_EQ(routes_access("DELETE", "/v1/jobs/1", &roles, &scope), -1, "no route, no rule");
 }
 
+/* The cache's verdicts at given instants: expiry is compared at every request against what the
+ * cache holds, the TTL only decides when the database is asked again. */
+static void test_cache_expiry(void)
+{
+	struct auth *a = auth_new(NULL, 0);
+	char live[AUTH_HASH_HEX + 1], soon[AUTH_HASH_HEX + 1], gone[AUTH_HASH_HEX + 1];
+	const int64_t t0 = 1000000;
+
+	auth_hash_hex("rung_live", live);
+	auth_hash_hex("rung_soon", soon);
+	auth_hash_hex("rung_gone", gone);
+	TAP_INT_EQ(auth_cache_get(a, live, t0), AUTH_CACHED_MISS, "cache: an unknown token is looked up");
+	auth_cache_put(a, live, 1, "ci-forever", AUTH_SUBMITTER, INT64_MAX, NULL, t0);
+	auth_cache_put(a, soon, 2, "ci-nightly", AUTH_SUBMITTER, t0 + 1500, "2030-01-31T12:00:00Z", t0);
+	TAP_INT_EQ(auth_cache_get(a, live, t0 + 10), AUTH_CACHED_LIVE, "cache: a token that never expires is trusted");
+	TAP_INT_EQ(auth_cache_get(a, soon, t0 + 10), AUTH_CACHED_LIVE, "cache: an expiring token works before its expiry");
+	TAP_INT_EQ(auth_cache_get(a, soon, t0 + 1499), AUTH_CACHED_LIVE, "cache: ... up to the last millisecond");
+	TAP_INT_EQ(auth_cache_get(a, soon, t0 + 1500), AUTH_CACHED_EXPIRED,
+		   "cache: a cached token is refused at the instant it expires, long before the cache's TTL");
+	TAP_OK(1500 < AUTH_CACHE_TTL_MS, "cache: (that instant is within the TTL)");
+	TAP_INT_EQ(auth_cache_get(a, live, t0 + 1500), AUTH_CACHED_LIVE, "cache: the other token is not touched");
+	TAP_INT_EQ(auth_cache_get(a, soon, t0 + AUTH_CACHE_TTL_MS), AUTH_CACHED_MISS,
+		   "cache: past the TTL an expired token is read again (the database decides)");
+	TAP_INT_EQ(auth_cache_get(a, live, t0 + AUTH_CACHE_TTL_MS), AUTH_CACHED_MISS, "cache: and so is a live one");
+	/* read again with a later expiry (an operator moved it): live again until then */
+	auth_cache_put(a, soon, 2, "ci-nightly", AUTH_SUBMITTER, t0 + 60000, "2030-02-01T12:00:00Z", t0 + AUTH_CACHE_TTL_MS);
+	TAP_INT_EQ(auth_cache_get(a, soon, t0 + AUTH_CACHE_TTL_MS + 1), AUTH_CACHED_LIVE,
+		   "cache: read again with a later expiry, the token works again");
+	/* read already expired (the lookup found it so): refused from the cache until the TTL passes */
+	auth_cache_put(a, gone, 3, "contractor", AUTH_SUPPORT, t0 - 5, "2020-01-01T00:00:00Z", t0);
+	TAP_INT_EQ(auth_cache_get(a, gone, t0), AUTH_CACHED_EXPIRED, "cache: a token read after its expiry is refused");
+	auth_free(a);
+}
+
 int main(void)
 {
 	test_sha256();
@@ -188,6 +225,7 @@ int main(void)
 	test_roles();
 	test_bucket();
 	test_depth();
+	test_cache_expiry();
 	test_route_table();
 	return TAP_DONE();
 }

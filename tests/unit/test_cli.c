@@ -1,7 +1,8 @@
 /* Unit tests for rungctl's pure parts: option parsing (cli/args), command lookup and exit codes
  * (cli/cli), table rendering (cli/table, the jobs and attempts tables), the config diff
  * (cli/jsondiff), watch's rate (cli/progress), the story of a job (cli/story), the submit body
- * (cli/cmd_jobs) and the memory model's table and show lines (cli/cmd_profiles). */
+ * (cli/cmd_jobs), the memory model's table and show lines (cli/cmd_profiles), and token create's
+ * --expires DURATION and token list's EXPIRES cell (cli/cmd_token, common/expiry). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@
 #include "../../cli/cmd_jobs.h"
 #include "../../cli/cmd_profiles.h"
 #include "../../cli/cmd_usage.h"
+#include "../../cli/cmd_token.h"
+#include "expiry.h"
 #include "../../cli/jsondiff.h"
 #include "../../cli/progress.h"
 #include "../../cli/story.h"
@@ -572,6 +575,86 @@ static void test_submit_body(void)
 	json_decref(cfg);
 }
 
+/* DURATION: 90d, 12h, 30m, 3600s or bare seconds, 60 s to 3650d; anything else names what is wrong. */
+static void test_token_expires(void)
+{
+	static const struct {
+		const char *text;
+		long long want; /* -1: refused */
+	} cases[] = {
+		{ "90d", 90 * 86400LL }, { "12h", 12 * 3600LL }, { "30m", 1800 }, { "3600s", 3600 }, { "3600", 3600 },
+		{ "60", 60 }, { "1m", 60 }, { "3650d", 315360000 }, { "315360000", 315360000 }, { "0090d", 90 * 86400LL },
+		{ "59", -1 }, { "59s", -1 }, { "0", -1 }, { "3651d", -1 }, { "315360001", -1 }, { "", -1 }, { "d", -1 },
+		{ "12x", -1 }, { "12H", -1 }, { "1.5h", -1 }, { "-5m", -1 }, { "+5m", -1 }, { " 5m", -1 }, { "5m ", -1 },
+		{ "5 m", -1 }, { "5mm", -1 }, { "1h30m", -1 }, { "never", -1 }, { "99999999999999999999d", -1 },
+		{ "999999999999d", -1 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		long long got = -2;
+		const char *why = NULL;
+		char name[96];
+		int rc = expiry_parse(cases[i].text, &got, &why);
+		snprintf(name, sizeof name, "expires: \"%s\" -> %lld", cases[i].text, cases[i].want);
+		if (cases[i].want < 0)
+			TAP_OK(rc == -1 && why && *why && got == 0, name);
+		else
+			TAP_OK(rc == 0 && got == cases[i].want && !why, name);
+	}
+	{
+		long long got;
+		const char *why;
+		TAP_OK(expiry_parse("30s", &got, &why) < 0 && strstr(why, "shorter"), "expires: too short says so");
+		TAP_OK(expiry_parse("3651d", &got, &why) < 0 && strstr(why, "longer"), "expires: too long says so");
+		TAP_OK(expiry_parse("soon", &got, &why) < 0 && strstr(why, "90d"), "expires: not a duration shows the forms");
+	}
+	{
+		char *err = NULL, *s;
+		json_t *b = cmd_token_create_body("submitter", "ci", "12h", &err);
+		s = b ? json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		TAP_STR_EQ(s, "{\"expires_in_s\":43200,\"name\":\"ci\",\"role\":\"submitter\"}",
+			   "token create body: --expires 12h is expires_in_s 43200");
+		free(s);
+		json_decref(b);
+		b = cmd_token_create_body("worker", NULL, NULL, &err);
+		s = b ? json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+		TAP_STR_EQ(s, "{\"name\":null,\"role\":\"worker\"}", "token create body: without --expires, no expires_in_s (never)");
+		free(s);
+		json_decref(b);
+		b = cmd_token_create_body("worker", NULL, "5x", &err);
+		TAP_OK(!b && err && strstr(err, "--expires 5x") && strstr(err, "90d"),
+		       "token create body: --expires 5x is refused, naming the option and the forms");
+		free(err);
+		err = NULL;
+		b = cmd_token_create_body("worker", NULL, "10s", &err);
+		TAP_OK(!b && err && strstr(err, "--expires 10s") && strstr(err, "shorter"), "token create body: --expires 10s is too short");
+		free(err);
+		err = NULL;
+		b = cmd_token_create_body(NULL, NULL, "1d", &err);
+		TAP_OK(!b && err && strstr(err, "--role"), "token create body: --role is still required");
+		free(err);
+	}
+	{
+		json_t *never = json_pack("{s:s, s:n, s:b}", "name", "a", "expires_at", "expired", 0);
+		json_t *later = json_pack("{s:s, s:s, s:b}", "name", "b", "expires_at", "2030-01-31T12:00:00+00:00", "expired", 0);
+		json_t *gone = json_pack("{s:s, s:s, s:b}", "name", "c", "expires_at", "2020-01-31T12:00:00+00:00", "expired", 1);
+		json_t *old = json_pack("{s:s}", "name", "d"); /* a server without expiry */
+		char *c1 = cmd_token_expires_cell(never), *c2 = cmd_token_expires_cell(later), *c3 = cmd_token_expires_cell(gone);
+		char *c4 = cmd_token_expires_cell(old);
+		TAP_STR_EQ(c1, "never", "token list EXPIRES: never");
+		TAP_STR_EQ(c2, "2030-01-31T12:00:00+00:00", "token list EXPIRES: the time");
+		TAP_STR_EQ(c3, "expired", "token list EXPIRES: expired");
+		TAP_STR_EQ(c4, "never", "token list EXPIRES: no expires_at reads as never");
+		free(c1);
+		free(c2);
+		free(c3);
+		free(c4);
+		json_decref(never);
+		json_decref(later);
+		json_decref(gone);
+		json_decref(old);
+	}
+}
+
 static json_t *facts_of(const char *log, int exit_code, int sig)
 {
 	char *err = NULL;
@@ -927,5 +1010,6 @@ int main(void)
 	test_sweep();
 	test_usage();
 	test_transient();
+	test_token_expires();
 	return TAP_DONE();
 }

@@ -447,12 +447,12 @@ static const char sql_data[] =
 	" (SELECT string_agg((to_jsonb(t) - 'labels')::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
 	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels and
-	 * 020's tokens.max_running are left out */
+	 * 020's tokens.max_running and 023's tokens.expires_at are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id'])::text, ',' ORDER BY t.id) FROM attempts t),"
 	" (SELECT string_agg((to_jsonb(t) - 'drain')::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
-	" (SELECT string_agg((to_jsonb(t) - 'max_running')::text, ',' ORDER BY t.id) FROM tokens t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at'])::text, ',' ORDER BY t.id) FROM tokens t),"
 	" (SELECT string_agg(jsonb_set(to_jsonb(t), '{id}', to_jsonb(t.id / CASE WHEN to_regclass('event_log') IS NULL"
 	"   THEN 1 ELSE 2 END))::text, ',' ORDER BY t.id) FROM events t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM escalations t),"
@@ -520,6 +520,8 @@ static void test_upgrade(void)
 		"every row of every table is as it was");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_migrations"), sql_migrations_count,
 		"every migration recorded");
+	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM tokens WHERE expires_at IS NOT NULL"), 0,
+		"tokens made before migration 023 never expire");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), sql_repeatables_count,
 		"every repeatable file recorded");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM pg_proc WHERE proname = 'rung_finish_ctx'"), 0,

@@ -804,6 +804,96 @@ static void test_cancel_matching_form(void)
 	free(s);
 }
 
+/* Token expiry on the page (an expires column: never, when, expired; the create form's optional days
+ * field, read into the API's expires_in_s) and POST /v1/tokens's expires_in_s rule, which both share. */
+static void test_token_expiry(void)
+{
+	struct hbuf b = { 0 };
+	json_t *doc = json_loads(
+		"{\"tokens\": ["
+		"{\"id\": 1, \"name\": \"forever\", \"role\": \"admin\", \"created_at\": \"2025-01-01T10:00:00+00:00\","
+		" \"revoked\": false, \"expires_at\": null, \"expired\": false, \"running\": 0},"
+		"{\"id\": 2, \"name\": \"ci-nightly\", \"role\": \"submitter\", \"created_at\": \"2025-01-01T11:00:00+00:00\","
+		" \"revoked\": false, \"expires_at\": \"2030-01-31T12:00:00.25+00:00\", \"expired\": false, \"running\": 0},"
+		"{\"id\": 3, \"name\": \"contractor\", \"role\": \"support\", \"created_at\": \"2024-01-01T11:00:00+00:00\","
+		" \"revoked\": false, \"expires_at\": \"2024-02-01T09:08:07+00:00\", \"expired\": true, \"running\": 0}"
+		"]}", 0, NULL);
+	json_t *tok = json_loads("{\"id\": 9, \"name\": \"ci\", \"role\": \"submitter\", "
+				 "\"expires_at\": \"2030-01-31T12:00:00+00:00\", \"expired\": false}", 0, NULL);
+	char *s;
+
+	web_tokens_render(&b, doc, 1);
+	s = html_take(&b);
+	TAP_OK(has(s, "<th>expires</th>"), "token expiry: an expires column");
+	TAP_OK(has(s, "<td class=\"expires\">never</td>"), "token expiry: a token without one never expires");
+	TAP_OK(has(s, "<td class=\"expires\">2030-01-31 12:00:00</td>"), "token expiry: an expiring token shows when");
+	TAP_OK(has(s, "<tr class=\"expired\"><td>3</td>") &&
+		       has(s, "<td class=\"expires\"><strong>expired</strong> 2024-02-01 09:08:07</td>"),
+	       "token expiry: an expired token says so, and when");
+	TAP_OK(has(s, "name=\"expires_in_days\"") && has(s, "expires in (days)") && has(s, "max=\"3650\""),
+	       "token expiry: the create form has an optional expires in (days) field, 1 to 3650");
+	free(s);
+	web_tokens_render_created(&b, tok, "rung_x");
+	s = html_take(&b);
+	TAP_OK(has(s, "<th>expires</th><td class=\"expires\">2030-01-31 12:00:00</td>"), "token expiry: the created page says when");
+	free(s);
+
+	{
+		static const struct { const char *text; long long want; } cases[] = {
+			{ NULL, 0 }, { "", 0 }, { "  ", 0 }, { "1", 86400 }, { " 30 ", 30 * 86400LL }, { "3650", 315360000 },
+			{ "0", -1 }, { "3651", -1 }, { "-1", -1 }, { "1.5", -1 }, { "abc", -1 }, { "1d", -1 },
+			{ "99999999999999999999", -1 },
+		};
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			long long got = -2;
+			char name[96];
+			int rc = web_tokens_expires_days(cases[i].text, &got);
+			snprintf(name, sizeof name, "token expiry: days \"%s\" -> %lld s", cases[i].text ? cases[i].text : "(none)",
+				 cases[i].want);
+			TAP_OK(cases[i].want < 0 ? rc == -1 && got == 0 : rc == 0 && got == cases[i].want, name);
+		}
+	}
+	{
+		static const struct { const char *body; const char *field; long long want; } cases[] = {
+			{ "{\"role\": \"submitter\"}", NULL, 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": null}", NULL, 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 60}", NULL, 60 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 315360000}", NULL, 315360000 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 59}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 0}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": -3600}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 315360001}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": 3600.0}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": \"3600\"}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": true}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in_s\": [3600]}", "expires_in_s", 0 },
+			{ "{\"role\": \"submitter\", \"expires_in\": 3600}", "expires_in", 0 },
+		};
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			json_t *body = json_loads(cases[i].body, 0, NULL);
+			const char *role = NULL, *name = NULL, *field;
+			long long secs = -2;
+			char *msg = NULL, label[160];
+			field = api_tokens_check_create(body, &role, &name, &secs, &msg);
+			snprintf(label, sizeof label, "token expiry: POST /v1/tokens %s -> %s", cases[i].body,
+				 cases[i].field ? cases[i].field : "ok");
+			if (cases[i].field)
+				TAP_OK(field && !strcmp(field, cases[i].field) && msg && strstr(msg, cases[i].field), label);
+			else
+				TAP_OK(!field && secs == cases[i].want, label);
+			free(msg);
+			json_decref(body);
+		}
+	}
+	{
+		char buf[32];
+		TAP_OK(api_tokens_expires_param(0, buf) == NULL, "token expiry: never is SQL NULL");
+		TAP_STR_EQ(api_tokens_expires_param(3600, buf), "3600", "token expiry: seconds as text");
+	}
+	json_decref(tok);
+	json_decref(doc);
+}
+
 int main(void)
 {
 	test_escape();
@@ -817,6 +907,7 @@ int main(void)
 	test_plan();
 	test_log_lines();
 	test_tokens();
+	test_token_expiry();
 	test_owners();
 	test_usage_page();
 	test_cancel_matching_form();
