@@ -107,6 +107,10 @@ bin/bench/%: $(B)/bench/%.o $(LIBRECOVERY) $(LIBCOMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# The objects of the binaries built by pattern (sim tools, tests, bench) are kept: as intermediates make
+# would delete them after a first build and compile them again at the next (their .d files name them).
+.SECONDARY: $(call obj,$(SIM_SRC) $(UNIT_SRC) $(IT_SRC) $(BENCH_SRC))
+
 run: all
 	@scripts/run.sh
 
