@@ -4,6 +4,7 @@
 #   make run        local Postgres under var/, migrate, rungd on 127.0.0.1:8080 and one worker
 #   make test       unit + integration tests against a throwaway Postgres; ends with "N passed, N failed"
 #   make test SANITIZE=address,undefined    the same under ASan/UBSan
+#   make RUNG_VERSION=v1.2.3    the version the binaries report (default: git describe, else VERSION, else unknown)
 
 CC       ?= cc
 SANITIZE ?=
@@ -47,7 +48,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,bin/tests/%,$(UNIT_SRC))
 IT_BINS   := $(patsubst tests/integration/%.c,bin/tests/%,$(IT_SRC))
 BENCH_BINS := $(patsubst bench/%.c,bin/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps run test unit tests bench bench-recovery clean valgrind fmt fuzz soak
+.PHONY: all deps run test unit tests bench bench-recovery clean valgrind fmt fuzz soak FORCE
 all: $(BINS)
 
 # Install what a fresh Debian machine lacks, once; a stamp keeps it from running again.
@@ -62,6 +63,15 @@ $(B)/sql.c $(B)/sql.h &: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard s
 		$(wildcard migrations/*.sql) | $(B)/.deps
 	@mkdir -p $(B)
 	@scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h
+
+# The build's version (scripts/version.sh: RUNG_VERSION, git describe, VERSION, or "unknown") as a header the
+# script runs for at every make but rewrites only when the version changed: only common/version.c includes it,
+# so a new version compiles that file again and relinks; the same version compiles nothing.
+$(B)/version_gen.h: FORCE | $(B)/.deps
+	@mkdir -p $(B)
+	@scripts/version.sh $@
+$(B)/common/version.o: $(B)/version_gen.h
+FORCE:
 
 $(B)/%.o: %.c | $(B)/.deps $(B)/sql.h
 	@mkdir -p $(dir $@)

@@ -132,7 +132,8 @@ const struct cli_cmd *cli_cmd_named(const char *name)
 
 void cli_usage(FILE *f)
 {
-	fprintf(f, "usage: rungctl [--url URL] [--token TOKEN] COMMAND [ARGS] [--json] [--help]\n\n"
+	fprintf(f, "usage: rungctl [--url URL] [--token TOKEN] COMMAND [ARGS] [--json] [--help]\n"
+		"       rungctl --version    (prints \"rungctl VERSION\": this build's)\n\n"
 		"Talks to rungd, the service that keeps AI Toolkit LoRA training jobs alive through CUDA\n"
 		"out-of-memory failures.\n\ncommands:\n");
 	for (const struct cli_cmd *k = cli_cmds; k->name; k++)

@@ -1,11 +1,13 @@
 /* rungctl: the command-line client of rungd. main only splits global options from the command
  * and dispatches through cli_cmds (cli.c); every command lives in a cmd_*.c module. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "log.h"
 #include "util.h"
+#include "version.h"
 
 int main(int argc, char **argv)
 {
@@ -14,11 +16,14 @@ int main(int argc, char **argv)
 
 	log_init("rungctl", LOG_WARN);
 	cli_init(&c);
-	/* global options before the command: --url U, --token T, --json, --help */
+	/* global options before the command: --url U, --token T, --json, --help, --version */
 	while (i < argc && argv[i][0] == '-') {
 		const char *a = argv[i];
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
 			cli_usage(stdout);
+			return CLI_OK;
+		} else if (!strcmp(a, "--version")) {
+			printf("rungctl %s\n", rung_version());
 			return CLI_OK;
 		} else if (!strcmp(a, "--json")) {
 			c.json = 1;

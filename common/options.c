@@ -215,6 +215,8 @@ static enum options_result scan_argv(const struct options *o, int argc, char **a
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0)
 			return OPTIONS_HELP;
+		if (strcmp(a, "--version") == 0)
+			return OPTIONS_VERSION;
 		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
 			*err = xasprintf("unexpected argument \"%s\" (see --help)", a);
 			return OPTIONS_ERROR;
@@ -345,6 +347,7 @@ void options_usage(FILE *f, const struct options_desc *table, size_t n)
 		snprintf(flag, sizeof flag, "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
 		fprintf(f, "  %-29s %s\n  %-29s (%s; default %s)\n", flag, d->help, "", env, def);
 	}
-	fprintf(f, "  %-29s this text\n"
-		   "Precedence: flag > environment > config file > default.\n", "--help");
+	fprintf(f, "  %-29s print the program's version and exit\n"
+		   "  %-29s this text\n"
+		   "Precedence: flag > environment > config file > default.\n", "--version", "--help");
 }

@@ -36,6 +36,7 @@ struct options_desc {
 enum options_result {
 	OPTIONS_OK,    /* every value is set and valid */
 	OPTIONS_HELP,  /* -h/--help was given; nothing printed, the caller prints its usage; exit 0 */
+	OPTIONS_VERSION, /* --version was given; nothing printed, the caller prints "PROGRAM VERSION"; exit 0 */
 	OPTIONS_ERROR  /* *err says why (heap, caller frees); exit 2 */
 };
 
@@ -54,6 +55,8 @@ void options_release(struct options *o);
 /* Fills *o (after options_init) from the defaults, the config file (the OPTIONS_CONFIG option's
  * flag or variable), the environment and argv[1..argc-1], in rising precedence, validating each
  * value as it is applied. Only `--name VALUE`, `--name=VALUE` and bare `--bool` are accepted.
+ * --help and --version end the scan where they stand (an unknown flag before them is still an
+ * error); nothing after them, nor the file or the environment, is read or validated.
  * argv is not modified; values are copied. On OPTIONS_ERROR *err (heap) names the flag, variable
  * or FILE:LINE at fault and *o may be partly filled. */
 enum options_result options_load(struct options *o, int argc, char **argv, char **err);
@@ -69,8 +72,8 @@ const char *options_source(const struct options *o, size_t i);
 
 /* Writes d's environment variable name into buf (always terminated). */
 void options_env_name(const struct options_desc *d, char *buf, size_t n);
-/* Prints one entry per option (flag and metavariable, help, variable and default), a --help line
- * and the precedence; the caller prints its own usage line first. */
+/* Prints one entry per option (flag and metavariable, help, variable and default), --version and
+ * --help lines and the precedence; the caller prints its own usage line first. */
 void options_usage(FILE *f, const struct options_desc *table, size_t n);
 
 #endif

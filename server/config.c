@@ -9,6 +9,7 @@
 
 #include "options.h"
 #include "util.h"
+#include "version.h"
 
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
@@ -82,6 +83,10 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	case OPTIONS_HELP:
 		config_usage(stdout);
 		rc = CONFIG_HELP;
+		goto out;
+	case OPTIONS_VERSION:
+		printf("rungd %s\n", rung_version());
+		rc = CONFIG_VERSION;
 		goto out;
 	case OPTIONS_ERROR:
 		goto out;

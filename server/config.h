@@ -36,6 +36,7 @@ struct config {
 enum config_result {
 	CONFIG_OK,    /* *c is filled in */
 	CONFIG_HELP,  /* --help: the usage was printed to stdout; exit 0 */
+	CONFIG_VERSION, /* --version: "rungd VERSION" was printed to stdout; exit 0 */
 	CONFIG_ERROR  /* *err holds the reason (heap, caller frees); exit 2 */
 };
 

@@ -25,6 +25,7 @@
 #include "retention.h"
 #include "routes.h"
 #include "util.h"
+#include "version.h"
 #include "webhook.h"
 
 #define MIGRATE_WAIT_MS 60000
@@ -161,6 +162,7 @@ int main(int argc, char **argv)
 	switch (config_load(&o, argc, argv, &err)) {
 	case CONFIG_OK: break;
 	case CONFIG_HELP: rc = 0; goto out;
+	case CONFIG_VERSION: rc = 0; goto out;
 	default:
 		fprintf(stderr, "rungd: %s\n", err);
 		rc = 2;
@@ -223,9 +225,9 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
-	log_info("listening", "listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d db_pool=%d "
-		 "retain_days=%d fair_share=%d", o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms,
-		 o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share);
+	log_info("listening", "version=%s listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d "
+		 "db_pool=%d retain_days=%d fair_share=%d", rung_version(), o.listen, o.lease_seconds, o.heartbeat_ms,
+		 o.reap_interval_ms, o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share);
 	event_base_dispatch(app.base);
 	rc = 0;
 	log_info("stopped", "inflight=%d", app.inflight);

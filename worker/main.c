@@ -12,6 +12,7 @@
 #include "client.h"
 #include "log.h"
 #include "util.h"
+#include "version.h"
 #include "worker.h"
 #include "worker_config.h"
 
@@ -48,6 +49,7 @@ int main(int argc, char **argv)
 	case OPTIONS_OK:
 		break;
 	case OPTIONS_HELP:
+	case OPTIONS_VERSION:
 		worker_config_release(&cfg);
 		return 0;
 	case OPTIONS_ERROR:
@@ -81,8 +83,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	pthread_detach(sigthr);
-	log_info("started", "server=%s name=%s work_dir=%s config=%s", cfg.opts.server, cfg.opts.name,
-		 cfg.opts.work_dir, cfg.config_file ? cfg.config_file : "none");
+	log_info("started", "version=%s server=%s name=%s work_dir=%s config=%s", rung_version(), cfg.opts.server,
+		 cfg.opts.name, cfg.opts.work_dir, cfg.config_file ? cfg.config_file : "none");
 	rc = worker_run(w) < 0 ? 1 : 0;
 	log_info("stopped", "exit=%d", rc);
 	/* The signal thread still holds w: leave it to process exit rather than free under it. */

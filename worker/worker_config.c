@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "util.h"
+#include "version.h"
 
 /* Indexes into opts[]; the order is the --help order. */
 enum wc_opt {
@@ -70,6 +71,8 @@ enum options_result worker_config_load(struct worker_config *c, int argc, char *
 	rc = options_load(&c->store, argc, argv, err);
 	if (rc == OPTIONS_HELP)
 		worker_config_usage(stdout);
+	if (rc == OPTIONS_VERSION)
+		printf("rung-worker %s\n", rung_version());
 	if (rc != OPTIONS_OK)
 		return rc;
 	if (!options_str(&c->store, W_TRAINER_CMD)) {

@@ -20,7 +20,8 @@ struct worker_config {
 
 /* Fills *c from defaults, the config file, the environment (getenv) and argv, in rising
  * precedence. argv is not modified. It does not touch the environment: the caller removes
- * RUNG_TOKEN. Returns OPTIONS_OK; OPTIONS_HELP after printing the usage to stdout; or
+ * RUNG_TOKEN. Returns OPTIONS_OK; OPTIONS_HELP after printing the usage to stdout;
+ * OPTIONS_VERSION after printing "rung-worker VERSION" to stdout; or
  * OPTIONS_ERROR with *err (heap, caller frees) naming the flag, variable or FILE:LINE. Call
  * worker_config_release in every case. */
 enum options_result worker_config_load(struct worker_config *c, int argc, char **argv, char **err);

@@ -1,10 +1,12 @@
-# Build: docker build -f deploy/docker/rungd.Dockerfile -t rungd .
+# Build: docker build -f deploy/docker/rungd.Dockerfile --build-arg RUNG_VERSION=$(git describe --always --dirty --tags) -t rungd .
+# (RUNG_VERSION: what `rungd --version`, /healthz and /metrics report; the image has no git, without it: "unknown")
 FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential libpq-dev libevent-dev \
     libjansson-dev libcurl4-openssl-dev libyaml-dev postgresql-common && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN make bin/rungd bin/rungctl
+ARG RUNG_VERSION=
+RUN make RUNG_VERSION="$RUNG_VERSION" bin/rungd bin/rungctl
 
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends libpq5 libevent-2.1-7 libjansson4 libcurl4 \

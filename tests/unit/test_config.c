@@ -120,6 +120,9 @@ int main(void)
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "stray", NULL }), CONFIG_ERROR, "positional argument refused");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "migrate", "--no-migrate", NULL }), CONFIG_OK, "migrate subcommand");
 	TAP_OK(c.migrate_only && c.no_migrate, "migrate subcommand and bare boolean flag");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--version", NULL }), CONFIG_VERSION, "--version");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "migrate", "--lease-seconds", "0", "--version", NULL }),
+		   CONFIG_VERSION, "--version after the migrate subcommand and a bad value");
 
 	{
 		char *buf = NULL;

@@ -1,6 +1,6 @@
 /* Unit tests of common/options.c, the generic loader: env names (given or derived), defaults,
  * precedence flag > env > file > default, sources, validation errors naming their origin,
- * OPTIONS_NO_FILE, the config option, --help and the usage text. */
+ * OPTIONS_NO_FILE, the config option, --help, --version and the usage text. */
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -134,6 +134,15 @@ int main(void)
 	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "x", NULL }), OPTIONS_ERROR, "positional refused");
 	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "--item-count", "99", "--help", NULL }), OPTIONS_HELP,
 		   "--help wins over an earlier bad value");
+	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "--version", NULL }), OPTIONS_VERSION, "--version");
+	setenv("RUNG_ITEM_COUNT", "many", 1);
+	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "--item-count", "99", "--version", "--item-count", NULL }),
+		   OPTIONS_VERSION, "--version wins over bad values before and after it and in the environment");
+	unsetenv("RUNG_ITEM_COUNT");
+	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "--bogus", "--version", NULL }), OPTIONS_ERROR,
+		   "an unknown flag before --version is still refused");
+	TAP_INT_EQ(load(&o, &err, (const char *const[]){ "--version=1", NULL }), OPTIONS_ERROR,
+		   "--version takes no value");
 
 	{
 		char *buf = NULL;
@@ -143,7 +152,8 @@ int main(void)
 		fclose(f);
 		TAP_OK(has(buf, "--item-count N") && has(buf, "(RUNG_ITEM_COUNT; default 5)") &&
 		       has(buf, "(RUNG_TEST_OPT_NAME; default dflt)") && has(buf, "(RUNG_SECRET; default computed)") &&
-		       has(buf, "(RUNG_CONF; default none)") && has(buf, "--fast ") && has(buf, "Precedence"),
+		       has(buf, "(RUNG_CONF; default none)") && has(buf, "--fast ") && has(buf, "Precedence") &&
+		       has(buf, "--version"),
 		       "usage lists flags, variables and defaults");
 		free(buf);
 	}

@@ -110,6 +110,8 @@ int main(void)
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--trainer-cmd", "", NULL }), OPTIONS_ERROR,
 		   "empty trainer-cmd refused");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--server", NULL }), OPTIONS_ERROR, "missing value refused");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--trainer-cmd", "", "--version", NULL }), OPTIONS_VERSION,
+		   "--version, even with an empty trainer-cmd");
 
 	{
 		char *buf = NULL;
