@@ -1,5 +1,6 @@
 /* HTTP for rungctl (see httpc.h): a fresh curl easy handle per call keeps calls independent; the
- * CLI makes a handful of calls, so connection reuse is not worth the shared state. */
+ * CLI makes a handful of calls, so connection reuse is not worth the shared state. Each call says
+ * `User-Agent: rungctl/VERSION`. */
 #include "httpc.h"
 
 #include <curl/curl.h>
@@ -7,10 +8,12 @@
 #include <string.h>
 
 #include "util.h"
+#include "version.h"
 
 struct httpc {
 	char *base;
 	char *auth;         /* "Authorization: Bearer ..." or NULL */
+	char *agent;        /* "rungctl/VERSION" */
 };
 
 struct httpc_buf {
@@ -51,6 +54,7 @@ struct httpc *httpc_new(const char *base_url, const char *token)
 		h->base[--l] = '\0';
 	if (token && *token)
 		h->auth = xasprintf("Authorization: Bearer %s", token);
+	h->agent = xasprintf("rungctl/%s", rung_version());
 	return h;
 }
 
@@ -60,6 +64,7 @@ void httpc_free(struct httpc *h)
 		return;
 	free(h->base);
 	free(h->auth);
+	free(h->agent);
 	free(h);
 }
 
@@ -103,6 +108,7 @@ int httpc_call(struct httpc *h, const char *method, const char *path, const json
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, h->agent);
 	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);

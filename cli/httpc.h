@@ -10,7 +10,8 @@
 struct httpc;
 
 /* A client for the server at base_url (e.g. http://127.0.0.1:8080; a trailing '/' is dropped) that
- * sends `Authorization: Bearer TOKEN` when token is non-NULL and non-empty. Both are copied. */
+ * sends `Authorization: Bearer TOKEN` when token is non-NULL and non-empty, and `User-Agent:
+ * rungctl/VERSION` (rung_version) always. Both are copied. */
 struct httpc *httpc_new(const char *base_url, const char *token);
 void httpc_free(struct httpc *h);
 

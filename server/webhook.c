@@ -19,6 +19,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "version.h"
 
 #define WEBHOOK_BATCH 16
 #define WEBHOOK_ERR_MAX (CURL_ERROR_SIZE + 16)
@@ -337,7 +338,11 @@ struct webhook *webhook_new(struct event_base *base, struct db *db, const struct
 		return NULL;
 	}
 	w->headers = curl_slist_append(NULL, "Content-Type: application/json");
-	w->headers = curl_slist_append(w->headers, "User-Agent: rungd");
+	{
+		char *agent = xasprintf("User-Agent: rungd/%s", rung_version()); /* the list keeps a copy */
+		w->headers = curl_slist_append(w->headers, agent);
+		free(agent);
+	}
 	curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
 	curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
 	curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);

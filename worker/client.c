@@ -1,6 +1,7 @@
 /* HTTP client to rungd (see client.h) on a libcurl easy handle reused between calls (keeps the
- * connection). Answers are capped at 1 MiB; the progress callback watches the abort flag. Says
- * once when rungd refuses the bearer token as expired. */
+ * connection), each call identified as `User-Agent: rung-worker/VERSION`. Answers are capped at
+ * 1 MiB; the progress callback watches the abort flag. Says once when rungd refuses the bearer
+ * token as expired. */
 #include "client.h"
 
 #include <curl/curl.h>
@@ -10,6 +11,7 @@
 
 #include "log.h"
 #include "util.h"
+#include "version.h"
 
 #define CLIENT_ANSWER_CAP (1024 * 1024)
 
@@ -47,6 +49,7 @@ void client_set_token(const char *token)
 struct client {
 	CURL *curl;
 	char *base;
+	char *agent;        /* "rung-worker/VERSION" */
 	char *buf;          /* answer being received */
 	size_t len;
 	int overflow;
@@ -62,6 +65,7 @@ struct client *client_new(const char *base_url)
 		abort();
 	}
 	c->base = xstrdup(base_url);
+	c->agent = xasprintf("rung-worker/%s", rung_version());
 	l = strlen(c->base);
 	while (l && c->base[l - 1] == '/')
 		c->base[--l] = '\0';
@@ -74,6 +78,7 @@ void client_free(struct client *c)
 		return;
 	curl_easy_cleanup(c->curl);
 	free(c->base);
+	free(c->agent);
 	free(c->buf);
 	free(c);
 }
@@ -122,6 +127,7 @@ int client_post(struct client *c, const char *path, const json_t *body, long tim
 		hdrs = curl_slist_append(hdrs, client_auth);
 	curl_easy_reset(c->curl);
 	curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	curl_easy_setopt(c->curl, CURLOPT_USERAGENT, c->agent);
 	curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c->curl, CURLOPT_POSTFIELDS, text);
 	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, hdrs);

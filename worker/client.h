@@ -18,7 +18,8 @@ struct client *client_new(const char *base_url);
 /* NULL is a no-op. */
 void client_free(struct client *c);
 
-/* POSTs BODY (borrowed; NULL sends {}) to BASE_URL+PATH. Returns the HTTP status with *answer
+/* POSTs BODY (borrowed; NULL sends {}) to BASE_URL+PATH with `User-Agent: rung-worker/VERSION`
+ * (rung_version). Returns the HTTP status with *answer
  * set to the parsed JSON answer (a new reference, NULL when empty or not JSON), or -1 on a
  * transport failure, a timeout after TIMEOUT_MS, or when ABORT (may be NULL) became non-zero,
  * with *err (heap) saying why. The first 401 token_expired (after start, or after a call that

@@ -25,6 +25,7 @@
 #include "scan.h"
 #include "spool.h"
 #include "util.h"
+#include "version.h"
 
 #define WORKER_LOG_CAP ((size_t)64 * 1024 * 1024)
 #define WORKER_BACKOFF_MIN_MS 200
@@ -133,7 +134,10 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 		json_array_append_new(gpus, json_pack("{s:s, s:i, s:s, s:I}", "uuid", w->slots[i].gpu.uuid,
 						      "index", w->slots[i].gpu.index, "name", w->slots[i].gpu.name,
 						      "memory_total_mib", (json_int_t)w->slots[i].gpu.total_mib));
-	body = json_pack("{s:s, s:s, s:O}", "name", w->o.name, "host", w->host, "gpus", gpus);
+	/* version: which build this host runs, for GET /v1/workers and /metrics during a rollout (a
+	 * rungd from before it ignores the member) */
+	body = json_pack("{s:s, s:s, s:O, s:s}", "name", w->o.name, "host", w->host, "gpus", gpus, "version",
+			 rung_version());
 	while (!atomic_load(&w->stopping)) {
 		char *err = NULL, *id;
 		int st = client_post(c, "/v1/workers", body, 10000, &w->stopping, &ans, &err);

@@ -1,11 +1,15 @@
 /* Integration: versions, for a fleet upgraded host by host. `--version` of bin/rungd, bin/rung-worker
- * and bin/rungctl (exit 0, "NAME VERSION", the same build's version). Real binaries. */
+ * and bin/rungctl (exit 0, "NAME VERSION", the same build's version); who says which version to whom
+ * (User-Agent of rungctl, rung-worker and rungd's webhooks, the worker's registration body, seen by a
+ * receiver standing in for rungd or a webhook's endpoint). Real binaries and Postgres. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "harness.h"
+#include "receiver.h"
 #include "util.h"
 
 /* Runs `ROOT/CMD` through the shell, stderr with stdout; returns the output (heap) and the exit
@@ -74,12 +78,115 @@ static void test_version_flags(struct harness *h, char **version)
 	free(c);
 }
 
+/* The receiver's first request whose path starts with path and whose User-Agent starts with agent:
+ * that User-Agent and its body into *got_agent and *got_body (heap, may be NULL); false when none came. */
+static bool recv_find(struct receiver *r, const char *path, const char *agent, char **got_agent, char **got_body)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&r->mu);
+	for (int i = 0; i < r->got && i < RECV_MAX && !found; i++)
+		if (!strncmp(r->paths[i], path, strlen(path)) && !strncmp(r->agents[i], agent, strlen(agent))) {
+			if (got_agent)
+				*got_agent = xstrdup(r->agents[i]);
+			if (got_body)
+				*got_body = xstrdup(r->bodies[i]);
+			found = true;
+		}
+	pthread_mutex_unlock(&r->mu);
+	return found;
+}
+
+struct recv_wait_for {
+	struct receiver *r;
+	const char *path, *agent;
+};
+
+static bool recv_came(void *arg)
+{
+	struct recv_wait_for *w = arg;
+	return recv_find(w->r, w->path, w->agent, NULL, NULL);
+}
+
+/* Checks that a request to path came from `prog/VERSION`; returns its body (heap) or NULL. */
+static char *check_agent(struct harness *h, struct receiver *rc, const char *path, const char *prog,
+			 const char *version, const char *what)
+{
+	char *prefix = xasprintf("%s/", prog), *want = xasprintf("%s/%s", prog, version), *agent = NULL, *body = NULL;
+	struct recv_wait_for w = { rc, path, prefix };
+
+	if (wait_until(recv_came, &w, 20000))
+		recv_find(rc, path, prefix, &agent, &body);
+	if (!h_ok(h, agent && !strcmp(agent, want), "%s: User-Agent: %s", what, want))
+		h_diag("got User-Agent %s", agent ? agent : "(no request from it)");
+	free(agent);
+	free(want);
+	free(prefix);
+	return body;
+}
+
+/* rungctl and rung-worker pointed at the receiver say who they are; the worker registers with its
+ * version; rungd's webhook deliveries say who sends them. */
+static void test_agents(struct harness *h, struct receiver *rc, const char *version)
+{
+	char *url = xasprintf("http://127.0.0.1:%d", rc->port), *cmd = xasprintf("bin/rungctl --url %s workers", url);
+	const char *args[] = { "--server", url, NULL };
+	struct h_worker_opts wo = { .args = args };
+	struct h_worker *w;
+	json_t *cfg = h_config("agent", 10), *job = NULL, *doc = NULL;
+	char *id = NULL, *body;
+	long st = 0;
+	int rc_ = -1;
+
+	free(run_cmd(h, cmd, &rc_));
+	free(check_agent(h, rc, "/v1/workers", "rungctl", version, "rungctl"));
+
+	w = h_worker_start(h, "agent-w", &wo);
+	body = check_agent(h, rc, "/v1/workers", "rung-worker", version, "rung-worker's registration");
+	doc = body ? json_loads(body, 0, NULL) : NULL;
+	h_ok(h, doc && !strcmp(h_str(doc, "version"), version) && json_is_array(json_object_get(doc, "gpus")),
+	     "its registration carries \"version\": VERSION beside its GPUs");
+	json_decref(doc);
+	free(body);
+	if (w)
+		h_worker_stop(h, w, SIGKILL);
+
+	/* a queued job cancelled: its job.cancelled webhook comes from rungd/VERSION */
+	job = h_submit(h, cfg, NULL);
+	id = h_id(job, "id");
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id ? id : "0"));
+	h_ok(h, st == 200, "a queued job cancelled (%ld)", st);
+	free(check_agent(h, rc, "/hook", "rungd", version, "rungd's job webhook"));
+	free(id);
+	json_decref(job);
+	json_decref(cfg);
+	free(cmd);
+	free(url);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
-	char *version = NULL;
+	struct receiver rc = { 0 };
+	char *version = NULL, *hook = NULL;
 
+	pthread_mutex_init(&rc.mu, NULL);
 	test_version_flags(h, &version);
+	if (!version)
+		version = xstrdup("?");
+	rc.port = unused_port();
+	hook = xasprintf("http://127.0.0.1:%d/hook", rc.port);
+	if (!h_ok(h, rc.port > 0 && recv_start(&rc) == 0, "receiver listening"))
+		goto out;
+	{
+		const char *flags[] = { "--job-webhook", hook, "--webhook-poll-ms", "50", NULL };
+		if (!h_ok(h, h_server_start(h, flags) == 0, "rungd starts"))
+			goto out;
+	}
+	test_agents(h, &rc, version);
+out:
+	recv_stop(&rc);
+	free(hook);
 	free(version);
 	return h_free(h);
 }

@@ -29,6 +29,7 @@ static void recv_on_request(struct evhttp_request *req, void *arg)
 	if (n < RECV_MAX) {
 		r->bodies[n] = body;
 		r->paths[n] = xstrdup(evhttp_request_get_uri(req));
+		r->agents[n] = xstrdup(evhttp_find_header(evhttp_request_get_input_headers(req), "User-Agent") ?: "");
 	} else {
 		free(body);
 	}
@@ -98,6 +99,7 @@ void recv_stop(struct receiver *r)
 	for (int i = 0; i < RECV_MAX; i++) {
 		free(r->bodies[i]);
 		free(r->paths[i]);
+		free(r->agents[i]);
 	}
 	pthread_mutex_destroy(&r->mu);
 }

@@ -1,5 +1,5 @@
 /* A webhook receiver for integration tests: a small evhttp server on its own thread that records
- * what is POSTed to it (bodies and paths) and answers the first `fail_first` POSTs 503, the rest
+ * what is sent to it (bodies, paths and User-Agent headers) and answers the first `fail_first` POSTs 503, the rest
  * 204. Used by it_ops (escalations) and it_jobhook (jobs that ended). */
 #ifndef RUNG_TEST_RECEIVER_H
 #define RUNG_TEST_RECEIVER_H
@@ -22,6 +22,7 @@ struct receiver {
 	int got;                  /* POSTs received */
 	char *bodies[RECV_MAX];   /* their bodies */
 	char *paths[RECV_MAX];
+	char *agents[RECV_MAX];   /* their User-Agent headers ("" when none) */
 	struct event_base *base;
 	struct evhttp *http;
 	bool running;             /* the thread was started */
