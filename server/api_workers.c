@@ -1,5 +1,6 @@
-/* /v1/workers handlers: register (one statement upserting the worker by name and its GPUs by
- * uuid) and lease (body validation here, the long-poll itself in lease.c). */
+/* /v1/workers handlers: register (one statement upserting the worker by name, with the version it
+ * runs, and its GPUs by uuid; a line in the log when that version is not this rungd's) and lease
+ * (body validation here, the long-poll itself in lease.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "version.h"
 
 #define LEASE_WAIT_MAX_MS 60000
 #define TEXT_MAX_LEN 256
@@ -29,10 +31,26 @@ static bool uuid_routable(const char *s)
 	return true;
 }
 
+/* s as the inside of a quoted log value in buf (always terminated): `"` and `\` escaped with a
+ * backslash, control characters as `?`, cut at n - 1 bytes; a worker picks its name and version. */
+static const char *log_quoted(char *buf, size_t n, const char *s)
+{
+	size_t i = 0;
+
+	for (; s && *s && i + 2 < n; s++) {
+		if (*s == '"' || *s == '\\')
+			buf[i++] = '\\';
+		buf[i++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+	}
+	buf[i] = '\0';
+	return buf;
+}
+
 static void on_registered(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	const char *value;
+	const char *value, *version, *name;
+	char vq[2 * RUNG_VERSION_MAX + 1], nq[2 * TEXT_MAX_LEN + 1];
 	json_t *doc;
 	long long id;
 	bool created;
@@ -52,9 +70,16 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	}
 	id = json_integer_value(json_object_get(doc, "id"));
 	created = json_is_true(json_object_get(doc, "created"));
-	json_decref(doc);
+	version = json_string_value(json_object_get(doc, "version")); /* what it sent, echoed by the statement */
+	name = json_string_value(json_object_get(doc, "name"));
 	auth_worker_changed(h->app->auth, id); /* its GPUs or its token may be new */
-	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld", id);
+	log_quoted(vq, sizeof vq, version ? version : "unknown");
+	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld version=\"%s\"", id, vq);
+	/* A mixed fleet is normal while a rollout goes on: a line to follow it by, not an error. */
+	if (!version || strcmp(version, rung_version()))
+		log_info("worker runs another version than this rungd", "worker=%lld name=\"%s\" version=\"%s\" rungd_version=%s",
+			 id, log_quoted(nq, sizeof nq, name), vq, rung_version());
+	json_decref(doc);
 	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i}", "id", (json_int_t)id, "lease_seconds",
 						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms));
 }
@@ -108,7 +133,7 @@ static char *check_gpus(const json_t *gpus, char **message)
 
 void api_workers_register(struct hreq *h)
 {
-	json_t *body = NULL, *name, *host, *gpus;
+	json_t *body = NULL, *name, *host, *gpus, *version;
 	char *field = NULL, *message = NULL, *gpus_s = NULL;
 
 	if (hreq_body(h, &body) < 0)
@@ -116,12 +141,21 @@ void api_workers_register(struct hreq *h)
 	name = json_object_get(body, "name");
 	host = json_object_get(body, "host");
 	gpus = json_object_get(body, "gpus");
+	version = json_object_get(body, "version");
 	if (!json_is_string(name) || json_string_length(name) == 0 || json_string_length(name) > TEXT_MAX_LEN) {
 		hreq_error(h, 400, "invalid_request", "name", "name must be a non-empty string");
 		goto out;
 	}
 	if (host && !json_is_null(host) && (!json_is_string(host) || json_string_length(host) > TEXT_MAX_LEN)) {
 		hreq_error(h, 400, "invalid_request", "host", "host must be a string of at most %d bytes", TEXT_MAX_LEN);
+		goto out;
+	}
+	/* optional: a worker from before versions sends none (null reads as none); shown in lists, logs
+	 * and a metric label, so only printable ASCII */
+	if (version && !json_is_null(version) &&
+	    (!json_is_string(version) || !rung_version_valid(json_string_value(version), json_string_length(version)))) {
+		hreq_error(h, 400, "invalid_request", "version",
+			   "version must be a string of 1 to %d printable ASCII characters", RUNG_VERSION_MAX);
 		goto out;
 	}
 	field = check_gpus(gpus, &message);
@@ -134,9 +168,10 @@ void api_workers_register(struct hreq *h)
 		/* the worker row is bound to the registering token (auth.h: AUTH_SCOPE_WORKER) */
 		char token_id[32];
 		snprintf(token_id, sizeof token_id, "%lld", h->who.token_id);
-		const char *params[5] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
-					  gpus_s, token_id, h->who.role == AUTH_ADMIN ? "true" : "false" };
-		db_exec(h->app->db, sql_token_register, 5, params, on_registered, h);
+		const char *params[6] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
+					  gpus_s, token_id, h->who.role == AUTH_ADMIN ? "true" : "false",
+					  json_is_string(version) ? json_string_value(version) : NULL };
+		db_exec(h->app->db, sql_token_register, 6, params, on_registered, h);
 	}
 out:
 	free(field);

@@ -147,6 +147,13 @@ int main(void)
 	j = h_post(h, "/v1/workers", b, &st);
 	check_error(h, "register a GPU whose uuid is ..", st, 400, j, "gpus[0].uuid");
 	json_decref(b);
+	/* "version" is optional, but when given 1..64 printable ASCII characters (a label, a log value) */
+	b = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}], s:s}", "name", "w-ver", "host", "h", "gpus", "uuid", "GPU-ver-0",
+		      "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576, "version", "v1\n2");
+	j = h_post(h, "/v1/workers", b, &st);
+	check_error(h, "register with a version holding a newline", st, 400, j, "version");
+	json_decref(b);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM workers", 0, NULL) == 0, "no worker row from a refused registration");
 	char *wid = h_fake_register(h, "wbad", "GPU-bad-0", 24576);
 	h_ok(h, wid != NULL, "register a worker");
 	if (wid) {

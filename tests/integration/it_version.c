@@ -3,6 +3,7 @@
  * (User-Agent of rungctl, rung-worker and rungd's webhooks, the worker's registration body, seen by a
  * receiver standing in for rungd or a webhook's endpoint). Real binaries and Postgres. */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "harness.h"
 #include "receiver.h"
 #include "util.h"
+#include "version.h"
 
 /* Runs `ROOT/CMD` through the shell, stderr with stdout; returns the output (heap) and the exit
  * status in *rc (-1 when it did not exit). */
@@ -164,6 +166,180 @@ static void test_agents(struct harness *h, struct receiver *rc, const char *vers
 	free(url);
 }
 
+/* POST /v1/workers as a fake worker named name with one GPU, "version": version (json_null() for
+ * null, NULL for none; stolen); returns the status, the worker's id into *id (heap) when given. */
+static long reg(struct harness *h, const char *name, json_t *version, char **id)
+{
+	char *uuid = xasprintf("GPU-ver-%s", name);
+	json_t *body = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "ver-host", "gpus", "uuid",
+				 uuid, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576), *ans;
+	long st = 0;
+
+	if (version)
+		json_object_set_new(body, "version", version);
+	ans = h_post(h, "/v1/workers", body, &st);
+	if (id)
+		*id = h_id(ans, "id");
+	json_decref(ans);
+	json_decref(body);
+	free(uuid);
+	return st;
+}
+
+/* The worker named name as GET /v1/workers lists it (new reference) or NULL. */
+static json_t *listed(struct harness *h, const char *name)
+{
+	long st = 0;
+	json_t *all = h_get(h, "/v1/workers", &st), *w, *found = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(all, "workers"), i, w)
+		if (!strcmp(h_str(w, "name"), name))
+			found = json_incref(w);
+	json_decref(all);
+	return found;
+}
+
+/* How many lines of rungd's log hold every one of the (NULL-terminated) strings. */
+static int log_lines(struct harness *h, ...)
+{
+	char *text = h_slurp(h->server.log_path), *line = text, *nl;
+	int n = 0;
+
+	for (; line && *line; line = nl ? nl + 1 : line + strlen(line)) {
+		const char *s;
+		bool all = true;
+		va_list ap;
+
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		va_start(ap, h);
+		while (all && (s = va_arg(ap, const char *)) != NULL)
+			all = strstr(line, s) != NULL;
+		va_end(ap);
+		n += all;
+	}
+	free(text);
+	return n;
+}
+
+/* Registration with a version, without one, with this rungd's, with null; a re-registration
+ * replaces it; bad ones are refused naming "version" and store nothing; GET /v1/workers lists it;
+ * rungd logs a line for each worker on another version. */
+static void test_registration(struct harness *h, const char *version)
+{
+	static const char *const bad_text[] = { "", "a\nb", "tab\there", "v1-\xc3\xa9", "del\x7f" };
+	char *id = NULL, *want, long_v[RUNG_VERSION_MAX + 2];
+	json_t *w;
+	long long before;
+	size_t i;
+
+	h_ok(h, reg(h, "ver-old", json_string("old-1.0"), &id) == 201, "register with \"version\": 201");
+	w = listed(h, "ver-old");
+	h_ok(h, w && !strcmp(h_str(w, "version"), "old-1.0"), "GET /v1/workers lists its version");
+	json_decref(w);
+	want = xasprintf("worker=%s ", id ? id : "?");
+	h_ok(h, log_lines(h, "worker runs another version than this rungd", want, "name=\"ver-old\"",
+			  "version=\"old-1.0\"", "rungd_version=", NULL) == 1,
+	     "rungd logs one line: the worker runs another version than its own");
+	h_ok(h, log_lines(h, "level=info", "worker runs another version", want, NULL) == 1, "at level info, not an error");
+	free(want);
+	free(id);
+
+	h_ok(h, reg(h, "ver-none", NULL, &id) == 201, "register without a version (a worker from before): 201");
+	w = listed(h, "ver-none");
+	h_ok(h, w && json_is_null(json_object_get(w, "version")), "listed with \"version\": null");
+	json_decref(w);
+	want = xasprintf("worker=%s ", id ? id : "?");
+	h_ok(h, log_lines(h, "worker runs another version", want, "version=\"unknown\"", NULL) == 1,
+	     "a worker without a version is logged as on another version (unknown)");
+	free(want);
+	free(id);
+
+	h_ok(h, reg(h, "ver-same", json_string(version), &id) == 201, "register with this rungd's version: 201");
+	want = xasprintf("worker=%s ", id ? id : "?");
+	h_ok(h, log_lines(h, "worker runs another version", want, NULL) == 0 &&
+		     log_lines(h, "worker registered", want, NULL) == 1,
+	     "no line for a worker on rungd's own version (the registration's line only)");
+	free(want);
+	free(id);
+
+	h_ok(h, reg(h, "ver-null", json_null(), NULL) == 201, "\"version\": null reads as none: 201");
+	w = listed(h, "ver-null");
+	h_ok(h, w && json_is_null(json_object_get(w, "version")), "listed with \"version\": null");
+	json_decref(w);
+
+	h_ok(h, reg(h, "ver-old", json_string("new-2.0"), NULL) == 200, "the same name re-registers with another version: 200");
+	w = listed(h, "ver-old");
+	h_ok(h, w && !strcmp(h_str(w, "version"), "new-2.0"), "its version is replaced");
+	json_decref(w);
+	h_ok(h, reg(h, "ver-old", NULL, NULL) == 200, "and again without one (rolled back to an old build)");
+	w = listed(h, "ver-old");
+	h_ok(h, w && json_is_null(json_object_get(w, "version")), "its version is null again, not the stale one");
+	json_decref(w);
+
+	memset(long_v, 'v', sizeof long_v);
+	long_v[RUNG_VERSION_MAX] = '\0';
+	h_ok(h, reg(h, "ver-64", json_string(long_v), NULL) == 201, "64 characters accepted");
+	before = h_sql_int(h, "SELECT count(*) FROM workers", 0, NULL);
+	long_v[RUNG_VERSION_MAX] = 'v';
+	long_v[RUNG_VERSION_MAX + 1] = '\0';
+	{
+		json_t *bad[ARRAY_LEN(bad_text) + 3];
+		const char *what[ARRAY_LEN(bad_text) + 3] = { "empty", "a newline", "a tab", "non-ASCII", "DEL",
+							      "65 characters", "a number", "an object" };
+		for (i = 0; i < ARRAY_LEN(bad_text); i++)
+			bad[i] = json_string(bad_text[i]);
+		bad[i++] = json_string(long_v);
+		bad[i++] = json_integer(7);
+		bad[i++] = json_pack("{s:s}", "git", "abc");
+		for (i = 0; i < ARRAY_LEN(bad); i++) {
+			char *name = xasprintf("ver-bad-%zu", i);
+			char *uuid = xasprintf("GPU-ver-%s", name);
+			json_t *body = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}], s:o}", "name", name, "host", "h", "gpus",
+						 "uuid", uuid, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24576,
+						 "version", bad[i]);
+			long st = 0;
+			json_t *ans = h_post(h, "/v1/workers", body, &st);
+			h_ok(h, st == 400 && !strcmp(h_str(ans, "field"), "version") && !strcmp(h_str(ans, "error"), "invalid_request") &&
+				     strstr(h_str(ans, "message"), "printable ASCII"),
+			     "a version that is %s: 400 naming the field version (%ld)", what[i], st);
+			json_decref(ans);
+			json_decref(body);
+			free(uuid);
+			free(name);
+		}
+	}
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM workers", 0, NULL) == before, "a refused registration stores nothing");
+}
+
+/* A real rung-worker registers with the version it was built with: rungd's, so no line for it. */
+struct listed_as {
+	struct harness *h;
+	const char *name, *version;
+};
+
+static bool is_listed(void *arg)
+{
+	struct listed_as *l = arg;
+	json_t *w = listed(l->h, l->name);
+	bool ok = w && !strcmp(h_str(w, "version"), l->version);
+
+	json_decref(w);
+	return ok;
+}
+
+static void test_real_worker(struct harness *h, const char *version)
+{
+	struct h_worker *w = h_worker_start(h, "ver-real", NULL);
+	struct listed_as l = { h, "ver-real", version };
+
+	h_ok(h, w && wait_until(is_listed, &l, 20000), "a real rung-worker is listed with its build's version");
+	h_ok(h, log_lines(h, "worker runs another version", "name=\"ver-real\"", NULL) == 0,
+	     "no other-version line for it: it runs rungd's build");
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
@@ -184,6 +360,8 @@ int main(void)
 			goto out;
 	}
 	test_agents(h, &rc, version);
+	test_registration(h, version);
+	test_real_worker(h, version);
 out:
 	recv_stop(&rc);
 	free(hook);

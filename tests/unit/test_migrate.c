@@ -446,11 +446,11 @@ static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
 	" (SELECT string_agg((to_jsonb(t) - 'labels')::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
-	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels and
-	 * 020's tokens.max_running and 023's tokens.expires_at are left out */
+	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels,
+	 * 020's tokens.max_running, 023's tokens.expires_at and 024's workers.version are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id'])::text, ',' ORDER BY t.id) FROM attempts t),"
-	" (SELECT string_agg((to_jsonb(t) - 'drain')::text, ',' ORDER BY t.id) FROM workers t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version'])::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at'])::text, ',' ORDER BY t.id) FROM tokens t),"
 	" (SELECT string_agg(jsonb_set(to_jsonb(t), '{id}', to_jsonb(t.id / CASE WHEN to_regclass('event_log') IS NULL"
@@ -552,6 +552,14 @@ static void test_upgrade(void)
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM webhook_outbox"), 2, "and the webhook trigger queued its notification");
 	TAP_STR_EQ(val(url, "SELECT string_agg(name || ':' || state, ',' ORDER BY name) FROM jobs", 0, NULL, b, sizeof b),
 		"a:succeeded,b:succeeded,c:failed,d:failed", "every job where the calls put it");
+	{
+		/* during a rollout a rungd from before migration 024 still registers, as it always did */
+		const char *reg[5] = { "old-rungd", "h", "[{\"uuid\": \"U-old\", \"memory_total_mib\": 1024}]", NULL, "true" };
+		TAP_STR_EQ(val(url, "SELECT rung_register_owned($1, $2, $3::jsonb, $4::bigint, $5::boolean)->>'status'", 5, reg,
+			       b, sizeof b), "ok", "a rungd from before 024 registers with its five arguments (rollout)");
+		TAP_STR_EQ(val(url, "SELECT coalesce(version, 'none') FROM workers WHERE name = 'old-rungd'", 0, NULL, b, sizeof b),
+			   "none", "its worker without a version");
+	}
 
 	/* Twice is a no-op; a fresh database ends with the same functions and triggers. */
 	sql_scalar(url, sql_versions, 0, NULL, v1, sizeof v1);
