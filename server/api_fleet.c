@@ -15,6 +15,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "version.h"
 
 /* Replies the statement's JSON value, or 404 "no such THING" when it is NULL / missing. */
 static void reply_doc(struct hreq *h, PGresult *res, const char *err, const char *thing)
@@ -210,20 +211,34 @@ void api_fleet_gpu_release(struct hreq *h)
 	db_exec(h->app->db, sql_gpu_release, 1, params, on_gpu_released, h);
 }
 
+/* The /healthz answer: this rungd's version always; the schema's number while the database answers,
+ * else null. */
+static json_t *health_doc(bool up, json_t *schema)
+{
+	return json_pack("{s:b, s:s, s:s, s:o}", "ok", up, "database", up ? "up" : "down", "version", rung_version(),
+			 "schema", schema ? schema : json_null());
+}
+
 static void on_health(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
-	bool up = res && PQresultStatus(res) == PGRES_TUPLES_OK;
+	const char *sqlstate = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	/* undefined_table: a database no migration ever ran on (rungd --no-migrate); it answers all the same */
+	bool bare = res && PQresultStatus(res) == PGRES_FATAL_ERROR && sqlstate && !strcmp(sqlstate, "42P01");
+	bool up = (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) || bare;
+	json_t *schema = NULL;
 
 	if (!up)
 		log_warn("health check failed", "error=\"%s\"", res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : err);
-	hreq_reply(h, up ? 200 : 503, json_pack("{s:b, s:s}", "ok", up, "database", up ? "up" : "down"));
+	else
+		schema = json_integer(bare || PQgetisnull(res, 0, 0) ? 0 : strtoll(PQgetvalue(res, 0, 0), NULL, 10));
+	hreq_reply(h, up ? 200 : 503, health_doc(up, schema));
 }
 
 void api_fleet_healthz(struct hreq *h)
 {
 	if (!db_up(h->app->db)) {
-		hreq_reply(h, 503, json_pack("{s:b, s:s}", "ok", 0, "database", "down"));
+		hreq_reply(h, 503, health_doc(false, NULL));
 		return;
 	}
 	db_exec(h->app->db, sql_healthz, 0, NULL, on_health, h);

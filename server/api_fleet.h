@@ -21,6 +21,10 @@ void api_fleet_owners(struct hreq *h);
  * nothing), 400 note, 404 (sql/functions/31_drain.sql). */
 void api_fleet_worker_drain(struct hreq *h);
 void api_fleet_worker_resume(struct hreq *h);
+/* GET /healthz (open, polled by load balancers): 200 {"ok": true, "database": "up", "version": rungd's
+ * (rung_version), "schema": the highest migration applied, a number (sql/healthz.sql: one short read
+ * of schema_migrations; 0 before any)}, or 503 {"ok": false, "database": "down", "version",
+ * "schema": null} while the database does not answer. */
 void api_fleet_healthz(struct hreq *h);
 
 #endif

@@ -123,6 +123,10 @@ static void test_pg_outage(struct harness *h)
 	struct health_arg down = { h, 503 }, up = { h, 200 };
 	h_ok(h, wait_until(health_is, &down, 10000), "healthz answers 503 with database down during the outage");
 	long st = 0;
+	json_t *hz = h_get(h, "/healthz", &st);
+	h_ok(h, st == 503 && *h_str(hz, "version") && json_is_null(json_object_get(hz, "schema")),
+	     "and still says rungd's version, the schema's number null (got %ld)", st);
+	json_decref(hz);
 	json_t *cfg = h_config("during_outage", 10);
 	json_t *body = json_pack("{s:O}", "config", cfg);
 	json_t *r = h_post(h, "/v1/jobs", body, &st);

@@ -340,6 +340,41 @@ static void test_real_worker(struct harness *h, const char *version)
 	     "no other-version line for it: it runs rungd's build");
 }
 
+/* The highest NNN of the tree's migrations/NNN_name.sql: what a database rungd migrated is at. */
+static long highest_migration(struct harness *h)
+{
+	char *cmd = xasprintf("ls %s/migrations", h->root), *out;
+	long best = -1;
+	int rc = -1;
+
+	out = run_cmd(h, cmd, &rc);
+	for (char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+		if (*p >= '0' && *p <= '9' && strtol(p, NULL, 10) > best)
+			best = strtol(p, NULL, 10);
+	free(out);
+	free(cmd);
+	return best;
+}
+
+/* GET /healthz says rungd's version (the one --version prints) and the schema's number: the highest
+ * migration applied, a gap in the numbering included. */
+static void test_healthz(struct harness *h, const char *version)
+{
+	long st = 0, want = highest_migration(h);
+	json_t *j = h_get(h, "/healthz", &st), *schema = json_object_get(j, "schema");
+
+	h_ok(h, st == 200 && json_is_true(json_object_get(j, "ok")) && !strcmp(h_str(j, "database"), "up"),
+	     "healthz: 200, ok, database up");
+	h_ok(h, !strcmp(h_str(j, "version"), version), "healthz: \"version\" is what rungd --version prints (%s)",
+	     h_str(j, "version"));
+	h_ok(h, json_is_integer(schema) && json_integer_value(schema) == want && want >= 24,
+	     "healthz: \"schema\" is the highest migration's number, %ld (got %lld)", want,
+	     (long long)json_integer_value(schema));
+	h_ok(h, h_sql_int(h, "SELECT max(left(name, 3)::int) FROM schema_migrations", 0, NULL) == want,
+	     "the same as schema_migrations' highest");
+	json_decref(j);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
@@ -359,6 +394,7 @@ int main(void)
 		if (!h_ok(h, h_server_start(h, flags) == 0, "rungd starts"))
 			goto out;
 	}
+	test_healthz(h, version);
 	test_agents(h, &rc, version);
 	test_registration(h, version);
 	test_real_worker(h, version);
