@@ -1,9 +1,10 @@
 /* Prometheus exposition for rungd (metrics.h): histogram bookkeeping, the text-format writers
  * (HELP/TYPE, escaped labels, cumulative buckets), the in-process registry (HTTP latencies fed by
  * the router's observe hook, and the families other modules register and push into), and the GET
- * /metrics handler that adds the database counts: what is true now (sql/metrics_live.sql, every
- * scrape) and the history's counts (sql/metrics_history.sql, kept for --metrics-history-ms). Owns
- * the registry and that kept reading; reads no other module's state but the pool's statistics. */
+ * /metrics handler that adds rungd's build (rung_build_info) and the database counts: what is true
+ * now (sql/metrics_live.sql, every scrape, the live workers per version among them) and the
+ * history's counts (sql/metrics_history.sql, kept for --metrics-history-ms). Owns the registry and
+ * that kept reading; reads no other module's state but the pool's statistics. */
 #include "metrics.h"
 
 #include <math.h>
@@ -20,6 +21,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "version.h"
 
 static const double http_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60 };
 /* queued -> leased, seconds; must match the text below (the statement's $1) */
@@ -323,6 +325,20 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 	}
 }
 
+/* Per version (a label value escaped as any other), the live workers that registered with it. */
+static void write_workers_by_version(struct evbuffer *b, const json_t *counts)
+{
+	const char *key;
+	json_t *v;
+
+	metrics_write_head(b, "rung_workers_by_version", "gauge",
+			   "Live workers (online or draining) by the version they registered with (unknown: none sent).");
+	json_object_foreach((json_t *)counts, key, v) {
+		const char *labels[] = { "version", key, NULL };
+		metrics_write_sample(b, "rung_workers_by_version", labels, json_number_value(v));
+	}
+}
+
 static void write_live_counts(struct evbuffer *b, const json_t *doc)
 {
 	metrics_write_head(b, "rung_attempts_running", "gauge", "Attempts running now.");
@@ -346,6 +362,7 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 		       ARRAY_LEN(gpu_states));
 	write_by_state(b, "rung_workers", "gauge", "Workers by state (draining: no new leases, set by support).",
 		       json_object_get(doc, "workers"), worker_states, ARRAY_LEN(worker_states));
+	write_workers_by_version(b, json_object_get(doc, "workers_by_version"));
 	write_by_state(b, "rung_escalations", "gauge", "Escalations by state (open ones need a person).",
 		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
 	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");
@@ -468,6 +485,8 @@ static void scrape_answer(struct scrape *sc)
 	bool up = sc->live && m->history;
 	int busy = 0, idle = 0, queued = 0;
 
+	metrics_write_head(b, "rung_build_info", "gauge", "This rungd's build: always 1, its version in the label.");
+	metrics_write_sample(b, "rung_build_info", (const char *const[]){ "version", rung_version(), NULL }, 1);
 	metrics_write_head(b, "rung_database_up", "gauge", "Whether the database counts could be read.");
 	metrics_write_sample(b, "rung_database_up", NULL, up ? 1 : 0);
 	if (sc->live) {

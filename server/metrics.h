@@ -1,8 +1,8 @@
 /* GET /metrics for rungd in the Prometheus text exposition format (version 0.0.4): the counts
- * kept in the database (what is true now: running attempts, queue, heartbeats, GPUs,
- * escalations, webhook outbox, read at every scrape; and the history's: jobs ended, attempts,
+ * kept in the database (what is true now: running attempts, queue, heartbeats, GPUs, workers by
+ * state and by version, escalations, webhook outbox, read at every scrape; and the history's: jobs ended, attempts,
  * rungs, lease waits, read at most once per --metrics-history-ms), and what only the process
- * knows (HTTP request latency by route and status class, the database pool, and the families
+ * knows (its build's version, HTTP request latency by route and status class, the database pool, and the families
  * other modules register here and push into: parked long-polls, ownership checks). It includes
  * none of those modules. */
 #ifndef RUNG_METRICS_H

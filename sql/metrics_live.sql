@@ -50,6 +50,13 @@ SELECT jsonb_build_object(
            FROM (SELECT state, count(*) AS n FROM gpus GROUP BY state) s),
   'workers', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
               FROM (SELECT state, count(*) AS n FROM workers GROUP BY state) s),
+  -- the live workers per version they registered with (migration 024; 'unknown': none sent), to
+  -- follow a rollout: as many series as builds in the fleet. Live as the fleet's figures count them
+  -- (rung_worker_in_fleet: online or draining, and seen in the last 10 minutes), so a host gone for
+  -- good, whose row stays 'online', stops holding its old version up after 10 minutes.
+  'workers_by_version', (SELECT coalesce(jsonb_object_agg(v, n), '{}')
+                         FROM (SELECT coalesce(version, 'unknown') AS v, count(*) AS n FROM workers w
+                               WHERE rung_worker_in_fleet(w.id) GROUP BY 1) s),
   'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
                   FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
   'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text

@@ -375,6 +375,61 @@ static void test_healthz(struct harness *h, const char *version)
 	json_decref(j);
 }
 
+/* The value of the /metrics sample written exactly as line (name{labels}), or -1 when absent. */
+static double sample(const char *scrape, const char *line)
+{
+	char *head = xasprintf("\n%s ", line);
+	const char *p = scrape ? strstr(scrape, head) : NULL;
+	double v = p ? strtod(p + strlen(head), NULL) : -1;
+
+	free(head);
+	return v;
+}
+
+/* /metrics: rung_build_info{version=rungd's} 1; rung_workers_by_version counts the live workers
+ * (online or draining, seen in the last 10 minutes) per version, "unknown" for none, the label
+ * escaped as the text format wants. */
+static void test_metrics(struct harness *h, const char *version)
+{
+	const char *odd = "m \"rc\" \\ 1"; /* m "rc" \ 1: a quote and a backslash to escape */
+	char *ids[4] = { NULL }, *line, *scrape;
+	long st = 0;
+	long long unknown;
+
+	h_ok(h, reg(h, "ver-m-a", json_string(odd), &ids[0]) == 201 && reg(h, "ver-m-b", json_string(odd), &ids[1]) == 201 &&
+		     reg(h, "ver-m-c", json_string(odd), &ids[2]) == 201 && reg(h, "ver-m-d", json_string(odd), &ids[3]) == 201,
+	     "four workers registered with a version holding a quote and a backslash");
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", ids[1] ? ids[1] : "0"));
+	h_ok(h, st == 200, "one drained (still live)");
+	{
+		const char *p[2] = { ids[2] ? ids[2] : "0", ids[3] ? ids[3] : "0" };
+		PQclear(h_sql(h, "UPDATE workers SET last_seen_at = now() - interval '11 minutes' WHERE id = $1::bigint", 1, p));
+		PQclear(h_sql(h, "UPDATE workers SET state = 'offline' WHERE id = $1::bigint", 1, p + 1));
+	}
+	unknown = h_sql_int(h, "SELECT count(*) FROM workers WHERE version IS NULL AND state <> 'offline' "
+			       "AND last_seen_at > now() - interval '10 minutes'", 0, NULL);
+
+	json_decref(h_get(h, "/metrics", &st));
+	scrape = h->last_body ? xstrdup(h->last_body) : NULL;
+	h_ok(h, st == 200 && scrape, "GET /metrics: 200");
+	h_ok(h, scrape && strstr(scrape, "# TYPE rung_build_info gauge\n"), "rung_build_info is a gauge");
+	line = xasprintf("rung_build_info{version=\"%s\"}", version);
+	h_ok(h, sample(scrape, line) == 1, "%s 1", line);
+	free(line);
+	h_ok(h, scrape && strstr(scrape, "# TYPE rung_workers_by_version gauge\n"), "rung_workers_by_version is a gauge");
+	h_ok(h, sample(scrape, "rung_workers_by_version{version=\"m \\\"rc\\\" \\\\ 1\"}") == 2,
+	     "rung_workers_by_version{version=\"m \\\"rc\\\" \\\\ 1\"} 2: the online and the drained one, "
+	     "escaped; not the one unseen for 11 minutes nor the offline one");
+	h_ok(h, unknown >= 3 && sample(scrape, "rung_workers_by_version{version=\"unknown\"}") == (double)unknown,
+	     "rung_workers_by_version{version=\"unknown\"} %lld: the live ones that sent none", unknown);
+	line = xasprintf("rung_workers_by_version{version=\"%s\"}", version);
+	h_ok(h, sample(scrape, line) >= 1, "%s: the real worker and the one registered with rungd's version", line);
+	free(line);
+	free(scrape);
+	for (int i = 0; i < 4; i++)
+		free(ids[i]);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
@@ -398,6 +453,7 @@ int main(void)
 	test_agents(h, &rc, version);
 	test_registration(h, version);
 	test_real_worker(h, version);
+	test_metrics(h, version);
 out:
 	recv_stop(&rc);
 	free(hook);
