@@ -59,7 +59,8 @@ const struct cli_cmd cli_cmds[] = {
 	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },
 	{ "resolve", "resolve ESC --note TEXT", "Resolves an escalation.", cmd_resolve },
-	{ "workers", "workers", "Lists workers (a drained one with who drained it and why).", cmd_workers },
+	{ "workers", "workers", "Lists workers: the version each registered with (- : a worker from before versions), and a\n"
+		"drained one with who drained it and why.", cmd_workers },
 	{ "drain", "drain WORKER [--note TEXT]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
 		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },

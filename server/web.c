@@ -29,6 +29,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "version.h"
 
 #define WEB_COOKIE "rung_token" /* the cookie that carries the API token */
 #define WEB_COOKIE_MAX_AGE (30 * 24 * 3600)
@@ -1057,8 +1058,8 @@ static void escalation_page(struct hreq *h)
 
 /* ---- GPUs ---- */
 
-/* The workers: state (a drained one with who drained it and why), running attempts, last seen, and
- * for staff the drain or resume form. */
+/* The workers: state, the version each registered with beside this rungd's (a rollout's progress),
+ * running attempts, last seen, who drained one and why, and for staff the drain or resume form. */
 static void render_workers(struct hbuf *b, const struct web_req *w, const json_t *workers)
 {
 	const json_t *k;
@@ -1069,8 +1070,11 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 		html_add(b, "<p class=\"muted\">No workers registered.</p>");
 		return;
 	}
-	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>state</th><th>GPUs</th>"
-		    "<th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
+	html_add(b, "<p class=\"muted\">This rungd runs <code>");
+	html_esc(b, rung_version());
+	html_add(b, "</code>; a worker's version is the one it registered with (- : it sent none).</p>\n");
+	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>state</th><th>version</th>"
+		    "<th>GPUs</th><th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
 	json_array_foreach(workers, i, k) {
 		const json_t *drain = json_object_get(k, "drain");
 		html_add(b, "<tr><td>");
@@ -1079,6 +1083,8 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 		esc_val(b, json_object_get(k, "host"));
 		html_add(b, "</td><td>");
 		state_badge(b, json_string_value(json_object_get(k, "state")));
+		html_add(b, "</td><td>");
+		esc_val(b, json_object_get(k, "version"));
 		html_printf(b, "</td><td>%zu</td><td>", json_array_size(json_object_get(k, "gpus")));
 		esc_val(b, json_object_get(k, "running_attempts"));
 		html_add(b, "</td><td>");

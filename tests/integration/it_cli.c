@@ -506,7 +506,8 @@ static void test_support_commands(struct harness *h)
 	h_ok(h, ctl(h, "ack", "999999", "--note", "x") == 4, "ack of an unknown escalation: exit 4");
 	h_ok(h, ctl(h, "escalations", "--state", "open") == 0 && !strstr(g_out, "budget") && !strstr(g_out, " open "),
 		"no open escalation is left");
-	h_ok(h, ctl(h, "workers") == 0 && strstr(g_out, "cli-fake"), "workers: the fake worker listed");
+	h_ok(h, ctl(h, "workers") == 0 && strstr(g_out, "cli-fake") && strstr(g_out, " VERSION "),
+	     "workers: the fake worker listed, under a VERSION column");
 	h_ok(h, ctl(h, "workers", "--json") == 0 && (j = out_json()) && json_array_size(json_object_get(j, "workers")) >= 1,
 		"workers --json parses");
 	json_decref(j);

@@ -430,6 +430,35 @@ static void test_metrics(struct harness *h, const char *version)
 		free(ids[i]);
 }
 
+/* rungctl workers has a VERSION column with each worker's version ("-" for none); the GPUs page's
+ * workers table shows it, HTML-escaped, beside this rungd's. */
+static void test_lists(struct harness *h, const char *version)
+{
+	const char *html_v = "<b>x</b>&1";
+	char *out, *row, *want;
+	int rc = -1;
+	long st;
+
+	h_ok(h, reg(h, "ver-html", json_string(html_v), NULL) == 201, "a worker registered with <b>x</b>&1");
+	out = h_rungctl(h, "workers", &rc);
+	row = out ? strstr(out, "ver-html") : NULL;
+	h_ok(h, rc == 0 && strstr(out, " VERSION ") && row && strstr(row, html_v) &&
+		     strstr(row, html_v) < (strchr(row, '\n') ? strchr(row, '\n') : row + strlen(row)),
+	     "rungctl workers: a VERSION column, the worker's version on its row");
+	row = out ? strstr(out, "ver-none") : NULL;
+	h_ok(h, row && strstr(row, " - "), "rungctl workers: - for a worker that sent none");
+	free(out);
+
+	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<th>version</th>"),
+	     "the GPUs page's workers table has a version column");
+	h_ok(h, h->last_body && strstr(h->last_body, "&lt;b&gt;x&lt;/b&gt;&amp;1") && !strstr(h->last_body, html_v),
+	     "the version shown HTML-escaped");
+	want = xasprintf("This rungd runs <code>%s</code>", version);
+	h_ok(h, h->last_body && strstr(h->last_body, want), "and this rungd's own beside them");
+	free(want);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
@@ -454,6 +483,7 @@ int main(void)
 	test_registration(h, version);
 	test_real_worker(h, version);
 	test_metrics(h, version);
+	test_lists(h, version);
 out:
 	recv_stop(&rc);
 	free(hook);
