@@ -1,7 +1,11 @@
 /* Integration: versions, for a fleet upgraded host by host. `--version` of bin/rungd, bin/rung-worker
- * and bin/rungctl (exit 0, "NAME VERSION", the same build's version); who says which version to whom
- * (User-Agent of rungctl, rung-worker and rungd's webhooks, the worker's registration body, seen by a
- * receiver standing in for rungd or a webhook's endpoint). Real binaries and Postgres. */
+ * and bin/rungctl (exit 0, "NAME VERSION", the same build's version); /healthz's version and schema
+ * (the highest migration's number); who says which version to whom (User-Agent of rungctl,
+ * rung-worker and rungd's webhooks, the worker's registration body, seen by a receiver standing in
+ * for rungd or a webhook's endpoint); registration with a version, without, null, bad ones (400
+ * naming version), a re-registration replacing it, GET /v1/workers, rungd's log line for a worker on
+ * another version; /metrics' rung_build_info and rung_workers_by_version (live workers only, labels
+ * escaped); rungctl workers' VERSION column and the GPUs page (escaped). Real binaries and Postgres. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
