@@ -59,10 +59,14 @@ deps: $(B)/.deps
 
 # SQL lives in sql/ (queries), sql/functions/ (functions and triggers, applied after the migrations) and
 # migrations/ (the schema); it is embedded at build time so the binaries need no files beside them.
-$(B)/sql.c $(B)/sql.h &: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard sql/functions/*.sql) \
+# The script rewrites sql.h only when it changes (a new query), so sql.h may stay older than the SQL: a stamp
+# records the run, or every later make would embed and compile again.
+$(B)/sql.stamp: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard sql/functions/*.sql) \
 		$(wildcard migrations/*.sql) | $(B)/.deps
 	@mkdir -p $(B)
 	@scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h
+	@touch $@
+$(B)/sql.c $(B)/sql.h: $(B)/sql.stamp ;
 
 # The build's version (scripts/version.sh: RUNG_VERSION, git describe, VERSION, or "unknown") as a header the
 # script runs for at every make but rewrites only when the version changed: only common/version.c includes it,
