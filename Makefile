@@ -66,7 +66,8 @@ $(B)/sql.stamp: scripts/embed-sql.sh $(wildcard sql/*.sql) $(wildcard sql/functi
 	@mkdir -p $(B)
 	@scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h
 	@touch $@
-$(B)/sql.c $(B)/sql.h: $(B)/sql.stamp ;
+$(B)/sql.c $(B)/sql.h: $(B)/sql.stamp
+	@test -f $@ || scripts/embed-sql.sh $(B)/sql.c $(B)/sql.h   # deleted since the stamp: embed again
 
 # The build's version (scripts/version.sh: RUNG_VERSION, git describe, VERSION, or "unknown") as a header the
 # script runs for at every make but rewrites only when the version changed: only common/version.c includes it,

@@ -14,28 +14,27 @@
 
 int cmd_usage_time(const char *opt, const char *arg, int64_t now_ms, char **iso, char **err)
 {
-	int64_t at_ms;
-	char *end = NULL;
-	long long n = strtoll(arg, &end, 10);
 	static const struct { char unit; int64_t s; } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 },
 								    { 'd', 86400 }, { 'w', 7 * 86400 } };
+	int64_t at_ms = -1;
+	char *end = NULL;
+	long long n = strtoll(arg, &end, 10);
 
 	*iso = NULL;
 	*err = NULL;
-	if (util_time_parse(arg, &at_ms) == 0)
-		goto ok;
-	if (end != arg && arg[0] >= '0' && arg[0] <= '9' && n > 0 && n <= 100000 && end[0] && !end[1]) {
-		for (size_t i = 0; i < ARRAY_LEN(units); i++) {
-			if (units[i].unit == end[0]) {
-				at_ms = now_ms - (int64_t)n * units[i].s * 1000;
-				goto ok;
-			}
-		}
+	if (util_time_parse(arg, &at_ms) < 0) {
+		at_ms = -1;
+		/* a duration: digits, then one unit */
+		if (end != arg && arg[0] >= '0' && arg[0] <= '9' && n > 0 && n <= 100000 && end[0] && !end[1])
+			for (size_t i = 0; i < ARRAY_LEN(units); i++)
+				if (units[i].unit == end[0])
+					at_ms = now_ms - (int64_t)n * units[i].s * 1000;
 	}
-	*err = xasprintf("%s '%s': expected a duration before now (90m, 36h, 7d, 2w) or an RFC 3339 time "
-			 "(2026-12-01T00:00:00Z)", opt, arg);
-	return -1;
-ok: {
+	if (at_ms < 0) {
+		*err = xasprintf("%s '%s': expected a duration before now, after 1970 (90m, 36h, 7d, 2w) or an RFC 3339 "
+				 "time (2026-12-01T00:00:00Z)", opt, arg);
+		return -1;
+	}
 	time_t t = (time_t)(at_ms / 1000);
 	struct tm tm;
 	char buf[32];
@@ -43,7 +42,6 @@ ok: {
 	strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	*iso = xstrdup(buf);
 	return 0;
-}
 }
 
 /* Seconds as hours with one decimal ("12.5"), or "-" for none. */

@@ -508,7 +508,7 @@ struct auth_check {
 	enum auth_scope scope;
 	void (*handler)(struct hreq *h);
 	auth_refused_fn refused;      /* answers a refusal of the token itself; NULL: 401 JSON */
-	const void *refused_arg;
+	char *refused_arg;            /* auth_dispatch_as's, copied (heap, NULL): the lookup outlives the call */
 	int64_t lookup_ms;            /* when the token lookup was sent: its expiry is counted from it */
 	char hash[AUTH_HASH_HEX + 1];
 	long long object_id;
@@ -526,7 +526,7 @@ static void unauthorized(struct hreq *h, const char *why)
 /* Refuses the token itself (why, and msg for a 401 unauthorized): through refused when there is
  * one, else as JSON; an expired one (e: its entry) as 401 token_expired saying when. */
 static void refuse_token(struct hreq *h, enum auth_refusal why, const char *msg, const struct auth_entry *e,
-			 auth_refused_fn refused, const void *arg)
+			 auth_refused_fn refused, const char *arg)
 {
 	const char *when = e && e->expires_at[0] ? e->expires_at : "an earlier time";
 
@@ -556,12 +556,20 @@ static const char *scope_noun(enum auth_scope s)
 	}
 }
 
+static void check_free(struct auth_check *c)
+{
+	if (!c)
+		return;
+	free(c->refused_arg);
+	free(c);
+}
+
 static void run_handler(struct auth_check *c)
 {
 	void (*handler)(struct hreq *h) = c->handler;
 	struct hreq *h = c->h;
 
-	free(c);
+	check_free(c);
 	handler(h);
 }
 
@@ -573,7 +581,7 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 	const char *value;
 
 	if (hreq_db_value(h, res, err, &value) < 0) {
-		free(c);
+		check_free(c);
 		return;
 	}
 	if (PQntuples(res) == 0) {
@@ -586,7 +594,7 @@ static void on_owned(PGresult *res, const char *err, void *arg)
 		log_info("not the caller's", "token=%lld role=%s %s=%lld", h->who.token_id,
 			 auth_role_name(h->who.role), scope_noun(c->scope), c->object_id);
 		hreq_error(h, 404, "not_found", NULL, "no such %s: %s", scope_noun(c->scope), h->param[0]);
-		free(c);
+		check_free(c);
 		return;
 	}
 	/* Kept only while the token is still cached (a revocation forgets its answers) and, for a
@@ -621,7 +629,7 @@ static void check_access(struct auth_check *c, const struct auth_entry *e)
 	if (!(c->roles & (unsigned)e->role)) {
 		hreq_error(h, 403, "forbidden", NULL, "the %s role may not %s %s", auth_role_name(e->role),
 			   h->method, h->path);
-		free(c);
+		check_free(c);
 		return;
 	}
 	c->object_id = http_parse_id(h->param[0]);
@@ -668,7 +676,7 @@ static void on_lookup(PGresult *res, const char *err, void *arg)
 	int64_t expires_ms = INT64_MAX, now;
 
 	if (hreq_db_value(h, res, err, &value) < 0) {
-		free(c);
+		check_free(c);
 		return;
 	}
 	e = entry_find(a, c->hash);
@@ -677,7 +685,7 @@ static void on_lookup(PGresult *res, const char *err, void *arg)
 			entry_remove(a, e);
 		refuse_token(h, AUTH_REFUSED_UNKNOWN, "the bearer token is unknown or revoked", NULL, c->refused,
 			     c->refused_arg);
-		free(c);
+		check_free(c);
 		return;
 	}
 	/* The time left by the database's clock, counted from when the lookup was sent: the token
@@ -689,14 +697,14 @@ static void on_lookup(PGresult *res, const char *err, void *arg)
 		      expires_ms, PQgetisnull(res, 0, 4) ? NULL : PQgetvalue(res, 0, 4), now);
 	if (now >= e->expires_ms) {
 		refuse_token(h, AUTH_REFUSED_EXPIRED, NULL, e, c->refused, c->refused_arg);
-		free(c);
+		check_free(c);
 		return;
 	}
 	check_access(c, e);
 }
 
 void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum auth_scope scope,
-		      void (*handler)(struct hreq *h), auth_refused_fn refused, const void *refused_arg)
+		      void (*handler)(struct hreq *h), auth_refused_fn refused, const char *refused_arg)
 {
 	struct auth *a = h->app->auth;
 	const char *hdr, *tok = token;
@@ -735,7 +743,7 @@ void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum au
 	c->scope = scope;
 	c->handler = handler;
 	c->refused = refused;
-	c->refused_arg = refused_arg;
+	c->refused_arg = refused_arg ? xstrdup(refused_arg) : NULL;
 	auth_hash_hex(tok, c->hash);
 	e = cache_find(a, c->hash, util_mono_ms(), &verdict);
 	switch (verdict) {
@@ -745,7 +753,7 @@ void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum au
 	case AUTH_CACHED_EXPIRED:
 		/* exact: the expiry the cache holds has passed, however recently the token was read */
 		refuse_token(h, AUTH_REFUSED_EXPIRED, NULL, e, refused, refused_arg);
-		free(c);
+		check_free(c);
 		return;
 	case AUTH_CACHED_MISS:
 		break;

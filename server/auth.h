@@ -98,14 +98,17 @@ enum auth_refusal {
 	AUTH_REFUSED_EXPIRED, /* its expiry has passed */
 };
 /* Answers h (exactly once) for a refused token; expired_at: when it expired (text, borrowed; NULL
- * unless why is AUTH_REFUSED_EXPIRED); arg: what the caller gave auth_dispatch_as. */
-typedef void (*auth_refused_fn)(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg);
+ * unless why is AUTH_REFUSED_EXPIRED); arg: auth's copy of the text the caller gave
+ * auth_dispatch_as (borrowed for the call; NULL when it gave none). */
+typedef void (*auth_refused_fn)(struct hreq *h, enum auth_refusal why, const char *expired_at, const char *arg);
 /* auth_dispatch for a browser (web.c): token is the one to check (a cookie, a login form's field;
  * NULL: the Authorization header's, as auth_dispatch), and a refusal of the token itself goes to
  * refused(h, why, expired_at, refused_arg), which answers h, instead of a 401 JSON (refused NULL:
- * exactly auth_dispatch). Role and ownership refusals are answered as auth_dispatch answers them. */
+ * exactly auth_dispatch). refused_arg (NULL or text, such as the page to come back to) is copied:
+ * it may go when this returns, though the refusal may come later, after the token's lookup. Role
+ * and ownership refusals are answered as auth_dispatch answers them. */
 void auth_dispatch_as(struct hreq *h, const char *token, unsigned roles, enum auth_scope scope,
-		      void (*handler)(struct hreq *h), auth_refused_fn refused, const void *refused_arg);
+		      void (*handler)(struct hreq *h), auth_refused_fn refused, const char *refused_arg);
 
 /* What this replica's token cache says of a token at a request (auth_cache_get). */
 enum auth_cached {

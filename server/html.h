@@ -97,12 +97,6 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
  * not recorded), 0 when the job did not start lower. */
 long long html_start_lower_attempt(const json_t *job);
 
-/* The forms of the /ui pages that change something (server/web_act.c posts them), for a caller of
- * `role` (enum auth_role bits): each appends nothing when that role may not act or nothing applies.
- * job: a JOB (retry, with from and note, when failed or cancelled, for its owner and staff; cancel
- * when queued or running and no cancel was asked, for its owner and admin); esc: an escalation
- * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
- * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
 /* The queue page's "cancel the jobs that match" form (POST /ui/jobs/cancel), for a role that may
  * cancel (submitter, admin) and only when owner, kind or label narrows the list (nothing, else:
  * the API refuses to cancel "every job"). state: the queue's state filter (queued, running or
@@ -111,6 +105,13 @@ long long html_start_lower_attempt(const json_t *job);
  * which jobs it would be). Every value escaped. */
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
 			       const char *label, int confirm, long long n);
+
+/* The forms of the /ui pages that change something (server/web_act.c posts them), for a caller of
+ * `role` (enum auth_role bits): each appends nothing when that role may not act or nothing applies.
+ * job: a JOB (retry, with from and note, when failed or cancelled, for its owner and staff; cancel
+ * when queued or running and no cancel was asked, for its owner and admin); esc: an escalation
+ * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
+ * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
 void html_job_forms(struct hbuf *b, unsigned role, const json_t *job);
 void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc);
 void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu);

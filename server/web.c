@@ -336,7 +336,7 @@ static char *login_location(const struct hreq *h, const char *back, const char *
 /* The cookie's token was refused (expired, revoked, unknown, not a token): the cookie is cleared
  * and the browser sent to the login form, which says why and comes back to the page (arg: web_gate's
  * back). */
-static void gate_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg)
+static void gate_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const char *arg)
 {
 	char *loc = login_location(h, arg, why == AUTH_REFUSED_EXPIRED ? "expired" : "refused");
 
@@ -359,7 +359,10 @@ void web_gate(struct hreq *h, unsigned roles, enum auth_scope scope, void (*page
 
 	if (tok && token_ok(tok)) {
 		/* the token is hashed before auth_dispatch_as returns: tok may go */
-		auth_dispatch_as(h, hreq_header(h, "Authorization") ? NULL : tok, roles, scope, page, gate_refused, back);
+		/* with an Authorization header that is the token checked: its refusal is not the cookie's,
+		 * which stays (a 401 as the API answers) */
+		bool bearer = hreq_header(h, "Authorization") != NULL;
+		auth_dispatch_as(h, bearer ? NULL : tok, roles, scope, page, bearer ? NULL : gate_refused, back);
 	} else {
 		char *next = login_location(h, back, NULL);
 		web_redirect(h, next);
@@ -1237,7 +1240,7 @@ static char *login_field(struct hreq *h, const char *key)
 }
 
 /* The token of the form was refused by auth.c: the form again, saying why. */
-static void login_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const void *arg)
+static void login_refused(struct hreq *h, enum auth_refusal why, const char *expired_at, const char *arg)
 {
 	char *next = login_field(h, "next"), *msg;
 

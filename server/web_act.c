@@ -333,14 +333,25 @@ static void matching_free(struct matching_req *m)
 	free(m);
 }
 
-/* The queue page with m's filters (heap). */
+/* The queue page with m's filters, as a URL (heap): for a Location header as it is, for a link
+ * through html_esc (html_href would give its separators as &amp;, which a header must not carry). */
 static char *matching_back(const struct matching_req *m)
 {
 	static const char *const keys[] = { "owner", "kind", "label" };
 	const char *vals[] = { m->owner, m->kind, m->label };
+	const char *sep = "?";
 	struct hbuf b = { 0 };
 
-	html_href(&b, "/ui/jobs", keys, vals, ARRAY_LEN(keys));
+	html_add(&b, "/ui/jobs");
+	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
+		if (!vals[i] || !*vals[i])
+			continue;
+		html_add(&b, sep);
+		html_add(&b, keys[i]);
+		html_add(&b, "=");
+		html_url(&b, vals[i]);
+		sep = "&";
+	}
 	return html_take(&b);
 }
 
@@ -422,28 +433,28 @@ static void do_cancel_matching(struct hreq *h)
 	m->confirm = confirm && !strcmp(confirm, "1");
 	if (too_big) {
 		web_message(h, 413, "Bad request", "the form is too large");
-		goto fail;
+		goto out;
 	}
 	if (m->state && strcmp(m->state, "queued") && strcmp(m->state, "running") && strcmp(m->state, "active")) {
 		web_message(h, 400, "Bad request", "state must be queued, running or active (both)");
-		goto fail;
+		goto out;
 	}
 	code = api_jobs_list_filter(&h->who, m->owner, m->kind, &scope, &kind, &field, &msg);
 	if (code) {
 		web_message(h, code, code == 403 ? "Forbidden" : "Bad request", msg);
-		goto fail;
+		goto out;
 	}
 	if (m->label && *m->label) {
 		if (!(labels = labels_parse(m->label, "label", &msg))) {
 			web_message(h, 400, "Bad request", msg);
-			goto fail;
+			goto out;
 		}
 		if (json_object_size(labels) > 0)
 			label_json = json_dumps(labels, JSON_COMPACT);
 	}
 	if (!(m->owner && *m->owner) && !label_json && !kind) {
 		web_message(h, 400, "Bad request", "name the jobs to cancel: owner, label or kind (no filter would be every job)");
-		goto fail;
+		goto out;
 	}
 	snprintf(limit, sizeof limit, "%d", API_JOBS_CANCEL_MAX);
 	{
@@ -452,7 +463,7 @@ static void do_cancel_matching(struct hreq *h)
 		db_exec(h->app->db, sql_job_cancel_matching, 6, params, on_matching, m);
 	}
 	m = NULL;
-fail:
+out:
 	if (m)
 		matching_free(m);
 	free(msg);

@@ -1,5 +1,5 @@
 /* /ui/usage: the GPU time report (sql/usage.sql, the statement of GET /v1/usage) as a page: the
- * window is the last N days, the scope that of the API (api_usage_window, api_jobs_list_filter).
+ * window is the last N days, the scope that of the API (api_jobs_list_filter: a submitter its own).
  * The frame is web.c's. */
 #include "web_usage.h"
 

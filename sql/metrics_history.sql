@@ -23,7 +23,7 @@ SELECT jsonb_build_object(
                            UNION ALL SELECT label1, label2, 0, n FROM pruned WHERE kind = 'attempt_gpu_s') u
                      GROUP BY outcome, class) s),
   -- GPU seconds of ended attempts per owner and ending, in GET /v1/usage's words (sql/usage.sql):
-  -- succeeded, oom (failed with an OOM class), failed (any other failure), cancelled, lost
+  -- succeeded, oom (failed with a GPU OOM, a class oom_*; host_oom is among the failed), failed (any other failure), cancelled, lost
   'owner_gpu_s', (SELECT coalesce(jsonb_agg(jsonb_build_object('owner', owner, 'outcome', outcome, 's', gs)
                                             ORDER BY owner, outcome), '[]')
                   FROM (SELECT owner, outcome, sum(gs) AS gs

@@ -1,11 +1,12 @@
 -- GET /v1/usage: GPU time per owner (a team's token) in the window [$1, $2) (epoch seconds), for
 -- chargeback and for what OOMs cost. An attempt holds one GPU from its lease to its end (a running
 -- one: to now); the part of that inside the window counts, split by how it ended: succeeded, oom
--- (failed with an OOM class), failed (any other failure), cancelled, lost (its worker vanished), and
--- running. $3: one owner, or NULL for all; $4: labels (jsonb) the jobs carry, or NULL (a sweep's
--- cost: `sweep=ID`). Jobs: those with GPU time in the window, and those that
--- ended in it, succeeded or failed. Reads the attempts that overlap the window (no index on their
--- times: a report, not a hot path; retention bounds the history). One JSON document.
+-- (failed with a GPU OOM, a class oom_*; host_oom is among the failed), failed (any other
+-- failure), cancelled, lost (its worker vanished), and running. $3: one owner, or NULL for all;
+-- $4: labels (jsonb) the jobs carry, or NULL (a sweep's cost: `sweep=ID`). Jobs: those with GPU
+-- time in the window, and those that ended in it, succeeded or failed. Reads the attempts that
+-- overlap the window (no index on their times: a report, not a hot path; retention bounds the
+-- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
 a AS MATERIALIZED (
   SELECT j.owner, a.job_id,

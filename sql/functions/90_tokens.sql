@@ -3,9 +3,10 @@
 -- Create a token (name defaults to ROLE-ID) that expires p_expires_in_s seconds from now (NULL:
 -- never; 60 to 315360000, as POST /v1/tokens checks). Returns {"status": "created", "token": TOKEN}
 -- or {"status": "exists"} when the name is taken (revoked and expired tokens keep their names:
--- owners stay unique).
-DROP FUNCTION IF EXISTS rung_token_create(text, text, text);
-CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text, p_expires_in_s int)
+-- owners stay unique). A new name for the new argument (migration 023), not an overload: see
+-- 30_register.sql; rung_token_create keeps the release before's signature, below.
+DROP FUNCTION IF EXISTS rung_token_create(text, text, text, int);
+CREATE OR REPLACE FUNCTION rung_token_issue(p_name text, p_role text, p_hash text, p_expires_in_s int)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
@@ -22,6 +23,10 @@ BEGIN
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'exists'); END IF;
   RETURN jsonb_build_object('status', 'created', 'token', rung_token_json(t));
 END $$;
+
+-- The release before's name and signature, for its rungd during a rollout: a token that never expires.
+CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text) RETURNS jsonb
+LANGUAGE sql AS $$ SELECT rung_token_issue(p_name, p_role, p_hash, NULL) $$;
 
 -- Revoke by id (p_key all digits) or else by name; repeating is a no-op. Returns TOKEN or NULL when
 -- missing. A key of digits is an id only: a token named so before names of digits were refused

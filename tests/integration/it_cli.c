@@ -920,6 +920,8 @@ static void test_usage(struct harness *h)
 		     (u = out_json()) && json_array_size(json_object_get(u, "owners")) == 1 &&
 		     usage_of(u, "usage-a", NULL) == 10800,
 	     "a submitter's usage: its own");
+	json_decref(u);
+	u = NULL;
 	h_ok(h, ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z", "--label",
 		    "sweep=usage-s1", "--json") == 0 &&
 		     (u = out_json()) && usage_of(u, "usage-a", NULL) == 10800 &&

@@ -1251,13 +1251,40 @@ static void test_web_cancel_matching(struct harness *h)
 	h_ok(h, st == 400 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: no filter is refused (%ld)", st);
 	st = web_post(h, "/ui/jobs/cancel", "label=bat+ch%3Dx&confirm=1", true, origin);
 	h_ok(h, st == 400 && h_sql_int(h, q, 0, NULL) == 3, "web cancel: a bad label is refused (%ld)", st);
-	st = web_post(h, "/ui/jobs/cancel", "label=batch%3Dweb-bulk&state=queued&confirm=1", true, origin);
-	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/jobs?label=batch%3Dweb-bulk") &&
+	st = web_post(h, "/ui/jobs/cancel", "kind=image&label=batch%3Dweb-bulk", true, origin);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "href=\"/ui/jobs?kind=image&amp;label=batch%3Dweb-bulk\""),
+	     "web cancel: the review's link back keeps both filters, escaped once");
+	st = web_post(h, "/ui/jobs/cancel", "kind=image&label=batch%3Dweb-bulk&state=queued&confirm=1", true, origin);
+	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, "/ui/jobs?kind=image&label=batch%3Dweb-bulk") &&
 		     h_sql_int(h, q, 0, NULL) == 0 &&
 		     h_sql_int(h, "SELECT count(*) FROM jobs WHERE labels @> '{\"batch\": \"web-bulk\"}' AND state = 'cancelled'",
 			       0, NULL) == 3,
 	     "web cancel: the confirm cancels the three and goes back to the queue (%ld %s)", st,
 	     h->last_location ? h->last_location : "-");
+	{
+		/* a form posted with the cookie of a token revoked since: its lookup is answered after
+		 * the form's handler returned, and the refusal still knows the page to come back to */
+		char *tok = h_token_create(h, "admin", "web-revoked"), *cookie = xasprintf("Cookie: rung_token=%s", tok);
+		json_t *list = h_get(h, "/v1/tokens", &st), *t;
+		size_t i;
+		long long tid = 0;
+		json_array_foreach(json_object_get(list, "tokens"), i, t)
+			if (h_str(t, "name") && !strcmp(h_str(t, "name"), "web-revoked"))
+				tid = h_int(t, "id");
+		json_decref(list);
+		json_decref(h_postf(h, NULL, &st, "/v1/tokens/%lld/revoke", tid));
+		const char *hdr[] = { cookie, "Content-Type: application/x-www-form-urlencoded", NULL };
+		const char *saved = h->auth_token;
+		h->auth_token = NULL;
+		json_decref(h_request(h, "POST", "/ui/jobs/cancel", "label=batch%3Dweb-bulk", 21, hdr, &st));
+		h->auth_token = saved;
+		h_ok(h, tid > 0 && st == 303 && h->last_location &&
+			     !strcmp(h->last_location, "/ui/login?next=%2Fui%2Fjobs&why=refused") && h_server_alive(h),
+		     "web cancel: a revoked token's cookie goes to the login, back to the queue (%ld %s)", st,
+		     h->last_location ? h->last_location : "-");
+		free(cookie);
+		free(tok);
+	}
 	json_decref(cfg);
 	json_decref(extra);
 	free(origin);

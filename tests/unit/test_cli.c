@@ -954,7 +954,8 @@ static void test_usage(void)
 		free(iso);
 		free(err);
 	}
-	static const char *const bad[] = { "7", "d", "7x", "-7d", "0d", "7dd", "1.5h", "yesterday", "2026-11-01" };
+	static const char *const bad[] = { "7", "d", "7x", "-7d", "0d", "7dd", "1.5h", "yesterday", "2026-11-01",
+					   "100000w" /* before 1970 */ };
 	for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
 		int rc = cmd_usage_time("--since", bad[i], now, &iso, &err);
 		TAP_OK(rc < 0 && !iso && err && strstr(err, "--since") && strstr(err, bad[i]), bad[i]);

@@ -556,7 +556,7 @@ static void test_upgrade(void)
 		/* during a rollout a rungd from before migration 024 still registers, as it always did */
 		const char *reg[5] = { "old-rungd", "h", "[{\"uuid\": \"U-old\", \"memory_total_mib\": 1024}]", NULL, "true" };
 		TAP_STR_EQ(val(url, "SELECT rung_register_owned($1, $2, $3::jsonb, $4::bigint, $5::boolean)->>'status'", 5, reg,
-			       b, sizeof b), "ok", "a rungd from before 024 registers with its five arguments (rollout)");
+			       b, sizeof b), "ok", "a rungd from before 024 registers with its five arguments (rollout: the old name kept)");
 		TAP_STR_EQ(val(url, "SELECT coalesce(version, 'none') FROM workers WHERE name = 'old-rungd'", 0, NULL, b, sizeof b),
 			   "none", "its worker without a version");
 	}
@@ -574,6 +574,31 @@ static void test_upgrade(void)
 		"the upgraded and the fresh database have the same function and trigger definitions");
 	TAP_INT_EQ(count_rows(furl, "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal"), 4,
 		"the four triggers (GPU quarantine stamp, escalation webhook, the events view's insert, job webhook)");
+	{
+		/* A rollback: a rungd of the release before applies its own function files again at start,
+		 * with the old names and signatures. Its calls must resolve to those (no overload makes them
+		 * ambiguous), and this release's calls, by their new names, still work. */
+		sql_scalar(url, "CREATE OR REPLACE FUNCTION rung_register(p_name text, p_host text, p_gpus jsonb) RETURNS jsonb "
+			   "LANGUAGE plpgsql AS $$ BEGIN RETURN '{\"old\": true}'; END $$", 0, NULL, b, sizeof b);
+		sql_scalar(url, "CREATE OR REPLACE FUNCTION rung_register_owned(p_name text, p_host text, p_gpus jsonb, "
+			   "p_token bigint, p_admin boolean) RETURNS jsonb LANGUAGE plpgsql AS $$ BEGIN "
+			   "RETURN rung_register(p_name, p_host, p_gpus) || '{\"status\": \"ok\"}'; END $$", 0, NULL, b, sizeof b);
+		sql_scalar(url, "CREATE OR REPLACE FUNCTION rung_token_create(p_name text, p_role text, p_hash text) RETURNS jsonb "
+			   "LANGUAGE plpgsql AS $$ BEGIN RETURN '{\"old\": true}'; END $$", 0, NULL, b, sizeof b);
+		const char *reg[5] = { "old-again", "h", "[]", NULL, "true" };
+		TAP_STR_EQ(val(url, "SELECT rung_register_owned($1, $2, $3::jsonb, $4::bigint, $5::boolean)->>'old'", 5, reg,
+			       b, sizeof b), "true", "rolled back: the old release's registration resolves to its own function");
+		const char *tok[3] = { "old-tok", "submitter", "0123" };
+		TAP_STR_EQ(val(url, "SELECT rung_token_create($1, $2, $3)->>'old'", 3, tok, b, sizeof b), "true",
+			   "rolled back: the old release's token create resolves to its own function");
+		const char *reg6[6] = { "new-again", "h", "[]", NULL, "true", "v9" };
+		TAP_STR_EQ(val(url, "SELECT rung_worker_register_owned($1, $2, $3::jsonb, $4::bigint, $5::boolean, $6::text)->>'status'",
+			       6, reg6, b, sizeof b), "ok", "and this release's registration, by its own name, still works");
+		const char *tok4[4] = { "new-tok", "submitter",
+				       "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789", "3600" };
+		TAP_STR_EQ(val(url, "SELECT rung_token_issue($1, $2, $3, $4::int)->>'status'", 4, tok4, b, sizeof b), "created",
+			   "and its token issue too");
+	}
 out:
 	free(defs_up);
 	free(defs_fresh);
