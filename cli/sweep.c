@@ -58,6 +58,19 @@ void sweep_free(struct sweep *s)
 	free(s);
 }
 
+/* What may follow a segment of a path at *p: the end, a '[', or a '.' and another key (then *p
+ * moves past the dot and *want_key is set). 0 for anything else. */
+static int after_segment(const char **p, int *want_key)
+{
+	if (**p == '.') {
+		(*p)++;
+		*want_key = 1;
+		return **p != '\0';
+	}
+	*want_key = 0;
+	return **p == '\0' || **p == '[';
+}
+
 /* Whether path is keys of [A-Za-z0-9_-] and [N] indexes, joined by dots, starting with a key. */
 static int path_ok(const char *p)
 {
@@ -75,29 +88,14 @@ static int path_ok(const char *p)
 				p++;
 			if (*p++ != ']')
 				return 0;
-			if (*p == '.') {
-				p++;
-				want_key = 1;
-				if (!*p)
-					return 0;
-			} else if (*p && *p != '[') {
+		} else {
+			size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-");
+			if (n == 0)
 				return 0;
-			}
-			continue;
+			p += n;
 		}
-		size_t n = strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-");
-		if (n == 0)
+		if (!after_segment(&p, &want_key))
 			return 0;
-		p += n;
-		want_key = 0;
-		if (*p == '.') {
-			p++;
-			want_key = 1;
-			if (!*p)
-				return 0;
-		} else if (*p && *p != '[') {
-			return 0;
-		}
 	}
 	return 1;
 }

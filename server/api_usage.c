@@ -48,6 +48,17 @@ int api_usage_window(const struct auth_who *who, const char *since, const char *
 	return code;
 }
 
+void api_usage_run(struct hreq *h, int64_t lo_ms, int64_t hi_ms, const char *owner, const char *labels_json, db_cb cb,
+		   void *arg)
+{
+	char lo[32], hi[32];
+	const char *params[4] = { lo, hi, owner, labels_json };
+
+	snprintf(lo, sizeof lo, "%.3f", (double)lo_ms / 1000.0);
+	snprintf(hi, sizeof hi, "%.3f", (double)hi_ms / 1000.0);
+	db_exec(h->app->db, sql_usage, 4, params, cb, arg);
+}
+
 static void on_usage(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
@@ -61,7 +72,7 @@ static void on_usage(PGresult *res, const char *err, void *arg)
 void api_usage_get(struct hreq *h)
 {
 	char *since = hreq_query(h, "since"), *until = hreq_query(h, "until"), *owner = hreq_query(h, "owner");
-	char *label = hreq_query(h, "label"), *msg = NULL, *label_json = NULL, lo[32], hi[32];
+	char *label = hreq_query(h, "label"), *msg = NULL, *label_json = NULL;
 	const char *scope, *field;
 	json_t *labels = NULL;
 	int64_t lo_ms, hi_ms;
@@ -79,12 +90,7 @@ void api_usage_get(struct hreq *h)
 		if (json_object_size(labels) > 0)
 			label_json = json_dumps(labels, JSON_COMPACT);
 	}
-	snprintf(lo, sizeof lo, "%.3f", (double)lo_ms / 1000.0);
-	snprintf(hi, sizeof hi, "%.3f", (double)hi_ms / 1000.0);
-	{
-		const char *params[4] = { lo, hi, scope, label_json };
-		db_exec(h->app->db, sql_usage, 4, params, on_usage, h);
-	}
+	api_usage_run(h, lo_ms, hi_ms, scope, label_json, on_usage, h);
 out:
 	json_decref(labels);
 	free(label_json);

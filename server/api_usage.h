@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "db.h"
+
 struct auth_who;
 struct hreq;
 
@@ -17,6 +19,12 @@ struct hreq;
  * with *field the parameter and *msg a heap string the caller frees. Pure. */
 int api_usage_window(const struct auth_who *who, const char *since, const char *until, const char *owner,
 	int64_t now_ms, int64_t *lo_ms, int64_t *hi_ms, const char **scope, const char **field, char **msg);
+
+/* Runs the usage report (sql/usage.sql) over [lo_ms, hi_ms) (epoch ms) for owner (NULL: every
+ * owner) and the jobs carrying labels_json (a JSON object's text; NULL: any) on h's database;
+ * cb(res, err, arg) gets the one JSON document. The strings are copied before it returns. */
+void api_usage_run(struct hreq *h, int64_t lo_ms, int64_t hi_ms, const char *owner, const char *labels_json, db_cb cb,
+		   void *arg);
 
 /* GET /v1/usage?since=&until=&owner=&label=: answers h once (label: k=v,k=v, the jobs that carry
  * them, e.g. a sweep's). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api_jobs.h"
+#include "api_usage.h"
 #include "app.h"
 #include "auth.h"
 #include "db.h"
@@ -143,14 +144,10 @@ static void usage_page(struct hreq *h)
 	{
 		struct usage_req *u = xcalloc(1, sizeof *u);
 		int64_t now = util_wall_ms();
-		char lo[32], hi[32];
-		snprintf(lo, sizeof lo, "%.3f", (double)(now - (int64_t)days * 86400 * 1000) / 1000.0);
-		snprintf(hi, sizeof hi, "%.3f", (double)now / 1000.0);
 		u->h = h;
 		u->days = (int)days;
 		u->owner = owner && *owner ? xstrdup(owner) : NULL;
-		const char *params[4] = { lo, hi, scope, NULL };
-		db_exec(h->app->db, sql_usage, 4, params, on_usage, u);
+		api_usage_run(h, now - (int64_t)days * 86400 * 1000, now, scope, NULL, on_usage, u);
 	}
 out:
 	free(msg);

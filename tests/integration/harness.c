@@ -1204,11 +1204,10 @@ int h_forget_arch(struct harness *h, const char *arch)
 	return n;
 }
 
-char *h_rungctl(struct harness *h, const char *args, int *rc)
+char *h_shell(struct harness *h, const char *cmd, int *rc)
 {
-	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s 2>&1", h->base_url, h->admin_token, h->root,
-			      args);
-	FILE *p = popen(cmd, "r");
+	char *line = xasprintf("cd %s && %s 2>&1", h->root, cmd);
+	FILE *p = popen(line, "r");
 	char *out = xcalloc(1, 65536);
 	size_t n = 0, got;
 	int st;
@@ -1217,6 +1216,15 @@ char *h_rungctl(struct harness *h, const char *args, int *rc)
 		n += got;
 	st = p ? pclose(p) : -1;
 	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	free(line);
+	return out;
+}
+
+char *h_rungctl(struct harness *h, const char *args, int *rc)
+{
+	char *cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s %s/bin/rungctl %s", h->base_url, h->admin_token, h->root, args);
+	char *out = h_shell(h, cmd, rc);
+
 	free(cmd);
 	return out;
 }

@@ -223,8 +223,10 @@ char *h_slurp(const char *path);
  * Returns how many were reset, -1 (with a diagnostic) when the list or a reset failed. */
 int h_forget_arch(struct harness *h, const char *arch);
 
-/* Runs `rungctl ARGS` (a shell word list) against this rungd with the admin token; returns its
- * stdout+stderr (heap, at most 64 KiB) and its exit status in *rc (-1 when it did not exit). */
+/* Runs the shell command cmd in the repository root, stderr with stdout; returns what it printed
+ * (heap, at most 64 KiB) and its exit status in *rc (-1 when it did not exit). */
+char *h_shell(struct harness *h, const char *cmd, int *rc);
+/* Runs `rungctl ARGS` (a shell word list) against this rungd with the admin token (h_shell). */
 char *h_rungctl(struct harness *h, const char *args, int *rc);
 
 /* True when one of the attempt's ladder changes ("changes" of an attempt document) has a path

@@ -18,23 +18,6 @@
 #include "util.h"
 #include "version.h"
 
-/* Runs `ROOT/CMD` through the shell, stderr with stdout; returns the output (heap) and the exit
- * status in *rc (-1 when it did not exit). */
-static char *run_cmd(struct harness *h, const char *cmd, int *rc)
-{
-	char *line = xasprintf("cd %s && %s 2>&1", h->root, cmd);
-	FILE *p = popen(line, "r");
-	char *out = xcalloc(1, 65536);
-	size_t n = 0, got;
-	int st;
-
-	while (p && n < 65535 && (got = fread(out + n, 1, 65535 - n, p)) > 0)
-		n += got;
-	st = p ? pclose(p) : -1;
-	*rc = st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	free(line);
-	return out;
-}
 
 /* `bin/PROG --version`: exit 0 and one line "PROG VERSION"; returns VERSION (heap) or NULL. */
 static char *version_of(struct harness *h, const char *prog)
@@ -43,7 +26,7 @@ static char *version_of(struct harness *h, const char *prog)
 	size_t pl = strlen(prog), len;
 	int rc = -1;
 
-	out = run_cmd(h, cmd, &rc);
+	out = h_shell(h, cmd, &rc);
 	len = strlen(out);
 	if (h_ok(h, rc == 0 && len > pl + 2 && !strncmp(out, prog, pl) && out[pl] == ' ' && out[len - 1] == '\n' &&
 			    !strchr(out + pl + 1, ' ') && strchr(out, '\n') == out + len - 1,
@@ -63,20 +46,20 @@ static void test_version_flags(struct harness *h, char **version)
 
 	h_ok(h, d && w && c && !strcmp(d, w) && !strcmp(d, c), "the three binaries print the same version (%s)",
 	     d ? d : "none");
-	out = run_cmd(h, "bin/rungd --help", &rc);
+	out = h_shell(h, "bin/rungd --help", &rc);
 	h_ok(h, rc == 0 && strstr(out, "--version"), "rungd --help lists --version");
 	free(out);
-	out = run_cmd(h, "bin/rung-worker --help", &rc);
+	out = h_shell(h, "bin/rung-worker --help", &rc);
 	h_ok(h, rc == 0 && strstr(out, "--version"), "rung-worker --help lists --version");
 	free(out);
-	out = run_cmd(h, "bin/rungctl --help", &rc);
+	out = h_shell(h, "bin/rungctl --help", &rc);
 	h_ok(h, rc == 0 && strstr(out, "--version"), "rungctl --help lists --version");
 	free(out);
-	out = run_cmd(h, "RUNG_LEASE_SECONDS=bogus bin/rungd migrate --version", &rc);
+	out = h_shell(h, "RUNG_LEASE_SECONDS=bogus bin/rungd migrate --version", &rc);
 	h_ok(h, rc == 0 && d && !strncmp(out, "rungd ", 6) && strstr(out, d),
 	     "rungd migrate --version: the version, no migration, a bad variable not read (rc %d)", rc);
 	free(out);
-	out = run_cmd(h, "bin/rungctl --url http://127.0.0.1:1 --version", &rc);
+	out = h_shell(h, "bin/rungctl --url http://127.0.0.1:1 --version", &rc);
 	h_ok(h, rc == 0 && c && strstr(out, c), "rungctl --url U --version: the version, no server asked (rc %d)", rc);
 	free(out);
 	*version = d;
@@ -144,7 +127,7 @@ static void test_agents(struct harness *h, struct receiver *rc, const char *vers
 	long st = 0;
 	int rc_ = -1;
 
-	free(run_cmd(h, cmd, &rc_));
+	free(h_shell(h, cmd, &rc_));
 	free(check_agent(h, rc, "/v1/workers", "rungctl", version, "rungctl"));
 
 	w = h_worker_start(h, "agent-w", &wo);
@@ -351,7 +334,7 @@ static long highest_migration(struct harness *h)
 	long best = -1;
 	int rc = -1;
 
-	out = run_cmd(h, cmd, &rc);
+	out = h_shell(h, cmd, &rc);
 	for (char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
 		if (*p >= '0' && *p <= '9' && strtol(p, NULL, 10) > best)
 			best = strtol(p, NULL, 10);
