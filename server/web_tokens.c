@@ -40,18 +40,27 @@ struct create_req {
 
 /* ---- rendering (pure) ---- */
 
-json_t *web_tokens_limit_value(const char *text)
+/* A form field's text without the blanks around it: its start, and its length in *n (NULL reads
+ * as ""). */
+static const char *trimmed(const char *text, size_t *n)
 {
-	const char *s = text ? text : "", *p;
-	size_t n;
-	char *end;
-	long long v;
+	const char *s = text ? text : "";
 
 	while (isspace((unsigned char)*s))
 		s++;
-	n = strlen(s);
-	while (n > 0 && isspace((unsigned char)s[n - 1]))
-		n--;
+	*n = strlen(s);
+	while (*n > 0 && isspace((unsigned char)s[*n - 1]))
+		(*n)--;
+	return s;
+}
+
+json_t *web_tokens_limit_value(const char *text)
+{
+	size_t n;
+	const char *s = trimmed(text, &n), *p;
+	char *end;
+	long long v;
+
 	if (n == 0)
 		return json_null();
 	p = s + (*s == '-' || *s == '+');
@@ -69,16 +78,11 @@ json_t *web_tokens_limit_value(const char *text)
 
 int web_tokens_expires_days(const char *text, long long *seconds)
 {
-	const char *s = text ? text : "";
 	size_t n;
+	const char *s = trimmed(text, &n);
 	long long days = 0;
 
 	*seconds = 0;
-	while (isspace((unsigned char)*s))
-		s++;
-	n = strlen(s);
-	while (n > 0 && isspace((unsigned char)s[n - 1]))
-		n--;
 	if (n == 0)
 		return 0;
 	if (n > 6) /* past 3650 whatever the digits */
