@@ -259,7 +259,8 @@ static void test_job_commands(struct harness *h)
 	     "jobs --label project=nope: not listed");
 	h_ok(h, ctl(h, "submit", cfg, "--labels", "team") == 2 && strstr(g_err, "--labels"),
 	     "submit --labels team: usage error naming --labels, exit 2");
-	h_ok(h, ctl(h, "show", id) == 0 && strstr(g_out, "\nqueue             ") && strstr(g_out, " ahead of it in the queue\n"),
+	rc = ctl(h, "show", id); /* before h_ok: its arguments read g_out */
+	h_ok(h, rc == 0 && strstr(g_out, "\nqueue             ") && strstr(g_out, " ahead of it in the queue\n"),
 	     "show of a queued job: its place in the queue (%s)", strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : "");
 	h_ok(h, ctl(h, "jobs", "--state", "queued") == 0 && strstr(g_out, "ID") && strstr(g_out, "cli json job"),
 		"jobs --state queued: a table with the job");
@@ -420,8 +421,8 @@ static void test_sweep(struct harness *h)
 		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before + 4,
 	     "the same sweep sent again under its Idempotency-Key: the same four ids, no new job");
 
-	h_ok(h, ctl(h, "cancel", "--label", "sweep=cli-sweep-1") == 0 && strstr(g_out, "4 job(s)"),
-	     "the sweep's label cancels its four jobs (%s)", g_out);
+	rc = ctl(h, "cancel", "--label", "sweep=cli-sweep-1"); /* before h_ok: its arguments read g_out */
+	h_ok(h, rc == 0 && strstr(g_out, "4 job(s)"), "the sweep's label cancels its four jobs (%s)", g_out);
 	rc = ctl(h, "submit", cfg, "--set", "train.lr=5e-5", "--json");
 	json_decref(j);
 	j = out_json();
@@ -637,13 +638,16 @@ static void test_token_expiry(struct harness *h)
 	{
 		char *gone = out_line();
 		PQclear(h_sql(h, "UPDATE tokens SET expires_at = now() - interval '1 minute' WHERE name = 'cli-gone'", 0, NULL));
-		h_ok(h, ctl_as(h, gone, "jobs") == 1 && strstr(g_err, "401 token_expired") && strstr(g_err, "expired at"),
+		int rc_gone = ctl_as(h, gone, "jobs"); /* before h_ok: its arguments read g_err */
+		h_ok(h, rc_gone == 1 && strstr(g_err, "401 token_expired") && strstr(g_err, "expired at"),
 		     "an expired token: rungctl says 401 token_expired and when, exit 1 (%s)", g_err);
 		free(gone);
 	}
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		h_ok(h, ctl(h, "token", "create", "--role", "submitter", "--expires", bad[i]) == 2 && strstr(g_err, "--expires"),
-		     "token create --expires '%s': usage error, exit 2 (%s)", bad[i], g_err);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int rc_bad = ctl(h, "token", "create", "--role", "submitter", "--expires", bad[i]); /* before h_ok reads g_err */
+		h_ok(h, rc_bad == 2 && strstr(g_err, "--expires"), "token create --expires '%s': usage error, exit 2 (%s)",
+		     bad[i], g_err);
+	}
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL) == before + 3, "and none of the bad ones made a token");
 	h_ok(h, ctl(h, "token", "create", "--help") == 0 && strstr(g_out, "--expires"), "token create --help names --expires");
 	free(tok);
@@ -932,8 +936,9 @@ static void test_usage(struct harness *h)
 	h_ok(h, st == 200 && json_array_size(json_object_get(u, "owners")) == 0, "usage of a label no job carries: no owner");
 	json_decref(u);
 	u = NULL;
-	h_ok(h, ctl_as(h, ta, "usage", "--owner", "usage-b") == 1 && strstr(g_err, "owner"),
-	     "a submitter asking for another owner: refused, naming owner (%s)", g_err);
+	int rc_u = ctl_as(h, ta, "usage", "--owner", "usage-b"); /* before h_ok: its arguments read g_err */
+	h_ok(h, rc_u == 1 && strstr(g_err, "owner"), "a submitter asking for another owner: refused, naming owner (%s)",
+	     g_err);
 	json_decref(u);
 	u = NULL;
 	static const struct { const char *q, *field; } bad[] = {
@@ -953,8 +958,8 @@ static void test_usage(struct harness *h)
 		u = NULL;
 		free(path);
 	}
-	h_ok(h, ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z") == 0 &&
-		     strstr(g_out, "usage-a") && strstr(g_out, "GPU HOURS") && strstr(g_out, "3.0 GPU hours") &&
+	rc_u = ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z");
+	h_ok(h, rc_u == 0 && strstr(g_out, "usage-a") && strstr(g_out, "GPU HOURS") && strstr(g_out, "3.0 GPU hours") &&
 		     strstr(g_out, "1.0 of them (33%)"),
 	     "rungctl usage: the table and the OOM share (%s)", g_out);
 	h_ok(h, ctl(h, "usage", "--since", "yesterday") == 2 && strstr(g_err, "--since"), "rungctl usage --since yesterday: exit 2");
