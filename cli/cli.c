@@ -74,6 +74,8 @@ const struct cli_cmd cli_cmds[] = {
 		"still running), attempts, and jobs that succeeded or failed in the window; the total says how much\n"
 		"went to attempts that ended in an OOM. --label: only the jobs that carry these labels (a sweep's\n"
 		"cost: --label sweep=ID). A submitter sees only its own.", cmd_usage },
+	{ "version", "version", "Prints rungctl's version and the version and schema (the highest migration applied) of\n"
+		"the rungd at --url, from its /healthz (--json: both).", cmd_version },
 	{ "gpu release", "gpu release UUID", "Returns a suspect or quarantined GPU to service.", cmd_gpu_release },
 	{ "profiles reset", "profiles reset ARCH GPU_CLASS_MIB [--note TEXT]",
 		"Forgets what rung learned of ARCH on GPUs of that memory class (support/admin): attempts made\n"

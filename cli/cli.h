@@ -112,6 +112,7 @@ int cmd_resume(struct cli *c, int argc, char **argv);
 int cmd_gpus(struct cli *c, int argc, char **argv);
 int cmd_owners(struct cli *c, int argc, char **argv);
 int cmd_usage(struct cli *c, int argc, char **argv);
+int cmd_version(struct cli *c, int argc, char **argv);
 int cmd_gpu_release(struct cli *c, int argc, char **argv);
 int cmd_classify(struct cli *c, int argc, char **argv);
 

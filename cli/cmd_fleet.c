@@ -8,6 +8,7 @@
 #include "jpath.h"
 #include "table.h"
 #include "util.h"
+#include "version.h"
 
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
  * else b) or "#k" (the length of the array under k). */
@@ -232,5 +233,29 @@ int cmd_gpu_release(struct cli *c, int argc, char **argv)
 	json_decref(ans);
 	free(path);
 	free(e);
+	return rc;
+}
+
+int cmd_version(struct cli *c, int argc, char **argv)
+{
+	char *ops[1];
+	json_t *ans = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("version"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!c->json)
+		fprintf(c->out, "rungctl %s\n", rung_version());
+	rc = cli_call(c, "GET", "/healthz", NULL, NULL, &ans);
+	if (rc == CLI_OK && c->json) {
+		json_t *doc = json_pack("{s:s, s:O}", "rungctl", rung_version(), "rungd", ans);
+		cli_print_json(c, doc);
+		json_decref(doc);
+	} else if (rc == CLI_OK) {
+		const char *v = json_string_value(json_object_get(ans, "version"));
+		fprintf(c->out, "rungd %s (%s, schema %lld)\n", v ? v : "(from before versions)", c->url,
+			(long long)json_integer_value(json_object_get(ans, "schema")));
+	}
+	json_decref(ans);
 	return rc;
 }

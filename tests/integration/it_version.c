@@ -446,6 +446,28 @@ static void test_lists(struct harness *h, const char *version)
 	free(want);
 }
 
+/* rungctl version: its own version, then the server's and its schema from /healthz; without a
+ * server its own and exit 3. */
+static void test_rungctl_version(struct harness *h, const char *d)
+{
+	const char *c = d; /* the three binaries print the same version (test_version_flags) */
+	char *out;
+	int rc = -1;
+	char *cmd = xasprintf("bin/rungctl --url %s version", h->base_url), *want_d = xasprintf("rungd %s (", d ? d : "?");
+	char *want_c = xasprintf("rungctl %s\n", c ? c : "?");
+	out = h_shell(h, cmd, &rc);
+	h_ok(h, rc == 0 && d && c && !strncmp(out, want_c, strlen(want_c)) && strstr(out, want_d) &&
+		     strstr(out, ", schema 2"),
+	     "rungctl version: its own and the server's, with the schema (%s)", out);
+	free(out);
+	free(cmd);
+	free(want_d);
+	free(want_c);
+	out = h_shell(h, "bin/rungctl --url http://127.0.0.1:1 version", &rc);
+	h_ok(h, rc == 3 && c && strstr(out, c), "rungctl version without a server: its own, then exit 3 (rc %d)", rc);
+	free(out);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_version");
@@ -466,6 +488,7 @@ int main(void)
 			goto out;
 	}
 	test_healthz(h, version);
+	test_rungctl_version(h, version);
 	test_agents(h, &rc, version);
 	test_registration(h, version);
 	test_real_worker(h, version);
