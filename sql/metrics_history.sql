@@ -1,4 +1,5 @@
--- GET /metrics, the counts of the whole history: jobs that ended, by state; ended attempts by
+-- GET /metrics, the counts of the whole history: jobs that ended (succeeded, failed, cancelled: never a
+-- queued, scheduled or running one), by state; ended attempts by
 -- outcome and class, and their GPU seconds (also per owner); rungs applied; the lease-wait histogram (the view lease_waits). Each adds what
 -- retention deleted (metrics_pruned), so the counters never fall. They read every job and attempt
 -- (about 65 ms at 9,000 jobs and 6,600 attempts on 2 cores: docs/PERFORMANCE.md, round 10), so
@@ -11,7 +12,7 @@ pruned AS MATERIALIZED (SELECT kind, label1, label2, n FROM metrics_pruned)
 SELECT jsonb_build_object(
   'jobs', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
            FROM (SELECT state, sum(n) AS n
-                 FROM (SELECT state, count(*)::float8 AS n FROM jobs WHERE state NOT IN ('queued', 'running') GROUP BY state
+                 FROM (SELECT state, count(*)::float8 AS n FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled') GROUP BY state
                        UNION ALL SELECT label1, n FROM pruned WHERE kind = 'job') u GROUP BY state) s),
   'attempts', (SELECT coalesce(jsonb_agg(jsonb_build_object('outcome', outcome, 'class', class, 'n', n, 'gpu_s', gs)
                                          ORDER BY outcome, class), '[]')

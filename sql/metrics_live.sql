@@ -1,7 +1,7 @@
 -- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
--- the queue, heartbeat lag, GPUs, workers, escalations and webhooks pending, as one JSON document. Each
--- count walks a partial index or a small table, so a scrape costs the same however long the
--- history is (the history's counts: metrics_history.sql). A job is running exactly while its
+-- the queue, the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
+-- one JSON document. Each count walks a partial index or a small table, so a scrape costs the same
+-- however long the history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
 -- attempts_one_running, rather than by reading every job.
 -- The queue is read once for its depth, its owners and those at their limit (queued_by_owner:
@@ -42,6 +42,12 @@ SELECT jsonb_build_object(
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),
+  -- jobs waiting for their start time (migration 025), and how late the most overdue of them is:
+  -- the scheduler queues a job within about a second of its run_after, so a figure that grows says
+  -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry)
+  'scheduled', (SELECT count(*) FROM jobs WHERE state = 'scheduled'),
+  'scheduled_overdue_s', (SELECT coalesce(greatest(extract(epoch FROM now() - min(run_after))::float8, 0), 0)
+                          FROM jobs WHERE state = 'scheduled'),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)

@@ -2,6 +2,25 @@
 -- close together). A job stores its config once, as target_config; current_config stays NULL (the
 -- target) until a rung changes it (migrations/006, docs/PERFORMANCE.md).
 
+-- When a submit item's job starts (migration 025): its "run_after_ms" (the envelope's RFC 3339
+-- "run_after" as milliseconds since the epoch, read and bounded by rungd) or now() + its "start_in_s",
+-- by the database's clock, when that is in the future; NULL (queued at once) when the item gives
+-- neither or its time is not in the future. One expression, so that it is inlined into the insert.
+CREATE OR REPLACE FUNCTION rung_submit_run_after(p_item jsonb) RETURNS timestamptz LANGUAGE sql STABLE AS $$
+  SELECT nullif(greatest(CASE WHEN p_item ? 'run_after_ms' THEN to_timestamp((p_item->>'run_after_ms')::float8 / 1000)
+                              WHEN p_item ? 'start_in_s' THEN now() + make_interval(secs => (p_item->>'start_in_s')::float8)
+                         END, now()), now())
+$$;
+
+-- The `submitted` event's data: kind, priority, owner, and run_after for a scheduled job (columns, not
+-- the row: no composite value is built per job on the submit path).
+CREATE OR REPLACE FUNCTION rung_submit_event_data(p_kind text, p_priority int, p_owner text, p_run_after timestamptz)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN p_run_after IS NULL
+              THEN jsonb_build_object('kind', p_kind, 'priority', p_priority, 'owner', p_owner)
+              ELSE jsonb_build_object('kind', p_kind, 'priority', p_priority, 'owner', p_owner, 'run_after', p_run_after) END
+$$;
+
 -- A submit's labels (the envelope's "labels", checked by rungd: common/labels.h); {} when it has none.
 CREATE OR REPLACE FUNCTION rung_submit_labels(body jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN jsonb_typeof(body->'labels') = 'object' THEN body->'labels' ELSE '{}'::jsonb END
@@ -11,7 +30,9 @@ $$;
 -- INSERT of every job and one of their `submitted` events. The ids are drawn first (x is
 -- materialized, so nextval runs once per item) to tie each row back to its item. Only keyed
 -- submits store a request_hash: it is compared only when a later submit repeats the key, and
--- printing a ~3 KB body to hash it was about 7 % of Postgres' time per submit.
+-- printing a ~3 KB body to hash it was about 7 % of Postgres' time per submit. An item with a start
+-- time in the future (rung_submit_run_after) is stored 'scheduled' with its run_after, and its
+-- `submitted` event goes to 'scheduled'.
 CREATE OR REPLACE FUNCTION rung_submit_set(p jsonb)
 RETURNS TABLE (i int, status text, job_id bigint, job jsonb, target text, current text) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -19,26 +40,30 @@ BEGIN
   -- plpgsql, not sql: the statement is planned once per connection instead of once per call
   RETURN QUERY
   WITH x AS MATERIALIZED (
-    SELECT (e->>'i')::int AS i, e, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
+    SELECT (e->>'i')::int AS i, e, nextval(pg_get_serial_sequence('jobs', 'id')) AS id,
+           rung_submit_run_after(e) AS run_after
     FROM jsonb_array_elements(p) e),
   ins AS (
-    INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels)
+    INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels,
+                      state, run_after)
     SELECT x.id, x.e->>'name', x.e->>'owner', x.e->>'kind', (x.e->>'priority')::int, x.e->'body'->'config', NULL,
-           x.e->'recovery', NULL, rung_submit_labels(x.e->'body')
+           x.e->'recovery', NULL, rung_submit_labels(x.e->'body'),
+           CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after
     FROM x ORDER BY x.id
     RETURNING *),
   ev AS (
     INSERT INTO event_log (job_id, kind, to_state, reason, data)
-    SELECT ins.id, 'submitted', 'queued', 'submitted',
-           jsonb_build_object('kind', ins.kind, 'priority', ins.priority, 'owner', ins.owner)
+    SELECT ins.id, 'submitted', ins.state, 'submitted', rung_submit_event_data(ins.kind, ins.priority, ins.owner, ins.run_after)
     FROM ins ORDER BY ins.id)
   SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs), ins.target_config::text, NULL::text
   FROM x JOIN ins ON ins.id = x.id ORDER BY x.i;
 END $$;
 
--- Submit many jobs: p is [{"i", "name", "owner", "kind", "priority", "recovery", "key", "body"}]
--- (key: the owner-scoped Idempotency-Key or null; body: the request, whose "config" is the job's
--- config). Set-wise (rung_submit_set) when no item carries a key; else item by item, in array
+-- Submit many jobs: p is [{"i", "name", "owner", "kind", "priority", "recovery", "key", "body",
+-- "run_after_ms"?, "start_in_s"?}] (key: the owner-scoped Idempotency-Key or null; body: the request,
+-- whose "config" is the job's config; run_after_ms / start_in_s: when it starts, read from the body
+-- by rungd, rung_submit_run_after; a body's own run_after or start_in_s is part of its request
+-- hash, so the same key with another start time is a conflict). Set-wise (rung_submit_set) when no item carries a key; else item by item, in array
 -- order, each an insert-or-return-existing (the same request hash: md5 of the body as jsonb text),
 -- so a repeated key later in the same batch finds the earlier job. Rows: (i, status "created" |
 -- "existing" | "conflict", the job's id, the lean JOB, target_config as text, current_config as
@@ -53,6 +78,7 @@ DECLARE
   e jsonb;
   j jobs;
   h text;
+  v_run_after timestamptz;
   created int := 0;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p) k WHERE jsonb_typeof(k->'key') = 'string') THEN
@@ -62,10 +88,12 @@ BEGIN
   FOR e IN SELECT x FROM jsonb_array_elements(p) x LOOP
     i := (e->>'i')::int;
     h := CASE WHEN jsonb_typeof(e->'key') = 'string' THEN md5((e->'body')::text) END;
+    v_run_after := rung_submit_run_after(e);
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash, labels)
+                      idempotency_key, request_hash, labels, state, run_after)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
-            NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'))
+            NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'),
+            CASE WHEN v_run_after IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after)
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN
@@ -73,8 +101,7 @@ BEGIN
       status := CASE WHEN j.request_hash IS DISTINCT FROM h THEN 'conflict' ELSE 'existing' END;
     ELSE
       INSERT INTO event_log (job_id, kind, to_state, reason, data)
-      VALUES (j.id, 'submitted', 'queued', 'submitted',
-              jsonb_build_object('kind', j.kind, 'priority', j.priority, 'owner', j.owner));
+      VALUES (j.id, 'submitted', j.state, 'submitted', rung_submit_event_data(j.kind, j.priority, j.owner, j.run_after));
       created := created + 1;
       status := 'created';
     END IF;

@@ -1,18 +1,20 @@
--- Cancel: queued -> cancelled now; running -> cancel_requested; finished jobs unchanged.
--- Returns JOB, or NULL when there is no such job.
+-- Cancel: a job not started yet (queued, or scheduled: migration 025) -> cancelled now; running ->
+-- cancel_requested; finished jobs unchanged. Returns JOB, or NULL when there is no such job.
 CREATE OR REPLACE FUNCTION rung_cancel(p_job bigint) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   j jobs;
+  v_from text;
 BEGIN
   SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
   IF NOT FOUND THEN RETURN NULL; END IF;
-  IF j.state = 'queued' THEN
+  IF j.state IN ('queued', 'scheduled') THEN
+    v_from := j.state;
     UPDATE jobs SET state = 'cancelled', cancel_requested = true, finished_at = now(),
                     updated_at = now(), next_action = NULL,
-                    result = jsonb_build_object('class', 'cancelled', 'reason', 'cancelled while queued')
+                    result = jsonb_build_object('class', 'cancelled', 'reason', 'cancelled while ' || v_from)
     WHERE id = p_job RETURNING * INTO j;
     INSERT INTO events (job_id, kind, from_state, to_state, reason)
-    VALUES (j.id, 'cancelled', 'queued', 'cancelled', 'cancelled while queued');
+    VALUES (j.id, 'cancelled', v_from, 'cancelled', 'cancelled while ' || v_from);
   ELSIF j.state = 'running' AND NOT j.cancel_requested THEN
     UPDATE jobs SET cancel_requested = true, updated_at = now(),
                     next_action = 'the worker stops the trainer at its next heartbeat'
@@ -23,7 +25,8 @@ BEGIN
   RETURN rung_job_json(j);
 END $$;
 
--- Cancel many (POST /v1/jobs/cancel): the jobs in P_STATE ('queued', 'running' or 'active': both)
+-- Cancel many (POST /v1/jobs/cancel): the jobs in P_STATE ('queued': not started yet, i.e. queued or
+-- scheduled; 'scheduled': only those waiting for their start time; 'running'; 'active': all three)
 -- with owner P_OWNER, every label of P_LABELS and kind P_KIND (NULL: any), oldest first, at most
 -- P_MAX, each through rung_cancel (its row lock, transition and event, as one cancel would); a
 -- running job already told to stop is not counted again. P_DRY: only list them. Returns
@@ -31,7 +34,8 @@ END $$;
 CREATE OR REPLACE FUNCTION rung_cancel_matching(p_state text, p_owner text, p_labels jsonb, p_kind text, p_max int,
                                                 p_dry boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
-  states text[] := CASE p_state WHEN 'active' THEN ARRAY['queued', 'running'] ELSE ARRAY[p_state] END;
+  states text[] := CASE p_state WHEN 'active' THEN ARRAY['queued', 'scheduled', 'running']
+                                WHEN 'queued' THEN ARRAY['queued', 'scheduled'] ELSE ARRAY[p_state] END;
   cand bigint[];
   done bigint[] := '{}';
   v_job bigint;

@@ -1,5 +1,5 @@
 -- Operators' changes to a job after submit: retry (a failed or cancelled job queued again) and
--- reprioritize (a queued or running job's priority).
+-- reprioritize (a queued, scheduled or running job's priority).
 
 -- Retry: a job that failed or was cancelled goes back to the queue (POST /v1/jobs/{id}/retry), for
 -- when the cause was outside the config rung changes: support replaced a GPU, added a bigger one,
@@ -81,8 +81,9 @@ BEGIN
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
 END $$;
 
--- Reprioritize: rung_set_priority(job, priority, by) sets a queued or running job's priority (lower
--- runs first; a running job's counts when it is queued again) under its row lock, with an event
+-- Reprioritize: rung_set_priority(job, priority, by) sets a queued, scheduled or running job's priority
+-- (lower runs first; a scheduled job's counts once it is queued at its start time, a running job's
+-- when it is queued again) under its row lock, with an event
 -- priority_changed {"from", "to", "by"}. Returns {"status": "ok"|"conflict", "job": JOB} (conflict:
 -- the job has ended; an unchanged priority is ok and writes nothing), or NULL when there is no such
 -- job. The claim reads the order from jobs_claim, so the change holds from the next claim on.
@@ -96,7 +97,7 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  IF j.state NOT IN ('queued', 'running') THEN
+  IF j.state NOT IN ('queued', 'scheduled', 'running') THEN
     RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
   END IF;
   v_old := j.priority;

@@ -75,10 +75,15 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- JOB (rung_job_json) as GET /v1/jobs/{id} and the web job page show it: a queued job with its
--- "placement" (rung_job_placement). The submit reply and the lists leave it out (it reads every GPU).
+-- "placement" (rung_job_placement), a scheduled one (migration 025) with "starts_in_s", the whole
+-- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
+-- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says. The submit
+-- reply and the lists leave both out (the placement reads every GPU).
 CREATE OR REPLACE FUNCTION rung_job_json_placed(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT rung_job_json(j) || CASE WHEN j.state = 'queued' THEN jsonb_build_object('placement', rung_job_placement(j))
+                                  WHEN j.state = 'scheduled' THEN jsonb_build_object('starts_in_s',
+                                    greatest(ceil(extract(epoch FROM j.run_after - now())), 0)::bigint)
                                   ELSE '{}' END
 $$;
 

@@ -5,7 +5,8 @@
 -- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls. Besides
 -- migration 016's kinds: 'attempt_gpu_s' (label1 outcome, label2 class) and 'owner_gpu_s' (label1 the
 -- owner, label2 succeeded/oom/failed/cancelled/lost), the GPU seconds of the attempts deleted.
--- Returns how many jobs it deleted.
+-- Returns how many jobs it deleted. Only those three end states are ever deleted: a queued,
+-- scheduled (migration 025, however far its start time lies) or running job never is.
 --
 -- Finding them costs O(batch), not O(history), and needs no index of its own: the primary key is
 -- walked in id order (ids grow with creation) and the walk stops at the first job created within

@@ -2139,6 +2139,189 @@ static void test_drain(void)
 	PQfinish(pg);
 }
 
+/* Jobs that start later (migration 025, sql/functions/23_scheduled.sql): a submit item whose start
+ * time is in the future is stored scheduled with its run_after (by the database's clock for
+ * start_in_s), one whose time has passed is queued, in the set-wise and the keyed paths, and a body
+ * with another start time under the same key is a conflict; no claim takes a scheduled job;
+ * rung_start_due queues the due ones earliest first, at most its limit, passes over one another
+ * transaction holds (SKIP LOCKED) and writes their events in that order, reading a few blocks among
+ * 10,000 that are not due; rung_start_now; cancel, cancel-matching and priority take scheduled jobs;
+ * /metrics' history never counts them as ended, the live counts do count them; retention never
+ * deletes one. */
+static void test_scheduled(void)
+{
+	const char *p[3];
+	char ms_ahead[32], ms_past[32], wid[32], before[16384], *items;
+	PGconn *other;
+	PGresult *r;
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
+	   "CASCADE", 0, NULL);
+	snprintf(ms_ahead, sizeof ms_ahead, "%s", q1("SELECT (extract(epoch FROM now() + interval '2 hours') * 1000)::bigint", 0, NULL));
+	snprintf(ms_past, sizeof ms_past, "%s", q1("SELECT (extract(epoch FROM now() - interval '1 hour') * 1000)::bigint", 0, NULL));
+	items = xasprintf("["
+			  "{\"i\":0,\"name\":\"in\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":null,\"start_in_s\":3600,\"body\":{\"config\":{\"x\":1},\"start_in_s\":3600}},"
+			  "{\"i\":1,\"name\":\"at\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":null,\"run_after_ms\":%s,\"body\":{\"config\":{\"x\":2}}},"
+			  "{\"i\":2,\"name\":\"past\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":null,\"run_after_ms\":%s,\"body\":{\"config\":{\"x\":3}}},"
+			  "{\"i\":3,\"name\":\"now\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":null,\"body\":{\"config\":{\"x\":4}}}]", ms_ahead, ms_past);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(status || ':' || (job->>'state') || ':' || (job->>'run_after' IS NOT NULL), ',' "
+		      "ORDER BY i) FROM rung_submit_batch($1::jsonb)", 1, p),
+		   "created:scheduled:true,created:scheduled:true,created:queued:false,created:queued:false",
+		   "scheduled: a set-wise batch: start_in_s and a future run_after scheduled, a past one and none queued");
+	free(items);
+	p[0] = ms_ahead;
+	TAP_STR_EQ(q1("SELECT (abs(extract(epoch FROM run_after - now()) - 3600) < 5) || ':' || "
+		      "(SELECT run_after = to_timestamp($1::float8 / 1000) FROM jobs WHERE name = 'at') FROM jobs WHERE name = 'in'",
+		      1, p), "true:true", "scheduled: start_in_s counts from the database's now(), run_after_ms is the time given");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || e.to_state || ':' || (e.data ? 'run_after'), ',' ORDER BY j.id) "
+		      "FROM jobs j JOIN events e ON e.job_id = j.id AND e.kind = 'submitted'", 0, NULL),
+		   "in:scheduled:true,at:scheduled:true,past:queued:false,now:queued:false",
+		   "scheduled: the submitted events go to scheduled with the start time, or to queued");
+	/* the keyed path: scheduled too; the same key and body a repeat, another start time a conflict */
+	items = xasprintf("["
+			  "{\"i\":0,\"name\":\"k\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":\"o/s1\",\"start_in_s\":600,\"body\":{\"config\":{\"x\":5},\"start_in_s\":600}},"
+			  "{\"i\":1,\"name\":\"k\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":\"o/s1\",\"start_in_s\":600,\"body\":{\"config\":{\"x\":5},\"start_in_s\":600}},"
+			  "{\"i\":2,\"name\":\"k\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":\"o/s1\",\"start_in_s\":900,\"body\":{\"config\":{\"x\":5},\"start_in_s\":900}},"
+			  "{\"i\":3,\"name\":\"k2\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,\"recovery\":{},"
+			  "\"key\":\"o/s2\",\"run_after_ms\":%s,\"body\":{\"config\":{\"x\":6}}}]", ms_past);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT string_agg(status || ':' || (job->>'state'), ',' ORDER BY i) FROM rung_submit_batch($1::jsonb)", 1, p),
+		   "created:scheduled,existing:scheduled,conflict:scheduled,created:queued",
+		   "scheduled: keyed items: scheduled, a repeat, another start time under the key a conflict, a past time queued");
+	free(items);
+	TAP_STR_EQ(q1("SELECT string_agg(e.to_state, ',' ORDER BY e.id) FROM events e JOIN jobs j ON j.id = e.job_id "
+		      "WHERE j.name IN ('k', 'k2')", 0, NULL), "scheduled,queued", "scheduled: the keyed path's events");
+
+	/* no claim takes a scheduled job: three GPUs, the two queued jobs */
+	q1("SELECT rung_register('ws', 'h', '[{\"uuid\":\"S-1\",\"memory_total_mib\":24000},"
+	   "{\"uuid\":\"S-2\",\"memory_total_mib\":24000},{\"uuid\":\"S-3\",\"memory_total_mib\":24000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'ws'", 0, NULL));
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"S-1\",\"fresh\":true},{\"i\":1,\"worker\":%s,\"gpu\":\"S-2\","
+			  "\"fresh\":true},{\"i\":2,\"worker\":%s,\"gpu\":\"S-3\",\"fresh\":true}]", wid, wid, wid);
+	p[0] = items;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:past,1:ok:now,2:ok:k2", "scheduled: a claim round leases the queued jobs and none of the scheduled ones");
+	p[0] = wid;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'S-3', 30, NULL)->>'status'", 1, p), "none",
+		   "scheduled: nor does rung_claim, with a GPU free");
+	free(items);
+
+	/* nothing due: nothing queued */
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_due(500)", 0, NULL), "0", "start due: nothing due, nothing queued");
+	/* three due, in an order unlike the ids: at (30 min ago), k (20), in (10) */
+	q1("UPDATE jobs SET run_after = now() - CASE name WHEN 'at' THEN interval '30 minutes' WHEN 'k' THEN interval "
+	   "'20 minutes' ELSE interval '10 minutes' END WHERE state = 'scheduled' AND name IN ('in', 'at', 'k')", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, state, run_after, target_config, recovery) VALUES "
+	   "('later', 'image', 'scheduled', now() + interval '1 day', '{\"x\":9}', '{}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY d.run_after) FROM rung_start_due(2) d JOIN jobs j ON j.id = d.job_id",
+		      0, NULL), "at,k", "start due: a limit of 2 queues the two earliest start times");
+	/* another transaction holds the third: passed over, then taken once it lets go */
+	other = PQconnectdb(url);
+	PQclear(PQexec(other, "BEGIN"));
+	PQclear(PQexec(other, "SELECT id FROM jobs WHERE name = 'in' FOR UPDATE"));
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_due(500)", 0, NULL), "0",
+		   "start due: a due job another transaction holds is skipped, without waiting (SKIP LOCKED)");
+	PQclear(PQexec(other, "ROLLBACK"));
+	PQfinish(other);
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',') FROM rung_start_due(500) d JOIN jobs j ON j.id = d.job_id", 0, NULL), "in",
+		   "start due: let go, it is queued by the next run");
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || state, ',' ORDER BY id) FROM jobs WHERE run_after IS NOT NULL", 0, NULL),
+		   "in:queued,at:queued,k:queued,later:scheduled", "start due: the due ones queued, keeping run_after; the later one stays");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || e.from_state || '>' || e.to_state || ':' || "
+		      "(e.data->>'run_after' IS NOT NULL), ',' ORDER BY e.id) FROM events e JOIN jobs j ON j.id = e.job_id "
+		      "WHERE e.kind = 'start_time_reached'", 0, NULL),
+		   "at:scheduled>queued:true,k:scheduled>queued:true,in:scheduled>queued:true",
+		   "start due: an event start_time_reached each, in start-time order");
+	TAP_STR_EQ(q1("SELECT count(*) FROM lease_waits", 0, NULL), "3", "scheduled: lease waits are the three leases so far");
+
+	/* start now, cancel, priority */
+	TAP_STR_EQ(q1("SELECT (rung_start_now(id, 'ops')->>'status') || ':' || (rung_start_now(id, 'ops')->>'status') "
+		      "FROM jobs WHERE name = 'later'", 0, NULL), "ok:conflict", "start now: a scheduled job, then a conflict");
+	TAP_STR_EQ(q1("SELECT state || ':' || e.kind || ':' || e.from_state || '>' || e.to_state || ':' || (e.data->>'by') || "
+		      "':' || e.reason FROM jobs j JOIN events e ON e.job_id = j.id AND e.kind = 'started_now' WHERE j.name = 'later'",
+		      0, NULL), "queued:started_now:scheduled>queued:ops:started now by ops, before its start time",
+		   "start now: queued, with an event started_now saying who");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_start_now(-1, NULL)::text, 'null')", 0, NULL), "null", "start now: no such job: NULL");
+	q1("INSERT INTO jobs (name, owner, kind, state, run_after, target_config, recovery, labels) VALUES "
+	   "('s1', 'o', 'image', 'scheduled', now() + interval '1 hour', '{\"x\":1}', '{}', '{\"b\": \"1\"}'), "
+	   "('s2', 'o', 'image', 'scheduled', now() + interval '1 hour', '{\"x\":1}', '{}', '{\"b\": \"1\"}'), "
+	   "('q1', 'o', 'image', 'queued', NULL, '{\"x\":1}', '{}', '{\"b\": \"1\"}'), "
+	   "('s3', 'o', 'image', 'scheduled', now() + interval '1 hour', '{\"x\":1}', '{}', '{\"b\": \"2\"}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (rung_set_priority(id, 5, 'ops')->>'status') || ':' || priority FROM jobs WHERE name = 's1'", 0, NULL),
+		   "ok:100", "priority: a scheduled job's changes");
+	TAP_STR_EQ(q1("SELECT priority || ':' || state FROM jobs WHERE name = 's1'", 0, NULL), "5:scheduled",
+		   "priority: it stays scheduled with its new priority");
+	p[0] = "{\"b\": \"1\"}";
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY j.id) FROM jobs j WHERE j.id IN (SELECT jsonb_array_elements_text("
+		      "rung_cancel_matching('scheduled', 'o', $1::jsonb, NULL, 10, true)->'ids')::bigint)", 1, p), "s1,s2",
+		   "cancel matching, state scheduled: only the scheduled ones (a dry run)");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY j.id) FROM jobs j WHERE j.id IN (SELECT jsonb_array_elements_text("
+		      "rung_cancel_matching('queued', 'o', $1::jsonb, NULL, 10, true)->'ids')::bigint)", 1, p), "s1,s2,q1",
+		   "cancel matching, state queued: every job not started yet, queued or scheduled");
+	TAP_STR_EQ(q1("SELECT rung_cancel(id)->>'state' FROM jobs WHERE name = 's3'", 0, NULL), "cancelled",
+		   "cancel: a scheduled job is cancelled at once");
+	TAP_STR_EQ(q1("SELECT (result->>'reason') || ':' || e.from_state || '>' || e.to_state FROM jobs j JOIN events e "
+		      "ON e.job_id = j.id AND e.kind = 'cancelled' WHERE j.name = 's3'", 0, NULL),
+		   "cancelled while scheduled:scheduled>cancelled", "cancel: its reason and event say it was scheduled");
+	q1("SELECT rung_cancel_matching('active', 'o', $1::jsonb, NULL, 10, false)", 1, p);
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || state, ',' ORDER BY id) FROM jobs WHERE name IN ('s1', 's2', 'q1')", 0, NULL),
+		   "s1:cancelled,s2:cancelled,q1:cancelled", "cancel matching, state active: the scheduled ones too");
+
+	/* what the counts say: a scheduled job is neither ended (history) nor queued; it is scheduled (live) */
+	q1("INSERT INTO jobs (name, kind, state, run_after, target_config, recovery, created_at) VALUES "
+	   "('far', 'image', 'scheduled', now() + interval '300 days', '{\"x\":1}', '{}', now() - interval '400 days')", 0, NULL);
+	snprintf(before, sizeof before, "%s", history_counts());
+	TAP_OK(!strstr(before, "\"scheduled\"") && !strstr(before, "\"queued\"") && strstr(before, "\"cancelled\":4"),
+	       "the history counts ended jobs only: four cancelled, no scheduled (or queued) among them");
+	q1("UPDATE jobs SET run_after = now() - interval '90 seconds' WHERE name = 'far'", 0, NULL);
+	r = PQexec(pg, sql_metrics_live);
+	{
+		json_t *live = PQresultStatus(r) == PGRES_TUPLES_OK ? json_loads(PQgetvalue(r, 0, 0), 0, NULL) : NULL;
+		TAP_OK(live && json_integer_value(json_object_get(live, "scheduled")) == 1 &&
+			       json_number_value(json_object_get(live, "scheduled_overdue_s")) >= 89 &&
+			       json_integer_value(json_object_get(live, "queue_depth")) == 4,
+		       "live counts: one scheduled, 90 s overdue, not in the queue's depth (four queued)");
+		json_decref(live);
+	}
+	PQclear(r);
+	TAP_STR_EQ(q1("SELECT (rung_job_json_placed(j) ? 'placement') || ':' || (rung_job_json_placed(j)->>'starts_in_s') "
+		      "FROM jobs j WHERE name = 'far'", 0, NULL), "false:0", "a due scheduled job shows starts_in_s 0, no placement");
+	q1("UPDATE jobs SET run_after = now() + interval '2 hours 5 minutes' WHERE name = 'far'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_job_json_placed(j)->>'starts_in_s' FROM jobs j WHERE name = 'far'", 0, NULL), "7500",
+		   "a scheduled job shows starts_in_s, the seconds left by the database's clock");
+	/* retention: the 400-day-old scheduled job stays; the ended ones (finished 40 days ago) go */
+	q1("UPDATE jobs SET finished_at = now() - interval '40 days', created_at = now() - interval '41 days' "
+	   "WHERE state <> 'scheduled'", 0, NULL);
+	p[0] = metrics_lease_wait_bounds_sql;
+	TAP_OK(atoi(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p)) > 0, "retention pruned the old ended jobs");
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || state, ',') FROM jobs WHERE name = 'far' OR state IN "
+		      "('succeeded', 'failed', 'cancelled')", 0, NULL), "far:scheduled",
+		   "retention: a scheduled job created 400 days ago stays, the ended ones went");
+
+	/* 10,000 scheduled jobs not due: a run reads a few blocks */
+	q1("INSERT INTO jobs (name, kind, state, run_after, target_config, recovery) SELECT 'f' || g, 'image', 'scheduled', "
+	   "now() + make_interval(secs => g), '{\"x\":1}', '{}' FROM generate_series(1, 10000) g", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	p[0] = "500";
+	b = blocks(sql_start_due, 1, p);
+	few_blocks(b, "start due among 10,000 scheduled jobs none of which is due");
+	q1("UPDATE jobs SET run_after = now() - interval '1 second' WHERE name IN ('f1', 'f2', 'f3')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_due(500)", 0, NULL), "3", "and queues the three due among them");
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -2185,6 +2368,7 @@ int main(void)
 	test_plain_ctx();
 	test_start_bigger();
 	test_retry();
+	test_scheduled();
 	test_drain();
 	test_owner_limits();
 	test_owner_queue();

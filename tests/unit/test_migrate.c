@@ -444,7 +444,7 @@ static const char *val(const char *url, const char *sql, int n, const char *cons
  * digest leaves the one out and halves the other, so the same rows give the same digest on either side. */
 static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
-	" (SELECT string_agg((to_jsonb(t) - 'labels')::text, ',' ORDER BY t.id) FROM jobs t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['labels', 'run_after'])::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
 	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels,
 	 * 020's tokens.max_running, 023's tokens.expires_at and 024's workers.version are left out */
