@@ -4,8 +4,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
+#include "when.h"
 
 char *jobtext_started_bigger(const json_t *job)
 {
@@ -74,6 +76,28 @@ char *jobtext_placement(const json_t *job)
 	out = xasprintf("%s; %s", why, place);
 	free(why);
 	return out;
+}
+
+char *jobtext_scheduled(const json_t *job)
+{
+	const char *st = json_string_value(json_object_get(job, "state"));
+	const char *at = json_string_value(json_object_get(job, "run_after"));
+	const json_t *in = json_object_get(job, "starts_in_s");
+	char when[40], wait[32];
+	int64_t ms;
+
+	if (!st || strcmp(st, "scheduled"))
+		return NULL;
+	if (at && util_time_parse(at, &ms) == 0)
+		when_format_utc(ms, when, sizeof when);
+	else
+		snprintf(when, sizeof when, "%.39s", at ? at : "?");
+	if (!json_is_integer(in))
+		return xasprintf("scheduled: starts at %s", when);
+	if (json_integer_value(in) <= 0)
+		return xasprintf("scheduled: starts at %s (due now: it is queued within a second)", when);
+	when_format_wait((long long)json_integer_value(in), wait, sizeof wait);
+	return xasprintf("scheduled: starts at %s (in %s)", when, wait);
 }
 
 char *jobtext_retried(const json_t *job)

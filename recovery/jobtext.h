@@ -1,8 +1,8 @@
 /* Plain sentences about a job that rungctl's verdict and the web job page both print, written
  * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), a queued
  * job's place in the queue and why no usable GPU takes it (the JOB's "placement", GET
- * /v1/jobs/{id}), the job's last retry (recovery_state.retried) and where its trained file is. Pure: no I/O; the web page
- * escapes them. */
+ * /v1/jobs/{id}), when a scheduled job starts, the job's last retry (recovery_state.retried) and
+ * where its trained file is. Pure: no I/O; the web page escapes them. */
 #ifndef RUNG_JOBTEXT_H
 #define RUNG_JOBTEXT_H
 
@@ -24,6 +24,13 @@ char *jobtext_started_bigger(const json_t *job);
  * now (max_running 0)"), followed by the place in the queue. NULL when the job has no
  * placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
+
+/* "scheduled: starts at 2026-12-01T22:00:00Z (in 2h05m)" when job (a JOB, borrowed) is scheduled
+ * (migration 025): its run_after in UTC (common/when.h), and the wait from the JOB's "starts_in_s"
+ * (GET /v1/jobs/{id}: by the database's clock, so the reader's own clock does not matter): "(due
+ * now: it is queued within a second)" at 0, nothing without it (a list's JOB). NULL when the job is
+ * not scheduled. Heap string, the caller frees. */
+char *jobtext_scheduled(const json_t *job);
 
 /* "retried by WHO from the current|target config after it was failed|cancelled; budgets count from
  * attempt N: NOTE" when job has recovery_state.retried (POST /v1/jobs/{id}/retry); else NULL. Heap

@@ -1,8 +1,9 @@
 /* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
- * envelope validation, atconfig_validate, kind, RECOVERY defaults, Idempotency-Key), get, list
- * (keyset on id descending, cursor = last id as a string; state, owner and kind filters), attempts, events, cancel, retry and
- * priority. Each request is one SQL statement (sql/job_*.sql); submits are coalesced into
- * rung_submit_batch() statements (sql/submit_batch.sql, batch.c). */
+ * envelope validation, atconfig_validate, kind, RECOVERY defaults, the start time, Idempotency-Key),
+ * get, list (keyset on id descending, cursor = last id as a string; state, owner and kind filters),
+ * attempts, events, cancel, retry, priority and start (a scheduled job now). Each request is one SQL
+ * statement (sql/job_*.sql); submits are coalesced into rung_submit_batch() statements
+ * (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "when.h"
 #include "yamljson.h"
 
 #define PRIORITY_MIN (-1000000)
@@ -58,7 +60,7 @@ static const struct recovery_key recovery_keys[] = {
 	{ "stall_timeout_s", RK_INT, true, 0, 0, 604800 }, /* null: the worker's --stall-timeout-s; 0: never */
 };
 
-static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels" };
+static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s" };
 
 static int fail(char **field, char **message, const char *f, char *msg)
 {
@@ -125,9 +127,45 @@ bad:
 	return 0;
 }
 
+/* The start time of a submit (migration 025): "run_after", an RFC 3339 time with its zone (a past one
+ * means now; at most WHEN_MAX_AHEAD_S ahead of this rungd's clock), or "start_in_s", 1 to
+ * WHEN_MAX_AHEAD_S seconds; at most one of them; null is absent. Sets *run_after_ms (-1: none) and
+ * *start_in_s (0: none) and returns 0, or -1 with *field and *message (heap). */
+static int check_start(const json_t *body, int64_t *run_after_ms, long long *start_in_s, char **field, char **message)
+{
+	const json_t *at = json_object_get(body, "run_after"), *in = json_object_get(body, "start_in_s");
+
+	*run_after_ms = -1;
+	*start_in_s = 0;
+	if (at && json_is_null(at))
+		at = NULL;
+	if (in && json_is_null(in))
+		in = NULL;
+	if (at && in)
+		return fail(field, message, "start_in_s",
+			    xstrdup("give run_after (when to start) or start_in_s (in how many seconds), not both"));
+	if (at) {
+		if (!json_is_string(at) || util_time_parse(json_string_value(at), run_after_ms) < 0)
+			return fail(field, message, "run_after",
+				    xstrdup("run_after must be an RFC 3339 time with its zone, e.g. 2026-12-01T22:00:00Z"));
+		if (*run_after_ms - util_wall_ms() > WHEN_MAX_AHEAD_S * 1000)
+			return fail(field, message, "run_after",
+				    xstrdup("run_after is more than 365 days ahead, the most a job may wait"));
+	}
+	if (in) {
+		if (!json_is_integer(in) || json_integer_value(in) < 1 || json_integer_value(in) > WHEN_MAX_AHEAD_S)
+			return fail(field, message, "start_in_s",
+				    xasprintf("start_in_s must be an integer from 1 to %lld (365 days)", WHEN_MAX_AHEAD_S));
+		*start_in_s = (long long)json_integer_value(in);
+	}
+	return 0;
+}
+
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message)
 {
+	int64_t run_after_ms;
+	long long start_in_s;
 	const char *key;
 	json_t *v, *config;
 
@@ -139,7 +177,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 			known |= strcmp(submit_keys[i], key) == 0;
 		if (!known) {
 			*field = xstrdup(key);
-			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels)", key);
+			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels, run_after, "
+					     "start_in_s)", key);
 			return -1;
 		}
 	}
@@ -167,6 +206,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 	}
 	if (labels_check(json_object_get(body, "labels"), field, message) < 0)
 		return -1;
+	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
+		return -1;
 	if (check_recovery(json_object_get(body, "recovery"), recovery, field, message) < 0)
 		return -1;
 	if (atconfig_validate(config, field, message) != 0) {
@@ -184,7 +225,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 /* ---- raw submit bodies: the AI Toolkit file itself (YAML, or JSON without the envelope) ----
  * Rule: a body (YAML or JSON) is the AI Toolkit file itself when its top level has "job" or its
  * "config" is an object with "process"; otherwise it is the envelope, whose "config" holds the
- * whole file. A raw file takes name, priority and the RECOVERY settings as query parameters. */
+ * whole file. A raw file takes name, priority, labels, the start time (run_after or start_in_s) and
+ * the RECOVERY settings as query parameters. */
 
 #define RAW_YAML_MAX_NODES 100000 /* values a YAML body may expand to, aliases counted in full */
 
@@ -288,7 +330,8 @@ static int read_yaml_body(struct hreq *h, json_t **out)
 	return 0;
 }
 
-/* Checks one query option of a raw submit and stores it in env (name, priority) or rec (RECOVERY).
+/* Checks one query option of a raw submit and stores it in env (name, priority, labels, run_after,
+ * start_in_s: api_jobs_check_submit then reads them as the envelope's) or rec (RECOVERY).
  * Returns 0, or -1 with *message (heap) saying what the parameter must be. */
 static int query_option(const char *key, const char *val, json_t *env, json_t *rec, char **message)
 {
@@ -320,12 +363,31 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "labels", labels);
 		return 0;
 	}
+	if (strcmp(key, "run_after") == 0) {
+		int64_t ms;
+		if (util_time_parse(val, &ms) < 0) {
+			*message = xstrdup("query parameter run_after must be an RFC 3339 time with its zone, e.g. "
+					   "2026-12-01T22:00:00Z (+ written %2B)");
+			return -1;
+		}
+		json_object_set_new(env, "run_after", json_string(val));
+		return 0;
+	}
+	if (strcmp(key, "start_in_s") == 0) {
+		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
+			*message = xasprintf("query parameter start_in_s must be an integer from 1 to %lld (365 days)",
+					     WHEN_MAX_AHEAD_S);
+			return -1;
+		}
+		json_object_set_new(env, "start_in_s", json_integer(n));
+		return 0;
+	}
 	for (size_t i = 0; i < ARRAY_LEN(recovery_keys); i++)
 		if (strcmp(recovery_keys[i].name, key) == 0)
 			k = &recovery_keys[i];
 	if (!k) {
-		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels or a recovery "
-				     "setting)", key);
+		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels, run_after, "
+				     "start_in_s or a recovery setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {
@@ -415,7 +477,7 @@ static int read_submit(struct hreq *h, const char *also, json_t **out, bool *as_
 		if (!also || strcmp(kv->key, also) != 0) {
 			hreq_error(h, 400, "invalid_request", kv->key,
 				   "query options apply only when the body is the AI Toolkit config itself; the "
-				   "envelope carries name, priority and recovery in its body");
+				   "envelope carries name, priority, recovery and the start time in its body");
 			goto bad;
 		}
 	evhttp_clear_headers(&q);
@@ -453,7 +515,8 @@ int api_jobs_read_submit(struct hreq *h, const char *also, json_t **body, json_t
  * it (lease_announce), each reply (201, 200 for a repeated Idempotency-Key, 409) after it committed. */
 struct submit_item {
 	struct hreq *h;
-	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key"} */
+	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key", "run_after_ms"?,
+				   * "start_in_s"?} */
 	char *text;               /* the statement's item: those and "body", the envelope */
 };
 
@@ -554,9 +617,15 @@ static void submit_reply(struct hreq *h, const char *status, long long id, const
 	snprintf(loc, sizeof loc, "/v1/jobs/%lld", id);
 	hreq_add_header(h, "Location", loc);
 	if (strcmp(status, "created") == 0) {
-		log_info("job submitted", "job=%lld kind=%s priority=%lld", id,
+		char start[48] = "now";
+		if (json_is_integer(json_object_get(item, "run_after_ms")))
+			when_format_utc(json_integer_value(json_object_get(item, "run_after_ms")), start, sizeof start);
+		else if (json_is_integer(json_object_get(item, "start_in_s")))
+			snprintf(start, sizeof start, "in_%llds",
+				 (long long)json_integer_value(json_object_get(item, "start_in_s")));
+		log_info("job submitted", "job=%lld kind=%s priority=%lld start=%s", id,
 			 json_string_value(json_object_get(item, "kind")) ?: "-",
-			 (long long)json_integer_value(json_object_get(item, "priority")));
+			 (long long)json_integer_value(json_object_get(item, "priority")), start);
 		lease_announce(h->app->lease); /* the batch's announces are one NOTIFY */
 		hreq_reply_text(h, 201, job);
 	} else {
@@ -572,13 +641,16 @@ void api_jobs_submit(struct hreq *h)
 	char *field = NULL, *message = NULL;
 	char *owner_key = NULL;
 	int priority;
+	int64_t run_after_ms;
+	long long start_in_s;
 	bool as_sent;
 
 	if (!auth_submit_allowed(h))
 		return;
 	if (read_submit(h, NULL, &body, &as_sent) < 0)
 		return;
-	if (api_jobs_check_submit(body, &recovery, &name, &priority, &field, &message) < 0) {
+	if (api_jobs_check_submit(body, &recovery, &name, &priority, &field, &message) < 0 ||
+	    check_start(body, &run_after_ms, &start_in_s, &field, &message) < 0) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
@@ -603,6 +675,12 @@ void api_jobs_submit(struct hreq *h)
 		si->h = h;
 		si->item = json_pack("{s:s, s:s, s:s, s:i, s:O, s:s?}", "name", name, "owner", h->who.name, "kind",
 				     atconfig_kind(config), "priority", priority, "recovery", recovery, "key", owner_key);
+		/* the start time, read from the body (whose text, hashed for the Idempotency-Key, carries it):
+		 * the statement turns it into run_after by the database's clock (rung_submit_run_after) */
+		if (si->item && run_after_ms >= 0)
+			json_object_set_new(si->item, "run_after_ms", json_integer(run_after_ms));
+		else if (si->item && start_in_s > 0)
+			json_object_set_new(si->item, "start_in_s", json_integer(start_in_s));
 		/* the job's config is body.config: sent once, inside the body */
 		si->text = si->item ? submit_item_text(si->item, body, sent, sent_len) : NULL;
 		if (!si->text) {
@@ -714,6 +792,16 @@ static bool opt_str(struct hreq *h, const json_t *body, const char *key, const c
 	return true;
 }
 
+bool api_jobs_cancel_state_ok(const char *state)
+{
+	static const char *const states[] = { "queued", "scheduled", "running", "active" };
+
+	for (size_t i = 0; state && i < ARRAY_LEN(states); i++)
+		if (!strcmp(state, states[i]))
+			return true;
+	return false;
+}
+
 void api_jobs_cancel_matching(struct hreq *h)
 {
 	json_t *body = NULL, *labels = NULL, *limit_v, *dry_v;
@@ -729,8 +817,8 @@ void api_jobs_cancel_matching(struct hreq *h)
 		goto out;
 	if (!state)
 		state = "queued";
-	if (strcmp(state, "queued") && strcmp(state, "running") && strcmp(state, "active")) {
-		hreq_error(h, 400, "invalid_request", "state", "state must be queued, running or active (both)");
+	if (!api_jobs_cancel_state_ok(state)) {
+		hreq_error(h, 400, "invalid_request", "state", "%s", API_JOBS_CANCEL_STATES);
 		goto out;
 	}
 	code = api_jobs_list_filter(&h->who, owner, kind, &scope, &kind_f, &field, &msg);
@@ -780,10 +868,11 @@ out:
 	json_decref(body);
 }
 
-/* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority): 200 with the job when
- * it was "ok", 409 naming the job's state and why_not otherwise, 404 when there is no such job.
- * queued_again: the change queued the job (logged; the waiters are woken). */
-static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, bool queued_again)
+/* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority, rung_start_now): 200 with
+ * the job when it was "ok", 404 when there is no such job, otherwise 409 naming the job's state and
+ * why_not. queued: the change queued the job: logged as that message, and the waiters are woken
+ * (NULL: neither). */
+static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, const char *queued)
 {
 	json_t *doc = hreq_db_doc(h, res, err, "job");
 	const char *state, *status;
@@ -795,8 +884,8 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 	if (!status || strcmp(status, "ok")) {
 		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: %s", h->param[0], state ? state : "?", why_not);
 	} else {
-		if (queued_again) {
-			log_info("job retried", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
+		if (queued) {
+			log_info(queued, "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
 			lease_announce(h->app->lease);
 		}
 		hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
@@ -807,7 +896,7 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 static void on_retried(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a failed or cancelled job can be retried (submit it again to run a succeeded "
-				      "one again)", true);
+				      "one again)", "job retried");
 }
 
 void api_jobs_retry(struct hreq *h)
@@ -841,7 +930,7 @@ out:
 
 static void on_prioritized(PGresult *res, const char *err, void *arg)
 {
-	job_change_answer(arg, res, err, "only a queued or running job's priority can change", false);
+	job_change_answer(arg, res, err, "only a queued, scheduled or running job's priority can change", NULL);
 }
 
 void api_jobs_priority(struct hreq *h)
@@ -868,6 +957,30 @@ void api_jobs_priority(struct hreq *h)
 	}
 out:
 	json_decref(body);
+}
+
+static void on_started(PGresult *res, const char *err, void *arg)
+{
+	job_change_answer(arg, res, err, "only a scheduled job can be started now (a queued one waits only for a GPU)",
+			  "job started now");
+}
+
+void api_jobs_start(struct hreq *h)
+{
+	json_t *body = NULL;
+	char by[AUTH_NAME_MAX + 32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0) /* an empty body or {}: nothing to read, but a malformed one is a 400 */
+		return;
+	json_decref(body);
+	{
+		const char *params[2] = { h->param[0], hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_job_start, 2, params, on_started, h);
+	}
 }
 
 static void on_list(PGresult *res, const char *err, void *arg)
@@ -917,7 +1030,7 @@ int api_jobs_list_filter(const struct auth_who *who, const char *owner, const ch
 
 void api_jobs_list(struct hreq *h)
 {
-	static const char *const states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
+	static const char *const states[] = { "queued", "scheduled", "running", "succeeded", "failed", "cancelled" };
 	char *state = hreq_query(h, "state"), *cursor = hreq_query(h, "cursor"), *limit_s = hreq_query(h, "limit");
 	char *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *label = hreq_query(h, "label"), *msg = NULL;
 	char *label_json = NULL;
@@ -932,7 +1045,7 @@ void api_jobs_list(struct hreq *h)
 			ok |= strcmp(states[i], state) == 0;
 		if (!ok) {
 			hreq_error(h, 400, "invalid_request", "state",
-				   "state must be queued, running, succeeded, failed or cancelled");
+				   "state must be queued, scheduled, running, succeeded, failed or cancelled");
 			goto out;
 		}
 	} else {

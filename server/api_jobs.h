@@ -1,8 +1,11 @@
-/* Handlers of /v1/jobs: submit (validation, recovery defaults, Idempotency-Key), get, list
- * (keyset pagination; filters by state, owner, kind), attempts, events, cancel, retry, priority.
+/* Handlers of /v1/jobs: submit (validation, recovery defaults, the start time, Idempotency-Key),
+ * get, list (keyset pagination; filters by state, owner, kind), attempts, events, cancel, retry,
+ * priority, start.
  * Each is one SQL statement. */
 #ifndef RUNG_API_JOBS_H
 #define RUNG_API_JOBS_H
+
+#include <stdbool.h>
 
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -19,21 +22,32 @@ void api_jobs_events(struct hreq *h);
 void api_jobs_cancel(struct hreq *h);
 #define API_JOBS_CANCEL_MAX 1000 /* jobs one POST /v1/jobs/cancel cancels at most */
 
-/* POST /v1/jobs/cancel {"state"?: "queued" (default) | "running" | "active", "owner"?, "label"?:
- * "k=v,k=v", "kind"?, "limit"?: 1..API_JOBS_CANCEL_MAX, "dry_run"?: bool}: cancels the matching jobs
- * (a running one is told to stop at its next heartbeat), oldest first, each as POST
+/* POST /v1/jobs/cancel {"state"?: "queued" (default: not started yet, queued or scheduled) |
+ * "scheduled" | "running" | "active" (all three), "owner"?, "label"?: "k=v,k=v", "kind"?, "limit"?:
+ * 1..API_JOBS_CANCEL_MAX, "dry_run"?: bool}: cancels the matching jobs (a running one is told to stop
+ * at its next heartbeat), oldest first, each as POST
  * /v1/jobs/{id}/cancel would; 200 {"ids", "more"} (dry_run: the ids it would cancel). owner and kind
  * follow the list's rule (a submitter's jobs only its own; 403 naming owner for another's); at least
  * one of owner, label, kind must be given (400 otherwise: no filter would be every job). 400 naming
  * state, owner, kind, label, limit or dry_run. */
 void api_jobs_cancel_matching(struct hreq *h);
+/* Whether state is one a cancel of the matching jobs takes (above; the /ui/jobs/cancel form's too),
+ * and the 400's message for one it does not. Pure. */
+bool api_jobs_cancel_state_ok(const char *state);
+#define API_JOBS_CANCEL_STATES \
+	"state must be queued (not started yet: queued or scheduled), scheduled, running or active (all three)"
 /* POST /v1/jobs/{id}/retry {"from"?: "current"|"target", "note"?}: a failed or cancelled job is
  * queued again with fresh budgets (sql/functions/22_job_ops.sql) and the waiters are woken; 400
  * naming from/note, 404, 409 invalid_transition for a job in any other state. */
 void api_jobs_retry(struct hreq *h);
-/* POST /v1/jobs/{id}/priority {"priority"}: a queued or running job's priority (lower runs first),
- * with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
+/* POST /v1/jobs/{id}/priority {"priority"}: a queued, scheduled or running job's priority (lower runs
+ * first), with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
 void api_jobs_priority(struct hreq *h);
+/* POST /v1/jobs/{id}/start (body empty or {}): a scheduled job is queued at once, before its start
+ * time (rung_start_now, sql/functions/23_scheduled.sql, an event started_now naming the caller),
+ * and the waiters are woken; 200 with the job, 404, 409 invalid_transition for a job in any other
+ * state. */
+void api_jobs_start(struct hreq *h);
 
 /* A db_exec callback (arg: the struct hreq) for a statement about job param[0] that returns one
  * JSON document: replies it (200), or 404 "no such job" when it is NULL or missing, or what
@@ -52,7 +66,10 @@ int api_jobs_list_filter(const struct auth_who *who, const char *owner, const ch
 
 /* Validates a submit body and builds what is stored. Returns 0 and sets *recovery (new
  * reference, defaults filled), *name (borrowed from body), *priority; or -1 with *field and
- * *message heap strings (caller frees) describing the first problem. Pure; for tests. */
+ * *message heap strings (caller frees) describing the first problem. The start time ("run_after":
+ * RFC 3339 with its zone, at most 365 days ahead of this process's clock, or "start_in_s": 1 to
+ * 31536000; not both) is checked, not returned: api_jobs_submit reads it. Pure but for that clock;
+ * for tests. */
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message);
 

@@ -14,6 +14,8 @@ struct db;
 struct lease_mgr;
 struct memcache;
 struct reaper;
+struct retention;
+struct scheduler;
 struct auth;
 struct metrics;
 struct webhook;
@@ -27,6 +29,7 @@ struct app {
 	struct memcache *memcache;     /* fitted memory profiles for the first-attempt check (issue 12) */
 	struct reaper *reaper;
 	struct retention *retention;   /* NULL unless --retain-days */
+	struct scheduler *scheduler;   /* queues scheduled jobs at their start time (migration 025) */
 	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
 	struct metrics *metrics;       /* in-process /metrics registry (HTTP latencies) */
 	struct webhook *webhook;       /* escalation webhook delivery, NULL when not configured */

@@ -653,6 +653,11 @@ int html_placement_line(struct hbuf *b, const json_t *job)
 	return html_esc_sentence(b, jobtext_placement(job));
 }
 
+int html_scheduled_line(struct hbuf *b, const json_t *job)
+{
+	return html_esc_sentence(b, jobtext_scheduled(job));
+}
+
 int html_retried_line(struct hbuf *b, const json_t *job)
 {
 	return html_esc_sentence(b, jobtext_retried(job));
@@ -738,16 +743,20 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
 			       const char *label, int confirm, long long n)
 {
-	static const char *const states[] = { "queued", "running", "active" };
-	static const char *const shown[] = { "queued", "running (told to stop)", "queued and running" };
+	static const char *const states[] = { "queued", "scheduled", "running", "active" };
+	static const char *const shown[] = { "not started (queued or scheduled)", "scheduled", "running (told to stop)",
+					     "queued, scheduled and running" };
 	const char *keys[] = { "owner", "kind", "label" }, *vals[] = { owner, kind, label };
 	bool narrowed = false;
+	size_t i;
 
 	for (size_t i = 0; i < ARRAY_LEN(vals); i++)
 		narrowed = narrowed || (vals[i] && *vals[i]);
 	if (!(role & (AUTH_SUBMITTER | AUTH_ADMIN)) || !narrowed)
 		return;
-	if (!state || (strcmp(state, "queued") && strcmp(state, "running") && strcmp(state, "active")))
+	for (i = 0; state && i < ARRAY_LEN(states) && strcmp(state, states[i]); i++)
+		;
+	if (!state || i == ARRAY_LEN(states))
 		state = "queued";
 	html_add(b, "<form method=\"post\" class=\"act cancel-matching\" action=\"/ui/jobs/cancel\">");
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++) {
@@ -809,8 +818,12 @@ void html_job_forms(struct hbuf *b, unsigned role, const json_t *job)
 		note_input(b, "why (kept in the event)");
 		html_add(b, "<button type=\"submit\">Retry</button></form>\n");
 	}
-	if ((!strcmp(state, "queued") || !strcmp(state, "running")) && !json_is_true(json_object_get(job, "cancel_requested")) &&
-	    (role & (AUTH_SUBMITTER | AUTH_ADMIN))) {
+	if (!strcmp(state, "scheduled") && (is_staff(role) || role == AUTH_SUBMITTER)) {
+		act_form_open(b, "start", "/ui/jobs/", id, "start");
+		html_add(b, "<button type=\"submit\">Start now</button></form>\n");
+	}
+	if ((!strcmp(state, "queued") || !strcmp(state, "scheduled") || !strcmp(state, "running")) &&
+	    !json_is_true(json_object_get(job, "cancel_requested")) && (role & (AUTH_SUBMITTER | AUTH_ADMIN))) {
 		act_form_open(b, "cancel", "/ui/jobs/", id, "cancel");
 		html_add(b, "<button type=\"submit\">Cancel job</button></form>\n");
 	}

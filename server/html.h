@@ -83,6 +83,9 @@ int html_start_bigger_line(struct hbuf *b, const json_t *job);
  * when its "placement" counts none, and how many jobs are ahead of it), escaped. Returns 1 when it
  * wrote it, 0 otherwise. */
 int html_placement_line(struct hbuf *b, const json_t *job);
+/* When a scheduled job starts ("scheduled: starts at T (in 2h05m)", recovery/jobtext.h), escaped;
+ * returns 0 (nothing written) when the job is not scheduled. */
+int html_scheduled_line(struct hbuf *b, const json_t *job);
 /* The job's last retry (recovery/jobtext.h), escaped; returns 0 (nothing written) when it has none. */
 int html_retried_line(struct hbuf *b, const json_t *job);
 
@@ -99,8 +102,8 @@ long long html_start_lower_attempt(const json_t *job);
 
 /* The queue page's "cancel the jobs that match" form (POST /ui/jobs/cancel), for a role that may
  * cancel (submitter, admin) and only when owner, kind or label narrows the list (nothing, else:
- * the API refuses to cancel "every job"). state: the queue's state filter (queued, running or
- * else the form's default, queued); owner, kind, label: the filters, sent as hidden fields.
+ * the API refuses to cancel "every job"). state: the queue's state filter (queued: not started
+ * yet, scheduled, running, active; else the form's default, queued); owner, kind, label: the filters, sent as hidden fields.
  * confirm: the second step's button ("Cancel these N jobs", n), else the first's (which only asks
  * which jobs it would be). Every value escaped. */
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
@@ -108,8 +111,9 @@ void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state,
 
 /* The forms of the /ui pages that change something (server/web_act.c posts them), for a caller of
  * `role` (enum auth_role bits): each appends nothing when that role may not act or nothing applies.
- * job: a JOB (retry, with from and note, when failed or cancelled, for its owner and staff; cancel
- * when queued or running and no cancel was asked, for its owner and admin); esc: an escalation
+ * job: a JOB (retry, with from and note, when failed or cancelled, for its owner and staff; "Start
+ * now" when scheduled, for its owner and staff; cancel when queued, scheduled or running and no
+ * cancel was asked, for its owner and admin); esc: an escalation
  * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
  * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
 void html_job_forms(struct hbuf *b, unsigned role, const json_t *job);

@@ -1,6 +1,6 @@
 /* rungd: the rung server. Parses flags and environment, migrates the schema, then runs one
- * libevent loop with evhttp, the database pool, parked long-polls and the reaper. SIGTERM/SIGINT
- * stop accepting, answer parked long-polls 204, wait for in-flight requests and exit 0. */
+ * libevent loop with evhttp, the database pool, parked long-polls, the reaper and the scheduler.
+ * SIGTERM/SIGINT stop accepting, answer parked long-polls 204, wait for in-flight requests and exit 0. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +23,7 @@
 #include "migrate.h"
 #include "reaper.h"
 #include "retention.h"
+#include "scheduler.h"
 #include "routes.h"
 #include "util.h"
 #include "version.h"
@@ -110,6 +111,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	}
 	reaper_stop(app->reaper);
 	retention_stop(app->retention);
+	scheduler_stop(app->scheduler);
 	lease_shutdown(app->lease);
 	event_add(app->stop_check, &grace);
 	app_request_done(app);
@@ -217,6 +219,7 @@ int main(int argc, char **argv)
 	}
 	app.reaper = reaper_new(&app);
 	app.retention = retention_new(&app);
+	app.scheduler = scheduler_new(&app);
 	db_listen(app.db, "rung_jobs", on_notify, &app);
 	db_on_listen_reconnect(app.db, on_listen_reconnect, &app);
 	app.stop_check = event_new(app.base, -1, 0, on_stop_check, &app);
@@ -234,6 +237,7 @@ int main(int argc, char **argv)
 out:
 	reaper_free(app.reaper);
 	retention_free(app.retention);
+	scheduler_free(app.scheduler);
 	webhook_free(app.webhook);
 	db_free(app.db);
 	lease_free(app.lease);

@@ -28,7 +28,7 @@ static const double http_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 
 static const double wait_bounds[] = { 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 14400 };
 const char metrics_lease_wait_bounds_sql[] = "{0.1,0.5,1,5,10,30,60,300,900,3600,14400}";
 
-static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
+static const char *const job_states[] = { "queued", "scheduled", "running", "succeeded", "failed", "cancelled" };
 static const char *const gpu_states[] = { "ok", "suspect", "quarantined" };
 static const char *const worker_states[] = { "online", "draining", "offline" };
 static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
@@ -283,8 +283,8 @@ static void write_by_state(struct evbuffer *b, const char *name, const char *typ
 	}
 }
 
-/* rung_jobs: the ended states from the history's reading (none when there is none yet), queued
- * and running from the live one. */
+/* rung_jobs: the ended states from the history's reading (none when there is none yet), queued,
+ * scheduled and running from the live one. */
 static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *history)
 {
 	json_t *counts = json_deep_copy(json_object_get(history, "jobs"));
@@ -294,6 +294,7 @@ static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *his
 		counts = json_object();
 	}
 	json_object_set_new(counts, "queued", json_integer((json_int_t)jnum(live, "queue_depth")));
+	json_object_set_new(counts, "scheduled", json_integer((json_int_t)jnum(live, "scheduled")));
 	json_object_set_new(counts, "running", json_integer((json_int_t)jnum(live, "running")));
 	write_by_state(b, "rung_jobs", "gauge", "Jobs by state.", counts, job_states, ARRAY_LEN(job_states));
 	json_decref(counts);
@@ -355,6 +356,10 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));
+	metrics_write_head(b, "rung_scheduled_overdue_seconds", "gauge",
+			   "How long past its start time the most overdue scheduled job still waits (0 when none: the "
+			   "scheduler queues each within about a second).");
+	metrics_write_sample(b, "rung_scheduled_overdue_seconds", NULL, jnum(doc, "scheduled_overdue_s"));
 	metrics_write_head(b, "rung_heartbeat_lag_seconds_max", "gauge",
 			   "Longest time since a running attempt's last heartbeat (or start).");
 	metrics_write_sample(b, "rung_heartbeat_lag_seconds_max", NULL, jnum(doc, "heartbeat_lag_max_s"));

@@ -56,7 +56,7 @@ struct web_req {
 	char *label;         /* the queue's label filter as asked (k=v,k=v; NULL: none), owned */
 };
 
-static const char *const job_states[] = { "queued", "running", "succeeded", "failed", "cancelled" };
+static const char *const job_states[] = { "queued", "scheduled", "running", "succeeded", "failed", "cancelled" };
 static const char *const esc_states[] = { "open", "acknowledged", "resolved" };
 
 static const char page_css[] =
@@ -76,6 +76,7 @@ static const char page_css[] =
 	".state{display:inline-block;padding:1px 9px;border-radius:10px;font-size:12px;font-weight:600;background:#e3e7ee}"
 	".s-succeeded,.s-ok,.s-resolved{background:#d6f0dc;color:#1d6b32}.s-failed,.s-quarantined,.s-open,.s-lost{background:#f8d7d7;color:#8f1d1d}"
 	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect,.s-draining{background:#fdefc8;color:#7a5a00}"
+	".s-scheduled{background:#e8e2f6;color:#4b3a8a}"
 	".s-cancelled{background:#e5e5e5;color:#555}"
 	".filters a{margin-right:12px}.filters a.on{font-weight:700;color:#1d2330;text-decoration:none}"
 	"form.filter{display:flex;gap:14px;align-items:center;margin:6px 0}form.filter input[type=text]{width:180px;padding:3px}"
@@ -838,6 +839,15 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_add(b, "<dt>retried</dt><dd>");
 		html_retried_line(b, j);
 		html_add(b, "</dd>");
+	}
+	{
+		struct hbuf line = { 0 };
+		if (html_scheduled_line(&line, j)) { /* migration 025: when it starts */
+			html_add(b, "<dt>scheduled</dt><dd class=\"reason\">");
+			html_add(b, line.s);
+			html_add(b, "</dd>");
+		}
+		html_release(&line);
 	}
 	if (json_is_object(json_object_get(j, "placement"))) { /* why it waits, or its turn in the queue */
 		struct hbuf line = { 0 };

@@ -1,6 +1,6 @@
 /* The /ui forms that change something (web_act.h): each POST is checked for its site and its
- * caller, runs its API route's statement (sql/job_retry.sql, job_cancel.sql, escalation_set.sql,
- * gpu_release.sql, worker_drain.sql) and answers 303 back to its page (post/redirect/get), or a
+ * caller, runs its API route's statement (sql/job_retry.sql, job_cancel.sql, job_start.sql,
+ * escalation_set.sql, gpu_release.sql, worker_drain.sql) and answers 303 back to its page (post/redirect/get), or a
  * page that says why not. Owns the one request in flight per form; the forms' HTML is html.c's. */
 #include "web_act.h"
 
@@ -39,6 +39,7 @@ struct act {
 
 static const struct act act_retry = { "retry", "job", "/ui/jobs/", true, true };
 static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, false };
+static const struct act act_start = { "start", "job", "/ui/jobs/", true, true };
 static const struct act act_ack = { "acknowledge", "escalation", "/ui/escalations/", true, false };
 static const struct act act_resolve = { "resolve", "escalation", "/ui/escalations/", true, false };
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
@@ -117,7 +118,9 @@ static void on_act(PGresult *res, const char *err, void *arg)
 		const json_t *obj = json_object_get(doc, "job") ? json_object_get(doc, "job") : json_object_get(doc, "escalation");
 		msg = xasprintf("%s %s is %s: it cannot be %s now", a->thing, h->param[0],
 				json_string_value(json_object_get(obj, "state")) ?: "?",
-				!strcmp(a->name, "retry") ? "retried (only a failed or cancelled job can be)" : "changed that way");
+				a == &act_retry   ? "retried (only a failed or cancelled job can be)"
+				: a == &act_start ? "started early (only a scheduled job can be)"
+						  : "changed that way");
 		web_message(h, 409, "Not possible", msg);
 		goto out;
 	}
@@ -208,6 +211,14 @@ static void do_cancel(struct hreq *h)
 	act_exec(h, &act_cancel, sql_job_cancel, 1, params);
 }
 
+static void do_start(struct hreq *h)
+{
+	char by[AUTH_NAME_MAX + 32];
+	const char *params[2] = { h->param[0], hreq_by(h, by, sizeof by) };
+
+	act_exec(h, &act_start, sql_job_start, 2, params);
+}
+
 static void escalation_set(struct hreq *h, const struct act *a, const char *state)
 {
 	char *note = NULL;
@@ -284,6 +295,12 @@ void web_act_job_cancel(struct hreq *h)
 {
 	if (id_ok(h, "job"))
 		act_enter(h, &act_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB, do_cancel);
+}
+
+void web_act_job_start(struct hreq *h)
+{
+	if (id_ok(h, "job"))
+		act_enter(h, &act_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_start);
 }
 
 void web_act_escalation_ack(struct hreq *h)
@@ -395,7 +412,7 @@ static void on_matching(PGresult *res, const char *err, void *arg)
 			long long v = (long long)json_integer_value(id);
 			html_printf(&b, "%s<a href=\"/ui/jobs/%lld\">#%lld</a>", i ? ", " : "", v, v);
 		}
-		html_add(&b, ". A queued job is cancelled at once, a running one is told to stop at its next heartbeat; "
+		html_add(&b, ". A queued or scheduled job is cancelled at once, a running one is told to stop at its next heartbeat; "
 			     "the confirm cancels what matches when it is sent.</p>\n");
 		html_cancel_matching_form(&b, h->who.role, m->state, m->owner, m->kind, m->label, 1, (long long)n);
 	}
@@ -435,8 +452,8 @@ static void do_cancel_matching(struct hreq *h)
 		web_message(h, 413, "Bad request", "the form is too large");
 		goto out;
 	}
-	if (m->state && strcmp(m->state, "queued") && strcmp(m->state, "running") && strcmp(m->state, "active")) {
-		web_message(h, 400, "Bad request", "state must be queued, running or active (both)");
+	if (m->state && *m->state && !api_jobs_cancel_state_ok(m->state)) {
+		web_message(h, 400, "Bad request", API_JOBS_CANCEL_STATES);
 		goto out;
 	}
 	code = api_jobs_list_filter(&h->who, m->owner, m->kind, &scope, &kind, &field, &msg);

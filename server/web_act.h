@@ -1,4 +1,4 @@
-/* The /ui forms that change something: retry and cancel a job, acknowledge and resolve an
+/* The /ui forms that change something: retry, cancel and start (a scheduled job now) a job, acknowledge and resolve an
  * escalation, release a GPU, drain and resume a worker. Each POST runs the same statement as its
  * API route, under the same roles, and answers 303 back to the page it came from (or a page that
  * says why not). The forms themselves are html.c's (html_job_forms, ...). */
@@ -12,6 +12,7 @@ struct hreq;
  * form and back to the page. */
 void web_act_job_retry(struct hreq *h);          /* POST /ui/jobs/{id}/retry    from=&note= */
 void web_act_job_cancel(struct hreq *h);         /* POST /ui/jobs/{id}/cancel */
+void web_act_job_start(struct hreq *h);          /* POST /ui/jobs/{id}/start: a scheduled job queued now */
 /* POST /ui/jobs/cancel  state=&owner=&kind=&label=&confirm= : the jobs that match (as POST
  * /v1/jobs/cancel, at most API_JOBS_CANCEL_MAX): without confirm=1 a page listing them with the
  * confirm button (nothing changed), with it cancels them and answers 303 back to the queue. */

@@ -90,6 +90,17 @@ int main(void)
 	json_decref(rec);
 
 	expect_field("\"bogus\":1", "bogus", "an unknown top-level field is named");
+	/* the start time (migration 025): run_after or start_in_s, one of them, each checked */
+	expect_field("\"start_in_s\":3600", NULL, "start_in_s 3600 is taken");
+	expect_field("\"start_in_s\":null,\"run_after\":null", NULL, "null start fields are absent");
+	expect_field("\"run_after\":\"2001-01-01T00:00:00Z\"", NULL, "a past run_after is taken (it means now)");
+	expect_field("\"run_after\":\"2001-01-01T00:00:00\"", "run_after", "a run_after without its zone is refused");
+	expect_field("\"run_after\":\"2999-01-01T00:00:00Z\"", "run_after", "a run_after past 365 days is refused");
+	expect_field("\"run_after\":0", "run_after", "a numeric run_after is refused");
+	expect_field("\"start_in_s\":0", "start_in_s", "start_in_s 0 is refused");
+	expect_field("\"start_in_s\":31536001", "start_in_s", "start_in_s past 365 days is refused");
+	expect_field("\"start_in_s\":\"5\"", "start_in_s", "a string start_in_s is refused");
+	expect_field("\"start_in_s\":5,\"run_after\":\"2001-01-01T00:00:00Z\"", "start_in_s", "both: refused, naming start_in_s");
 	expect_field("\"name\":7", "name", "a non-string name is refused");
 	expect_field("\"priority\":\"high\"", "priority", "a non-integer priority is refused");
 	expect_field("\"priority\":1.5", "priority", "a fractional priority is refused");

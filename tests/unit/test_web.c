@@ -4,7 +4,8 @@
  * page offers to which caller (html.c) and the same-site check of their POSTs (web_act.c), and the
  * queue page's filter form and links with the rule it shares with GET /v1/jobs (api_jobs.c), the
  * plan page's form and its rendering of a plan document (web_plan.c), and the tokens page, its
- * one-time secret page and its limit field read with the API's rule (web_tokens.c, api_tokens.c). */
+ * one-time secret page and its limit field read with the API's rule (web_tokens.c, api_tokens.c),
+ * and a scheduled job's line and forms. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -894,6 +895,58 @@ static void test_token_expiry(void)
 	json_decref(doc);
 }
 
+/* A scheduled job's page (migration 025): its "scheduled" line in rungctl show's words, escaped, and
+ * the forms: "Start now" for its owner and staff (posted to /ui/jobs/ID/start), cancel for its owner
+ * and admin; none of them once it is queued; the cancel-matching form's "scheduled" state. */
+static void test_scheduled(void)
+{
+	struct hbuf b = { 0 };
+	json_t *job = json_loads("{\"id\": 9, \"state\": \"scheduled\", \"cancel_requested\": false, \"run_after\": "
+				 "\"2026-12-01T22:00:00+00:00\", \"starts_in_s\": 7500}", 0, NULL);
+	char *s;
+	int n;
+
+	n = html_scheduled_line(&b, job);
+	s = html_take(&b);
+	TAP_OK(n == 1, "scheduled line: written");
+	TAP_STR_EQ(s, "scheduled: starts at 2026-12-01T22:00:00Z (in 2h05m)", "scheduled line: rungctl show's sentence");
+	free(s);
+	html_job_forms(&b, AUTH_SUBMITTER, job);
+	s = html_take(&b);
+	TAP_OK(has(s, "<form method=\"post\" class=\"act start\" action=\"/ui/jobs/9/start\">") && has(s, ">Start now</button>") &&
+		       has(s, "action=\"/ui/jobs/9/cancel\"") && !has(s, "retry"),
+	       "its owner on a scheduled job: Start now and cancel");
+	free(s);
+	html_job_forms(&b, AUTH_SUPPORT, job);
+	s = html_take(&b);
+	TAP_OK(has(s, "action=\"/ui/jobs/9/start\"") && !has(s, "/cancel"), "support: Start now, no cancel (the owner's or an admin's)");
+	free(s);
+	html_job_forms(&b, AUTH_WORKER, job);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "a worker token: no form");
+	free(s);
+	json_object_set_new(job, "state", json_string("queued"));
+	html_job_forms(&b, AUTH_ADMIN, job);
+	n = html_scheduled_line(&b, job);
+	s = html_take(&b);
+	TAP_OK(n == 0 && has(s, "/ui/jobs/9/cancel") && !has(s, "/start") && !has(s, "scheduled"),
+	       "once queued: no line, no Start now (cancel stays)");
+	free(s);
+	json_object_set_new(job, "state", json_string("scheduled"));
+	json_object_set_new(job, "run_after", json_string("<b>"));
+	html_scheduled_line(&b, job);
+	s = html_take(&b);
+	TAP_OK(has(s, "&lt;b&gt;") && !has(s, "<b>"), "scheduled line: escaped");
+	free(s);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "scheduled", "team-a", NULL, NULL, 0, 0);
+	s = html_take(&b);
+	TAP_OK(has(s, "<option value=\"scheduled\" selected>scheduled</option>") &&
+		       has(s, "<option value=\"queued\">not started (queued or scheduled)</option>"),
+	       "cancel form: the queue's scheduled filter chooses scheduled; queued reads as not started");
+	free(s);
+	json_decref(job);
+}
+
 int main(void)
 {
 	test_escape();
@@ -911,5 +964,6 @@ int main(void)
 	test_owners();
 	test_usage_page();
 	test_cancel_matching_form();
+	test_scheduled();
 	return TAP_DONE();
 }
