@@ -11,11 +11,15 @@
 
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
-		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--set PATH=VALUE]... "
-		"[--sweep PATH=V1,V2,...]... [--dry-run]",
+		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--at TIME|--in DURATION] "
+		"[--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
+		"--at TIME / --in DURATION: the job waits, scheduled, and starts then (until then no GPU runs it;\n"
+		"`rungctl start JOB` starts it at once): TIME is an RFC 3339 time with its zone\n"
+		"(2026-12-01T22:00:00Z, 2026-12-01T23:00:00+01:00; a past one starts now) or a local time of day\n"
+		"HH:MM (22:00: the next one); DURATION is 90m, 2h, 1d, 1h30m, 45s or bare seconds, at most 365d.\n"
 		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
 		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
 		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"
@@ -25,26 +29,30 @@ const struct cli_cmd cli_cmds[] = {
 		"the same command sent again submits only what is missing). Prints one id per line, the sweep on\n"
 		"stderr. --dry-run prints each job's name and values and sends nothing.", cmd_submit },
 	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--limit N]",
-		"Lists jobs, newest first: --state queued|running|succeeded|failed|cancelled; --owner: the jobs\n"
-		"of one token name (support/admin; a submitter sees only its own); --kind image|video; --label:\n"
-		"the jobs that carry every one of these labels.", cmd_jobs },
+		"Lists jobs, newest first: --state queued|scheduled|running|succeeded|failed|cancelled; --owner:\n"
+		"the jobs of one token name (support/admin; a submitter sees only its own); --kind image|video;\n"
+		"--label: the jobs that carry every one of these labels.", cmd_jobs },
 	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
 		"target, achieved, why a setting was given up), for a queued one how many jobs are ahead of it in\n"
-		"the queue (and why no GPU takes it); each attempt with the config change it led to,\n"
-		"against its own config; target vs current config (changed paths); recovery state.", cmd_show },
+		"the queue (and why no GPU takes it), for a scheduled one when it starts; each attempt with the\n"
+		"config change it led to, against its own config; target vs current config (changed paths);\n"
+		"recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
-	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video [--state queued|running|active] "
-		"[--limit N] [--dry-run]",
+	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video "
+		"[--state queued|scheduled|running|active] [--limit N] [--dry-run]",
 		"Cancels a job (a running one stops at its next heartbeat), or the jobs that match every filter given,\n"
-		"oldest first, at most --limit (1000): queued ones by default, --state running or active (both);\n"
+		"oldest first, at most --limit (1000): those not started yet by default (queued or scheduled),\n"
+		"--state scheduled (only those waiting for their start time), running, or active (all three);\n"
 		"--dry-run lists them and changes nothing. A submitter cancels only its own.", cmd_cancel },
 	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
 		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
 		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"
 		"(kept in the event; it resolves the job's own open escalations, not those about a GPU or host).", cmd_retry },
-	{ "priority", "priority JOB PRIORITY", "Changes a queued or running job's priority (lower runs first; a running\n"
-		"job's counts when it is queued again).", cmd_priority },
+	{ "priority", "priority JOB PRIORITY", "Changes a queued, scheduled or running job's priority (lower runs first;\n"
+		"a scheduled job's counts from its start time, a running job's when it is queued again).", cmd_priority },
+	{ "start", "start JOB", "Starts a scheduled job now, before its start time (its owner, support, admin): it is queued\n"
+		"at once and waits only for a GPU. A job that is not scheduled is refused (exit 1).", cmd_start },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"
 		"it led to (against its own config), the verdict as show prints it. Each line is written as it happens,\n"
 		"also into a pipe; in a terminal a progress line shows the speed between the last two step reports\n"

@@ -1,4 +1,4 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, watch.
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, start, watch.
  * Each parses its options, makes its calls through cli_call and prints a table, lines or the
  * server's JSON. */
 #include "cmd_jobs.h"
@@ -20,6 +20,7 @@
 #include "sweep.h"
 #include "table.h"
 #include "util.h"
+#include "when.h"
 #include "yamljson.h"
 
 #define WATCH_UNREACHABLE_MS 30000  /* watch gives up after this long without an answer (exit 3) or with only 503s (exit 1) */
@@ -34,6 +35,10 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "priority", json_integer(o->priority));
 	if (json_object_size(o->labels) > 0)
 		json_object_set(body, "labels", (json_t *)o->labels);
+	if (o->run_after)
+		json_object_set_new(body, "run_after", json_string(o->run_after));
+	else if (o->start_in_s > 0)
+		json_object_set_new(body, "start_in_s", json_integer(o->start_in_s));
 	if (o->no_scale_up)
 		json_object_set_new(rec, "scale_up", json_false());
 	if (o->max_attempts > 0)
@@ -44,6 +49,41 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set(body, "recovery", rec);
 	json_decref(rec);
 	return body;
+}
+
+int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_submit_opts *o, char *buf, size_t n,
+		     bool *past, char **why)
+{
+	const char *w;
+	int64_t ms;
+
+	*past = false;
+	*why = NULL;
+	if (at && in) {
+		*why = xstrdup("give --at TIME or --in DURATION, not both");
+		return -1;
+	}
+	if (in) {
+		if (when_parse_in(in, &o->start_in_s, &w) < 0) {
+			*why = xasprintf("--in %s", w);
+			return -1;
+		}
+		return 0;
+	}
+	if (!at)
+		return 0;
+	if (when_parse_at(at, now_ms, &ms, &w) < 0) {
+		*why = xasprintf("--at %s", w);
+		return -1;
+	}
+	if (util_time_parse(at, &ms) == 0) {
+		o->run_after = at; /* as the user wrote it: the same command sends the same body */
+	} else {
+		when_format_utc(ms, buf, n);
+		o->run_after = buf;
+	}
+	*past = ms <= now_ms;
+	return 0;
 }
 
 struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *sets, size_t n_sets,
@@ -96,10 +136,11 @@ static json_t *submit_bodies(struct cli *c, const json_t *config, const struct s
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
-	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8];
+	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *at = NULL, *in = NULL;
 	size_t n_sets = 0, n_sweeps = 0, n = 0, i;
 	int dry_run = 0;
-	char *ops[1], *err = NULL, *label = NULL;
+	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
+	bool past;
 	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL;
 	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
@@ -112,6 +153,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
 		{ .name = "idempotency-key", .type = ARGS_STRING, .str = &idem },
 		{ .name = "labels", .type = ARGS_STRING, .str = &labels },
+		{ .name = "at", .type = ARGS_STRING, .str = &at },
+		{ .name = "in", .type = ARGS_STRING, .str = &in },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
 		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry_run },
@@ -124,6 +167,12 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		fprintf(c->err, "rungctl submit: %s\n", err);
 		goto out;
 	}
+	if (cmd_submit_start(at, in, util_wall_ms(), &o, at_buf, sizeof at_buf, &past, &err) < 0) {
+		fprintf(c->err, "rungctl submit: %s\nusage: rungctl %s\n", err, cli_cmd_named("submit")->usage);
+		goto out;
+	}
+	if (past)
+		fprintf(c->err, "rungctl submit: warning: --at %s has passed: the job starts now\n", at);
 	config = yamljson_load_file(ops[0], &err);
 	if (!config) {
 		fprintf(c->err, "rungctl submit: %s\n", err);
@@ -409,9 +458,13 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 		free(v);
 	} else {
 		char *waiting = jobtext_placement(job); /* a queued job: its turn, or why no GPU takes it */
+		char *sched = jobtext_scheduled(job);   /* a scheduled one: when it starts */
 		print_kv(c, "result", json_object_get(job, "result"));
+		if (sched)
+			fprintf(c->out, "%-17s %s\n", "start", sched);
 		if (waiting)
 			fprintf(c->out, "%-17s %s\n", "queue", waiting);
+		free(sched);
 		free(waiting);
 	}
 	json_array_foreach(attempts, i, a) {
@@ -461,6 +514,8 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		"cancel_requested", "created_at", "updated_at", "finished_at", "next_action" };
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
+	if (json_is_string(json_object_get(job, "run_after"))) /* scheduled, or was (migration 025) */
+		print_kv(c, "run_after", json_object_get(job, "run_after"));
 	if (json_object_size(json_object_get(job, "labels")) > 0) {
 		char *l = labels_format(json_object_get(job, "labels"));
 		fprintf(c->out, "%-17s %s\n", "labels", l);
@@ -717,6 +772,31 @@ int cmd_priority(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* start: POST /v1/jobs/ID/start, a scheduled job now. */
+int cmd_start(struct cli *c, int argc, char **argv)
+{
+	char *ops[1], *e = NULL, *path = NULL;
+	json_t *job = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("start"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/start", e);
+	rc = cli_call(c, "POST", path, NULL, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, job);
+		else
+			fprintf(c->out, "job %s: started now, before its start time (%s: it waits only for a GPU)\n", ops[0],
+				jpath_str(job, "state", "?"));
+	}
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
 /* ---- watch ---- */
 
 struct watch_attempt {
@@ -836,8 +916,10 @@ static int watch_step(struct watch *w, const json_t *job, const json_t *attempts
 			watch_progress(w, a, number);
 	}
 	if (js && !terminal && (!w->job_state || strcmp(w->job_state, js))) {
+		char *sched = jobtext_scheduled(job);
 		watch_clear(w);
-		fprintf(w->c->out, "job %s %s\n", w->id, js);
+		fprintf(w->c->out, "job %s %s\n", w->id, sched ? sched : js); /* "job 7 scheduled: starts at T (in 2h)" */
+		free(sched);
 		watch_flush(w);
 		free(w->job_state);
 		w->job_state = xstrdup(js);

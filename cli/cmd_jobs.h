@@ -1,9 +1,12 @@
 /* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, retry, priority,
- * watch; declared in cli.h) and the pure pieces they are made of, exported for unit tests. */
+ * start, watch; declared in cli.h) and the pure pieces they are made of, exported for unit tests. */
 #ifndef RUNG_CMD_JOBS_H
 #define RUNG_CMD_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
 #include <jansson.h>
 
 struct cmd_submit_opts {
@@ -14,11 +17,23 @@ struct cmd_submit_opts {
 	long long max_attempts;         /* --max-attempts, 0 when not given */
 	long long validate_steps;       /* --validate-steps, 0 when not given */
 	const json_t *labels;           /* --labels, parsed (labels_parse), or NULL */
+	const char *run_after;          /* --at as an RFC 3339 time (cmd_submit_start), or NULL */
+	long long start_in_s;           /* --in in seconds, 0 when not given */
 };
 
-/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "recovery"?: {...}}
- * ("recovery" only when an option sets a key of it; "labels" only when some were given). config is borrowed (incref'd into the body). New reference. */
+/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "run_after"? |
+ * "start_in_s"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
+ * when some were given; the start time only when --at or --in was). config is borrowed (incref'd
+ * into the body). New reference. */
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
+
+/* Reads `submit`'s --at TIME and --in DURATION (each may be NULL) into o->run_after and
+ * o->start_in_s (common/when.h): TIME as given when it is an RFC 3339 time, else ("HH:MM") the next
+ * such local time after now_ms, written in UTC into buf (n >= 24), which o->run_after then points
+ * at. Returns 0; *past true when TIME has already passed (the server starts the job at once); or -1
+ * with *why (heap, for the usage line) when a value is bad or both are given. */
+int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_submit_opts *o, char *buf, size_t n,
+		     bool *past, char **why);
 
 struct cli;
 struct sweep;

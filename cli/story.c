@@ -183,12 +183,14 @@ static char *started_lower_line(const json_t *job)
 }
 
 /* The verdict's lines for a job that was retried, one whose first claim was handed back for a
- * bigger GPU before it ran (and why), and a queued job: its place in the queue, and why when no
- * usable GPU can take it (recovery/jobtext.h); NULL when none. Heap string. */
+ * bigger GPU before it ran (and why), a scheduled job: when it starts, and a queued job: its place
+ * in the queue, and why when no usable GPU can take it (recovery/jobtext.h); NULL when none. Heap
+ * string. */
 static char *placement_lines(const json_t *job)
 {
 	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
 	char *bigger = jobtext_started_bigger(job), *waiting = jobtext_placement(job), *retried = jobtext_retried(job);
+	char *sched = jobtext_scheduled(job);
 	char *out = NULL;
 
 	if (retried)
@@ -198,11 +200,14 @@ static char *placement_lines(const json_t *job)
 		if (str_of(sb, "reason"))
 			cat(&out, "    why: %s\n", str_of(sb, "reason"));
 	}
+	if (sched)
+		cat(&out, "  %s\n", sched);
 	if (waiting)
 		cat(&out, "  %s\n", waiting);
 	free(bigger);
 	free(waiting);
 	free(retried);
+	free(sched);
 	return out;
 }
 

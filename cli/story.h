@@ -39,9 +39,9 @@ char *story_start_text(const json_t *job, const json_t *attempts);
  *   (memory model)[, then scaled up]: attempt N ran with RUNGS applied"; for one whose first claim
  *   was handed back for a bigger GPU (recovery_state.started_bigger), "  started on a bigger GPU
  *   (memory model): its claim on a G MiB GPU was handed back before it ran, for a GPU with at least
- *   M MiB" and "    why: REASON"; for a queued job, its line of recovery/jobtext.h ("  waiting for a
- *   GPU: WHY; N jobs ahead of it in the queue", or "  waiting its turn: N jobs ahead of it in the
- *   queue").
+ *   M MiB" and "    why: REASON"; for a scheduled job "  scheduled: starts at T (in 2h05m)"; for a
+ *   queued job, its line of recovery/jobtext.h ("  waiting for a GPU: WHY; N jobs ahead of it in the
+ *   queue", or "  waiting its turn: N jobs ahead of it in the queue").
  * id: the job id as the user wrote it (NULL: the job's own). attempts may be NULL. */
 char *story_verdict(const json_t *job, const json_t *attempts, const char *id);
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -992,6 +993,83 @@ out:
 	free(aid);
 }
 
+/* Scheduled jobs (migration 025): submit --in and --at (RFC 3339, or HH:MM read in TZ), each bad
+ * value a usage error before anything is sent; show's start line; jobs --state scheduled; start
+ * (exit 1 for a job that is not scheduled, 4 for none); cancel of a scheduled job and by filter. */
+static void test_scheduled(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_later", 10), *id = NULL, *at_id = NULL, *past_id = NULL, *hhmm_id = NULL;
+	char at[40];
+	const char *const utc[] = { "TZ=UTC", NULL };
+	json_t *j = NULL;
+	int rc;
+
+	{
+		time_t t = (time_t)(util_wall_ms() / 1000 + 3 * 3600);
+		struct tm tm;
+		gmtime_r(&t, &tm);
+		strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	rc = ctl(h, "submit", cfg, "--in", "2h", "--labels", "night=cli");
+	id = out_line();
+	h_ok(h, rc == 0 && is_digits(id), "submit --in 2h: exit 0, the id (%s)", id);
+	rc = ctl(h, "show", id);
+	h_ok(h, rc == 0 && strstr(g_out, "\nstate             scheduled\n") && strstr(g_out, "\nrun_after         ") &&
+		     strstr(g_out, "\nstart             scheduled: starts at ") &&
+		     (strstr(g_out, "Z (in 2h00m)\n") || strstr(g_out, "Z (in 1h59m)\n")),
+	     "show: scheduled, its run_after, \"start  scheduled: starts at T (in 2h00m)\"");
+	h_ok(h, ctl(h, "jobs", "--state", "scheduled") == 0 && strstr(g_out, "scheduled") && strstr(g_out, "cli_later"),
+	     "jobs --state scheduled lists it");
+	rc = ctl(h, "submit", cfg, "--at", at, "--labels", "night=cli", "--json");
+	h_ok(h, rc == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "scheduled"), "submit --at %s: scheduled", at);
+	at_id = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	rc = ctl_env(h, h->admin_token, NULL, utc, "submit", cfg, "--at", "23:59", "--labels", "night=cli", "--json", NULL);
+	j = out_json();
+	h_ok(h, rc == 0 && j && !strcmp(h_str(j, "state"), "scheduled") && strstr(h_str(j, "run_after"), "T23:59:00"),
+	     "submit --at 23:59 (TZ=UTC): scheduled for the next 23:59 UTC (%s)", h_str(j, "run_after"));
+	hhmm_id = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	rc = ctl(h, "submit", cfg, "--at", "2001-02-03T04:05:06Z", "--labels", "night=cli", "--json");
+	h_ok(h, rc == 0 && (j = out_json()) && !strcmp(h_str(j, "state"), "queued") && strstr(g_err, "has passed"),
+	     "submit --at a past time: queued now, with a warning");
+	past_id = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, ctl(h, "submit", cfg, "--in", "2x") == 2 && strstr(g_err, "--in ") && strstr(g_err, "usage:"),
+	     "submit --in 2x: usage error naming --in, exit 2");
+	h_ok(h, ctl(h, "submit", cfg, "--in", "400d") == 2 && strstr(g_err, "365d"), "submit --in 400d: exit 2, the most said");
+	h_ok(h, ctl(h, "submit", cfg, "--at", "25:00") == 2 && strstr(g_err, "--at "), "submit --at 25:00: exit 2");
+	h_ok(h, ctl(h, "submit", cfg, "--at", "2026-12-01T22:00:00") == 2, "submit --at without a zone: exit 2");
+	h_ok(h, ctl(h, "submit", cfg, "--at", at, "--in", "1h") == 2 && strstr(g_err, "not both"), "submit --at and --in: exit 2");
+	h_ok(h, ctl(h, "submit", cfg, "--in", "90m", "--dry-run", "--json") == 0 && (j = out_json()) &&
+		     h_int(j, "start_in_s") == 5400, "submit --in 90m --dry-run --json: the body's start_in_s 5400");
+	json_decref(j);
+	j = NULL;
+	rc = ctl(h, "start", at_id ? at_id : "0");
+	h_ok(h, rc == 0 && strstr(g_out, "started now"), "start: the job is queued now (%s)", g_out);
+	rc = ctl(h, "start", at_id ? at_id : "0");
+	h_ok(h, rc == 1 && strstr(g_err, "409") && strstr(g_err, "scheduled"), "start again: 409, exit 1 (%s)", g_err);
+	h_ok(h, ctl(h, "start", "999999") == 4, "start of an unknown job: exit 4");
+	h_ok(h, ctl(h, "start") == 2, "start without a job: exit 2");
+	h_ok(h, ctl(h, "events", at_id ? at_id : "0") == 0 && strstr(g_out, "started_now  scheduled -> queued"),
+	     "events: started_now, scheduled -> queued");
+	h_ok(h, ctl(h, "cancel", id) == 0 && strstr(g_out, "cancelled"), "cancel of a scheduled job: cancelled");
+	rc = ctl(h, "cancel", "--label", "night=cli", "--state", "scheduled", "--dry-run"); /* before g_out is read */
+	h_ok(h, rc == 0 && strstr(g_out, "would cancel 1 job(s)"),
+	     "cancel --label --state scheduled --dry-run: the one scheduled left (%s)", g_out);
+	rc = ctl(h, "cancel", "--label", "night=cli");
+	h_ok(h, rc == 0 && strstr(g_out, "cancelled or told to stop: 3 job(s)"),
+	     "cancel --label: the not started ones, scheduled and queued (%s)", g_out); /* none left for the next tests */
+	free(cfg);
+	free(id);
+	free(at_id);
+	free(past_id);
+	free(hhmm_id);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_cli");
@@ -1002,6 +1080,7 @@ int main(void)
 		test_help_and_usage(h);
 		test_job_commands(h);
 		test_cancel_matching(h);
+		test_scheduled(h);
 		test_sweep(h);
 		test_support_commands(h);
 		test_token_commands(h);

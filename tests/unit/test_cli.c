@@ -2,9 +2,11 @@
  * (cli/cli), table rendering (cli/table, the jobs and attempts tables), the config diff
  * (cli/jsondiff), watch's rate (cli/progress), the story of a job (cli/story), the submit body
  * (cli/cmd_jobs), the memory model's table and show lines (cli/cmd_profiles), and token create's
- * --expires DURATION and token list's EXPIRES cell (cli/cmd_token, common/expiry). */
+ * --expires DURATION and token list's EXPIRES cell (cli/cmd_token, common/expiry), and submit's
+ * --at/--in with the sentence about a scheduled job (common/when, recovery/jobtext). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../cli/args.h"
 #include "../../cli/cli.h"
@@ -23,6 +25,7 @@
 #include "labels.h"
 #include "tap.h"
 #include "util.h"
+#include "when.h"
 
 static void test_args(void)
 {
@@ -993,6 +996,152 @@ static void test_transient(void)
 	}
 }
 
+/* Scheduled jobs (migration 025): --in DURATION and --at TIME (common/when.h), the submit body they
+ * make (cli/cmd_jobs cmd_submit_start), the two formats people read, and the sentence rungctl show,
+ * watch and the verdict print (recovery/jobtext.h). TZ is set to a zone with summer time so that
+ * HH:MM is read as a local time of day. */
+static void test_scheduled(void)
+{
+	static const struct {
+		const char *text;
+		long long want; /* -1: refused */
+	} ins[] = {
+		{ "90m", 5400 }, { "2h", 7200 }, { "1d", 86400 }, { "1h30m", 5400 }, { "45s", 45 }, { "3600", 3600 },
+		{ "1", 1 }, { "1d2h3m4s", 93784 }, { "365d", 31536000 }, { "31536000", 31536000 }, { "0090m", 5400 },
+		{ "0", -1 }, { "0s", -1 }, { "366d", -1 }, { "31536001", -1 }, { "", -1 }, { "h", -1 }, { "2x", -1 },
+		{ "2H", -1 }, { "1.5h", -1 }, { "-5m", -1 }, { " 5m", -1 }, { "5m ", -1 }, { "5 m", -1 }, { "30m1h", -1 },
+		{ "1h1h", -1 }, { "1h30", -1 }, { "soon", -1 }, { "9999999999d", -1 },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(ins); i++) {
+		long long got = -2;
+		const char *why = NULL;
+		char name[96];
+		int rc = when_parse_in(ins[i].text, &got, &why);
+		snprintf(name, sizeof name, "--in \"%s\" -> %lld", ins[i].text, ins[i].want);
+		if (ins[i].want < 0)
+			TAP_OK(rc == -1 && why && *why && got == 0, name);
+		else
+			TAP_OK(rc == 0 && got == ins[i].want && !why, name);
+	}
+	{
+		long long got;
+		const char *why;
+		TAP_OK(when_parse_in("366d", &got, &why) < 0 && strstr(why, "365d"), "--in: too long says the most");
+		TAP_OK(when_parse_in("later", &got, &why) < 0 && strstr(why, "90m, 2h, 1d"), "--in: not a duration shows the forms");
+	}
+	setenv("TZ", "Europe/Berlin", 1);
+	tzset();
+	{
+		/* now: 2026-12-01 20:00 in Berlin (19:00Z, winter time, +01:00) */
+		const int64_t now = 1796151600000LL;
+		int64_t got;
+		const char *why;
+		char buf[40];
+		TAP_OK(when_parse_at("22:00", now, &got, &why) == 0 && got == now + 2 * 3600000LL, "--at 22:00: today's, local");
+		TAP_OK(when_parse_at("19:30", now, &got, &why) == 0 && got == now + 23 * 3600000LL + 1800000LL,
+		       "--at 19:30, past today: tomorrow's");
+		TAP_OK(when_parse_at("20:00", now, &got, &why) == 0 && got == now + 24 * 3600000LL, "--at now's HH:MM: tomorrow's");
+		TAP_OK(when_parse_at("2026-12-01T22:00:00Z", now, &got, &why) == 0 && got == now + 3 * 3600000LL,
+		       "--at an RFC 3339 time in UTC");
+		TAP_OK(when_parse_at("2026-12-01T23:00:00+01:00", now, &got, &why) == 0 && got == now + 3 * 3600000LL,
+		       "--at an RFC 3339 time with an offset");
+		TAP_OK(when_parse_at("2026-11-01T00:00:00Z", now, &got, &why) == 0 && got < now, "--at a past time is read (the server starts it now)");
+		TAP_OK(when_parse_at("2028-01-01T00:00:00Z", now, &got, &why) < 0 && strstr(why, "365 days"), "--at past 365 days: refused");
+		TAP_OK(when_parse_at("24:00", now, &got, &why) < 0 && strstr(why, "HH:MM"), "--at 24:00: refused, the forms shown");
+		TAP_OK(when_parse_at("9:30", now, &got, &why) < 0, "--at 9:30 (one digit): refused");
+		TAP_OK(when_parse_at("2026-12-01T22:00:00", now, &got, &why) < 0, "--at without a zone: refused");
+		TAP_OK(when_parse_at("tonight", now, &got, &why) < 0, "--at tonight: refused");
+		/* 2027-03-28 02:30 does not exist in Berlin (the clocks go from 02:00 to 03:00): the instant an
+		 * hour after 02:00 winter time, 03:30 summer time, as cron runs a skipped time after the jump */
+		TAP_OK(when_parse_at("02:30", 1806174000000LL /* 2027-03-27 20:00 +01:00 */, &got, &why) == 0 &&
+			       got == 1806197400000LL /* 2027-03-28 03:30 +02:00 */,
+		       "--at 02:30 on the night summer time starts: 03:30 summer time");
+		when_format_utc(now + 3 * 3600000LL, buf, sizeof buf);
+		TAP_STR_EQ(buf, "2026-12-01T22:00:00Z", "a start time in UTC to the second");
+	}
+	{
+		static const struct {
+			long long s;
+			const char *want;
+		} waits[] = { { -3, "0s" }, { 0, "0s" }, { 45, "45s" }, { 60, "1m00s" }, { 725, "12m05s" }, { 3600, "1h00m" },
+			      { 7500, "2h05m" }, { 86399, "23h59m" }, { 86400, "1d00h" }, { 273600, "3d04h" }, { 31536000, "365d00h" } };
+		for (size_t i = 0; i < ARRAY_LEN(waits); i++) {
+			char buf[32], name[64];
+			when_format_wait(waits[i].s, buf, sizeof buf);
+			snprintf(name, sizeof name, "wait %lld s reads %s", waits[i].s, waits[i].want);
+			TAP_STR_EQ(buf, waits[i].want, name);
+		}
+	}
+	{
+		const int64_t now = 1796151600000LL;
+		struct cmd_submit_opts o = { .name = NULL };
+		json_t *cfg = json_pack("{s:s}", "job", "extension"), *b;
+		char buf[40], *why = NULL, *s;
+		bool past;
+		TAP_OK(cmd_submit_start("22:00", "2h", now, &o, buf, sizeof buf, &past, &why) < 0 && why && strstr(why, "not both"),
+		       "submit: --at and --in together: a usage error");
+		free(why);
+		why = NULL;
+		TAP_OK(cmd_submit_start(NULL, "2h30", now, &o, buf, sizeof buf, &past, &why) < 0 && why && !strncmp(why, "--in ", 5),
+		       "submit: a bad --in names it");
+		free(why);
+		why = NULL;
+		TAP_OK(cmd_submit_start("25:00", NULL, now, &o, buf, sizeof buf, &past, &why) < 0 && why && !strncmp(why, "--at ", 5),
+		       "submit: a bad --at names it");
+		free(why);
+		why = NULL;
+		TAP_OK(cmd_submit_start(NULL, "90m", now, &o, buf, sizeof buf, &past, &why) == 0 && o.start_in_s == 5400 && !o.run_after,
+		       "submit: --in 90m is start_in_s 5400");
+		b = cmd_submit_body(cfg, &o);
+		s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+		TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"start_in_s\":5400}", "submit body: start_in_s");
+		free(s);
+		json_decref(b);
+		o = (struct cmd_submit_opts){ .name = NULL };
+		TAP_OK(cmd_submit_start("22:00", NULL, now, &o, buf, sizeof buf, &past, &why) == 0 && !past && o.run_after == buf &&
+			       !strcmp(buf, "2026-12-01T21:00:00Z"),
+		       "submit: --at 22:00 in Berlin is run_after 2026-12-01T21:00:00Z");
+		b = cmd_submit_body(cfg, &o);
+		s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+		TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"run_after\":\"2026-12-01T21:00:00Z\"}", "submit body: run_after");
+		free(s);
+		json_decref(b);
+		o = (struct cmd_submit_opts){ .name = NULL };
+		TAP_OK(cmd_submit_start("2026-12-01T23:00:00+01:00", NULL, now, &o, buf, sizeof buf, &past, &why) == 0 &&
+			       !strcmp(o.run_after, "2026-12-01T23:00:00+01:00"),
+		       "submit: an RFC 3339 --at is sent as written (the same command, the same body)");
+		TAP_OK(cmd_submit_start("2026-11-01T00:00:00Z", NULL, now, &o, buf, sizeof buf, &past, &why) == 0 && past,
+		       "submit: a past --at is said to be past");
+		json_decref(cfg);
+	}
+	unsetenv("TZ");
+	tzset();
+	{
+		json_t *job = json_loads("{\"id\": 7, \"state\": \"scheduled\", \"attempts\": 0, \"run_after\": "
+					 "\"2026-12-01T23:00:00.25+01:00\", \"starts_in_s\": 7500}", 0, NULL);
+		char *t = jobtext_scheduled(job), *v;
+		TAP_STR_EQ(t, "scheduled: starts at 2026-12-01T22:00:00Z (in 2h05m)", "jobtext: a scheduled job's start, in UTC, and the wait");
+		free(t);
+		v = story_verdict(job, NULL, "7");
+		TAP_OK(v && strstr(v, "\n  scheduled: starts at 2026-12-01T22:00:00Z (in 2h05m)\n"), "the verdict's lines say it too");
+		free(v);
+		json_object_set_new(job, "starts_in_s", json_integer(0));
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: starts at 2026-12-01T22:00:00Z (due now: it is queued within a second)",
+			   "jobtext: a due job");
+		free(t);
+		json_object_del(job, "starts_in_s");
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: starts at 2026-12-01T22:00:00Z", "jobtext: without starts_in_s (a list's JOB), the time alone");
+		free(t);
+		json_object_set_new(job, "state", json_string("queued"));
+		t = jobtext_scheduled(job);
+		TAP_OK(t == NULL, "jobtext: a queued job (started, with its run_after kept): nothing");
+		free(t);
+		json_decref(job);
+	}
+}
+
 int main(void)
 {
 	test_profiles();
@@ -1012,5 +1161,6 @@ int main(void)
 	test_usage();
 	test_transient();
 	test_token_expires();
+	test_scheduled();
 	return TAP_DONE();
 }
