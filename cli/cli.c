@@ -97,7 +97,7 @@ const struct cli_cmd cli_cmds[] = {
 		"bigger GPU.", cmd_plan },
 	{ "token create", "token create --role submitter|worker|support|admin [--name N] [--expires DURATION]",
 		"Creates an API token (admin) and prints it on stdout; it is shown only this once. --expires: it\n"
-		"stops working by itself after DURATION: 90d, 12h, 30m, 3600s or bare seconds, 60 s to 3650d\n"
+		"stops working by itself after DURATION: 90d, 12h, 1h30m, 2w, 3600s or bare seconds, 60 s to 3650d\n"
 		"(default: never).", cmd_token_create },
 	{ "token list", "token list", "Lists API tokens (admin): names, roles, times, expiry (never, when, or\n"
 		"expired), never the secrets.",

@@ -14,25 +14,20 @@
 
 int cmd_usage_time(const char *opt, const char *arg, int64_t now_ms, char **iso, char **err)
 {
-	static const struct { char unit; int64_t s; } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 },
-								    { 'd', 86400 }, { 'w', 7 * 86400 } };
 	int64_t at_ms = -1;
-	char *end = NULL;
-	long long n = strtoll(arg, &end, 10);
+	long long s = 0;
 
 	*iso = NULL;
 	*err = NULL;
 	if (util_time_parse(arg, &at_ms) < 0) {
 		at_ms = -1;
-		/* a duration: digits, then one unit */
-		if (end != arg && arg[0] >= '0' && arg[0] <= '9' && n > 0 && n <= 100000 && end[0] && !end[1])
-			for (size_t i = 0; i < ARRAY_LEN(units); i++)
-				if (units[i].unit == end[0])
-					at_ms = now_ms - (int64_t)n * units[i].s * 1000;
+		/* a duration before now: not bare seconds (a number alone is more likely a mistake here) */
+		if (strpbrk(arg, "wdhms") && util_duration_parse(arg, now_ms / 1000, &s) == 0 && s > 0)
+			at_ms = now_ms - (int64_t)s * 1000;
 	}
 	if (at_ms < 0) {
-		*err = xasprintf("%s '%s': expected a duration before now, after 1970 (90m, 36h, 7d, 2w) or an RFC 3339 "
-				 "time (2026-12-01T00:00:00Z)", opt, arg);
+		*err = xasprintf("%s '%s': expected a duration before now, after 1970 (90m, 36h, 7d, 2w, 1d12h) or an "
+				 "RFC 3339 time (2026-12-01T00:00:00Z)", opt, arg);
 		return -1;
 	}
 	time_t t = (time_t)(at_ms / 1000);

@@ -264,3 +264,47 @@ int util_time_parse(const char *s, int64_t *epoch_ms)
 	*epoch_ms = secs * 1000 + frac;
 	return 0;
 }
+
+int util_duration_parse(const char *text, long long max_s, long long *seconds)
+{
+	static const struct {
+		char unit;
+		long long seconds;
+	} units[] = { { 'w', 7 * 86400 }, { 'd', 86400 }, { 'h', 3600 }, { 'm', 60 }, { 's', 1 } };
+	const char *p = text;
+	long long total = 0;
+	size_t next = 0; /* the first unit a group may still use */
+
+	*seconds = 0;
+	if (!p || !*p)
+		return -1;
+	while (*p) {
+		long long n = 0, mult = 0;
+		int digits = 0;
+
+		for (; *p >= '0' && *p <= '9'; p++) {
+			if (++digits > 12) /* 999999999999 w still fits a long long once multiplied out */
+				return -2;
+			n = n * 10 + (*p - '0');
+		}
+		if (digits == 0)
+			return -1;
+		if (*p == '\0' && next == 0) {
+			mult = 1; /* bare seconds, alone */
+		} else {
+			for (size_t i = next; i < ARRAY_LEN(units) && !mult; i++)
+				if (units[i].unit == *p) {
+					mult = units[i].seconds;
+					next = i + 1;
+				}
+			if (!mult)
+				return -1;
+			p++;
+		}
+		total += n * mult;
+		if (total > max_s)
+			return -2;
+	}
+	*seconds = total;
+	return 0;
+}

@@ -40,6 +40,13 @@ char *util_utf8_sanitize(const char *src, size_t len, size_t max);
  * ms since the epoch and returns 0, or returns -1 when s is anything else. */
 int util_time_parse(const char *s, int64_t *epoch_ms);
 
+/* Parses a DURATION as people type one: NUMBER UNIT groups with the units w, d, h, m, s, each at
+ * most once and in that order ("90m", "2h", "1d", "1h30m", "2w"), or a bare number of seconds
+ * alone ("3600"). Sets *seconds and returns 0; -1 when text is not one (NULL, empty, blanks, signs,
+ * fractions, another unit); -2 when it is longer than max_s. The bounds and the messages are the
+ * callers' (token lifetimes, start delays, report windows). */
+int util_duration_parse(const char *text, long long max_s, long long *seconds);
+
 /* Monotonic and wall clocks in milliseconds. */
 int64_t util_mono_ms(void);
 int64_t util_wall_ms(void);

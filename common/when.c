@@ -9,60 +9,22 @@
 
 #include "util.h"
 
-#define WHEN_DIGITS_MAX 9 /* per group: 999999999 d still fits a long long once multiplied out */
-
 int when_parse_in(const char *text, long long *seconds, const char **why)
 {
-	static const struct {
-		char unit;
-		long long seconds;
-	} units[] = { { 'd', 86400 }, { 'h', 3600 }, { 'm', 60 }, { 's', 1 } };
-	const char *p = text;
-	long long total = 0;
-	size_t next = 0; /* the first unit a group may still use: d, h, m, s in that order */
+	long long n = 0;
+	int rc = util_duration_parse(text, WHEN_MAX_AHEAD_S, &n);
 
 	*seconds = 0;
-	*why = "must be a duration like 90m, 2h, 1d, 1h30m or 3600 (seconds), from 1 s to 365d";
-	if (!p || !*p)
-		return -1;
-	while (*p) {
-		long long n = 0, mult = 0;
-		int digits = 0;
-
-		for (; isdigit((unsigned char)*p); p++) {
-			if (++digits > WHEN_DIGITS_MAX) {
-				*why = "is longer than the most a job may wait, 365d";
-				return -1;
-			}
-			n = n * 10 + (*p - '0');
-		}
-		if (digits == 0)
-			return -1;
-		if (*p == '\0' && next == 0) {
-			mult = 1; /* bare seconds, alone */
-		} else {
-			for (size_t i = next; i < ARRAY_LEN(units) && !mult; i++)
-				if (units[i].unit == *p) {
-					mult = units[i].seconds;
-					next = i + 1;
-				}
-			if (!mult)
-				return -1;
-			p++;
-		}
-		total += n * mult;
-		if (total > WHEN_MAX_AHEAD_S) {
-			*why = "is longer than the most a job may wait, 365d (31536000 s)";
-			return -1;
-		}
-	}
-	if (total < 1) {
-		*why = "must be at least 1 s (to start now, leave --in out)";
-		return -1;
-	}
-	*seconds = total;
 	*why = NULL;
-	return 0;
+	if (rc == -1)
+		*why = "must be a duration like 90m, 2h, 1d, 1h30m or 3600 (seconds), from 1 s to 365d";
+	else if (rc == -2)
+		*why = "is longer than the most a job may wait, 365d (31536000 s)";
+	else if (n < 1)
+		*why = "must be at least 1 s (to start now, leave --in out)";
+	else
+		*seconds = n;
+	return *why ? -1 : 0;
 }
 
 /* "HH:MM" (two digits each, 24-hour): the next such local time of day after now_ms. */

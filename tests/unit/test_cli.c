@@ -578,7 +578,7 @@ static void test_submit_body(void)
 	json_decref(cfg);
 }
 
-/* DURATION: 90d, 12h, 30m, 3600s or bare seconds, 60 s to 3650d; anything else names what is wrong. */
+/* DURATION: 90d, 12h, 30m, 1h30m, 2w, 3600s or bare seconds, 60 s to 3650d; anything else names what is wrong. */
 static void test_token_expires(void)
 {
 	static const struct {
@@ -589,7 +589,7 @@ static void test_token_expires(void)
 		{ "60", 60 }, { "1m", 60 }, { "3650d", 315360000 }, { "315360000", 315360000 }, { "0090d", 90 * 86400LL },
 		{ "59", -1 }, { "59s", -1 }, { "0", -1 }, { "3651d", -1 }, { "315360001", -1 }, { "", -1 }, { "d", -1 },
 		{ "12x", -1 }, { "12H", -1 }, { "1.5h", -1 }, { "-5m", -1 }, { "+5m", -1 }, { " 5m", -1 }, { "5m ", -1 },
-		{ "5 m", -1 }, { "5mm", -1 }, { "1h30m", -1 }, { "never", -1 }, { "99999999999999999999d", -1 },
+		{ "5 m", -1 }, { "5mm", -1 }, { "1h30m", 5400 }, { "2w", 14 * 86400LL }, { "30m1h", -1 }, { "never", -1 }, { "99999999999999999999d", -1 },
 		{ "999999999999d", -1 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -609,6 +609,7 @@ static void test_token_expires(void)
 		TAP_OK(expiry_parse("30s", &got, &why) < 0 && strstr(why, "shorter"), "expires: too short says so");
 		TAP_OK(expiry_parse("3651d", &got, &why) < 0 && strstr(why, "longer"), "expires: too long says so");
 		TAP_OK(expiry_parse("soon", &got, &why) < 0 && strstr(why, "90d"), "expires: not a duration shows the forms");
+		TAP_OK(expiry_parse("3651d", &got, &why) < 0 && strstr(why, "3650d"), "expires: too long says the most");
 	}
 	{
 		char *err = NULL, *s;
@@ -948,7 +949,7 @@ static void test_usage(void)
 	const int64_t now = 1796083200000LL; /* 2026-12-01T00:00:00Z */
 	static const struct { const char *arg, *want; } good[] = {
 		{ "7d", "2026-11-24T00:00:00Z" }, { "36h", "2026-11-29T12:00:00Z" }, { "90m", "2026-11-30T22:30:00Z" },
-		{ "2w", "2026-11-17T00:00:00Z" }, { "30s", "2026-11-30T23:59:30Z" },
+		{ "2w", "2026-11-17T00:00:00Z" }, { "30s", "2026-11-30T23:59:30Z" }, { "1d12h", "2026-11-29T12:00:00Z" },
 		{ "2026-11-01T10:00:00+02:00", "2026-11-01T08:00:00Z" },
 	};
 	for (size_t i = 0; i < ARRAY_LEN(good); i++) {

@@ -1,6 +1,6 @@
 /* Unit tests of common/util.c's util_json_append (members spliced into a JSON object's text, the
  * way rungd adds config text that Postgres returns beside a lean document), util_concat and
- * util_read_file; util_time_parse (RFC 3339 as the API takes it). */
+ * util_read_file; util_time_parse (RFC 3339 as the API takes it) and util_duration_parse. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -96,11 +96,33 @@ static void time_parse(void)
 	TAP_OK(util_time_parse(NULL, &ms) < 0, "time: NULL is refused");
 }
 
+static void duration_parse(void)
+{
+	static const struct { const char *s; long long max, want; } cases[] = {
+		{ "90m", 100000000, 5400 }, { "2h", 100000000, 7200 }, { "1d", 100000000, 86400 }, { "2w", 100000000, 1209600 },
+		{ "1h30m", 100000000, 5400 }, { "1w2d3h4m5s", 100000000, 788645 }, { "3600", 100000000, 3600 }, { "0090m", 100000000, 5400 },
+		{ "0", 100000000, 0 }, { "", 100000000, -1 }, { "h", 100000000, -1 }, { "1.5h", 100000000, -1 }, { "-5m", 100000000, -1 },
+		{ "+5m", 100000000, -1 }, { " 5m", 100000000, -1 }, { "5m ", 100000000, -1 }, { "5 m", 100000000, -1 }, { "5H", 100000000, -1 },
+		{ "30m1h", 100000000, -1 }, { "1h1h", 100000000, -1 }, { "1h30", 100000000, -1 }, { "5y", 100000000, -1 },
+		{ "1001", 1000, -2 }, { "17m", 1000, -2 }, { "1000", 1000, 1000 }, { "9999999999999w", 100000000, -2 },
+	};
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		long long got = -9;
+		int rc = util_duration_parse(cases[i].s, cases[i].max, &got);
+		int ok = cases[i].want >= 0 ? rc == 0 && got == cases[i].want : rc == cases[i].want && got == 0;
+		TAP_OK(ok, cases[i].s[0] ? cases[i].s : "(empty)");
+		if (!ok)
+			fprintf(stderr, "# %s: rc %d, %lld\n", cases[i].s, rc, got);
+	}
+	TAP_OK(util_duration_parse(NULL, 10, &(long long){ 0 }) == -1, "duration: NULL is refused");
+}
+
 int main(void)
 {
 	json_append();
 	concat();
 	read_file();
 	time_parse();
+	duration_parse();
 	return TAP_DONE();
 }
