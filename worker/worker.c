@@ -821,9 +821,12 @@ int worker_run(struct worker *w)
 	size_t started = 0;
 	int rc = 0;
 
-	worker_resend_spool(w, c);
+	/* register first: it binds this worker's row, and so its attempts, to the token it runs with now,
+	 * so that a finish spooled under a token since rotated (revoked, expired) is still the caller's
+	 * when it is resent; registering touches no attempt, and no slot leases before the spool is sent */
 	if (worker_register(w, c, NULL) < 0)
 		goto out;
+	worker_resend_spool(w, c);
 	for (size_t i = 0; i < w->nslots; i++) {
 		w->slots[i].w = w;
 		if (pthread_create(&w->slots[i].thread, NULL, slot_main, &w->slots[i])) {

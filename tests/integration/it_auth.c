@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "harness.h"
 #include "util.h"
@@ -1171,6 +1172,75 @@ static void test_token_expiry_worker(struct harness *h)
 	free(wtok);
 }
 
+/* A worker restarted with a new token (the old one revoked or expired: a rotation) still delivers
+ * the finish its spool kept from before: it registers first, which binds the worker's row, and its
+ * attempts, to the new token, then resends the spool. Sent before, the finish was "not the
+ * caller's" (404) and dropped, and the attempt ran again. */
+static void test_worker_token_rotation(struct harness *h)
+{
+	char *ta_id = NULL, *ta = api_token(h, "worker", "rot-a", &ta_id), *tb = api_token(h, "worker", "rot-b", NULL);
+	char *gpus = h_sim_gpus("rot-w", 1, 24576), *wid = NULL, *aid = NULL, *jid = NULL, *dir = NULL, *path = NULL;
+	json_t *cfg = h_config("rot_job", 10), *extra = json_pack("{s:i}", "priority", -100000), *job = NULL;
+	json_t *lease = NULL, *spooled = NULL, *facts = h_facts_success(10), *done = NULL;
+	const char *saved = h->auth_token;
+	long st = 0;
+
+	job = h_submit(h, cfg, extra);
+	jid = h_id(job, "id");
+	h->auth_token = ta;
+	wid = h_fake_register(h, "rot-w", "GPU-sim-rot-w-0", 24576);
+	lease = wid ? h_fake_lease(h, wid, "GPU-sim-rot-w-0", 5000, &st) : NULL;
+	h->auth_token = saved;
+	aid = h_id(lease, "attempt_id");
+	char *leased_job = h_id(lease, "job_id");
+	bool ours = jid && leased_job && !strcmp(jid, leased_job);
+	free(leased_job);
+	if (!h_ok(h, ta && tb && ours && aid, "rotation: worker rot-w leased the job with token rot-a"))
+		goto out;
+	json_decref(h_postf(h, NULL, &st, "/v1/tokens/%s/revoke", ta_id));
+	h_ok(h, st == 200, "rotation: rot-a revoked (%ld)", st);
+	/* what the worker's spool holds after a finish it could not deliver before it stopped */
+	dir = xasprintf("%s/rot-w/spool", h->tmp);
+	path = xasprintf("%s/%s.json", dir, aid);
+	char *wd = xasprintf("%s/rot-w", h->tmp);
+	mkdir(wd, 0755);
+	mkdir(dir, 0755);
+	free(wd);
+	spooled = json_pack("{s:s, s:O}", "token", h_str(lease, "token"), "facts", facts);
+	h_ok(h, json_dump_file(spooled, path, JSON_COMPACT) == 0, "rotation: a finish waits in rot-w's spool");
+	{
+		const char *args[] = { "--token", tb, NULL };
+		struct h_worker_opts o = { .gpus_json = gpus, .args = args };
+		h_ok(h, h_worker_start(h, "rot-w", &o) != NULL, "rotation: rot-w starts again with token rot-b");
+	}
+	done = h_wait_job(h, jid, "succeeded", 30000 * h_slow());
+	const char *p[1] = { jid };
+	long long n = h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", 1, p);
+	long long ok1 = h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 1 "
+				     "AND outcome = 'succeeded'", 1, p);
+	h_ok(h, done && n == 1 && ok1 == 1,
+	     "rotation: the spooled finish landed under the new token: the job succeeded in its one attempt (%lld attempts)",
+	     n);
+out:
+	h->auth_token = saved;
+	json_decref(cfg);
+	json_decref(extra);
+	json_decref(job);
+	json_decref(lease);
+	json_decref(spooled);
+	json_decref(facts);
+	json_decref(done);
+	free(ta);
+	free(ta_id);
+	free(tb);
+	free(gpus);
+	free(wid);
+	free(aid);
+	free(jid);
+	free(dir);
+	free(path);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_auth");
@@ -1198,6 +1268,7 @@ int main(void)
 	test_token_expiry_web(h);
 	test_token_expiry_worker(h);
 	test_limits(h);
+	test_worker_token_rotation(h);
 out:
 	free(support);
 	free(w1tok);
