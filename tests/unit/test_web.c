@@ -19,6 +19,7 @@
 #include "../../server/api_tokens.h"
 #include "../../server/web.h"
 #include "../../server/web_usage.h"
+#include "../../server/api_usage.h"
 #include "../../server/web_act.h"
 #include "../../server/web_plan.h"
 #include "../../server/web_tokens.h"
@@ -398,6 +399,32 @@ static void test_queue_filters(void)
 	TAP_OK(api_jobs_list_filter(&staff, "a b", NULL, &scope, &kind, &field, &msg) == 400 && !strcmp(field, "owner"),
 	       "an owner that is not a token name: 400 naming owner");
 	free(msg);
+
+	/* GET /v1/usage's window and scope (api_usage_window) */
+	const int64_t now = 1796083200000LL; /* 2026-12-01T00:00:00Z */
+	int64_t lo, hi;
+	TAP_OK(api_usage_window(&staff, NULL, "", NULL, now, &lo, &hi, &scope, &field, &msg) == 0 && hi == now &&
+		       lo == now - USAGE_DEFAULT_WINDOW_MS && !scope,
+	       "usage: until defaults to now, since to a week before, every owner for staff");
+	TAP_OK(api_usage_window(&staff, NULL, "2026-11-01T00:00:00+01:00", NULL, now, &lo, &hi, &scope, &field, &msg) == 0 &&
+		       hi == 1793487600000LL && lo == hi - USAGE_DEFAULT_WINDOW_MS,
+	       "usage: since defaults to a week before the until given");
+	TAP_OK(api_usage_window(&sub, "2026-11-01T00:00:00Z", NULL, NULL, now, &lo, &hi, &scope, &field, &msg) == 0 &&
+		       lo == 1793491200000LL && !strcmp(scope, "alice"),
+	       "usage: a submitter's is its own");
+	TAP_OK(api_usage_window(&sub, NULL, NULL, "bob", now, &lo, &hi, &scope, &field, &msg) == 403 &&
+		       !strcmp(field, "owner") && strstr(msg, "usage"),
+	       "usage: a submitter naming another owner: 403 naming owner, in usage's words");
+	free(msg);
+	static const struct { const char *since, *until, *field; } bad[] = {
+		{ "yesterday", NULL, "since" }, { NULL, "2026-11-01", "until" },
+		{ "2026-12-01T00:00:00Z", "2026-12-01T00:00:00Z", "since" }, { "2026-12-02T00:00:00Z", NULL, "since" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		int code = api_usage_window(&staff, bad[i].since, bad[i].until, NULL, now, &lo, &hi, &scope, &field, &msg);
+		TAP_OK(code == 400 && !strcmp(field, bad[i].field) && msg, "usage: a bad window names its field");
+		free(msg);
+	}
 }
 
 /* The forms a page shows depend on the caller's role and the object's state; a POST from another
