@@ -1,10 +1,12 @@
 /* Tests for common/labels.c: the rules of keys and values at their limits, labels_check's fields,
  * the text form's parser (near misses: no "=", a key twice, one label too many, a bad character)
- * and its sorted printer, read back by the parser. */
+ * and its sorted printer, read back by the parser; and common/pool.c's pool names, a job's other
+ * short name a submitter routes by. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "labels.h"
+#include "pool.h"
 #include "tap.h"
 #include "util.h"
 
@@ -133,8 +135,25 @@ static void test_text(void)
 	}
 }
 
+static void test_pool_names(void)
+{
+	char *p63 = repeat('p', POOL_NAME_MAX), *p64 = repeat('p', POOL_NAME_MAX + 1);
+
+	TAP_OK(pool_name_ok("default") && pool_name_ok("h200") && pool_name_ok("0a") && pool_name_ok("team-a.video_2"),
+	       "pools: plain names pass");
+	TAP_OK(pool_name_ok(p63) && !pool_name_ok(p64), "pools: 63 bytes pass, 64 do not");
+	TAP_OK(!pool_name_ok("") && !pool_name_ok(NULL), "pools: empty or missing do not");
+	TAP_OK(!pool_name_ok("H200") && !pool_name_ok("h200 "), "pools: upper case and spaces do not");
+	TAP_OK(!pool_name_ok("-a") && !pool_name_ok(".a") && !pool_name_ok("_a"), "pools: a mark first does not");
+	TAP_OK(!pool_name_ok("a/b") && !pool_name_ok("a,b") && !pool_name_ok("a=b") && !pool_name_ok("\xc3\xa9"),
+	       "pools: other characters do not");
+	free(p63);
+	free(p64);
+}
+
 int main(void)
 {
+	test_pool_names();
 	test_rules();
 	test_check();
 	test_text();
