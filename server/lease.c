@@ -210,7 +210,7 @@ static void release_lease(struct app *app, long long attempt_id, long long job_i
 
 /* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE,
  * config, and for a first attempt at the target: arch, GPU MiB, kind, recovery, the pool's largest
- * GPU). */
+ * GPU; then the waiter's pool, which on_round keeps with the waiter). */
 struct claim_row {
 	const char *status;
 	long long attempt_id, job_id, number;
@@ -222,7 +222,6 @@ struct claim_row {
 	const char *kind;         /* the job's kind (with arch) */
 	const char *recovery;     /* the job's recovery options, JSON text (with arch) */
 	int fleet_mib;            /* the largest usable GPU in the job's pool (with arch; -1: not read) */
-	const char *pool;         /* the waiter's pool (every row of this release's statement) */
 };
 
 /* A first attempt being lowered (rung_start_lower in flight) or handed back for a bigger GPU
