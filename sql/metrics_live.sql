@@ -1,12 +1,19 @@
 -- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
--- the queue, the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
+-- the queue (and per worker pool), the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
 -- one JSON document. Each count walks a partial index or a small table, so a scrape costs the same
 -- however long the history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
 -- attempts_one_running, rather than by reading every job.
--- The queue is read once for its depth, its owners and those at their limit (queued_by_owner:
--- jobs_claim_owner in owner order, O(queue); owners: rung_owners_summary, O(running)).
-WITH queued_by_owner AS MATERIALIZED (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'queued' GROUP BY c.owner)
+-- The queue is read once for its depth, its owners and those at their limit, and its pools
+-- (queued: O(queue); owners: rung_owners_summary, O(running)).
+WITH queued AS MATERIALIZED (SELECT c.owner, c.pool, count(*) AS n FROM jobs c WHERE c.state = 'queued'
+                             GROUP BY c.owner, c.pool)
+  , queued_by_owner AS (SELECT q.owner, sum(q.n)::bigint AS n FROM queued q GROUP BY q.owner)
+  , queued_by_pool AS (SELECT q.pool, sum(q.n)::bigint AS n FROM queued q GROUP BY q.pool)
+  -- the GPUs a job of each pool may run on: not quarantined, on a live worker (rung_worker_live:
+  -- online and seen in the last 10 minutes; a drained worker takes no lease), O(GPUs)
+  , gpus_by_pool AS (SELECT w.pool, count(*) AS n FROM gpus g JOIN workers w ON w.id = g.worker_id
+                     WHERE g.state <> 'quarantined' AND rung_worker_live(w.id) GROUP BY w.pool)
   , owners AS MATERIALIZED (SELECT rung_owners_summary(coalesce(jsonb_object_agg(q.owner, q.n), '{}')) AS s
                            FROM queued_by_owner q)
 SELECT jsonb_build_object(
@@ -42,6 +49,12 @@ SELECT jsonb_build_object(
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),
+  -- per worker pool (migration 026), {POOL: {"queued", "gpus"}}: every pool with queued jobs or live
+  -- GPUs, so that a pool whose jobs have no GPU at all is listed with "gpus" 0 (RungPoolWithoutGpus)
+  'pools', (SELECT coalesce(jsonb_object_agg(p.pool, jsonb_build_object('queued', coalesce(q.n, 0),
+                                                                       'gpus', coalesce(g.n, 0))), '{}')
+            FROM (SELECT pool FROM queued_by_pool UNION SELECT pool FROM gpus_by_pool) p
+                 LEFT JOIN queued_by_pool q ON q.pool = p.pool LEFT JOIN gpus_by_pool g ON g.pool = p.pool),
   -- jobs waiting for their start time (migration 025), and how late the most overdue of them is:
   -- the scheduler queues a job within about a second of its run_after, so a figure that grows says
   -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry)
