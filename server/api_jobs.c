@@ -1,7 +1,7 @@
 /* /v1/jobs handlers: submit (the envelope, or a raw AI Toolkit YAML/JSON file with query options;
  * envelope validation, atconfig_validate, kind, RECOVERY defaults, the start time, Idempotency-Key),
- * get, list (keyset on id descending, cursor = last id as a string; state, owner and kind filters),
- * attempts, events, cancel, retry, priority and start (a scheduled job now). Each request is one SQL
+ * get, list (keyset on id descending, cursor = last id as a string; state, owner, kind, label and pool filters),
+ * attempts, events, cancel, retry, priority, pool (a move to another) and start (a scheduled job now). Each request is one SQL
  * statement (sql/job_*.sql); submits are coalesced into rung_submit_batch() statements
  * (sql/submit_batch.sql, batch.c). */
 #include <errno.h>
@@ -25,6 +25,7 @@
 #include "db.h"
 #include "http.h"
 #include "labels.h"
+#include "pool.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
@@ -60,7 +61,8 @@ static const struct recovery_key recovery_keys[] = {
 	{ "stall_timeout_s", RK_INT, true, 0, 0, 604800 }, /* null: the worker's --stall-timeout-s; 0: never */
 };
 
-static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s" };
+static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s",
+					   "pool" };
 
 static int fail(char **field, char **message, const char *f, char *msg)
 {
@@ -178,7 +180,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		if (!known) {
 			*field = xstrdup(key);
 			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels, run_after, "
-					     "start_in_s)", key);
+					     "start_in_s, pool)", key);
 			return -1;
 		}
 	}
@@ -206,6 +208,9 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 	}
 	if (labels_check(json_object_get(body, "labels"), field, message) < 0)
 		return -1;
+	v = json_object_get(body, "pool");
+	if (v && !json_is_null(v) && !pool_name_ok(json_string_value(v)))
+		return fail(field, message, "pool", xstrdup("pool must be a pool name: " POOL_NAME_RULE));
 	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
 		return -1;
 	if (check_recovery(json_object_get(body, "recovery"), recovery, field, message) < 0)
@@ -225,7 +230,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 /* ---- raw submit bodies: the AI Toolkit file itself (YAML, or JSON without the envelope) ----
  * Rule: a body (YAML or JSON) is the AI Toolkit file itself when its top level has "job" or its
  * "config" is an object with "process"; otherwise it is the envelope, whose "config" holds the
- * whole file. A raw file takes name, priority, labels, the start time (run_after or start_in_s) and
+ * whole file. A raw file takes name, priority, labels, the pool, the start time (run_after or start_in_s) and
  * the RECOVERY settings as query parameters. */
 
 #define RAW_YAML_MAX_NODES 100000 /* values a YAML body may expand to, aliases counted in full */
@@ -331,7 +336,7 @@ static int read_yaml_body(struct hreq *h, json_t **out)
 }
 
 /* Checks one query option of a raw submit and stores it in env (name, priority, labels, run_after,
- * start_in_s: api_jobs_check_submit then reads them as the envelope's) or rec (RECOVERY).
+ * start_in_s, pool: api_jobs_check_submit then reads them as the envelope's) or rec (RECOVERY).
  * Returns 0, or -1 with *message (heap) saying what the parameter must be. */
 static int query_option(const char *key, const char *val, json_t *env, json_t *rec, char **message)
 {
@@ -363,6 +368,14 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "labels", labels);
 		return 0;
 	}
+	if (strcmp(key, "pool") == 0) {
+		if (!pool_name_ok(val)) {
+			*message = xstrdup("query parameter pool must be a pool name: " POOL_NAME_RULE);
+			return -1;
+		}
+		json_object_set_new(env, "pool", json_string(val));
+		return 0;
+	}
 	if (strcmp(key, "run_after") == 0) {
 		int64_t ms;
 		if (util_time_parse(val, &ms) < 0) {
@@ -387,7 +400,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 			k = &recovery_keys[i];
 	if (!k) {
 		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels, run_after, "
-				     "start_in_s or a recovery setting)", key);
+				     "start_in_s, pool or a recovery setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {
@@ -959,6 +972,37 @@ out:
 	json_decref(body);
 }
 
+static void on_pooled(PGresult *res, const char *err, void *arg)
+{
+	/* announced: a queued job's new pool may have a parked GPU */
+	job_change_answer(arg, res, err, "a succeeded job runs nowhere again (submit it again, naming the pool)",
+			  "job moved to another pool");
+}
+
+void api_jobs_pool(struct hreq *h)
+{
+	json_t *body = NULL, *v;
+	char by[AUTH_NAME_MAX + 32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "pool");
+	if (!pool_name_ok(json_string_value(v))) {
+		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	{
+		const char *params[3] = { h->param[0], json_string_value(v), hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_job_pool, 3, params, on_pooled, h);
+	}
+out:
+	json_decref(body);
+}
+
 static void on_started(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a scheduled job can be started now (a queued one waits only for a GPU)",
@@ -1033,7 +1077,7 @@ void api_jobs_list(struct hreq *h)
 	static const char *const states[] = { "queued", "scheduled", "running", "succeeded", "failed", "cancelled" };
 	char *state = hreq_query(h, "state"), *cursor = hreq_query(h, "cursor"), *limit_s = hreq_query(h, "limit");
 	char *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *label = hreq_query(h, "label"), *msg = NULL;
-	char *label_json = NULL;
+	char *pool = hreq_query(h, "pool"), *label_json = NULL;
 	const char *scope, *kind_f, *field;
 	char limit[32];
 	long long n = LIST_DEFAULT;
@@ -1072,6 +1116,14 @@ void api_jobs_list(struct hreq *h)
 		hreq_error(h, code, code == 403 ? "forbidden" : "invalid_request", field, "%s", msg);
 		goto out;
 	}
+	if (pool && *pool && !pool_name_ok(pool)) {
+		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	if (pool && !*pool) {
+		free(pool);
+		pool = NULL;
+	}
 	if (label && *label) {
 		json_t *labels = labels_parse(label, "label", &msg);
 		if (!labels) {
@@ -1086,15 +1138,18 @@ void api_jobs_list(struct hreq *h)
 	{
 		/* one owner's jobs (a submitter's own, or the one staff named) walk jobs_owner_id; labelled
 		 * jobs come from jobs_labels */
-		const char *params[6] = { state, cursor, limit, kind_f, scope, label_json };
+		const char *labelled[7] = { state, cursor, limit, kind_f, scope, label_json, pool };
+		const char *owned[6] = { state, cursor, limit, kind_f, scope, pool };
+		const char *all[5] = { state, cursor, limit, kind_f, pool };
 		if (label_json)
-			db_exec(h->app->db, sql_job_list_labelled, 6, params, on_list, h);
+			db_exec(h->app->db, sql_job_list_labelled, 7, labelled, on_list, h);
 		else if (scope)
-			db_exec(h->app->db, sql_job_list_owned, 5, params, on_list, h);
+			db_exec(h->app->db, sql_job_list_owned, 6, owned, on_list, h);
 		else
-			db_exec(h->app->db, sql_job_list, 4, params, on_list, h);
+			db_exec(h->app->db, sql_job_list, 5, all, on_list, h);
 	}
 out:
+	free(pool);
 	free(msg);
 	free(label_json);
 	free(label);

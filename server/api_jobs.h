@@ -43,6 +43,9 @@ void api_jobs_retry(struct hreq *h);
 /* POST /v1/jobs/{id}/priority {"priority"}: a queued, scheduled or running job's priority (lower runs
  * first), with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
 void api_jobs_priority(struct hreq *h);
+/* POST /v1/jobs/{id}/pool {"pool"}: rung_set_pool (sql/functions/22_job_ops.sql); every job but a
+ * succeeded one (409); 400 naming pool; announces after the change (a parked GPU of the new pool). */
+void api_jobs_pool(struct hreq *h);
 /* POST /v1/jobs/{id}/start (body empty or {}): a scheduled job is queued at once, before its start
  * time (rung_start_now, sql/functions/23_scheduled.sql, an event started_now naming the caller),
  * and the waiters are woken; 200 with the job, 404, 409 invalid_transition for a job in any other

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "memmodel.h"
 #include "memplan.h"
+#include "pool.h"
 #include "policy.h"
 #include "sql.h"
 #include "util.h"
@@ -190,8 +191,9 @@ void api_plan(struct hreq *h)
 	p->kind = atconfig_kind(p->config);
 	memmodel_arch(p->config, p->arch, sizeof p->arch);
 	{
-		const char *params[1] = { p->arch };
-		db_exec(h->app->db, sql_plan_fleet, 1, params, on_fleet, p);
+		/* the GPUs of the pool the job would be submitted to (api_jobs_check_submit checked it) */
+		const char *params[2] = { p->arch, json_string_value(json_object_get(body, "pool")) ?: POOL_DEFAULT };
+		db_exec(h->app->db, sql_plan_fleet, 2, params, on_fleet, p);
 	}
 	p = NULL;
 fail:

@@ -1,5 +1,5 @@
 /* /v1/workers handlers: register (one statement upserting the worker by name, with the version it
- * runs, and its GPUs by uuid; a line in the log when that version is not this rungd's) and lease
+ * runs and its pool, and its GPUs by uuid; a line in the log when that version is not this rungd's) and lease
  * (body validation here, the long-poll itself in lease.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include "log.h"
 #include "sql.h"
 #include "util.h"
+#include "pool.h"
 #include "version.h"
 
 #define LEASE_WAIT_MAX_MS 60000
@@ -74,14 +75,16 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	name = json_string_value(json_object_get(doc, "name"));
 	auth_worker_changed(h->app->auth, id); /* its GPUs or its token may be new */
 	log_quoted(vq, sizeof vq, version ? version : "unknown");
-	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld version=\"%s\"", id, vq);
+	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld version=\"%s\" pool=%s", id, vq,
+		 json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT);
 	/* A mixed fleet is normal while a rollout goes on: a line to follow it by, not an error. */
 	if (!version || strcmp(version, rung_version()))
 		log_info("worker runs another version than this rungd", "worker=%lld name=\"%s\" version=\"%s\" rungd_version=%s",
 			 id, log_quoted(nq, sizeof nq, name), vq, rung_version());
+	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i, s:s}", "id", (json_int_t)id, "lease_seconds",
+						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms, "pool",
+						     json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT));
 	json_decref(doc);
-	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i}", "id", (json_int_t)id, "lease_seconds",
-						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms));
 }
 
 /* Checks the GPU list; returns NULL when valid, else the failing field as a heap string. */
@@ -133,8 +136,8 @@ static char *check_gpus(const json_t *gpus, char **message)
 
 void api_workers_register(struct hreq *h)
 {
-	json_t *body = NULL, *name, *host, *gpus, *version;
-	char *field = NULL, *message = NULL, *gpus_s = NULL;
+	json_t *body = NULL, *name, *host, *gpus, *version, *pool, *reg = NULL;
+	char *field = NULL, *message = NULL, *reg_s = NULL;
 
 	if (hreq_body(h, &body) < 0)
 		return;
@@ -142,6 +145,7 @@ void api_workers_register(struct hreq *h)
 	host = json_object_get(body, "host");
 	gpus = json_object_get(body, "gpus");
 	version = json_object_get(body, "version");
+	pool = json_object_get(body, "pool");
 	if (!json_is_string(name) || json_string_length(name) == 0 || json_string_length(name) > TEXT_MAX_LEN) {
 		hreq_error(h, 400, "invalid_request", "name", "name must be a non-empty string");
 		goto out;
@@ -158,25 +162,33 @@ void api_workers_register(struct hreq *h)
 			   "version must be a string of 1 to %d printable ASCII characters", RUNG_VERSION_MAX);
 		goto out;
 	}
+	/* optional: a worker from before pools sends none, and serves the default pool (a worker
+	 * restarted without --pool goes back to it) */
+	if (pool && !json_is_null(pool) && !pool_name_ok(json_string_value(pool))) {
+		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
 	field = check_gpus(gpus, &message);
 	if (field) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
-	gpus_s = json_dumps(gpus, JSON_COMPACT);
+	reg = json_pack("{s:O, s:s, s:O, s:O, s:s}", "name", name, "host", json_is_string(host) ? json_string_value(host) : "",
+			"gpus", gpus, "version", json_is_string(version) ? version : json_null(), "pool",
+			json_is_string(pool) ? json_string_value(pool) : POOL_DEFAULT);
+	reg_s = json_dumps(reg, JSON_COMPACT);
 	{
 		/* the worker row is bound to the registering token (auth.h: AUTH_SCOPE_WORKER) */
 		char token_id[32];
 		snprintf(token_id, sizeof token_id, "%lld", h->who.token_id);
-		const char *params[6] = { json_string_value(name), json_is_string(host) ? json_string_value(host) : "",
-					  gpus_s, token_id, h->who.role == AUTH_ADMIN ? "true" : "false",
-					  json_is_string(version) ? json_string_value(version) : NULL };
-		db_exec(h->app->db, sql_token_register, 6, params, on_registered, h);
+		const char *params[3] = { reg_s, token_id, h->who.role == AUTH_ADMIN ? "true" : "false" };
+		db_exec(h->app->db, sql_token_register, 3, params, on_registered, h);
 	}
 out:
 	free(field);
 	free(message);
-	free(gpus_s);
+	free(reg_s);
+	json_decref(reg);
 	json_decref(body);
 }
 

@@ -200,7 +200,8 @@ static void release_lease(struct app *app, long long attempt_id, long long job_i
 }
 
 /* One claim row of the round (columns: i, status, attempt id, job id, number, token, LEASE,
- * config, and for a first attempt at the target: arch, GPU MiB, kind, recovery). */
+ * config, and for a first attempt at the target: arch, GPU MiB, kind, recovery, the pool's largest
+ * GPU). */
 struct claim_row {
 	const char *status;
 	long long attempt_id, job_id, number;
@@ -211,6 +212,7 @@ struct claim_row {
 	int gpu_mib;              /* the leased GPU's memory (with arch) */
 	const char *kind;         /* the job's kind (with arch) */
 	const char *recovery;     /* the job's recovery options, JSON text (with arch) */
+	int fleet_mib;            /* the largest usable GPU in the job's pool (with arch; -1: not read) */
 };
 
 /* A first attempt being lowered (rung_start_lower in flight) or handed back for a bigger GPU
@@ -355,8 +357,10 @@ out:
  * has a bigger GPU, "requeue_bigger" (starts rung_start_bigger; on_bigger parks the waiter again or
  * answers it); either takes the waiter over and returns true. Returns false, changing nothing,
  * otherwise. No profile cached yet (the lookup starts a fill) or one that predicts nothing costs
- * no parse. The fleet's largest GPU memory comes from the same cache (memcache_fleet_mib: read by
- * the fills, not by the claim round); without a recent figure requeue_bigger is never answered. */
+ * no parse. The largest GPU memory a job may get is its pool's, from the claim row (the round reads
+ * it once, for first attempts only: migration 026); without it (never, from this release's
+ * statement) the fleet's from the same cache (memcache_fleet_mib), and without a recent figure
+ * requeue_bigger is never answered. */
 static bool start_lower(struct waiter *w, const struct claim_row *c)
 {
 	struct lease_mgr *m = w->m;
@@ -375,7 +379,7 @@ static bool start_lower(struct waiter *w, const struct claim_row *c)
 	profile = memcache_profile(app->memcache, c->arch, c->gpu_mib, now);
 	if (!profile)
 		return false;
-	fleet = memcache_fleet_mib(app->memcache, now);
+	fleet = c->fleet_mib >= 0 ? c->fleet_mib : memcache_fleet_mib(app->memcache, now);
 	cfg = json_loads(c->config, 0, NULL);
 	rec = c->recovery ? json_loads(c->recovery, 0, NULL) : NULL;
 	if (!json_is_object(cfg))
@@ -535,6 +539,7 @@ static void on_round(PGresult *res, const char *err, void *arg)
 			rows[i].gpu_mib = atoi(PQgetvalue(res, r, 9));
 			rows[i].kind = PQgetisnull(res, r, 10) ? NULL : PQgetvalue(res, r, 10);
 			rows[i].recovery = PQgetisnull(res, r, 11) ? NULL : PQgetvalue(res, r, 11);
+			rows[i].fleet_mib = PQnfields(res) >= 13 && !PQgetisnull(res, r, 12) ? atoi(PQgetvalue(res, r, 12)) : -1;
 		}
 	}
 	for (i = 0; i < n; i++) {

@@ -37,6 +37,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/retry", api_jobs_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/priority", api_jobs_priority, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/jobs/{}/pool", api_jobs_pool, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/start", api_jobs_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/plan", api_plan, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_NONE },

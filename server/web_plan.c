@@ -19,6 +19,7 @@
 #include "http.h"
 #include "log.h"
 #include "memmodel.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 #include "web.h"
@@ -345,8 +346,9 @@ static void plan_post(struct hreq *h)
 	p->kind = atconfig_kind(p->config);
 	memmodel_arch(p->config, p->arch, sizeof p->arch);
 	{
-		const char *params[1] = { p->arch };
-		db_exec(h->app->db, sql_plan_fleet, 1, params, on_fleet, p);
+		/* the page plans for the default pool: its form has no pool field */
+		const char *params[2] = { p->arch, POOL_DEFAULT };
+		db_exec(h->app->db, sql_plan_fleet, 2, params, on_fleet, p);
 	}
 	p = NULL;
 out:

@@ -1,4 +1,5 @@
--- $1 name, $2 host, $3 gpus array, $4 calling token id, $5 caller is admin, $6 version or NULL
--- -> {"status", "id"?, "created"?, "name", "version"}: the last two as sent, for rungd's log line
-SELECT rung_worker_register_owned($1, $2, $3::jsonb, $4::bigint, $5::boolean, $6::text)
-       || jsonb_build_object('name', $1::text, 'version', $6::text);
+-- $1 the registration {"name", "host", "gpus", "version"?, "pool"} (rung_worker_join), $2 calling token
+-- id, $3 caller is admin -> {"status", "id"?, "created"?, "pool"?, "name", "version"}: the last two
+-- as sent, for rungd's log line
+SELECT rung_worker_join($1::jsonb, $2::bigint, $3::boolean)
+       || jsonb_build_object('name', $1::jsonb->'name', 'version', $1::jsonb->'version');

@@ -26,6 +26,12 @@ CREATE OR REPLACE FUNCTION rung_submit_labels(body jsonb) RETURNS jsonb LANGUAGE
   SELECT CASE WHEN jsonb_typeof(body->'labels') = 'object' THEN body->'labels' ELSE '{}'::jsonb END
 $$;
 
+-- A submit's pool (the envelope's "pool", checked by rungd: common/pool.h; migration 026); 'default'
+-- when it names none.
+CREATE OR REPLACE FUNCTION rung_submit_pool(body jsonb) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(body->>'pool', 'default')
+$$;
+
 -- The set-wise insert, for a batch where no item carries an Idempotency-Key (the common case): one
 -- INSERT of every job and one of their `submitted` events. The ids are drawn first (x is
 -- materialized, so nextval runs once per item) to tie each row back to its item. Only keyed
@@ -45,10 +51,10 @@ BEGIN
     FROM jsonb_array_elements(p) e),
   ins AS (
     INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels,
-                      state, run_after)
+                      state, run_after, pool)
     SELECT x.id, x.e->>'name', x.e->>'owner', x.e->>'kind', (x.e->>'priority')::int, x.e->'body'->'config', NULL,
            x.e->'recovery', NULL, rung_submit_labels(x.e->'body'),
-           CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after
+           CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after, rung_submit_pool(x.e->'body')
     FROM x ORDER BY x.id
     RETURNING *),
   ev AS (
@@ -90,10 +96,10 @@ BEGIN
     h := CASE WHEN jsonb_typeof(e->'key') = 'string' THEN md5((e->'body')::text) END;
     v_run_after := rung_submit_run_after(e);
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash, labels, state, run_after)
+                      idempotency_key, request_hash, labels, state, run_after, pool)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
             NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'),
-            CASE WHEN v_run_after IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after)
+            CASE WHEN v_run_after IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after, rung_submit_pool(e->'body'))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN

@@ -1,5 +1,5 @@
--- Operators' changes to a job after submit: retry (a failed or cancelled job queued again) and
--- reprioritize (a queued, scheduled or running job's priority).
+-- Operators' changes to a job after submit: retry (a failed or cancelled job queued again),
+-- reprioritize (a queued, scheduled or running job's priority) and a move to another pool.
 
 -- Retry: a job that failed or was cancelled goes back to the queue (POST /v1/jobs/{id}/retry), for
 -- when the cause was outside the config rung changes: support replaced a GPU, added a bigger one,
@@ -107,6 +107,39 @@ BEGIN
     VALUES (j.id, 'priority_changed', j.state, j.state,
             'priority ' || v_old || ' -> ' || p_priority || coalesce(' by ' || p_by, ''),
             jsonb_build_object('from', v_old, 'to', p_priority, 'by', p_by));
+  END IF;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;
+
+-- Move a job to another pool (migration 026; POST /v1/jobs/{id}/pool): rung_set_pool(job, pool, by)
+-- under the job's row lock, for every job but a succeeded one: a queued job is claimed from the new
+-- pool's queue from the next claim on; a scheduled one is queued there at its start time; a running
+-- one's attempt goes on where it is, and the job is queued in the new pool if it is queued again (an
+-- OOM's next rung); a failed or cancelled one is queued there by its retry (move it, then retry it:
+-- the ladder ran out on 24 GiB cards, try the H200s). An event pool_changed {"from", "to", "by"}
+-- when it changes. Returns {"status": "ok"|"conflict", "job": JOB} (conflict: succeeded; an
+-- unchanged pool is ok and writes nothing), or NULL when there is no such job. rungd wakes the
+-- waiters after the commit (the new pool's parked GPUs).
+CREATE OR REPLACE FUNCTION rung_set_pool(p_job bigint, p_pool text, p_by text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  v_old text;
+BEGIN
+  SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF j.state = 'succeeded' THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  v_old := j.pool;
+  IF v_old <> p_pool THEN
+    UPDATE jobs SET pool = p_pool, updated_at = now() WHERE id = p_job RETURNING * INTO j;
+    INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+    VALUES (j.id, 'pool_changed', j.state, j.state,
+            'pool ' || v_old || ' -> ' || p_pool || coalesce(' by ' || p_by, ''),
+            jsonb_build_object('from', v_old, 'to', p_pool, 'by', p_by));
   END IF;
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
 END $$;

@@ -10,51 +10,65 @@
 DROP FUNCTION IF EXISTS rung_register(text, text, jsonb, text);
 DROP FUNCTION IF EXISTS rung_register_owned(text, text, jsonb, bigint, boolean, text);
 
--- Register a worker (upsert by name) and its GPUs (upsert by uuid; their state is kept), with the
--- version it runs (NULL: it sent none; a re-registration replaces the version, NULL included).
--- Returns {"id", "created": bool}.
-CREATE OR REPLACE FUNCTION rung_worker_register(p_name text, p_host text, p_gpus jsonb, p_version text)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+-- Register a worker (upsert by name) and its GPUs (upsert by uuid; their state is kept). P is the
+-- registration: {"name", "host", "gpus", "version"?, "pool"?}. The version it runs: absent or null
+-- is none, and a re-registration replaces it, none included. Its pool (migration 026): absent keeps
+-- a known worker's pool (what a rungd of the release before calls, through the wrappers below, during
+-- a rollout) and puts a new one in 'default'; this release's rungd always sends it. P_TOKEN (NULL: no
+-- binding, the tests' and the old unowned name's way) binds the worker to the calling token: a name
+-- bound to another live token is refused unless P_ADMIN: {"status": "taken"}; a name whose token
+-- was revoked may be taken over (a worker restarted with a new token). Returns {"status": "ok",
+-- "id", "created": bool, "pool"}. One jsonb, so that the next field needs no new signature (why
+-- signatures are not changed in place: the note at the top of this file).
+CREATE OR REPLACE FUNCTION rung_worker_join(p jsonb, p_token bigint, p_admin boolean) RETURNS jsonb
+LANGUAGE plpgsql AS $$
 DECLARE
+  v_name text := p->>'name';
+  cur bigint;
+  live boolean;
   w_id bigint;
+  w_pool text;
   created boolean;
 BEGIN
-  INSERT INTO workers AS w (name, host, version) VALUES (p_name, p_host, p_version)
+  IF p_token IS NOT NULL THEN
+    SELECT w.token_id, t.revoked_at IS NULL INTO cur, live
+    FROM workers w LEFT JOIN tokens t ON t.id = w.token_id WHERE w.name = v_name FOR UPDATE OF w;
+    IF cur IS NOT NULL AND cur <> p_token AND live AND NOT p_admin THEN
+      RETURN jsonb_build_object('status', 'taken');
+    END IF;
+  END IF;
+  INSERT INTO workers AS w (name, host, version, pool, token_id)
+  VALUES (v_name, coalesce(p->>'host', ''), p->>'version', coalesce(p->>'pool', 'default'), p_token)
   -- a worker drained from the control plane stays drained when it restarts (31_drain.sql)
   ON CONFLICT (name) DO UPDATE SET host = excluded.host, last_seen_at = now(), version = excluded.version,
+                                   pool = CASE WHEN p ? 'pool' THEN excluded.pool ELSE w.pool END,
+                                   token_id = coalesce(p_token, w.token_id),
                                    state = CASE WHEN w.state = 'draining' THEN 'draining' ELSE 'online' END
-  RETURNING w.id, (xmax = 0) INTO w_id, created;
+  RETURNING w.id, w.pool, (xmax = 0) INTO w_id, w_pool, created;
   INSERT INTO gpus AS g (uuid, worker_id, idx, name, memory_total_mib)
   SELECT x->>'uuid', w_id, coalesce((x->>'index')::int, 0), coalesce(x->>'name', ''),
          coalesce((x->>'memory_total_mib')::int, 0)
-  FROM jsonb_array_elements(coalesce(p_gpus, '[]')) x
+  FROM jsonb_array_elements(coalesce(p->'gpus', '[]')) x
   ON CONFLICT (uuid) DO UPDATE SET worker_id = excluded.worker_id, idx = excluded.idx,
     name = excluded.name, memory_total_mib = excluded.memory_total_mib, updated_at = now();
-  RETURN jsonb_build_object('id', w_id, 'created', created);
+  RETURN jsonb_build_object('status', 'ok', 'id', w_id, 'created', created, 'pool', w_pool);
 END $$;
 
--- Register a worker as rung_worker_register does, bound to the calling token. A name bound to another
--- live token is refused unless the caller is an admin: {"status": "taken"}. A name whose token
--- was revoked may be taken over (a worker restarted with a new token).
+-- The names of migration 024's release, with its signatures, for its rungd during a rollout (above):
+-- its pool kept. Returns {"id", "created"}, and "status" for the owned one, as they did.
+CREATE OR REPLACE FUNCTION rung_worker_register(p_name text, p_host text, p_gpus jsonb, p_version text)
+RETURNS jsonb LANGUAGE sql AS $$
+  SELECT rung_worker_join(jsonb_build_object('name', p_name, 'host', p_host, 'gpus', p_gpus, 'version', p_version),
+                          NULL, false) - 'status' - 'pool'
+$$;
 CREATE OR REPLACE FUNCTION rung_worker_register_owned(p_name text, p_host text, p_gpus jsonb, p_token bigint,
                                                       p_admin boolean, p_version text) RETURNS jsonb
-LANGUAGE plpgsql AS $$
-DECLARE
-  cur bigint;
-  live boolean;
-  doc jsonb;
-BEGIN
-  SELECT w.token_id, t.revoked_at IS NULL INTO cur, live
-  FROM workers w LEFT JOIN tokens t ON t.id = w.token_id WHERE w.name = p_name FOR UPDATE OF w;
-  IF cur IS NOT NULL AND cur <> p_token AND live AND NOT p_admin THEN
-    RETURN jsonb_build_object('status', 'taken');
-  END IF;
-  doc := rung_worker_register(p_name, p_host, p_gpus, p_version);
-  UPDATE workers SET token_id = p_token WHERE id = (doc->>'id')::bigint;
-  RETURN doc || jsonb_build_object('status', 'ok');
-END $$;
+LANGUAGE sql AS $$
+  SELECT rung_worker_join(jsonb_build_object('name', p_name, 'host', p_host, 'gpus', p_gpus, 'version', p_version),
+                          p_token, p_admin) - 'pool'
+$$;
 
--- The names of the release before, with its signatures, for its rungd during a rollout (above):
+-- The names of migration 023's release, with its signatures, for its rungd during a rollout (above):
 -- registered without a version.
 CREATE OR REPLACE FUNCTION rung_register(p_name text, p_host text, p_gpus jsonb) RETURNS jsonb
 LANGUAGE sql AS $$ SELECT rung_worker_register(p_name, p_host, p_gpus, NULL) $$;

@@ -1,6 +1,17 @@
 -- Claim for one GPU: what a claim round (41_claim_batch.sql) falls back to for a GPU that may run
 -- none of the jobs the round locked.
 
+-- Migration 026 gave the claim's helpers a pool argument. Their signatures without it are the release
+-- before's: nothing of this release calls them (its rung_claim_batch is a wrapper of rung_claim_round,
+-- 41_claim_batch.sql, which reads a pool at a time), and a rungd rolled back to that release creates
+-- them again at its start. (An overload left beside them with a defaulted argument would make that
+-- release's calls ambiguous: 30_register.sql.)
+DROP FUNCTION IF EXISTS rung_queued_owners(text[]);
+DROP FUNCTION IF EXISTS rung_queue_head(text[], int);
+DROP FUNCTION IF EXISTS rung_queue_head(text[], int, jsonb);
+DROP FUNCTION IF EXISTS rung_claim_walk(text[], jsonb, bigint[], bigint, text, int);
+DROP FUNCTION IF EXISTS rung_claim_pick(text[], jsonb, bigint[], bigint, text, int);
+
 -- Start an attempt of queued job p_job (locked by the caller) on the GPU. The attempt records its
 -- config only when it is not the target. Returns {"status": "ok", "lease"}, or {"status": "none"}
 -- when the job is no longer queued.
@@ -107,29 +118,29 @@ CREATE OR REPLACE FUNCTION rung_owners_capped(room jsonb) RETURNS text[] LANGUAG
   SELECT array_agg(e.key) FROM jsonb_each_text(room) e WHERE e.value::int <= 0
 $$;
 
--- The owners with queued jobs, but for those in P_CAPPED: a skip scan of jobs_claim_owner (migration
--- 021), one index probe per owner with queued jobs, however many jobs each has queued.
-CREATE OR REPLACE FUNCTION rung_queued_owners(p_capped text[]) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
+-- The owners with queued jobs in pool P_POOL, but for those in P_CAPPED: a skip scan of
+-- jobs_claim_owner (migrations 021, 026), one index probe per owner with queued jobs there, however
+-- many jobs each has queued.
+CREATE OR REPLACE FUNCTION rung_queued_owners(p_capped text[], p_pool text) RETURNS text[] LANGUAGE plpgsql STABLE AS $$
 BEGIN
   RETURN (WITH RECURSIVE o(owner) AS (
-            (SELECT c.owner FROM jobs c WHERE c.state = 'queued' ORDER BY c.owner LIMIT 1)
+            (SELECT c.owner FROM jobs c WHERE c.state = 'queued' AND c.pool = p_pool ORDER BY c.owner LIMIT 1)
             UNION ALL
-            SELECT (SELECT c.owner FROM jobs c WHERE c.state = 'queued' AND c.owner > o.owner ORDER BY c.owner LIMIT 1)
+            SELECT (SELECT c.owner FROM jobs c WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner > o.owner
+                    ORDER BY c.owner LIMIT 1)
             FROM o WHERE o.owner IS NOT NULL)
           SELECT coalesce(array_agg(o.owner), '{}') FROM o WHERE o.owner IS NOT NULL AND o.owner <> ALL (p_capped));
 END $$;
 
--- The first P_N queued jobs whose owner is not in P_CAPPED, not locked: the first P_N of each other
+-- The first P_N queued jobs of pool P_POOL whose owner is not in P_CAPPED, not locked: the first P_N of each other
 -- owner's queue (jobs_claim_owner), merged. P_RUNNING NULL: in claim order, what a claim reads while
 -- some owner is at its limit, instead of passing over that owner's queued jobs in jobs_claim. A fair
 -- share (rungd --fair-share) gives the jobs running now per owner (rung_owners_running): within a
 -- priority, an owner's k-th queued job (0 first) takes the place "its running jobs + k", so the next
 -- GPU goes to the owner that runs the fewest, oldest job first, ties by age. O(owners with queued
 -- jobs x P_N), not O(the jobs ahead); each owner's lookup is planned for that owner
--- (force_custom_plan; its callers plan generically). (Its signature gained p_running: the old one is
--- dropped first.)
-DROP FUNCTION IF EXISTS rung_queue_head(text[], int);
-CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb DEFAULT NULL) RETURNS bigint[]
+-- (force_custom_plan; its callers plan generically).
+CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb, p_pool text) RETURNS bigint[]
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
   o text;
@@ -140,7 +151,7 @@ DECLARE
 BEGIN
   -- one statement per owner, planned for that owner: planned for "some owner" (a lateral join), the
   -- lookup read jobs_claim in claim order, past another owner's 100,000 jobs (60-100 ms a round)
-  FOREACH o IN ARRAY rung_queued_owners(p_capped) LOOP
+  FOREACH o IN ARRAY rung_queued_owners(p_capped, p_pool) LOOP
     SELECT a_id || coalesce(array_agg(y.id), '{}'), a_pri || coalesce(array_agg(y.priority), '{}'),
            a_at || coalesce(array_agg(y.created_at), '{}'),
            a_place || coalesce(array_agg(CASE WHEN p_running IS NULL THEN 0
@@ -149,7 +160,7 @@ BEGIN
     FROM (SELECT c.id, c.priority, c.created_at,
                  row_number() OVER (PARTITION BY c.priority ORDER BY c.created_at, c.id) - 1 AS k
           FROM (SELECT c.id, c.priority, c.created_at FROM jobs c
-                WHERE c.state = 'queued' AND c.owner = o
+                WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner = o
                 ORDER BY c.priority, c.created_at, c.id LIMIT p_n) c) y;
   END LOOP;
   RETURN (SELECT coalesce(array_agg(x.id ORDER BY x.pri, x.place, x.at, x.id), '{}')
@@ -170,8 +181,8 @@ LANGUAGE sql STABLE AS $$
      AND coalesce((p_cons->>'min_gpu_memory_mib')::int, 0) <= p_mem
 $$;
 
--- rung_claim_pick's walk beyond its head: the job of an owner not in p_capped, not in p_passed,
--- that may run on GPU p_gpu (p_mem MiB) of worker p_worker, by priority, then (fair share, p_running)
+-- rung_claim_pick's walk beyond its head: the job of pool p_pool, of an owner not in p_capped, not
+-- in p_passed, that may run on GPU p_gpu (p_mem MiB) of worker p_worker, by priority, then (fair share, p_running)
 -- the owner running the fewest, then age, not locked, or NULL. Each owner's first job that may run
 -- here among its first 1,024 gives the best so far; then each owner's queue is walked
 -- (jobs_claim_owner) for a better one, stopping at that best (bounds on jobs_claim_owner's leading
@@ -182,7 +193,7 @@ $$;
 -- claim order instead of jobs_claim_owner, past every other owner's jobs (83 ms a claim with 100,000
 -- of another owner's jobs in front).
 CREATE OR REPLACE FUNCTION rung_claim_walk(p_capped text[], p_running jsonb, p_passed bigint[], p_worker bigint,
-                                           p_gpu text, p_mem int) RETURNS bigint
+                                           p_gpu text, p_mem int, p_pool text) RETURNS bigint
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
   cand bigint;
@@ -201,15 +212,15 @@ BEGIN
   SELECT coalesce(array_agg(u.owner ORDER BY f.priority, coalesce((p_running->>u.owner)::int, 0), f.created_at, f.id),
                   '{}')
   INTO owners
-  FROM unnest(rung_queued_owners(p_capped)) AS u(owner)
+  FROM unnest(rung_queued_owners(p_capped, p_pool)) AS u(owner)
   CROSS JOIN LATERAL (SELECT c.priority, c.created_at, c.id FROM jobs c
-                      WHERE c.state = 'queued' AND c.owner = u.owner
+                      WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner = u.owner
                       ORDER BY c.priority, c.created_at, c.id LIMIT 1) f;
   FOREACH o IN ARRAY owners LOOP
     o_running := coalesce((p_running->>o)::int, 0);
     SELECT y.id, y.priority, y.created_at INTO found_id, found_p, found_at
     FROM (SELECT c.id, c.priority, c.created_at, c.constraints FROM jobs c
-          WHERE c.state = 'queued' AND c.owner = o
+          WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner = o
           ORDER BY c.priority, c.created_at, c.id LIMIT 1024) y
     WHERE y.id <> ALL (passed) AND rung_job_allows(y.constraints, p_worker, p_gpu, p_mem)
     ORDER BY y.priority, y.created_at, y.id
@@ -223,7 +234,7 @@ BEGIN
     -- a job of a better priority than the best so far (before one is found: any); the bound is
     -- on jobs_claim_owner's second column, after the owner's equality, so the walk stops at it
     SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
-    WHERE c.state = 'queued' AND c.owner = o
+    WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner = o
       AND c.priority < CASE WHEN cand IS NULL THEN 2147483647 ELSE best_p END
       AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
     ORDER BY c.priority, c.created_at, c.id
@@ -233,7 +244,7 @@ BEGIN
       -- priority's equalities (an owner running fewer is weighed so only beyond its first 1,024
       -- jobs, the pass above: past them, by age)
       SELECT c.id, c.priority, c.created_at INTO found_id, found_p, found_at FROM jobs c
-      WHERE c.state = 'queued' AND c.owner = o AND c.priority = best_p AND c.created_at <= best_at
+      WHERE c.state = 'queued' AND c.pool = p_pool AND c.owner = o AND c.priority = best_p AND c.created_at <= best_at
         AND (c.created_at, c.id) < (best_at, cand)
         AND c.id <> ALL (passed) AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
       ORDER BY c.created_at, c.id
@@ -247,7 +258,7 @@ BEGIN
 END $$;
 
 -- rung_claim's pick while some owner is capped or with a fair share (p_running), below: the job of
--- an owner not in p_capped, not in p_skip, that may run on GPU p_gpu (p_mem MiB) of worker p_worker,
+-- pool p_pool, of an owner not in p_capped, not in p_skip, that may run on GPU p_gpu (p_mem MiB) of worker p_worker,
 -- locked (FOR UPDATE SKIP LOCKED), or NULL.
 -- The capped owners' queued jobs are not read. Without a fair share the first 64 queued jobs of the
 -- other owners in claim order (rung_queue_head) are tried first: the first of them that may run here
@@ -255,7 +266,7 @@ END $$;
 -- config check (the job's failed attempts) is made for the job found, not for each job read; the job
 -- is read again under its lock.
 CREATE OR REPLACE FUNCTION rung_claim_pick(p_capped text[], p_running jsonb, p_skip bigint[], p_worker bigint,
-                                           p_gpu text, p_mem int) RETURNS bigint
+                                           p_gpu text, p_mem int, p_pool text) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
   cand bigint;
@@ -263,7 +274,7 @@ DECLARE
   passed bigint[] := coalesce(p_skip, '{}'); -- jobs not to take: the round's, and those another holds
 BEGIN
   IF p_running IS NULL THEN
-    head := rung_queue_head(p_capped, 64);
+    head := rung_queue_head(p_capped, 64, NULL, p_pool);
   END IF;
   LOOP
     cand := NULL;
@@ -276,7 +287,7 @@ BEGIN
     ORDER BY array_position(head, c.id)
     LIMIT 1;
     IF cand IS NULL AND (p_running IS NOT NULL OR cardinality(head) >= 64) THEN
-      cand := rung_claim_walk(p_capped, p_running, passed, p_worker, p_gpu, p_mem);
+      cand := rung_claim_walk(p_capped, p_running, passed, p_worker, p_gpu, p_mem, p_pool);
     END IF;
     EXIT WHEN cand IS NULL;
     IF EXISTS (SELECT 1 FROM jobs c JOIN attempts f ON f.job_id = c.id
@@ -298,8 +309,8 @@ BEGIN
   RETURN cand;
 END $$;
 
--- Claim the first eligible queued job for one GPU and start an attempt on it: the worker known and
--- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
+-- Claim the first eligible queued job for one GPU and start an attempt on it: a job of the worker's
+-- pool (migration 026), the worker known and online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
 -- and asking no more memory than it has (rung_job_allows), its owner below its max_running
 -- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), not one of p_skip (the
 -- jobs the calling round gave to other GPUs), and never a config identical to one that failed on
@@ -342,7 +353,7 @@ BEGIN
   END IF;
   IF cardinality(capped) = 0 AND p_running IS NULL THEN
     SELECT c.id INTO cand FROM jobs c
-    WHERE c.state = 'queued' AND c.id <> ALL (p_skip)
+    WHERE c.state = 'queued' AND c.pool = w.pool AND c.id <> ALL (p_skip)
       AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
       AND (c.attempts_count = 0
            OR NOT EXISTS (SELECT 1 FROM attempts f
@@ -355,12 +366,12 @@ BEGIN
     IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
     RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
   END IF;
-  cand := rung_claim_pick(capped, p_running, p_skip, p_worker, p_gpu, g.memory_total_mib);
+  cand := rung_claim_pick(capped, p_running, p_skip, p_worker, p_gpu, g.memory_total_mib, w.pool);
   IF cand IS NULL THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
 END $$;
 
--- How many queued jobs come before queued job J in claim order: (priority, created_at, id), the
+-- How many queued jobs of its pool come before queued job J in claim order: (priority, created_at, id), the
 -- order of rung_claim above and of rung_claim_batch's scan (41_claim_batch.sql), which must stay
 -- the same. The placement of GET /v1/jobs/{id} (rung_job_placement) carries it as "ahead". A claim
 -- passes over a job ahead that may not run on its GPU, and a later submit of a lower priority goes
@@ -369,5 +380,5 @@ END $$;
 CREATE OR REPLACE FUNCTION rung_job_ahead(j jobs) RETURNS bigint
 LANGUAGE sql STABLE AS $$
   SELECT count(*) FROM jobs c
-  WHERE c.state = 'queued' AND (c.priority, c.created_at, c.id) < (j.priority, j.created_at, j.id)
+  WHERE c.state = 'queued' AND c.pool = j.pool AND (c.priority, c.created_at, c.id) < (j.priority, j.created_at, j.id)
 $$;

@@ -1,5 +1,10 @@
--- The claim round: leases for many parked GPUs in one statement (server/lease.c).
+-- The claim round: leases for many parked GPUs in one statement (server/lease.c), rung_claim_round
+-- at the end of this file. It serves its waiters a pool at a time (migration 026: a job runs only on
+-- a worker of its pool), each pool's share with one rung_claim_pool_round, below.
 --
+-- rung_claim_pool_round: the round for the waiters of pool p_pool, whose candidates are that pool's
+-- queued jobs (jobs_claim and jobs_claim_owner lead with the pool, so a GPU never reads another
+-- pool's queue).
 -- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, each with every rule of
 -- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions and
 -- minimum memory, its owner below its max_running, never a config that failed on this GPU, SKIP
@@ -30,9 +35,8 @@
 -- at the job's target (attempt number 1, or the first after a retry: 1 + recovery_state.budget_from,
 -- sql/functions/22_job_ops.sql; current_config still NULL) the row also carries what
 -- rungd's memory check needs (issue 12, server/lease.c): the config's arch (rung_config_arch), the
--- leased GPU's memory, the job's kind and recovery options; NULL for every other lease. (Its result
--- columns changed in migration 008 and issue 12: a return type cannot be replaced, so the old
--- version is dropped first; p_fair was added with a default in migration 021's release.)
+-- leased GPU's memory, the job's kind and recovery options, and the pool's largest usable GPU
+-- (rung_pool_max_gpu_mib, read once a round, only for such a lease); NULL for every other lease.
 --
 -- Its statements use generic plans (SET plan_cache_mode): with custom plans, the default, plpgsql
 -- re-planned four of them at every call, because a generic plan's estimate for an array variable
@@ -40,10 +44,10 @@
 -- to half of a 1.6-1.9 ms round at W=1 (docs/PERFORMANCE.md, rounds 7 and 8). The generic plans were checked
 -- on 50,000 jobs and 47,500 attempts: each statement still probes jobs_claim, the primary keys and
 -- attempts_job_id_number_key (the rung_claim fallback it calls too, round 7).
-DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
-CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int, p_fair boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION rung_claim_pool_round(p jsonb, p_lease_s int, p_fair boolean, p_pool text)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
-               config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text)
+               config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text,
+               init_fleet_mib int)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -127,14 +131,14 @@ BEGIN
     INTO ids, cons, cown, reran, reran_from
     FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
                  rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
-          WHERE c.state = 'queued'
+          WHERE c.state = 'queued' AND c.pool = p_pool
           ORDER BY c.priority, c.created_at, c.id
           LIMIT np FOR UPDATE SKIP LOCKED) x;
   ELSE
     -- the same from the head, in its order, read by primary key (`= ANY`: one index scan of
     -- jobs_pkey, as the start below, whatever the statistics say; `IS TRUE`: not through
     -- jobs_claim, see the start below)
-    head := rung_queue_head(capped, np, running);
+    head := rung_queue_head(capped, np, running, p_pool);
     SELECT array_agg(x.id ORDER BY x.pos),
            array_agg(x.constraints ORDER BY x.pos),
            array_agg(x.owner ORDER BY x.pos),
@@ -294,9 +298,10 @@ BEGIN
       init_gpu_mib := NULL;
       init_kind := NULL;
       init_recovery := NULL;
+      init_fleet_mib := NULL;
       IF status = 'ok' THEN -- rung_claim's lease (rare): the same as below
-        SELECT rung_config_arch(c.target_config), w_mem[n], c.kind, c.recovery::text
-        INTO init_arch, init_gpu_mib, init_kind, init_recovery
+        SELECT rung_config_arch(c.target_config), w_mem[n], c.kind, c.recovery::text, rung_pool_max_gpu_mib(p_pool)
+        INTO init_arch, init_gpu_mib, init_kind, init_recovery, init_fleet_mib
         FROM jobs c WHERE c.id = job_id AND c.current_config IS NULL
                       AND number = 1 + rung_budget_from(c.recovery_state);
       END IF;
@@ -339,6 +344,53 @@ BEGIN
          jsonb_build_object('attempt_id', a.id, 'job_id', a.job_id, 'number', a.number, 'token', a.token,
                             'lease_seconds', p_lease_s, 'stall_timeout_s', j.recovery->'stall_timeout_s'),
          j.cfg, j.arch, CASE WHEN j.arch IS NOT NULL THEN c.mem END, CASE WHEN j.arch IS NOT NULL THEN j.kind END,
-         CASE WHEN j.arch IS NOT NULL THEN j.recovery::text END
+         CASE WHEN j.arch IS NOT NULL THEN j.recovery::text END,
+         -- uncorrelated: read once, and only when a row has an arch
+         CASE WHEN j.arch IS NOT NULL THEN (SELECT rung_pool_max_gpu_mib(p_pool)) END
   FROM c JOIN a ON a.job_id = c.job_id JOIN j ON j.id = c.job_id;
 END $$;
+
+-- The claim round (server/lease.c, sql/claim_batch.sql): rung_claim_pool_round for the waiters of
+-- each pool in turn, by their workers' pools, the pool of the first waiter first (fresh waiters come
+-- first, and stay first within each pool's share). A fleet whose workers are all in the default pool
+-- costs one probe of the empty workers_pooled and one pool round, as before pools. The pools' rounds
+-- share the transaction: a later one counts the leases of an earlier one against the owners' limits
+-- and fair share (rung_owners_running reads this transaction's new attempts). A waiter whose worker
+-- is unknown goes with the default pool, whose round answers it no_worker.
+CREATE OR REPLACE FUNCTION rung_claim_round(p jsonb, p_lease_s int, p_fair boolean)
+RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
+               config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text,
+               init_fleet_mib int)
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+#variable_conflict use_column
+DECLARE
+  v_pool text;
+  v_share jsonb;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default') THEN
+    RETURN QUERY SELECT * FROM rung_claim_pool_round(p, p_lease_s, p_fair, 'default');
+    RETURN;
+  END IF;
+  FOR v_pool, v_share IN
+    SELECT coalesce(w.pool, 'default'), jsonb_agg(x.e ORDER BY x.n)
+    FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n)
+    LEFT JOIN workers w ON w.id = (x.e->>'worker')::bigint
+    GROUP BY coalesce(w.pool, 'default')
+    ORDER BY min(x.n)
+  LOOP
+    RETURN QUERY SELECT * FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool);
+  END LOOP;
+END $$;
+
+-- The round by its name and columns of the release before migration 026, for its rungd during a
+-- rollout (its rows carry no init_fleet_mib; that rungd reads the fleet's from its profile cache).
+-- The tests call it too. (Its two-argument version, from before migration 021, is dropped.)
+DROP FUNCTION IF EXISTS rung_claim_batch(jsonb, int);
+CREATE OR REPLACE FUNCTION rung_claim_batch(p jsonb, p_lease_s int, p_fair boolean DEFAULT false)
+RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
+               config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text)
+LANGUAGE sql AS $$
+  SELECT r.i, r.status, r.attempt_id, r.job_id, r.number, r.token, r.lease, r.config, r.init_arch, r.init_gpu_mib,
+         r.init_kind, r.init_recovery
+  FROM rung_claim_round(p, p_lease_s, p_fair) r
+$$;

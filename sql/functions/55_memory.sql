@@ -46,27 +46,45 @@ LANGUAGE sql STABLE AS $$
                    ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
 $$;
 
--- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"gpus": how many GPUs
--- not quarantined, on live workers, meet its constraints as a claim reads them (min_gpu_memory_mib,
--- exclude_gpus, exclude_workers), "draining_gpus": how many more would on drained workers,
--- "min_gpu_memory_mib", "fleet_max_gpu_mib", "ahead": how many queued jobs come before it in claim
--- order (rung_job_ahead, 40_claim.sql)}. 0 GPUs: it waits, for a drained host to be resumed
--- or for one that may never come (its floor was raised by requeue_bigger or started_bigger and
--- the big host left). A claim may still refuse a GPU it counts (a config that failed there).
--- O(GPUs + jobs ahead): for one job's page, not for a list.
+-- The largest usable GPU memory in MiB (0: none) of pool P_POOL (migration 026): what
+-- rung_fleet_max_gpu_mib weighs, for the GPUs a job of that pool may run on. The figure a lease's
+-- started_bigger (the claim round's init_fleet_mib), a finish's requeue_bigger (the CTX's fleet) and
+-- the placement weigh: a bigger card in another pool is one the job will never get. The same walk
+-- of gpus_usable_memory, past the larger GPUs of other pools.
+CREATE OR REPLACE FUNCTION rung_pool_max_gpu_mib(p_pool text) RETURNS int
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT g.memory_total_mib FROM gpus g
+                   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
+                     AND (SELECT w.pool FROM workers w WHERE w.id = g.worker_id) = p_pool
+                   ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
+$$;
+
+-- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"pool": its pool,
+-- "gpus": how many GPUs of its pool (migration 026), not quarantined, on live workers, meet its
+-- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers),
+-- "draining_gpus": how many more would on drained workers of its pool, "other_pools_gpus": how many
+-- on live workers of other pools would (a job sent to the wrong pool, or to one with no host yet),
+-- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU, "ahead": how many queued
+-- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql)}. 0 GPUs: it waits,
+-- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
+-- was raised by requeue_bigger or started_bigger and the big host left). A claim may still refuse a
+-- GPU it counts (a config that failed there). O(GPUs + jobs ahead): for one job's page, not for a
+-- list.
 CREATE OR REPLACE FUNCTION rung_job_placement(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
-    'gpus', count(*) FILTER (WHERE rung_worker_live(g.worker_id)),
-    'draining_gpus', count(*) FILTER (WHERE NOT rung_worker_live(g.worker_id)),
+    'pool', j.pool,
+    'gpus', count(*) FILTER (WHERE w.pool = j.pool AND rung_worker_live(g.worker_id)),
+    'draining_gpus', count(*) FILTER (WHERE w.pool = j.pool AND NOT rung_worker_live(g.worker_id)),
+    'other_pools_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND rung_worker_live(g.worker_id)),
     'min_gpu_memory_mib', coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0),
-    'fleet_max_gpu_mib', rung_fleet_max_gpu_mib(),
+    'fleet_max_gpu_mib', rung_pool_max_gpu_mib(j.pool),
     'ahead', rung_job_ahead(j))
     -- its owner's limit (tokens.max_running, migration 020) and how many of its jobs run now
     || coalesce((SELECT jsonb_build_object('owner_max_running', t.max_running, 'owner_running',
                                            rung_owner_running(j.owner))
                  FROM tokens t WHERE t.name = j.owner AND t.max_running IS NOT NULL), '{}')
-  FROM gpus g
+  FROM gpus g JOIN workers w ON w.id = g.worker_id
   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
     AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
     AND NOT coalesce(j.constraints->'exclude_gpus' ? g.uuid, false)

@@ -2,14 +2,16 @@
 -- and one set-wise query: p is [{"i", "id", "token", "facts", "plain"}]. Rows: (i, CTX) for each item
 -- whose attempt is the running one with that token; a missing row means the fence failed. Configs
 -- stored as NULL stay NULL (rungd resolves them, policy_ctx_resolve); the fleet's largest usable GPU
--- memory is computed once per batch; every row is found by primary key (docs/PERFORMANCE.md).
+-- memory is computed once per batch, and once per job (its pool's: rung_pool_max_gpu_mib) only while
+-- some worker is outside the default pool (migration 026); every row is found by primary key
+-- (docs/PERFORMANCE.md).
 -- "memory" is null for a plain finish (rungd: its FACTS classify as success or cancelled,
 -- api_attempts_plain_finish) of an attempt that ran the job's target config (attempts.config NULL):
 -- the policy ends such a job without a scale-up walk and reads no memory; reading the observations
 -- was most of the CTX's cost (docs/PERFORMANCE.md, round 6). Any other finish carries it.
 CREATE OR REPLACE FUNCTION rung_finish_ctx_batch(p jsonb) RETURNS TABLE (i int, ctx jsonb)
 LANGUAGE sql STABLE AS $$
-  WITH f AS (SELECT rung_fleet_max_gpu_mib() AS m),
+  WITH f AS (SELECT rung_fleet_max_gpu_mib() AS m, EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default') AS pooled),
   x AS (SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, plain boolean))
   SELECT x.i, jsonb_build_object(
     'job', jsonb_build_object('id', j.id, 'kind', j.kind, 'target_config', j.target_config,
@@ -42,7 +44,7 @@ LANGUAGE sql STABLE AS $$
         WHERE gf.gpu_uuid = a.gpu_uuid
           AND gf.at > greatest(now() - make_interval(secs => coalesce((j.recovery->>'env_fault_window_s')::int, 3600)),
                                coalesce(g.released_at, '-infinity')))),
-    'fleet', jsonb_build_object('max_gpu_memory_mib', f.m),
+    'fleet', jsonb_build_object('max_gpu_memory_mib', CASE WHEN f.pooled THEN rung_pool_max_gpu_mib(j.pool) ELSE f.m END),
     -- guide 2D (a config at its limit) needs the success on a card no bigger than this one (within
     -- the ±10 % of a memory class): one that ran on 40 GiB says nothing of 24 GiB. Attempts from
     -- before migration 014 have no mem_gpu_mib and count, as they always did. A probe of

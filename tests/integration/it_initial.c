@@ -5,8 +5,8 @@
  * the web job page, and scales up after the success; one predicted to fit runs as submitted (and its
  * page tells no such story); recovery.scale_up false is respected; after a profile reset the cache is
  * dropped and a first attempt runs as submitted. Then history in which the lightest config the ladder
- * can reach ran out of memory on 24 GiB: with no bigger GPU in the fleet a first attempt runs as
- * submitted (today's path); once an 80 GiB GPU is in the fleet, the 24 GiB worker's claim is handed
+ * can reach ran out of memory on 24 GiB: with no bigger GPU in the job's pool (a 140 GiB one in
+ * another pool is not its to get: migration 026) a first attempt runs as submitted (today's path); once an 80 GiB GPU is in the fleet, the 24 GiB worker's claim is handed
  * back (rung_start_bigger) and the job runs once, as attempt 1, on the 80 GiB GPU; rungctl show and
  * the web job page say why. Before each of those, POST /v1/plan (and rungctl plan) says what the lease
  * then does: as submitted without history, start lower with the same rung, hand over to a bigger GPU;
@@ -25,6 +25,7 @@
 
 #define GPU_24G 24576
 #define GPU_80G 81920
+#define GPU_SIDE 143771 /* the GPU of pool side (test_no_bigger): in the fleet, never the default pool's */
 
 /* The value of /metrics sample `key` (name and labels), or -1. */
 static long metric(struct harness *h, const char *key)
@@ -657,7 +658,17 @@ static void test_no_bigger(struct harness *h)
 	long st = 0;
 	char *id;
 
-	if (!spent_ladder_cached(h, "init_prime_a", GPU_24G))
+	{
+		/* a bigger GPU in another pool (migration 026) is one this job never gets: the lease weighs
+		 * its own pool's largest GPU, so the claim is not handed back to wait for it */
+		json_t *body = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i}]}", "name", "side-h200", "host", "h", "pool", "side",
+					 "gpus", "uuid", "GPU-side-1", "memory_total_mib", GPU_SIDE);
+		json_decref(h_post(h, "/v1/workers", body, &st));
+		h_ok(h, st == 201, "a worker with a 140 GiB GPU registers into pool side (%ld)", st);
+		json_decref(body);
+	}
+	/* the cache's fleet figure (the whole fleet's) counts it: only the pool's figure keeps the claim */
+	if (!spent_ladder_cached(h, "init_prime_a", GPU_SIDE))
 		goto out;
 	id = run_job(h, flux("init_nobig", 4, 1024), extra, "failed");
 	if (h_ok(h, id != NULL, "no bigger GPU: a batch-4 job on 1024 px ends failed")) {
@@ -717,7 +728,9 @@ static void test_bigger(struct harness *h, const struct h_worker_opts *small)
 		big_uuid = r && PQntuples(r) == 1 ? xstrdup(PQgetvalue(r, 0, 0)) : NULL;
 		PQclear(r);
 	}
-	if (!spent_ladder_cached(h, "init_prime_b", GPU_80G))
+	/* the cache's fleet figure is the whole fleet's (pool side's GPU); the lease weighs the default
+	 * pool's 80 GiB (the claim row's), as started_bigger's fleet_max_gpu_mib says below */
+	if (!spent_ladder_cached(h, "init_prime_b", GPU_SIDE))
 		goto out;
 	{
 		json_t *p = plan(h, json_deep_copy(cfg), NULL, &st);

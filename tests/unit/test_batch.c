@@ -1377,7 +1377,7 @@ static void test_heartbeat_skip(void)
 			  q1("SELECT id FROM workers WHERE name = 'hs'", 0, NULL));
 	p[0] = items;
 	TAP_STR_EQ(q1("SELECT string_agg(status, ',') FROM rung_claim_batch($1::jsonb, 30)", 1, p), "ok", "leased for 30 s");
-	TAP_STR_EQ(q1("SELECT array_to_string(proconfig, ',') FROM pg_proc WHERE proname = 'rung_claim_batch'", 0, NULL),
+	TAP_STR_EQ(q1("SELECT array_to_string(proconfig, ',') FROM pg_proc WHERE proname = 'rung_claim_pool_round'", 0, NULL),
 		   "plan_cache_mode=force_generic_plan",
 		   "the claim round's statements use generic plans, planned once per session (docs/PERFORMANCE.md, round 8)");
 	free(items);
@@ -1912,9 +1912,9 @@ static void test_owner_queue(void)
 	   "('c1', 'cap-c', 'image', 2, '{\"x\":1}', '{}', '{}'), ('b2', 'cap-b', 'image', 3, '{\"x\":1}', '{}', '{}')",
 	   0, NULL);
 	q1("ANALYZE jobs", 0, NULL);
-	TAP_STR_EQ(q1("SELECT array_to_string(rung_queued_owners('{cap-a}'), ',')", 0, NULL), "cap-b,cap-c",
+	TAP_STR_EQ(q1("SELECT array_to_string(rung_queued_owners('{cap-a}', 'default'), ',')", 0, NULL), "cap-b,cap-c",
 		   "capped walk: the owners with queued jobs, the capped one left out");
-	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{cap-a}', 2)) "
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{cap-a}', 2, NULL, 'default')) "
 		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "b1,c1",
 		   "capped walk: the head is the others' first jobs in claim order");
 	small = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"Q-S\",\"fresh\":true}]", wid);
@@ -2019,10 +2019,10 @@ static void test_fair_share(void)
 	two = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"F-1\",\"fresh\":true},"
 			"{\"i\":1,\"worker\":%s,\"gpu\":\"F-2\",\"fresh\":true}]", wid, wid);
 	p[1] = "30";
-	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6, '{\"fa\": 1}')) "
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6, '{\"fa\": 1}', 'default')) "
 		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "b1,a1,b2,a2,a3,a4",
 		   "fair share: the head when fa runs 1 and fb none: b1 (place 0), a1 and b2 (1), a2, a3, a4");
-	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6)) "
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY h.n) FROM unnest(rung_queue_head('{}', 6, NULL, 'default')) "
 		      "WITH ORDINALITY AS h(id, n) JOIN jobs j ON j.id = h.id", 0, NULL), "a1,a2,a3,a4,b1,b2",
 		   "fair share: without running counts the head is in claim order");
 	/* without a fair share two GPUs take a1, a2; then with one, fb's b1 goes before fa's older a3 */
@@ -2136,6 +2136,111 @@ static void test_drain(void)
 	TAP_STR_EQ(q1("SELECT coalesce(rung_worker_drain(-1, true, NULL, NULL)::text, 'null')", 0, NULL), "null",
 		   "drain: no such worker: NULL");
 	free(items);
+	PQfinish(pg);
+}
+
+/* Worker pools (migration 026): a job runs only on a worker of its pool. A registration names its
+ * worker's pool and one without a pool (the release before's, through the old names) keeps it; a
+ * submit's body names the job's. A round serves each pool's waiters with that pool's jobs, whatever
+ * the claim order across pools, on every path: the plain scan, rung_claim's fallback, the capped
+ * head and the fair share. A GPU of the default pool behind 30,000 queued jobs of another pool reads
+ * a few blocks (the claim indexes lead with the pool). A first attempt's lease carries its pool's
+ * largest GPU, and so does a finish's CTX; the placement and "ahead" count within the job's pool. */
+static void test_pools(void)
+{
+	const char *p[2];
+	char wdef[32], wa[32], *three, *dflt, *ctx_items;
+	long b;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'pool-%'", 0, NULL);
+	q1("SELECT rung_register('wdef', 'h', '[{\"uuid\":\"PD-1\",\"memory_total_mib\":24576}]')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_worker_join('{\"name\": \"wa\", \"host\": \"h\", \"pool\": \"a\", \"gpus\": "
+		      "[{\"uuid\": \"PA-1\", \"memory_total_mib\": 81920}, {\"uuid\": \"PA-2\", \"memory_total_mib\": 81920}]}', "
+		      "NULL, false)->>'pool'", 0, NULL), "a", "pools: a worker joins pool a");
+	snprintf(wdef, sizeof wdef, "%s", q1("SELECT id FROM workers WHERE name = 'wdef'", 0, NULL));
+	snprintf(wa, sizeof wa, "%s", q1("SELECT id FROM workers WHERE name = 'wa'", 0, NULL));
+	q1("SELECT rung_register('wa', 'h', '[{\"uuid\":\"PA-1\",\"memory_total_mib\":81920},"
+	   "{\"uuid\":\"PA-2\",\"memory_total_mib\":81920}]')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT pool FROM workers WHERE name = 'wa'", 0, NULL), "a",
+		   "pools: registered again by the release before's name (no pool), it stays in a");
+	q1("SELECT rung_worker_join('{\"name\": \"wa\", \"host\": \"h\", \"pool\": \"default\", \"gpus\": []}', NULL, false)",
+	   0, NULL);
+	TAP_STR_EQ(q1("SELECT pool FROM workers WHERE name = 'wa'", 0, NULL), "default", "pools: a pool sent moves it");
+	q1("SELECT rung_worker_join('{\"name\": \"wa\", \"host\": \"h\", \"pool\": \"a\", \"gpus\": []}', NULL, false)", 0, NULL);
+	/* claim order across pools: a1 (pool a), d1 (default), a2 (pool a) */
+	TAP_STR_EQ(q1("SELECT string_agg(job->>'pool', ',' ORDER BY i) FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"a1\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 0, \"recovery\": {}, \"key\": null, "
+		      "\"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}},"
+		      "{\"i\": 1, \"name\": \"d1\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, \"key\": null, "
+		      "\"body\": {\"config\": {\"x\": 1}}},"
+		      "{\"i\": 2, \"name\": \"a2\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 2, \"recovery\": {}, \"key\": \"pk\", "
+		      "\"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}}]')", 0, NULL),
+		   "a,default,a", "pools: a submit's body names the job's pool, set-wise or keyed; none is default");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || (rung_job_placement(j)->>'ahead'), ',' ORDER BY j.id) FROM jobs j", 0, NULL),
+		   "a1:0,d1:0,a2:1", "pools: ahead counts the queued jobs of the job's own pool");
+	TAP_STR_EQ(q1("SELECT (p->>'pool') || ':' || (p->>'gpus') || ':' || (p->>'other_pools_gpus') || ':' || (p->>'fleet_max_gpu_mib') "
+		      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'd1') x", 0, NULL), "default:1:2:24576",
+		   "pools: a default job's placement: its pool's one GPU, two in another pool, its pool's largest GPU");
+	TAP_STR_EQ(q1("SELECT (p->>'gpus') || ':' || (p->>'other_pools_gpus') || ':' || (p->>'fleet_max_gpu_mib') "
+		      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'a1') x", 0, NULL), "2:1:81920",
+		   "pools: pool a's job: the two GPUs of a");
+	three = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"PD-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"PA-1\",\"fresh\":true},"
+			  "{\"i\":2,\"worker\":%s,\"gpu\":\"PA-2\",\"fresh\":true}]", wdef, wa, wa);
+	dflt = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"PD-1\",\"fresh\":true}]", wdef);
+	p[0] = three;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || j.name || ':' || coalesce(b.init_fleet_mib::text, '-'), ',' "
+		      "ORDER BY b.i) FROM rung_claim_round($1::jsonb, $2::int, false) b JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:d1:24576,1:ok:a1:81920,2:ok:a2:81920",
+		   "pools: one round, each GPU its own pool's job (not a1, first in claim order, for the default GPU), "
+		   "each first lease with its pool's largest GPU");
+	/* only pool a's jobs are queued: the default GPU gets none, by the round or by rung_claim */
+	q1("INSERT INTO jobs (name, kind, target_config, recovery, pool) VALUES ('a3', 'image', '{\"x\":1}', '{}', 'a')", 0, NULL);
+	p[0] = dflt;
+	TAP_STR_EQ(q1("SELECT coalesce(string_agg(status, ','), '-') FROM rung_claim_batch($1::jsonb, $2::int)", 2, p), "none",
+		   "pools: a default GPU takes no job of pool a");
+	p[0] = wdef;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'PD-1', 30, NULL)->>'status'", 1, p), "none", "pools: nor does rung_claim");
+	/* 30,000 queued jobs of pool a ahead of one default job */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) "
+	   "SELECT 'big' || g, 'pool-x', 'image', 0, '{\"x\":1}', '{}', 'a' FROM generate_series(1, 30000) g", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES ('d2', 'pool-y', 'image', 5, "
+	   "'{\"x\":1}', '{}')", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	p[0] = dflt;
+	b = blocks("SELECT * FROM rung_claim_round($1::jsonb, $2::int, false)", 2, p);
+	blocks_under(b, 250, "pools: a round of a default GPU behind 30,000 queued jobs of pool a");
+	b = blocks("SELECT * FROM rung_claim_round($1::jsonb, $2::int, true)", 2, p);
+	blocks_under(b, 250, "pools: with a fair share");
+	p[0] = wdef;
+	b = blocks("SELECT rung_claim($1::bigint, 'PD-1', 30, NULL)", 1, p);
+	blocks_under(b, 250, "pools: rung_claim behind them");
+	q1("INSERT INTO tokens (name, role, hash, max_running) VALUES ('pool-x', 'submitter', repeat('7', 64), 0)", 0, NULL);
+	p[0] = dflt;
+	b = blocks("SELECT * FROM rung_claim_round($1::jsonb, $2::int, false)", 2, p);
+	blocks_under(b, 250, "pools: a round with an owner capped (the head's path)");
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || j.name, ',') FROM rung_claim_round($1::jsonb, $2::int, true) b "
+		      "JOIN jobs j ON j.id = b.job_id", 2, p), "ok:d2",
+		   "pools: with an owner capped and a fair share, the default GPU takes the default job");
+	TAP_STR_EQ(q1("SELECT j.name FROM rung_claim_round(jsonb_build_array(jsonb_build_object('i', 0, 'worker', $1::bigint, "
+		      "'gpu', 'PA-1', 'fresh', true)), 30, true) b JOIN jobs j ON j.id = b.job_id", 1, (const char *[]){ wa }),
+		   "a3", "pools: and pool a's GPU the only job of a whose owner has room");
+	/* a finish's CTX: the fleet figure of the job's pool */
+	ctx_items = xstrdup(q1("SELECT jsonb_build_array(jsonb_build_object('i', 0, 'id', a.id, 'token', a.token, 'facts', "
+			       "'{}'::jsonb, 'plain', false)) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'd2'",
+			       0, NULL));
+	p[0] = ctx_items;
+	TAP_STR_EQ(q1("SELECT ctx->'fleet'->>'max_gpu_memory_mib' FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "24576",
+		   "pools: a finish's CTX weighs its pool's largest GPU (24 GiB), not pool a's 80");
+	TAP_STR_EQ(q1("SELECT rung_fleet_max_gpu_mib()::text || ':' || rung_pool_max_gpu_mib('a') || ':' || "
+		      "rung_pool_max_gpu_mib('none')", 0, NULL), "81920:81920:0", "pools: the fleet's and each pool's largest GPU");
+	q1("DELETE FROM tokens WHERE name LIKE 'pool-%'", 0, NULL);
+	free(ctx_items);
+	free(three);
+	free(dflt);
 	PQfinish(pg);
 }
 
@@ -2369,6 +2474,7 @@ int main(void)
 	test_start_bigger();
 	test_retry();
 	test_scheduled();
+	test_pools();
 	test_drain();
 	test_owner_limits();
 	test_owner_queue();

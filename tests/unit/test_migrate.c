@@ -444,13 +444,14 @@ static const char *val(const char *url, const char *sql, int n, const char *cons
  * digest leaves the one out and halves the other, so the same rows give the same digest on either side. */
 static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
-	" (SELECT string_agg((to_jsonb(t) - ARRAY['labels', 'run_after'])::text, ',' ORDER BY t.id) FROM jobs t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['labels', 'run_after', 'pool'])::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
 	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels,
-	 * 020's tokens.max_running, 023's tokens.expires_at and 024's workers.version are left out */
+	 * 020's tokens.max_running, 023's tokens.expires_at, 024's workers.version and 026's jobs.pool and
+	 * workers.pool are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id'])::text, ',' ORDER BY t.id) FROM attempts t),"
-	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version'])::text, ',' ORDER BY t.id) FROM workers t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version', 'pool'])::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at'])::text, ',' ORDER BY t.id) FROM tokens t),"
 	" (SELECT string_agg(jsonb_set(to_jsonb(t), '{id}', to_jsonb(t.id / CASE WHEN to_regclass('event_log') IS NULL"
@@ -598,6 +599,26 @@ static void test_upgrade(void)
 				       "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789", "3600" };
 		TAP_STR_EQ(val(url, "SELECT rung_token_issue($1, $2, $3, $4::int)->>'status'", 4, tok4, b, sizeof b), "created",
 			   "and its token issue too");
+		/* migration 026's pools: the release before's claim helpers come back beside the new ones,
+		 * which take a pool and no default, so neither release's calls are ambiguous */
+		sql_scalar(url, "CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb DEFAULT NULL) "
+			   "RETURNS bigint[] LANGUAGE sql AS $$ SELECT '{-1}'::bigint[] $$", 0, NULL, b, sizeof b);
+		sql_scalar(url, "CREATE OR REPLACE FUNCTION rung_queued_owners(p_capped text[]) RETURNS text[] "
+			   "LANGUAGE sql AS $$ SELECT '{old}'::text[] $$", 0, NULL, b, sizeof b);
+		TAP_STR_EQ(val(url, "SELECT array_to_string(rung_queue_head('{}', 2), ',') || '/' || "
+			       "array_to_string(rung_queued_owners('{}'), ',')", 0, NULL, b, sizeof b), "-1/old",
+			   "rolled back: the old release's claim helpers resolve to its own functions");
+		sql_scalar(url, "SELECT count(*) FROM rung_submit_batch('[{\"i\": 0, \"name\": \"e\", \"owner\": \"sub1\", "
+			   "\"kind\": \"image\", \"priority\": 100, \"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 5}}}]')",
+			   0, NULL, b, sizeof b);
+		TAP_STR_EQ(val(url, "SELECT string_agg(status || ':' || (SELECT name FROM jobs WHERE id = c.job_id), ',') "
+			       "FROM rung_claim_round(jsonb_build_array(jsonb_build_object('i', 0, 'worker', "
+			       "(SELECT id FROM workers WHERE name = 'w1'), 'gpu', 'U-2', 'fresh', true)), 600, true) c",
+			       0, NULL, b, sizeof b), "ok:e",
+			   "and this release's round, whose fair share reads the head by the new helpers, leases a job");
+		TAP_STR_EQ(val(url, "SELECT coalesce(array_to_string(rung_queue_head('{}', 2, NULL, 'default'), ','), '') || '/' || "
+			       "array_to_string(rung_queued_owners('{}', 'default'), ',')", 0, NULL, b, sizeof b), "/",
+			   "and its helpers, by their pool argument, are its own");
 	}
 out:
 	free(defs_up);

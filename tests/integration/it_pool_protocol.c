@@ -1,0 +1,265 @@
+/* Integration: worker pools (migration 026) over real HTTP with the real rungd. Workers register
+ * into a pool (a bad name is a 400 naming pool), jobs name theirs in the envelope or a raw file's
+ * query (a bad one is a 400 naming pool), the list filters by pool, a queued job's placement counts
+ * its own pool's GPUs and the others', and a lease gives each GPU only its own pool's jobs: a GPU of
+ * the default pool never gets the job of pool h200 queued before its own, and a job of a pool with
+ * no host waits while other pools' GPUs are free. Fake workers speak the protocol, so each lease is
+ * asked for when the test says. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "jpath.h"
+#include "util.h"
+
+/* Registers a fake worker with one GPU into pool (NULL: none sent); returns the status and *id. */
+static long join(struct harness *h, const char *name, const char *gpu, int mib, const char *pool, char **id)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "test-host", "gpus", "uuid",
+				 gpu, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", mib);
+	json_t *r;
+
+	if (pool)
+		json_object_set_new(body, "pool", json_string(pool));
+	r = h_post(h, "/v1/workers", body, &st);
+	*id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
+	if (*id && pool && strcmp(h_str(r, "pool"), pool))
+		h_diag("register %s: pool %s in the answer, %s sent", name, h_str(r, "pool"), pool);
+	json_decref(body);
+	json_decref(r);
+	return st;
+}
+
+/* The field a 400's body names, or "" (borrowed from h->last_body's parse; heap copy). */
+static char *field_of(struct harness *h)
+{
+	json_t *b = h->last_body ? json_loads(h->last_body, 0, NULL) : NULL;
+	char *f = xstrdup(h_str(b, "field"));
+
+	json_decref(b);
+	return f;
+}
+
+/* The job a lease of (worker, gpu) gets now (wait_ms 0): its name (heap), "" for none. With done,
+ * the attempt is finished as a success. */
+static char *lease_name_done(struct harness *h, const char *wid, const char *gpu, bool done)
+{
+	long st = 0;
+	json_t *l = h_fake_lease(h, wid, gpu, 0, &st), *j;
+	char *job_id = l ? h_id(l, "job_id") : NULL, *name;
+
+	j = job_id ? h_job(h, job_id) : NULL;
+	name = xstrdup(j ? h_str(j, "name") : "");
+	if (l && done) {
+		char *aid = h_id(l, "attempt_id");
+		json_t *facts = h_facts_success(10);
+		json_decref(h_fake_finish(h, aid, h_str(l, "token"), facts, &st));
+		if (st != 200)
+			h_diag("finish of attempt %s: %ld", aid, st);
+		json_decref(facts);
+		free(aid);
+	}
+	json_decref(j);
+	json_decref(l);
+	free(job_id);
+	return name;
+}
+
+static char *lease_name(struct harness *h, const char *wid, const char *gpu)
+{
+	return lease_name_done(h, wid, gpu, false);
+}
+
+/* POST /v1/jobs/ID/pool {"pool": pool}; returns the status, *pool_out the answer's pool (heap). */
+static long move(struct harness *h, const char *id, const char *pool, char **pool_out)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:s}", "pool", pool);
+	json_t *r = h_postf(h, body, &st, "/v1/jobs/%s/pool", id);
+
+	if (pool_out)
+		*pool_out = xstrdup(h_str(r, "pool"));
+	json_decref(r);
+	json_decref(body);
+	return st;
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_pool_protocol");
+	char *w_def = NULL, *w_big = NULL, *bad = NULL, *f, *id_a = NULL, *id_d = NULL, *id_n = NULL, *got;
+	json_t *cfg = h_config("pool-a", 10), *extra, *job, *list, *ws, *p;
+	long st = 0;
+	size_t i;
+	int listed = 0, others = 0;
+
+	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+		goto out;
+	h_ok(h, join(h, "fd", "GPU-pool-d", 24576, NULL, &w_def) == 201, "a worker that names no pool registers");
+	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "h200", &w_big) == 201, "a worker registers into pool h200");
+	{
+		static const char *const bads[] = { "H200", "", "-x", "a b", "a/b" };
+		for (i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+			long s = join(h, "fx", "GPU-pool-x", 24576, bads[i], &bad);
+			f = field_of(h);
+			h_ok(h, s == 400 && !strcmp(f, "pool"), "register with pool \"%s\": 400 naming pool (got %ld, %s)", bads[i],
+			     s, f);
+			free(f);
+			free(bad);
+			bad = NULL;
+		}
+	}
+	ws = h_get(h, "/v1/workers", &st);
+	{
+		json_t *w;
+		char *pools = xstrdup("");
+		json_array_foreach(json_object_get(ws, "workers"), i, w) {
+			char *next = xasprintf("%s%s=%s,", pools, h_str(w, "name"), h_str(w, "pool"));
+			free(pools);
+			pools = next;
+		}
+		h_ok(h, !strcmp(pools, "fd=default,fb=h200,"), "GET /v1/workers names each worker's pool (%s)", pools);
+		free(pools);
+	}
+	json_decref(ws);
+
+	/* the h200 job first in claim order, then a default one, then one for a pool with no host */
+	extra = json_pack("{s:s, s:s}", "pool", "h200", "name", "big-one");
+	job = h_submit(h, cfg, extra);
+	id_a = job ? h_id(job, "id") : NULL;
+	h_ok(h, job && !strcmp(h_str(job, "pool"), "h200"), "a job submitted to pool h200 says so");
+	json_decref(job);
+	json_decref(extra);
+	extra = json_pack("{s:s}", "name", "small-one");
+	job = h_submit(h, cfg, extra);
+	id_d = job ? h_id(job, "id") : NULL;
+	h_ok(h, job && !strcmp(h_str(job, "pool"), "default"), "a job that names no pool is in default");
+	json_decref(job);
+	json_decref(extra);
+	extra = json_pack("{s:s, s:s}", "pool", "nohost", "name", "lonely");
+	job = h_submit(h, cfg, extra);
+	id_n = job ? h_id(job, "id") : NULL;
+	json_decref(job);
+	json_decref(extra);
+	{
+		static const char *const bads[] = { "H200", "", "a,b" };
+		for (i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+			json_t *body = json_pack("{s:O, s:s}", "config", cfg, "pool", bads[i]);
+			json_decref(h_post(h, "/v1/jobs", body, &st));
+			f = field_of(h);
+			h_ok(h, st == 400 && !strcmp(f, "pool"), "submit with pool \"%s\": 400 naming pool", bads[i]);
+			free(f);
+			json_decref(body);
+		}
+		json_t *body = json_pack("{s:O, s:i}", "config", cfg, "pool", 7);
+		json_decref(h_post(h, "/v1/jobs", body, &st));
+		f = field_of(h);
+		h_ok(h, st == 400 && !strcmp(f, "pool"), "submit with a pool that is not a string: 400 naming pool");
+		free(f);
+		json_decref(body);
+	}
+	{
+		/* a raw file takes the pool as a query option */
+		char *text = json_dumps(cfg, JSON_COMPACT);
+		job = h_post_raw(h, "/v1/jobs?pool=h200&name=raw-one", text, strlen(text), &st);
+		h_ok(h, st == 201 && !strcmp(h_str(job, "pool"), "h200"), "a raw file with ?pool=h200 is in h200 (%ld)", st);
+		if (job) {
+			char *rid = h_id(job, "id");
+			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", rid));
+			free(rid);
+		}
+		json_decref(job);
+		json_decref(h_post_raw(h, "/v1/jobs?pool=Big", text, strlen(text), &st));
+		f = field_of(h);
+		h_ok(h, st == 400 && !strcmp(f, "pool"), "a raw file with ?pool=Big: 400 naming pool");
+		free(f);
+		free(text);
+	}
+
+	list = h_get(h, "/v1/jobs?pool=h200&state=queued", &st);
+	json_array_foreach(json_object_get(list, "jobs"), i, job) {
+		listed++;
+		others += strcmp(h_str(job, "pool"), "h200") != 0;
+	}
+	h_ok(h, st == 200 && listed == 1 && others == 0, "GET /v1/jobs?pool=h200 lists the one queued h200 job (%d, %d other)",
+	     listed, others);
+	json_decref(list);
+	json_decref(h_get(h, "/v1/jobs?pool=H200", &st));
+	f = field_of(h);
+	h_ok(h, st == 400 && !strcmp(f, "pool"), "GET /v1/jobs?pool=H200: 400 naming pool");
+	free(f);
+
+	job = id_n ? h_job(h, id_n) : NULL;
+	p = json_object_get(job, "placement");
+	h_ok(h, p && !strcmp(h_str(p, "pool"), "nohost") && h_int(p, "gpus") == 0 && h_int(p, "other_pools_gpus") == 2,
+	     "a job of a pool with no host: placement 0 GPUs of its pool, 2 in others");
+	json_decref(job);
+	job = id_a ? h_job(h, id_a) : NULL;
+	p = json_object_get(job, "placement");
+	h_ok(h, p && h_int(p, "gpus") == 1 && h_int(p, "other_pools_gpus") == 1 && h_int(p, "fleet_max_gpu_mib") == 143771,
+	     "the h200 job: its pool's one GPU, one elsewhere, its pool's largest GPU");
+	json_decref(job);
+
+	got = w_def ? lease_name(h, w_def, "GPU-pool-d") : xstrdup("?");
+	h_ok(h, !strcmp(got, "small-one"), "the default GPU leases the default job, not the h200 one queued before it (%s)", got);
+	free(got);
+	got = w_def ? lease_name(h, w_def, "GPU-pool-d") : xstrdup("?");
+	h_ok(h, !strcmp(got, ""), "and then nothing, with the h200 and nohost jobs queued (%s)", got);
+	free(got);
+	got = w_big ? lease_name_done(h, w_big, "GPU-pool-b", true) : xstrdup("?");
+	h_ok(h, !strcmp(got, "big-one"), "the h200 GPU leases the h200 job (%s), which succeeds", got);
+	free(got);
+	got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
+	h_ok(h, !strcmp(got, ""), "and not the nohost job (%s)", got);
+	free(got);
+	job = id_n ? h_job(h, id_n) : NULL;
+	h_ok(h, job && !strcmp(h_str(job, "state"), "queued"), "the nohost job waits, queued");
+	json_decref(job);
+
+	/* moving a job: the nohost job to h200, where the free GPU takes it */
+	if (id_n) {
+		char *to = NULL;
+		int n_ev = 0;
+		json_t *ev, *e;
+		h_ok(h, move(h, id_n, "h200", &to) == 200 && !strcmp(to, "h200"), "POST /v1/jobs/ID/pool moves the nohost job to h200");
+		free(to);
+		ev = h_getf(h, &st, "/v1/jobs/%s/events", id_n);
+		json_array_foreach(json_object_get(ev, "events"), i, e)
+			n_ev += !strcmp(h_str(e, "kind"), "pool_changed") && !strcmp(jpath_str(e, "data.from", ""), "nohost") &&
+				!strcmp(jpath_str(e, "data.to", ""), "h200");
+		json_decref(ev);
+		h_ok(h, n_ev == 1, "one pool_changed event, nohost -> h200");
+		h_ok(h, move(h, id_n, "h200", NULL) == 200, "the same pool again is ok");
+		ev = h_getf(h, &st, "/v1/jobs/%s/events", id_n);
+		n_ev = 0;
+		json_array_foreach(json_object_get(ev, "events"), i, e)
+			n_ev += !strcmp(h_str(e, "kind"), "pool_changed");
+		json_decref(ev);
+		h_ok(h, n_ev == 1, "and writes no second event");
+		h_ok(h, move(h, id_n, "Nope", NULL) == 400, "a bad pool name: 400");
+		f = field_of(h);
+		h_ok(h, !strcmp(f, "pool"), "naming pool (%s)", f);
+		free(f);
+		got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
+		h_ok(h, !strcmp(got, "lonely"), "the h200 GPU now leases the moved job (%s)", got);
+		free(got);
+	}
+	h_ok(h, move(h, "999999", "h200", NULL) == 404, "moving no such job: 404");
+	h_ok(h, id_a && move(h, id_a, "default", NULL) == 409, "moving a succeeded job: 409");
+
+	/* a worker restarted without a pool goes back to the default pool */
+	free(w_big);
+	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "default", &w_big) == 200, "the h200 worker registers again into default");
+	got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
+	h_ok(h, !strcmp(got, ""), "its GPU now takes no h200 or nohost job (%s)", got);
+	free(got);
+out:
+	free(w_def);
+	free(w_big);
+	free(id_a);
+	free(id_d);
+	free(id_n);
+	json_decref(cfg);
+	return h_free(h);
+}
