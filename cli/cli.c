@@ -55,6 +55,9 @@ const struct cli_cmd cli_cmds[] = {
 		"(kept in the event; it resolves the job's own open escalations, not those about a GPU or host).", cmd_retry },
 	{ "priority", "priority JOB PRIORITY", "Changes a queued, scheduled or running job's priority (lower runs first;\n"
 		"a scheduled job's counts from its start time, a running job's when it is queued again).", cmd_priority },
+	{ "pool", "pool JOB NAME", "Moves a job to another worker pool (any job but a succeeded one): a queued job is claimed\n"
+		"from the new pool's queue, a running one's attempt goes on where it is and the job is queued in the\n"
+		"new pool if it is queued again, a failed or cancelled one runs there when retried.", cmd_pool },
 	{ "start", "start JOB", "Starts a scheduled job now, before its start time (its owner, support, admin): it is queued\n"
 		"at once and waits only for a GPU. A job that is not scheduled is refused (exit 1).", cmd_start },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"

@@ -1,4 +1,4 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, start, watch.
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, pool, start, watch.
  * Each parses its options, makes its calls through cli_call and prints a table, lines or the
  * server's JSON. */
 #include "cmd_jobs.h"
@@ -816,6 +816,37 @@ int cmd_start(struct cli *c, int argc, char **argv)
 			fprintf(c->out, "job %s: started now, before its start time (%s: it waits only for a GPU)\n", ops[0],
 				jpath_str(job, "state", "?"));
 	}
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
+/* pool JOB NAME: POST /v1/jobs/ID/pool, the job moved to another worker pool. */
+int cmd_pool(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *e = NULL, *path = NULL;
+	json_t *job = NULL, *body = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("pool"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!pool_name_ok(ops[1])) {
+		fprintf(c->err, "rungctl pool: \"%s\": a pool name is %s\nusage: rungctl %s\n", ops[1], POOL_NAME_RULE,
+			cli_cmd_named("pool")->usage);
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:s}", "pool", ops[1]);
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/pool", e);
+	rc = cli_call(c, "POST", path, body, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, job);
+		else
+			fprintf(c->out, "job %s: pool %s (%s)\n", ops[0], jpath_str(job, "pool", ops[1]), jpath_str(job, "state", "?"));
+	}
+	json_decref(body);
 	json_decref(job);
 	free(path);
 	free(e);

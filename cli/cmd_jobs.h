@@ -1,4 +1,4 @@
-/* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, retry, priority,
+/* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, retry, priority, pool,
  * start, watch; declared in cli.h) and the pure pieces they are made of, exported for unit tests. */
 #ifndef RUNG_CMD_JOBS_H
 #define RUNG_CMD_JOBS_H

@@ -1,6 +1,6 @@
 /* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
  * command: submit (YAML fixture, JSON file, recovery options, --set and --sweep), jobs, show, attempts, events, watch
- * (plain lines when not a tty; exit 0/1), cancel, retry, drain, resume, escalations, report, ack, resolve, workers, gpus,
+ * (plain lines when not a tty; exit 0/1), cancel, retry, pool, drain, resume, escalations, report, ack, resolve, workers, gpus,
  * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
  * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
 #include <curl/curl.h>
@@ -170,7 +170,7 @@ static json_t *raw_post(struct harness *h, const char *path, const char *ctype, 
 static void test_help_and_usage(struct harness *h)
 {
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
-		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL }, { "logs", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "pool", NULL }, { "watch", NULL }, { "logs", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "plan", NULL }, { "classify", NULL } };
@@ -1160,6 +1160,15 @@ static void test_pools(struct harness *h)
 	rc = ctl(h, "workers");
 	h_ok(h, rc == 0 && strstr(g_out, "POOL") && strstr(g_out, "cli-h200") && strstr(g_out, "default"),
 	     "workers: a POOL column, each worker's pool");
+
+	/* pool JOB NAME: the cancelled job moved (it runs there when retried); a bad name is refused here */
+	rc = ctl(h, "pool", id, "cli-h200");
+	h_ok(h, rc == 0 && strstr(g_out, "pool cli-h200 (cancelled)"), "pool JOB cli-h200: moved (%s)", g_out);
+	rc = ctl(h, "events", id);
+	h_ok(h, rc == 0 && strstr(g_out, "pool_changed"), "events: the move");
+	rc = ctl(h, "pool", id, "Nope");
+	h_ok(h, rc == 2 && strstr(g_err, "1 to 63 of a-z 0-9 . _ -"), "pool JOB Nope: exit 2 with the rule");
+	h_ok(h, ctl(h, "pool", "999999", "cli-h200") == 4, "pool of an unknown job: exit 4");
 	ctl(h, "cancel", "--label", "sweep=cli-pools");
 	free(cmd);
 	free(out);
