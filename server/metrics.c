@@ -366,7 +366,8 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
 	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
-			   "Queued jobs that no usable GPU in the fleet may take (their minimum GPU memory, their exclusions).");
+			   "Queued jobs that no usable GPU of their worker pool may take (their minimum GPU memory, their exclusions, "
+			   "a pool without GPUs).");
 	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
 	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
 			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");

@@ -1312,6 +1312,9 @@ static void test_pool_metrics(struct harness *h)
 	     "rung_pool_queued_jobs: 1 in ops-a, 2 in ops-nogpu");
 	h_ok(h, t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 2 && sample(t, "rung_pool_gpus{pool=\"ops-nogpu\"}") == 0,
 	     "rung_pool_gpus: 2 in ops-a, and ops-nogpu listed with 0");
+	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 2,
+	     "rung_queue_unplaceable: the 2 jobs of ops-nogpu, as their placement says, while other pools have GPUs (%g)",
+	     t ? sample(t, "rung_queue_unplaceable") : -1);
 	free(t);
 	PQclear(h_sql(h, "UPDATE gpus SET state = 'quarantined' WHERE uuid = 'GPU-ops-a1'", 0, NULL));
 	t = scrape(h);
@@ -1329,8 +1332,8 @@ static void test_pool_metrics(struct harness *h)
 		free(ids[i]);
 	}
 	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == -1,
-	     "once its jobs are cancelled a pool without GPUs is not listed");
+	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == -1 && sample(t, "rung_queue_unplaceable") == 0,
+	     "once its jobs are cancelled a pool without GPUs is not listed, and none is unplaceable");
 	free(t);
 	free(wid);
 	json_decref(r);
