@@ -6,7 +6,9 @@
  * handed back to the queue for one with one rung_start_bigger() and its waiter waits on. Owns the
  * waiters, their timers, the round and those first-attempt changes, and the wake-ups between
  * replicas (lease_announce, lease_notified); pushes the number of waiters into the
- * rung_lease_waiters gauge it registers (metrics.h). */
+ * rung_lease_waiters gauge it registers (metrics.h). A woken round tries the parked waiters of every
+ * worker pool (migration 026; each waiter's pool is learned from its first round's row), so a job
+ * of a small pool is not left for the fallback poll behind hundreds of another pool's parked GPUs. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 #include "memplan.h"
 #include "metrics.h"
 #include "policy.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 
@@ -34,6 +37,8 @@
 #define LEASE_ROUND_OLD 128 /* parked waiters retried per round (a wake round stays small and fast; a
 			     * round in which every one of them got work is followed by another) */
 #define LEASE_RETRIES   3   /* a round that loses a deadlock (40P01) runs again */
+#define LEASE_POOLS_MAX 32  /* pools a woken round shares its parked waiters among (more: the rest share
+			     * the last place) */
 
 enum waiter_state {
 	W_FRESH,    /* never claimed for: its worker and GPU are unchecked; in the next round */
@@ -53,6 +58,7 @@ struct waiter {
 	struct event *deadline;  /* NULL when wait_ms is 0 */
 	bool expired;            /* the deadline passed while claiming */
 	bool was_fresh;          /* in the round as a fresh waiter */
+	char pool[POOL_NAME_MAX + 1]; /* its worker's pool, from its first round's row ("" before) */
 	struct waiter *prev, *next; /* on fresh, parked or lowering while not claiming */
 };
 
@@ -72,6 +78,9 @@ struct lease_mgr {
 	/* the round in flight */
 	struct waiter *round[LEASE_ROUND_MAX];
 	int round_n, round_old, round_retries;
+	/* the parked waiters a woken round took, per pool (index: pool_slot), and how many got work */
+	char round_pool[LEASE_POOLS_MAX][POOL_NAME_MAX + 1];
+	int round_pools, round_pool_old[LEASE_POOLS_MAX], round_pool_granted[LEASE_POOLS_MAX];
 	char *round_json;
 	bool round_busy;
 	/* lease_announce: one NOTIFY statement in flight at most, one more when announced meanwhile */
@@ -213,6 +222,7 @@ struct claim_row {
 	const char *kind;         /* the job's kind (with arch) */
 	const char *recovery;     /* the job's recovery options, JSON text (with arch) */
 	int fleet_mib;            /* the largest usable GPU in the job's pool (with arch; -1: not read) */
+	const char *pool;         /* the waiter's pool (every row of this release's statement) */
 };
 
 /* A first attempt being lowered (rung_start_lower in flight) or handed back for a bigger GPU
@@ -488,6 +498,24 @@ static bool waiter_result(struct waiter *w, const struct claim_row *c)
 	return false;
 }
 
+/* The round's place for POOL's parked waiters (round_pool), added when add and there is room (the
+ * last place takes the pools beyond LEASE_POOLS_MAX); -1 when not found and not added. */
+static int pool_slot(struct lease_mgr *m, const char *pool, bool add)
+{
+	int i;
+
+	for (i = 0; i < m->round_pools; i++)
+		if (strcmp(m->round_pool[i], pool) == 0)
+			return i;
+	if (!add)
+		return -1;
+	if (m->round_pools == LEASE_POOLS_MAX)
+		return LEASE_POOLS_MAX - 1;
+	snprintf(m->round_pool[m->round_pools], sizeof m->round_pool[m->round_pools], "%s", pool);
+	m->round_pool_old[m->round_pools] = m->round_pool_granted[m->round_pools] = 0;
+	return m->round_pools++;
+}
+
 static void round_exec(struct lease_mgr *m);
 
 static void on_round(PGresult *res, const char *err, void *arg)
@@ -541,15 +569,25 @@ static void on_round(PGresult *res, const char *err, void *arg)
 			rows[i].recovery = PQgetisnull(res, r, 11) ? NULL : PQgetvalue(res, r, 11);
 			rows[i].fleet_mib = PQnfields(res) >= 13 && !PQgetisnull(res, r, 12) ? atoi(PQgetvalue(res, r, 12)) : -1;
 		}
+		if (PQnfields(res) >= 14 && !PQgetisnull(res, r, 13))
+			snprintf(m->round[i]->pool, sizeof m->round[i]->pool, "%s", PQgetvalue(res, r, 13));
 	}
 	for (i = 0; i < n; i++) {
 		bool was_fresh = m->round[i]->was_fresh;
-		if (waiter_result(m->round[i], rows[i].status ? &rows[i] : NULL) && !was_fresh)
+		int slot = was_fresh ? -1 : pool_slot(m, m->round[i]->pool, false);
+		if (waiter_result(m->round[i], rows[i].status ? &rows[i] : NULL) && !was_fresh) {
 			granted_old++;
+			if (slot >= 0)
+				m->round_pool_granted[slot]++;
+		}
 	}
 	free(rows);
-	/* Every parked waiter tried got work: there may be more for the ones not tried yet. Found
-	 * less than it asked for: the queue is empty for them, wait for the next wake. */
+	/* Every parked waiter of some pool tried got work: there may be more for the ones of that pool
+	 * not tried yet. Found less than it asked for in every pool: the queue is empty for them, wait
+	 * for the next wake. */
+	for (i = 0; i < m->round_pools; i++)
+		if (m->round_pool_old[i] > 0 && m->round_pool_granted[i] == m->round_pool_old[i])
+			m->woken = true;
 	if (m->round_old > 0 && granted_old == m->round_old)
 		m->woken = true;
 out:
@@ -578,6 +616,42 @@ static void take(struct lease_mgr *m, struct wlist *l, struct waiter *w, json_t 
 	m->round[m->round_n++] = w;
 }
 
+/* Takes up to LEASE_ROUND_OLD parked waiters into the round, oldest first, sharing the places among
+ * their pools: each pool may fill its share (LEASE_ROUND_OLD / the pools parked, at least 8), then
+ * what is left goes to whoever is next. A wake does not say which pool got work, so every pool's
+ * oldest parked GPUs are tried; one pool's hundreds of parked GPUs no longer keep another's out of
+ * the round until the fallback poll. O(parked) a woken round. */
+static void take_parked(struct lease_mgr *m, json_t *arr)
+{
+	struct waiter *w, *next;
+	int share, slot;
+
+	m->round_pools = 0;
+	for (w = m->parked.head; w; w = w->next)
+		pool_slot(m, w->pool, true);
+	share = LEASE_ROUND_OLD / (m->round_pools ? m->round_pools : 1);
+	if (share < 8)
+		share = 8;
+	for (w = m->parked.head; w && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD; w = next) {
+		next = w->next;
+		slot = pool_slot(m, w->pool, false);
+		if (slot < 0)
+			slot = LEASE_POOLS_MAX - 1;
+		if (m->round_pool_old[slot] >= share)
+			continue;
+		m->round_pool_old[slot]++;
+		take(m, &m->parked, w, arr);
+		m->round_old++;
+	}
+	for (w = m->parked.head; w && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD; w = next) {
+		next = w->next; /* places no pool's share used: the next ones, whatever their pool */
+		slot = pool_slot(m, w->pool, false);
+		m->round_pool_old[slot < 0 ? LEASE_POOLS_MAX - 1 : slot]++;
+		take(m, &m->parked, w, arr);
+		m->round_old++;
+	}
+}
+
 static void on_kick(evutil_socket_t fd, short what, void *arg)
 {
 	struct lease_mgr *m = arg;
@@ -588,16 +662,13 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	if (m->round_busy || m->stopping)
 		return;
 	arr = json_array();
-	m->round_n = m->round_old = m->round_retries = 0;
+	m->round_n = m->round_old = m->round_retries = m->round_pools = 0;
 	/* fresh waiters first: rung_claim_batch stops at the first parked one once the queue is empty */
 	while (m->fresh.head && m->round_n < LEASE_ROUND_MAX)
 		take(m, &m->fresh, m->fresh.head, arr);
 	if (m->woken) {
 		m->woken = false;
-		while (m->parked.head && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD) {
-			take(m, &m->parked, m->parked.head, arr);
-			m->round_old++;
-		}
+		take_parked(m, arr);
 	}
 	if (m->round_n == 0) {
 		json_decref(arr);

@@ -356,11 +356,14 @@ END $$;
 -- costs one probe of the empty workers_pooled and one pool round, as before pools. The pools' rounds
 -- share the transaction: a later one counts the leases of an earlier one against the owners' limits
 -- and fair share (rung_owners_running reads this transaction's new attempts). A waiter whose worker
--- is unknown goes with the default pool, whose round answers it no_worker.
+-- is unknown goes with the default pool, whose round answers it no_worker. Each row also names the
+-- waiter's pool, so that rungd, which parks the waiters, can try every pool's parked GPUs when it
+-- is woken (server/lease.c), not only the first pool's.
+DROP FUNCTION IF EXISTS rung_claim_round(jsonb, int, boolean); -- a build of this release returned no pool
 CREATE OR REPLACE FUNCTION rung_claim_round(p jsonb, p_lease_s int, p_fair boolean)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
                config text, init_arch text, init_gpu_mib int, init_kind text, init_recovery text,
-               init_fleet_mib int)
+               init_fleet_mib int, pool text)
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 #variable_conflict use_column
 DECLARE
@@ -368,7 +371,7 @@ DECLARE
   v_share jsonb;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default') THEN
-    RETURN QUERY SELECT * FROM rung_claim_pool_round(p, p_lease_s, p_fair, 'default');
+    RETURN QUERY SELECT r.*, 'default'::text FROM rung_claim_pool_round(p, p_lease_s, p_fair, 'default') r;
     RETURN;
   END IF;
   FOR v_pool, v_share IN
@@ -378,7 +381,7 @@ BEGIN
     GROUP BY coalesce(w.pool, 'default')
     ORDER BY min(x.n)
   LOOP
-    RETURN QUERY SELECT * FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool);
+    RETURN QUERY SELECT r.*, v_pool FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) r;
   END LOOP;
 END $$;
 

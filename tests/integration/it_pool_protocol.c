@@ -3,8 +3,11 @@
  * query (a bad one is a 400 naming pool), the list filters by pool, a queued job's placement counts
  * its own pool's GPUs and the others', and a lease gives each GPU only its own pool's jobs: a GPU of
  * the default pool never gets the job of pool h200 queued before its own, and a job of a pool with
- * no host waits while other pools' GPUs are free. Fake workers speak the protocol, so each lease is
- * asked for when the test says. */
+ * no host waits while other pools' GPUs are free; a job moved to another pool (POST
+ * /v1/jobs/{id}/pool) runs there. A woken round tries every pool's parked GPUs: 130 GPUs of one pool
+ * parked before the one GPU of another do not keep it from a job of its pool until the fallback poll
+ * (two minutes here). Fake workers speak the protocol, so each lease is asked for when the test says. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +88,136 @@ static long move(struct harness *h, const char *id, const char *pool, char **poo
 	return st;
 }
 
+/* A parked long-poll on a thread: POST /v1/workers/WID/lease for gpu, waiting up to WAIT_MS. */
+struct parked {
+	const struct harness *h;
+	char path[64], body[128];
+	long status, ms;
+	char *job_id; /* the lease's job, or NULL */
+};
+
+static void *park(void *arg)
+{
+	struct parked *p = arg;
+	json_t *r = h_request_once(p->h, "POST", p->path, p->body, &p->status, &p->ms);
+
+	p->job_id = p->status == 200 ? h_id(r, "job_id") : NULL;
+	json_decref(r);
+	return NULL;
+}
+
+struct waiting {
+	struct harness *h;
+	long n;
+};
+
+static bool waiters_at(void *arg)
+{
+	struct waiting *w = arg;
+	long st = 0;
+	json_t *j = h_get(w->h, "/metrics", &st);
+	const char *at = st == 200 && w->h->last_body ? strstr(w->h->last_body, "\nrung_lease_waiters ") : NULL;
+
+	json_decref(j);
+	/* and no claim round in flight: the last waiter's first round has parked it */
+	return at && strtol(at + strlen("\nrung_lease_waiters "), NULL, 10) == w->n &&
+	       h_sql_int(w->h, "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' "
+				"AND query LIKE '%rung_claim_round%'", 0, NULL) == 0;
+}
+
+/* No job is queued or running (an expiring lease's re-queue would wake the waiters). */
+static bool all_ended(void *arg)
+{
+	return h_sql_int(arg, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0;
+}
+
+/* 130 GPUs of pool many parked first, then the one GPU of pool few: a job submitted to few reaches
+ * it at once (the wake), though the woken round takes at most 128 parked waiters. */
+static void test_wake_every_pool(struct harness *h, const json_t *cfg)
+{
+	enum { MANY = 130, WAIT_MS = 20000 };
+	struct harness view = *h; /* read-only for the threads: h_request_once reads base_url and auth_token */
+	struct parked *p = calloc(MANY + 1, sizeof *p);
+	pthread_t th[MANY + 1];
+	struct waiting wt = { h, MANY };
+	char *wid[3] = { NULL, NULL, NULL }, *wfew = NULL;
+	int started = 0, k;
+	json_t *extra, *job = NULL;
+	char *id = NULL;
+
+	for (k = 0; k < 3; k++) {
+		/* three workers of pool many: 64, 64 and 2 GPUs */
+		int n = k < 2 ? 64 : 2;
+		long st = 0;
+		json_t *gpus = json_array(), *body, *r;
+		char name[16];
+		for (int g = 0; g < n; g++)
+			json_array_append_new(gpus, json_pack("{s:o, s:i}", "uuid", json_sprintf("GPU-many-%d-%d", k, g),
+							      "memory_total_mib", 24576));
+		snprintf(name, sizeof name, "many%d", k);
+		body = json_pack("{s:s, s:s, s:s, s:o}", "name", name, "host", "h", "pool", "many", "gpus", gpus);
+		r = h_post(h, "/v1/workers", body, &st);
+		wid[k] = st == 201 ? h_id(r, "id") : NULL;
+		json_decref(r);
+		json_decref(body);
+	}
+	if (!h_ok(h, wid[0] && wid[1] && wid[2] && join(h, "few", "GPU-few-0", 24576, "few", &wfew) == 201,
+		  "three workers with 130 GPUs register into pool many, one with a GPU into pool few"))
+		goto out;
+	{
+		/* the earlier jobs ended: no lease of theirs expires (and wakes the waiters) meanwhile */
+		long st = 0;
+		json_t *body = json_pack("{s:s, s:s}", "kind", "image", "state", "active");
+		json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
+		json_decref(body);
+		if (!h_ok(h, st == 200 && wait_until(all_ended, h, 20000 * h_slow()), "the earlier jobs are cancelled"))
+			goto out;
+	}
+	for (k = 0; k < MANY; k++) {
+		int wk = k < 64 ? 0 : k < 128 ? 1 : 2, g = k < 64 ? k : k < 128 ? k - 64 : k - 128;
+		p[k].h = &view;
+		snprintf(p[k].path, sizeof p[k].path, "/v1/workers/%s/lease", wid[wk]);
+		snprintf(p[k].body, sizeof p[k].body, "{\"gpu_uuid\": \"GPU-many-%d-%d\", \"wait_ms\": %d}", wk, g, WAIT_MS);
+		if (pthread_create(&th[k], NULL, park, &p[k]) == 0)
+			started++;
+	}
+	if (!h_ok(h, started == MANY && wait_until(waiters_at, &wt, 10000 * h_slow()), "130 GPUs of pool many parked"))
+		goto join;
+	p[MANY].h = &view;
+	snprintf(p[MANY].path, sizeof p[MANY].path, "/v1/workers/%s/lease", wfew);
+	snprintf(p[MANY].body, sizeof p[MANY].body, "{\"gpu_uuid\": \"GPU-few-0\", \"wait_ms\": %d}", WAIT_MS);
+	if (pthread_create(&th[MANY], NULL, park, &p[MANY]) == 0)
+		started++;
+	wt.n = MANY + 1;
+	if (!h_ok(h, started == MANY + 1 && wait_until(waiters_at, &wt, 10000 * h_slow()), "then the GPU of pool few parks"))
+		goto join;
+	extra = json_pack("{s:s, s:s}", "pool", "few", "name", "for-few");
+	job = h_submit(h, cfg, extra);
+	id = job ? h_id(job, "id") : NULL;
+	json_decref(extra);
+join:
+	for (k = 0; k < started; k++)
+		pthread_join(th[k], NULL);
+	if (id) {
+		h_ok(h, p[MANY].job_id && !strcmp(p[MANY].job_id, id) && p[MANY].ms < WAIT_MS / 2,
+		     "the GPU of pool few got the job at the wake (%ld ms into its %d ms wait), not at the fallback poll",
+		     p[MANY].ms, WAIT_MS);
+		int leased = 0;
+		for (k = 0; k < MANY; k++)
+			leased += p[k].job_id != NULL;
+		h_ok(h, leased == 0, "no GPU of pool many got it (%d)", leased);
+	}
+out:
+	for (k = 0; k <= MANY; k++)
+		free(p[k].job_id);
+	free(p);
+	for (k = 0; k < 3; k++)
+		free(wid[k]);
+	free(wfew);
+	free(id);
+	json_decref(job);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_pool_protocol");
@@ -94,7 +227,10 @@ int main(void)
 	size_t i;
 	int listed = 0, others = 0;
 
-	if (!h_ok(h, h_server_start(h, NULL) == 0, "rungd starts"))
+	/* the fallback poll at two minutes: a lease within seconds was woken, not polled */
+	static const char *const server_args[] = { "--poll-fallback-ms", "120000", NULL };
+
+	if (!h_ok(h, h_server_start(h, server_args) == 0, "rungd starts"))
 		goto out;
 	h_ok(h, join(h, "fd", "GPU-pool-d", 24576, NULL, &w_def) == 201, "a worker that names no pool registers");
 	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "h200", &w_big) == 201, "a worker registers into pool h200");
@@ -252,8 +388,9 @@ int main(void)
 	free(w_big);
 	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "default", &w_big) == 200, "the h200 worker registers again into default");
 	got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
-	h_ok(h, !strcmp(got, ""), "its GPU now takes no h200 or nohost job (%s)", got);
+	h_ok(h, !strcmp(got, ""), "its GPU now takes no h200 job (%s)", got);
 	free(got);
+	test_wake_every_pool(h, cfg);
 out:
 	free(w_def);
 	free(w_big);
