@@ -11,11 +11,13 @@
 
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
-		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--at TIME|--in DURATION] "
+		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
 		"[--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
+		"--pool NAME: the worker pool the job runs in (only workers started with --pool NAME take it;\n"
+		"default: the pool `default`); with --sweep every job of the sweep gets it.\n"
 		"--at TIME / --in DURATION: the job waits, scheduled, and starts then (until then no GPU runs it;\n"
 		"`rungctl start JOB` starts it at once): TIME is an RFC 3339 time with its zone\n"
 		"(2026-12-01T22:00:00Z, 2026-12-01T23:00:00+01:00; a past one starts now) or a local time of day\n"
@@ -28,13 +30,15 @@ const struct cli_cmd cli_cmds[] = {
 		"to choose it; made from --idempotency-key K when given, whose jobs get the keys K-1, K-2, ..., so\n"
 		"the same command sent again submits only what is missing). Prints one id per line, the sweep on\n"
 		"stderr. --dry-run prints each job's name and values and sends nothing.", cmd_submit },
-	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--limit N]",
+	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--pool NAME] [--limit N]",
 		"Lists jobs, newest first: --state queued|scheduled|running|succeeded|failed|cancelled; --owner:\n"
 		"the jobs of one token name (support/admin; a submitter sees only its own); --kind image|video;\n"
-		"--label: the jobs that carry every one of these labels.", cmd_jobs },
-	{ "show", "show JOB", "Shows a job: summary; for a finished job its verdict (a success setting by setting:\n"
-		"target, achieved, why a setting was given up), for a queued one how many jobs are ahead of it in\n"
-		"the queue (and why no GPU takes it), for a scheduled one when it starts; each attempt with the\n"
+		"--label: the jobs that carry every one of these labels; --pool: the jobs of one worker pool (a\n"
+		"POOL column appears when a listed job is outside the pool `default`).", cmd_jobs },
+	{ "show", "show JOB", "Shows a job: summary (with its worker pool); for a finished job its verdict (a success\n"
+		"setting by setting: target, achieved, why a setting was given up), for a queued one how many jobs\n"
+		"are ahead of it in the queue (and why no GPU takes it: in its pool or at all), for a scheduled one\n"
+		"when it starts; each attempt with the\n"
 		"config change it led to, against its own config; target vs current config (changed paths);\n"
 		"recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
@@ -51,6 +55,9 @@ const struct cli_cmd cli_cmds[] = {
 		"(kept in the event; it resolves the job's own open escalations, not those about a GPU or host).", cmd_retry },
 	{ "priority", "priority JOB PRIORITY", "Changes a queued, scheduled or running job's priority (lower runs first;\n"
 		"a scheduled job's counts from its start time, a running job's when it is queued again).", cmd_priority },
+	{ "pool", "pool JOB NAME", "Moves a job to another worker pool (any job but a succeeded one): a queued job is claimed\n"
+		"from the new pool's queue, a running one's attempt goes on where it is and the job is queued in the\n"
+		"new pool if it is queued again, a failed or cancelled one runs there when retried.", cmd_pool },
 	{ "start", "start JOB", "Starts a scheduled job now, before its start time (its owner, support, admin): it is queued\n"
 		"at once and waits only for a GPU. A job that is not scheduled is refused (exit 1).", cmd_start },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"
@@ -67,8 +74,8 @@ const struct cli_cmd cli_cmds[] = {
 	{ "report", "report ESC", "Prints an escalation's report (Markdown).", cmd_report },
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },
 	{ "resolve", "resolve ESC --note TEXT", "Resolves an escalation.", cmd_resolve },
-	{ "workers", "workers", "Lists workers: the version each registered with (- : a worker from before versions), and a\n"
-		"drained one with who drained it and why.", cmd_workers },
+	{ "workers", "workers", "Lists workers: the pool and the version each registered with (- : a worker from\n"
+		"before versions), and a drained one with who drained it and why.", cmd_workers },
 	{ "drain", "drain WORKER [--note TEXT]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
 		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },

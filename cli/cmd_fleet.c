@@ -177,9 +177,9 @@ int cmd_resolve(struct cli *c, int argc, char **argv)
 
 int cmd_workers(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "HOST", "STATE", "VERSION", "GPUS", "RUNNING", "LAST SEEN",
-		"DRAINED BY", "WHY" };
-	static const char *const keys[] = { "id", "name", "host", "state", "version", "#gpus", "running_attempts",
+	static const char *const head[] = { "ID", "NAME", "HOST", "POOL", "STATE", "VERSION", "GPUS", "RUNNING",
+		"LAST SEEN", "DRAINED BY", "WHY" };
+	static const char *const keys[] = { "id", "name", "host", "pool", "state", "version", "#gpus", "running_attempts",
 		"last_seen_at", "drain.by", "drain.note" };
 	return list_cmd(c, "workers", argc, argv, "/v1/workers", "workers", head, keys, ARRAY_LEN(head));
 }

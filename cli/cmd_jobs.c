@@ -1,4 +1,4 @@
-/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, start, watch.
+/* rungctl's job commands: submit, jobs, show, attempts, events, cancel, retry, priority, pool, start, watch.
  * Each parses its options, makes its calls through cli_call and prints a table, lines or the
  * server's JSON. */
 #include "cmd_jobs.h"
@@ -15,6 +15,7 @@
 #include "jpath.h"
 #include "jsondiff.h"
 #include "labels.h"
+#include "pool.h"
 #include "progress.h"
 #include "story.h"
 #include "sweep.h"
@@ -35,6 +36,8 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "priority", json_integer(o->priority));
 	if (json_object_size(o->labels) > 0)
 		json_object_set(body, "labels", (json_t *)o->labels);
+	if (o->pool)
+		json_object_set_new(body, "pool", json_string(o->pool));
 	if (o->run_after)
 		json_object_set_new(body, "run_after", json_string(o->run_after));
 	else if (o->start_in_s > 0)
@@ -153,6 +156,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
 		{ .name = "idempotency-key", .type = ARGS_STRING, .str = &idem },
 		{ .name = "labels", .type = ARGS_STRING, .str = &labels },
+		{ .name = "pool", .type = ARGS_STRING, .str = &o.pool },
 		{ .name = "at", .type = ARGS_STRING, .str = &at },
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
@@ -165,6 +169,10 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	rc = CLI_USAGE;
 	if (labels && !(parsed = labels_parse(labels, "--labels", &err))) {
 		fprintf(c->err, "rungctl submit: %s\n", err);
+		goto out;
+	}
+	if (o.pool && !pool_name_ok(o.pool)) { /* before anything is sent: a sweep is refused whole */
+		fprintf(c->err, "rungctl submit: --pool \"%s\": a pool name is %s\n", o.pool, POOL_NAME_RULE);
 		goto out;
 	}
 	if (cmd_submit_start(at, in, util_wall_ms(), &o, at_buf, sizeof at_buf, &past, &err) < 0) {
@@ -213,7 +221,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 				const char *nm = json_string_value(json_object_get(b, "name"));
 				if (!nm)
 					nm = jpath_str(b, "config.config.name", "(no name)");
-				fprintf(c->out, "%s%s%s\n", nm, *what ? "\t" : "", what);
+				fprintf(c->out, "%s%s%s%s%s\n", nm, o.pool ? "\tpool=" : "", o.pool ? o.pool : "",
+					*what ? "\t" : "", what);
 				free(what);
 			}
 		}
@@ -285,15 +294,29 @@ static void add_row_from(struct table *t, const json_t *obj, const char *const *
 		free(cells[i]);
 }
 
+/* Whether a job of the list names a pool other than the default one. */
+static bool any_pool(const json_t *jobs)
+{
+	size_t i;
+	json_t *j;
+	json_array_foreach(jobs, i, j) {
+		const char *p = json_string_value(json_object_get(j, "pool"));
+		if (p && strcmp(p, POOL_DEFAULT))
+			return true;
+	}
+	return false;
+}
+
 char *cmd_jobs_table(const json_t *jobs)
 {
-	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "ATTEMPTS", "UPDATED" };
-	static const char *const keys[] = { "id", "state", "kind", "name", "attempts", "updated_at" };
-	struct table *t = table_new(ARRAY_LEN(head), head);
+	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "ATTEMPTS", "UPDATED", "POOL" };
+	static const char *const keys[] = { "id", "state", "kind", "name", "attempts", "updated_at", "pool" };
+	size_t n = any_pool(jobs) ? ARRAY_LEN(head) : ARRAY_LEN(head) - 1;
+	struct table *t = table_new(n, head);
 	size_t i;
 	json_t *j;
 	json_array_foreach(jobs, i, j)
-		add_row_from(t, j, keys, ARRAY_LEN(keys));
+		add_row_from(t, j, keys, n);
 	char *s = table_render(t);
 	table_free(t);
 	return s;
@@ -352,11 +375,12 @@ static void print_owned(struct cli *c, char *s)
 	free(s);
 }
 
-char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, long long limit)
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, const char *pool,
+		    long long limit)
 {
 	const struct {
 		const char *key, *value;
-	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind }, { "label", label } };
+	} q[] = { { "state", state }, { "owner", owner }, { "kind", kind }, { "label", label }, { "pool", pool } };
 	char *path = xstrdup("/v1/jobs"), *p2;
 	char sep = '?';
 
@@ -380,7 +404,7 @@ char *cmd_jobs_path(const char *state, const char *owner, const char *kind, cons
 
 int cmd_jobs(struct cli *c, int argc, char **argv)
 {
-	const char *state = NULL, *owner = NULL, *kind = NULL, *label = NULL;
+	const char *state = NULL, *owner = NULL, *kind = NULL, *label = NULL, *pool = NULL;
 	long long limit = 0;
 	char *ops[1], *path;
 	json_t *ans = NULL;
@@ -390,13 +414,14 @@ int cmd_jobs(struct cli *c, int argc, char **argv)
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
 		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
 		{ .name = "label", .type = ARGS_STRING, .str = &label },
+		{ .name = "pool", .type = ARGS_STRING, .str = &pool },
 		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
 	};
 	int rc = cli_args(c, cli_cmd_named("jobs"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 0);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	/* the values go to the server as they are: it checks them, and names the one it refuses */
-	path = cmd_jobs_path(state, owner, kind, label, limit);
+	path = cmd_jobs_path(state, owner, kind, label, pool, limit);
 	rc = cli_call(c, "GET", path, NULL, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json)
@@ -510,7 +535,7 @@ int cmd_show(struct cli *c, int argc, char **argv)
 	rc = get_job_part(c, ops[0], "/attempts", &att);
 	if (rc != CLI_OK)
 		goto out;
-	static const char *const keys[] = { "id", "name", "state", "kind", "priority", "owner", "attempts",
+	static const char *const keys[] = { "id", "name", "state", "kind", "priority", "owner", "pool", "attempts",
 		"cancel_requested", "created_at", "updated_at", "finished_at", "next_action" };
 	for (size_t i = 0; i < ARRAY_LEN(keys); i++)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
@@ -797,6 +822,37 @@ int cmd_start(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* pool JOB NAME: POST /v1/jobs/ID/pool, the job moved to another worker pool. */
+int cmd_pool(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *e = NULL, *path = NULL;
+	json_t *job = NULL, *body = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("pool"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!pool_name_ok(ops[1])) {
+		fprintf(c->err, "rungctl pool: \"%s\": a pool name is %s\nusage: rungctl %s\n", ops[1], POOL_NAME_RULE,
+			cli_cmd_named("pool")->usage);
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:s}", "pool", ops[1]);
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/pool", e);
+	rc = cli_call(c, "POST", path, body, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json)
+			cli_print_json(c, job);
+		else
+			fprintf(c->out, "job %s: pool %s (%s)\n", ops[0], jpath_str(job, "pool", ops[1]), jpath_str(job, "state", "?"));
+	}
+	json_decref(body);
+	json_decref(job);
+	free(path);
+	free(e);
+	return rc;
+}
+
 /* ---- watch ---- */
 
 struct watch_attempt {
@@ -815,6 +871,7 @@ struct watch {
 	struct watch_attempt *att;
 	size_t natt;
 	char *job_state;        /* job state last printed */
+	char *pool_wait;        /* jobtext_pool_wait last printed, or NULL */
 };
 
 /* Every line watch prints goes out at once: a pipe (tee, a CI log, a systemd unit) is block-buffered. */
@@ -917,12 +974,25 @@ static int watch_step(struct watch *w, const json_t *job, const json_t *attempts
 	}
 	if (js && !terminal && (!w->job_state || strcmp(w->job_state, js))) {
 		char *sched = jobtext_scheduled(job);
+		const char *pool = json_string_value(json_object_get(job, "pool"));
+		bool named = pool && strcmp(pool, POOL_DEFAULT);
 		watch_clear(w);
-		fprintf(w->c->out, "job %s %s\n", w->id, sched ? sched : js); /* "job 7 scheduled: starts at T (in 2h)" */
+		/* "job 7 scheduled: starts at T (in 2h)", "job 7 queued in pool h200" */
+		fprintf(w->c->out, "job %s %s%s%s\n", w->id, sched ? sched : js, named ? " in pool " : "", named ? pool : "");
 		free(sched);
 		watch_flush(w);
 		free(w->job_state);
 		w->job_state = xstrdup(js);
+	}
+	if (!terminal) { /* why a queued job waits when only other pools have its GPUs: once, again when it changes */
+		char *pw = jobtext_pool_wait(job);
+		if (pw && (!w->pool_wait || strcmp(pw, w->pool_wait))) {
+			watch_clear(w);
+			fprintf(w->c->out, "job %s waiting for a GPU: %s\n", w->id, pw);
+			watch_flush(w);
+		}
+		free(w->pool_wait);
+		w->pool_wait = pw;
 	}
 	return terminal;
 }
@@ -984,5 +1054,6 @@ int cmd_watch(struct cli *c, int argc, char **argv)
 		free(w.att[i].state);
 	free(w.att);
 	free(w.job_state);
+	free(w.pool_wait);
 	return rc;
 }

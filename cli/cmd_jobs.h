@@ -1,4 +1,4 @@
-/* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, retry, priority,
+/* The job commands of rungctl (submit, jobs, show, attempts, events, cancel, retry, priority, pool,
  * start, watch; declared in cli.h) and the pure pieces they are made of, exported for unit tests. */
 #ifndef RUNG_CMD_JOBS_H
 #define RUNG_CMD_JOBS_H
@@ -19,12 +19,13 @@ struct cmd_submit_opts {
 	const json_t *labels;           /* --labels, parsed (labels_parse), or NULL */
 	const char *run_after;          /* --at as an RFC 3339 time (cmd_submit_start), or NULL */
 	long long start_in_s;           /* --in in seconds, 0 when not given */
+	const char *pool;               /* --pool (common/pool.h) or NULL: the server's default pool */
 };
 
-/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "run_after"? |
+/* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "pool"?, "run_after"? |
  * "start_in_s"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
- * when some were given; the start time only when --at or --in was). config is borrowed (incref'd
- * into the body). New reference. */
+ * when some were given; "pool" only when --pool was; the start time only when --at or --in was).
+ * config is borrowed (incref'd into the body). New reference. */
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
 
 /* Reads `submit`'s --at TIME and --in DURATION (each may be NULL) into o->run_after and
@@ -47,11 +48,14 @@ struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *
  * the finish report fills facts.phase/last_step). Borrowed, may be NULL. */
 const json_t *cmd_attempt_field(const json_t *attempt, const char *key, const char *facts_key);
 
-/* The GET path of `rungctl jobs`: /v1/jobs with ?state=&owner=&kind=&label= for those given (each
- * percent-encoded; NULL: left out) and limit= when limit > 0. Heap string, the caller frees. */
-char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, long long limit);
+/* The GET path of `rungctl jobs`: /v1/jobs with ?state=&owner=&kind=&label=&pool= for those given
+ * (each percent-encoded; NULL: left out) and limit= when limit > 0. Heap string, the caller frees. */
+char *cmd_jobs_path(const char *state, const char *owner, const char *kind, const char *label, const char *pool,
+		    long long limit);
 
-/* Tables as `rungctl jobs` and `rungctl attempts` print them; heap strings the caller frees. */
+/* Tables as `rungctl jobs` and `rungctl attempts` print them; heap strings the caller frees. The
+ * jobs table has a POOL column when a job in it names a pool other than "default" (a fleet without
+ * pools reads as before). */
 char *cmd_jobs_table(const json_t *jobs);
 char *cmd_attempts_table(const json_t *attempts);
 

@@ -21,12 +21,33 @@ char *jobtext_started_bigger(const json_t *job)
 			 (long long)json_integer_value(json_object_get(sb, "min_gpu_memory_mib")));
 }
 
+char *jobtext_pool_wait(const json_t *job)
+{
+	const json_t *p = json_object_get(job, "placement");
+	const char *pool = json_string_value(json_object_get(p, "pool"));
+	long long other = (long long)json_integer_value(json_object_get(p, "other_pools_gpus"));
+
+	if (!json_is_object(p) || json_integer_value(json_object_get(p, "gpus")) > 0 ||
+	    json_integer_value(json_object_get(p, "draining_gpus")) > 0 || other <= 0)
+		return NULL;
+	if (!pool)
+		pool = json_string_value(json_object_get(job, "pool"));
+	return xasprintf("no GPU in pool %s can run it (%lld in other pool%s)", pool ? pool : "?", other,
+			 other == 1 ? "" : "s");
+}
+
 /* Why a queued job no usable GPU can take waits (p: its placement, counting none). Heap string. */
-static char *waiting_why(const json_t *p)
+static char *waiting_why(const json_t *job, const json_t *p)
 {
 	long long min = (long long)json_integer_value(json_object_get(p, "min_gpu_memory_mib"));
 	long long max = (long long)json_integer_value(json_object_get(p, "fleet_max_gpu_mib"));
+	char *pool = jobtext_pool_wait(job), *out;
 
+	if (pool) { /* GPUs elsewhere would take it: its pool is the reason, whatever else */
+		out = xasprintf("waiting for a GPU: %s", pool);
+		free(pool);
+		return out;
+	}
 	if (json_integer_value(json_object_get(p, "draining_gpus")) > 0)
 		return xasprintf("waiting for a GPU: the %lld that meet its constraints are on drained workers (it runs once one "
 				 "is resumed)", (long long)json_integer_value(json_object_get(p, "draining_gpus")));
@@ -70,7 +91,7 @@ char *jobtext_placement(const json_t *job)
 	else if (json_integer_value(json_object_get(p, "gpus")) > 0)
 		return *place ? xasprintf("waiting its turn: %s", place) : NULL;
 	else
-		why = waiting_why(p);
+		why = waiting_why(job, p);
 	if (!*place)
 		return why;
 	out = xasprintf("%s; %s", why, place);

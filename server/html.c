@@ -13,6 +13,7 @@
 #include "http.h"
 #include "jobtext.h"
 #include "jpath.h"
+#include "pool.h"
 #include "util.h"
 
 #define MD_MAX_DEPTH 6    /* deepest list nesting rendered as such */
@@ -710,7 +711,7 @@ static bool is_staff(unsigned role)
 }
 
 void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, const char *const *states, size_t n,
-			   const char *state, const char *owner, const char *kind, const char *label)
+			   const char *state, const char *owner, const char *kind, const char *label, const char *pool)
 {
 	static const char *const kinds[] = { "image", "video" };
 
@@ -737,7 +738,10 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 			    kinds[i]);
 	html_add(b, "</select></label><label>labels <input type=\"text\" name=\"label\" maxlength=\"1024\" value=\"");
 	html_esc(b, label);
-	html_add(b, "\" placeholder=\"team=vision\"></label><button type=\"submit\">Filter</button></form>\n");
+	html_printf(b, "\" placeholder=\"team=vision\"></label><label>pool <input type=\"text\" name=\"pool\" maxlength=\"%d\" "
+		    "value=\"", POOL_NAME_MAX);
+	html_esc(b, pool);
+	html_add(b, "\" placeholder=\"any pool\"></label><button type=\"submit\">Filter</button></form>\n");
 }
 
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,

@@ -90,11 +90,11 @@ int html_scheduled_line(struct hbuf *b, const json_t *job);
 int html_retried_line(struct hbuf *b, const json_t *job);
 
 /* The job list's filter form: GET to action with a state select (all and states[0..n)), an owner
- * field for staff only (a submitter's list is its own), a kind select (any, image, video) and a
- * label field (k=v,k=v), each showing the current value (NULL: none; every value escaped). role:
- * enum auth_role bits. */
+ * field for staff only (a submitter's list is its own), a kind select (any, image, video), a
+ * label field (k=v,k=v) and a pool field (a worker pool's name), each showing the current value
+ * (NULL: none; every value escaped). role: enum auth_role bits. */
 void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, const char *const *states, size_t n,
-			   const char *state, const char *owner, const char *kind, const char *label);
+			   const char *state, const char *owner, const char *kind, const char *label, const char *pool);
 
 /* The attempt number that started below the target (recovery_state.started_lower.attempt, 1 when
  * not recorded), 0 when the job did not start lower. */

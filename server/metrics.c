@@ -2,7 +2,7 @@
  * (HELP/TYPE, escaped labels, cumulative buckets), the in-process registry (HTTP latencies fed by
  * the router's observe hook, and the families other modules register and push into), and the GET
  * /metrics handler that adds rungd's build (rung_build_info) and the database counts: what is true
- * now (sql/metrics_live.sql, every scrape, the live workers per version among them) and the
+ * now (sql/metrics_live.sql, every scrape, the live workers per version and the worker pools among them) and the
  * history's counts (sql/metrics_history.sql, kept for --metrics-history-ms). Owns the registry and
  * that kept reading; reads no other module's state but the pool's statistics. */
 #include "metrics.h"
@@ -340,6 +340,25 @@ static void write_workers_by_version(struct evbuffer *b, const json_t *counts)
 	}
 }
 
+void metrics_write_pools(struct evbuffer *b, const json_t *pools)
+{
+	const char *pool;
+	json_t *v;
+
+	metrics_write_head(b, "rung_pool_queued_jobs", "gauge",
+			   "Queued jobs per worker pool (a job runs only on a worker of its pool).");
+	json_object_foreach((json_t *)pools, pool, v) {
+		const char *labels[] = { "pool", pool, NULL };
+		metrics_write_sample(b, "rung_pool_queued_jobs", labels, jnum(v, "queued"));
+	}
+	metrics_write_head(b, "rung_pool_gpus", "gauge",
+			   "GPUs not quarantined on live workers per worker pool (0 with jobs queued: none of them runs).");
+	json_object_foreach((json_t *)pools, pool, v) {
+		const char *labels[] = { "pool", pool, NULL };
+		metrics_write_sample(b, "rung_pool_gpus", labels, jnum(v, "gpus"));
+	}
+}
+
 static void write_live_counts(struct evbuffer *b, const json_t *doc)
 {
 	metrics_write_head(b, "rung_attempts_running", "gauge", "Attempts running now.");
@@ -347,12 +366,14 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
 	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
-			   "Queued jobs that no usable GPU in the fleet may take (their minimum GPU memory, their exclusions).");
+			   "Queued jobs that no usable GPU of their worker pool may take (their minimum GPU memory, their exclusions, "
+			   "a pool without GPUs).");
 	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
 	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
 			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");
 	metrics_write_sample(b, "rung_queue_owner_capped", NULL, jnum(doc, "owner_capped"));
 	write_owners(b, json_object_get(doc, "owners"));
+	metrics_write_pools(b, json_object_get(doc, "pools"));
 	metrics_write_head(b, "rung_queue_oldest_age_seconds", "gauge",
 			   "How long the longest-waiting queued job has waited (0 when none).");
 	metrics_write_sample(b, "rung_queue_oldest_age_seconds", NULL, jnum(doc, "oldest_queued_s"));

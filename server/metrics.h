@@ -1,6 +1,6 @@
 /* GET /metrics for rungd in the Prometheus text exposition format (version 0.0.4): the counts
  * kept in the database (what is true now: running attempts, queue, heartbeats, GPUs, workers by
- * state and by version, escalations, webhook outbox, read at every scrape; and the history's: jobs ended, attempts,
+ * state and by version, queued jobs and GPUs per worker pool, escalations, webhook outbox, read at every scrape; and the history's: jobs ended, attempts,
  * rungs, lease waits, read at most once per --metrics-history-ms), and what only the process
  * knows (its build's version, HTTP request latency by route and status class, the database pool, and the families
  * other modules register here and push into: parked long-polls, ownership checks). It includes
@@ -10,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 struct evbuffer;
 struct hreq;
@@ -40,6 +42,11 @@ void metrics_write_hist(struct evbuffer *b, const char *name, const char *const 
 void metrics_write_hist_cumulative(struct evbuffer *b, const char *name, const char *const *labels,
 				   const double *bounds, const uint64_t *cumulative, int nbounds, double sum,
 				   uint64_t count);
+/* The worker pools' families from metrics_live.sql's "pools" ({POOL: {"queued": n, "gpus": n}},
+ * borrowed; NULL or empty: the two heads alone): rung_pool_queued_jobs{pool} and
+ * rung_pool_gpus{pool}, a sample of each for every pool listed (the alert RungPoolWithoutGpus
+ * compares them pool by pool, so a pool with queued jobs and no GPU has both). */
+void metrics_write_pools(struct evbuffer *b, const json_t *pools);
 /* A label value escaped for the exposition format, appended to b. */
 void metrics_escape_label(struct evbuffer *b, const char *value);
 

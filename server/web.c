@@ -27,6 +27,7 @@
 #include "jpath.h"
 #include "ladder.h"
 #include "log.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 #include "version.h"
@@ -54,6 +55,7 @@ struct web_req {
 	char *filter;        /* state filter echoed by list pages, owned */
 	char *owner, *kind;  /* the queue's other filters as asked (NULL: none), owned */
 	char *label;         /* the queue's label filter as asked (k=v,k=v; NULL: none), owned */
+	char *pool;          /* the queue's pool filter (common/pool.h; NULL: none), owned */
 };
 
 static const char *const job_states[] = { "queued", "scheduled", "running", "succeeded", "failed", "cancelled" };
@@ -402,6 +404,7 @@ out:
 	free(w->owner);
 	free(w->kind);
 	free(w->label);
+	free(w->pool);
 	free(w);
 }
 
@@ -448,13 +451,13 @@ static int state_param(struct hreq *h, const char *const *list, size_t n, char *
 	return 0;
 }
 
-/* The state links of a list page; owner and kind: the queue's other filters, which each link
- * keeps (NULL: none, as on the escalations page). */
+/* The state links of a list page; owner, kind, label and pool: the queue's other filters, which
+ * each link keeps (NULL: none, as on the escalations page). */
 static void filters(struct hbuf *b, const char *base, const char *const *list, size_t n, const char *on,
-		    const json_t *counts, const char *owner, const char *kind, const char *label)
+		    const json_t *counts, const char *owner, const char *kind, const char *label, const char *pool)
 {
-	static const char *const keys[] = { "state", "owner", "kind", "label" };
-	const char *values[] = { NULL, owner, kind, label };
+	static const char *const keys[] = { "state", "owner", "kind", "label", "pool" };
+	const char *values[] = { NULL, owner, kind, label, pool };
 
 	html_add(b, "<p class=\"filters\"><a href=\"");
 	html_href(b, base, keys, values, ARRAY_LEN(keys));
@@ -476,12 +479,27 @@ static void filters(struct hbuf *b, const char *base, const char *const *list, s
 /* The queue page's link to the older jobs past next_cursor, or back to the newest, keeping the filters. */
 static void queue_link(struct hbuf *b, const struct web_req *w, const char *cursor, const char *cls, const char *text)
 {
-	static const char *const keys[] = { "state", "owner", "kind", "label", "cursor" };
-	const char *values[] = { w->filter, w->owner, w->kind, w->label, cursor };
+	static const char *const keys[] = { "state", "owner", "kind", "label", "pool", "cursor" };
+	const char *values[] = { w->filter, w->owner, w->kind, w->label, w->pool, cursor };
 
 	html_printf(b, "<a class=\"%s\" href=\"", cls);
 	html_href(b, QUEUE_PATH, keys, values, ARRAY_LEN(keys));
 	html_printf(b, "\">%s</a>", text);
+}
+
+/* Whether a job of the list is in a pool other than "default": the queue then shows a pool column
+ * (a fleet without pools reads as before). */
+static bool any_pool(const json_t *jobs)
+{
+	const json_t *j;
+	size_t i;
+
+	json_array_foreach(jobs, i, j) {
+		const char *p = json_string_value(json_object_get(j, "pool"));
+		if (p && strcmp(p, POOL_DEFAULT))
+			return true;
+	}
+	return false;
 }
 
 static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *doc)
@@ -489,14 +507,18 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 	const json_t *jobs = json_object_get(doc, "jobs"), *j, *next = json_object_get(doc, "next_cursor");
 	const char *on = w->filter;
 	char *cursor = hreq_query(w->h, "cursor");
+	bool pools = any_pool(jobs);
 	size_t i;
 
 	html_add(b, "<h1>Jobs</h1>\n");
 	html_jobs_filter_form(b, w->h->who.role, QUEUE_PATH, job_states, ARRAY_LEN(job_states), w->filter, w->owner,
-			      w->kind, w->label);
+			      w->kind, w->label, w->pool);
 	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind,
-		w->label);
-	html_cancel_matching_form(b, w->h->who.role, w->filter, w->owner, w->kind, w->label, 0, 0);
+		w->label, w->pool);
+	/* POST /v1/jobs/cancel narrows by owner, kind and label, not by pool: with a pool filter on, the
+	 * form would cancel jobs this list does not show, so it is left out */
+	if (!w->pool)
+		html_cancel_matching_form(b, w->h->who.role, w->filter, w->owner, w->kind, w->label, 0, 0);
 	if (json_array_size(jobs) == 0) {
 		html_add(b, "<p class=\"muted\">No jobs.</p>");
 		if (cursor && *cursor) {
@@ -507,8 +529,10 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		free(cursor);
 		return;
 	}
-	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>"
-		    "<th>labels</th><th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
+	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>");
+	if (pools)
+		html_add(b, "<th>pool</th>");
+	html_add(b, "<th>labels</th><th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
 	json_array_foreach(jobs, i, j) {
 		long long id = json_integer_value(json_object_get(j, "id"));
 		html_printf(b, "<tr><td><a href=\"/ui/jobs/%lld\">%lld</a></td><td><a href=\"/ui/jobs/%lld\">", id, id, id);
@@ -519,6 +543,10 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		esc_val(b, json_object_get(j, "kind"));
 		html_add(b, "</td><td>");
 		esc_val(b, json_object_get(j, "owner"));
+		if (pools) {
+			html_add(b, "</td><td class=\"pool\">");
+			esc_val(b, json_object_get(j, "pool"));
+		}
 		html_add(b, "</td><td class=\"labels\">");
 		{
 			char *l = labels_format(json_object_get(j, "labels"));
@@ -547,12 +575,13 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 	free(cursor);
 }
 
-/* ?state=&owner=&kind=&cursor=: the filters as GET /v1/jobs reads them (api_jobs_list_filter: owner
- * is staff's, a submitter may name only itself), WEB_QUEUE_LIMIT jobs a page. */
+/* ?state=&owner=&kind=&label=&pool=&cursor=: the filters as GET /v1/jobs reads them
+ * (api_jobs_list_filter: owner is staff's, a submitter may name only itself; pool a pool name,
+ * common/pool.h), WEB_QUEUE_LIMIT jobs a page. */
 static void queue_page(struct hreq *h)
 {
 	char *state = NULL, *owner = hreq_query(h, "owner"), *kind = hreq_query(h, "kind"), *cursor = hreq_query(h, "cursor");
-	char *label = hreq_query(h, "label"), *label_json = NULL, *msg = NULL;
+	char *label = hreq_query(h, "label"), *pool = hreq_query(h, "pool"), *label_json = NULL, *msg = NULL;
 	const char *scope, *kind_f, *field;
 	struct web_req *w;
 	int code;
@@ -568,6 +597,11 @@ static void queue_page(struct hreq *h)
 		web_message(h, 400, "Bad request", "cursor is not one this page gave out");
 		goto out;
 	}
+	if (pool && *pool && !pool_name_ok(pool)) {
+		msg = xasprintf("pool must be %s", POOL_NAME_RULE);
+		web_message(h, 400, "Bad request", msg);
+		goto out;
+	}
 	if (label && *label) { /* as GET /v1/jobs?label= reads it */
 		json_t *labels = labels_parse(label, "label", &msg);
 		if (!labels) {
@@ -579,7 +613,8 @@ static void queue_page(struct hreq *h)
 		json_decref(labels);
 	}
 	{
-		const char *params[6] = { state, scope, WEB_QUEUE_LIMIT, kind_f, cursor && *cursor ? cursor : NULL, label_json };
+		const char *params[7] = { state, scope, WEB_QUEUE_LIMIT, kind_f, cursor && *cursor ? cursor : NULL, label_json,
+					  pool && *pool ? pool : NULL };
 		w = page_req(h, render_queue, "Jobs", "no jobs", state);
 		state = NULL;
 		if (owner && *owner) {
@@ -594,9 +629,14 @@ static void queue_page(struct hreq *h)
 			w->label = label;
 			label = NULL;
 		}
-		page_run(w, sql_web_jobs, 6, params);
+		if (pool && *pool) {
+			w->pool = pool;
+			pool = NULL;
+		}
+		page_run(w, sql_web_jobs, 7, params);
 	}
 out:
+	free(pool);
 	free(label_json);
 	free(label);
 	free(msg);
@@ -788,6 +828,8 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	html_add(b, "</h1>\n<dl class=\"facts job\">");
 	dt(b, "kind", json_object_get(j, "kind"));
 	dt(b, "owner", json_object_get(j, "owner"));
+	if (json_is_string(json_object_get(j, "pool")))
+		dt(b, "pool", json_object_get(j, "pool"));
 	if (json_object_size(json_object_get(j, "labels")) > 0) {
 		char *l = labels_format(json_object_get(j, "labels"));
 		html_add(b, "<dt>labels</dt><dd>");
@@ -992,7 +1034,7 @@ static void render_escalations(struct hbuf *b, const struct web_req *w, const js
 	size_t i;
 
 	html_add(b, "<h1>Escalations</h1>\n");
-	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL, NULL, NULL, NULL);
+	filters(b, "/ui/escalations", esc_states, ARRAY_LEN(esc_states), w->filter, NULL, NULL, NULL, NULL, NULL);
 	if (json_array_size(list) == 0) {
 		html_add(b, "<p class=\"muted\">No escalations.</p>");
 		return;
@@ -1086,7 +1128,7 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 	html_add(b, "<p class=\"muted\">This rungd runs <code>");
 	html_esc(b, rung_version());
 	html_add(b, "</code>; a worker's version is the one it registered with (- : it sent none).</p>\n");
-	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>state</th><th>version</th>"
+	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>pool</th><th>state</th><th>version</th>"
 		    "<th>GPUs</th><th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
 	json_array_foreach(workers, i, k) {
 		const json_t *drain = json_object_get(k, "drain");
@@ -1094,6 +1136,8 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 		esc_val(b, json_object_get(k, "name"));
 		html_add(b, "</td><td>");
 		esc_val(b, json_object_get(k, "host"));
+		html_add(b, "</td><td class=\"pool\">");
+		esc_val(b, json_object_get(k, "pool"));
 		html_add(b, "</td><td>");
 		state_badge(b, json_string_value(json_object_get(k, "state")));
 		html_add(b, "</td><td>");
@@ -1128,7 +1172,7 @@ static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *d
 		html_add(b, "<p class=\"muted\">No GPUs registered.</p>");
 		return;
 	}
-	html_add(b, "<table class=\"gpus\"><thead><tr><th>GPU</th><th>name</th><th>worker</th><th>memory</th>"
+	html_add(b, "<table class=\"gpus\"><thead><tr><th>GPU</th><th>name</th><th>worker</th><th>pool</th><th>memory</th>"
 		    "<th>state</th><th>env faults</th><th>reason</th><th>running job</th><th>released</th><th></th></tr></thead>"
 		    "<tbody>\n");
 	json_array_foreach(gpus, i, g) {
@@ -1141,6 +1185,8 @@ static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *d
 		esc_val(b, json_object_get(g, "worker_name"));
 		html_add(b, " ");
 		state_badge(b, json_string_value(json_object_get(g, "worker_state")));
+		html_add(b, "</td><td class=\"pool\">");
+		esc_val(b, json_object_get(g, "worker_pool"));
 		html_printf(b, "</td><td>%lld MiB</td><td>", (long long)json_integer_value(json_object_get(g, "memory_total_mib")));
 		state_badge(b, json_string_value(json_object_get(g, "state")));
 		html_add(b, "</td><td>");

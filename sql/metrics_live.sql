@@ -1,38 +1,49 @@
 -- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
--- the queue, the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
+-- the queue (and per worker pool), the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
 -- one JSON document. Each count walks a partial index or a small table, so a scrape costs the same
 -- however long the history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
 -- attempts_one_running, rather than by reading every job.
--- The queue is read once for its depth, its owners and those at their limit (queued_by_owner:
--- jobs_claim_owner in owner order, O(queue); owners: rung_owners_summary, O(running)).
-WITH queued_by_owner AS MATERIALIZED (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'queued' GROUP BY c.owner)
+-- The queue is read once for its depth, its owners and those at their limit, and its pools
+-- (queued: O(queue); owners: rung_owners_summary, O(running)).
+WITH queued AS MATERIALIZED (SELECT c.owner, c.pool, count(*) AS n FROM jobs c WHERE c.state = 'queued'
+                             GROUP BY c.owner, c.pool)
+  , queued_by_owner AS (SELECT q.owner, sum(q.n)::bigint AS n FROM queued q GROUP BY q.owner)
+  , queued_by_pool AS (SELECT q.pool, sum(q.n)::bigint AS n FROM queued q GROUP BY q.pool)
+  -- the GPUs a job of each pool may run on: not quarantined, on a live worker (rung_worker_live:
+  -- online and seen in the last 10 minutes; a drained worker takes no lease), O(GPUs)
+  , gpus_by_pool AS (SELECT w.pool, count(*) AS n FROM gpus g JOIN workers w ON w.id = g.worker_id
+                     WHERE g.state <> 'quarantined' AND rung_worker_live(w.id) GROUP BY w.pool)
+  -- the largest usable GPU of each pool with queued jobs (rung_pool_max_gpu_mib: in the fleet, as the
+  -- placement's fleet_max_gpu_mib), read once per pool
+  , pool_max AS MATERIALIZED (SELECT q.pool, rung_pool_max_gpu_mib(q.pool) AS mib FROM queued_by_pool q)
   , owners AS MATERIALIZED (SELECT rung_owners_summary(coalesce(jsonb_object_agg(q.owner, q.n), '{}')) AS s
                            FROM queued_by_owner q)
 SELECT jsonb_build_object(
   'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
   'queue_depth', (SELECT coalesce(sum(q.n), 0) FROM queued_by_owner q),
-  -- queued jobs that no usable GPU in the fleet may take: none not quarantined, on a worker in the
-  -- fleet (rung_worker_in_fleet: live or drained), meets the job's floor and is left by its
-  -- exclusions, as rung_job_placement counts them (its gpus + draining_gpus = 0): a floor above the
-  -- fleet's largest GPU (requeue_bigger, started_bigger, a big host that left), exclusions that
-  -- leave no GPU at its floor (environment faults on every GPU it may use), or no usable GPU in the
-  -- fleet at all (then every queued job, as the placement says). A job without
-  -- exclusions weighs its floor against the fleet's figure, read once; one with exclusions probes
+  -- queued jobs that no usable GPU of their pool may take: none not quarantined, on a worker of
+  -- its pool in the fleet (rung_worker_in_fleet: live or drained), meets the job's floor and is left
+  -- by its exclusions, as rung_job_placement counts them (its gpus + draining_gpus = 0): a floor above
+  -- its pool's largest GPU (requeue_bigger, started_bigger, a big host that left), exclusions that
+  -- leave no GPU at its floor (environment faults on every GPU it may use), or no usable GPU in its
+  -- pool at all (then every queued job of the pool, as the placement says). A job without
+  -- exclusions weighs its floor against its pool's figure, read once per pool; one with exclusions probes
   -- gpus_usable_memory down from its floor to the first GPU it may take (rung_job_allows):
   -- one pass over the queue plus a short probe per job that excluded something (100,000 queued jobs
   -- with a floor: 46 ms for this count, 30 for the floor alone, 225 with a probe for every job)
-  'unplaceable', (SELECT count(*) FROM jobs j
+  'unplaceable', (SELECT count(*) FROM jobs j JOIN pool_max m ON m.pool = j.pool
                   WHERE j.state = 'queued'
-                    AND CASE WHEN (SELECT rung_fleet_max_gpu_mib()) = 0 THEN true -- no usable GPU at all
+                    AND CASE WHEN m.mib = 0 THEN true -- no usable GPU in its pool at all
                              WHEN j.constraints = '{}' THEN false
                              WHEN j.constraints ?| '{exclude_gpus,exclude_workers}' THEN
                           NOT EXISTS (SELECT 1 FROM gpus g
                                       WHERE g.state <> 'quarantined'
                                         AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
                                         AND rung_job_allows(j.constraints, g.worker_id, g.uuid, g.memory_total_mib)
-                                        AND rung_worker_in_fleet(g.worker_id))
-                        ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > (SELECT rung_fleet_max_gpu_mib())
+                                        AND rung_worker_in_fleet(g.worker_id)
+                                        AND (SELECT w.pool FROM workers w WHERE w.id = g.worker_id) = j.pool)
+                        ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > m.mib
                         END),
   -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020): the
   -- claim passes over them whatever the GPUs. From the per-owner counts below, not a read of its own.
@@ -42,6 +53,12 @@ SELECT jsonb_build_object(
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),
+  -- per worker pool (migration 026), {POOL: {"queued", "gpus"}}: every pool with queued jobs or live
+  -- GPUs, so that a pool whose jobs have no GPU at all is listed with "gpus" 0 (RungPoolWithoutGpus)
+  'pools', (SELECT coalesce(jsonb_object_agg(p.pool, jsonb_build_object('queued', coalesce(q.n, 0),
+                                                                       'gpus', coalesce(g.n, 0))), '{}')
+            FROM (SELECT pool FROM queued_by_pool UNION SELECT pool FROM gpus_by_pool) p
+                 LEFT JOIN queued_by_pool q ON q.pool = p.pool LEFT JOIN gpus_by_pool g ON g.pool = p.pool),
   -- jobs waiting for their start time (migration 025), and how late the most overdue of them is:
   -- the scheduler queues a job within about a second of its run_after, so a figure that grows says
   -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry)

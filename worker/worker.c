@@ -21,6 +21,7 @@
 #include "health.h"
 #include "log.h"
 #include "logship.h"
+#include "pool.h"
 #include "runner.h"
 #include "scan.h"
 #include "spool.h"
@@ -135,9 +136,10 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 						      "index", w->slots[i].gpu.index, "name", w->slots[i].gpu.name,
 						      "memory_total_mib", (json_int_t)w->slots[i].gpu.total_mib));
 	/* version: which build this host runs, for GET /v1/workers and /metrics during a rollout (a
-	 * rungd from before it ignores the member) */
-	body = json_pack("{s:s, s:s, s:O, s:s}", "name", w->o.name, "host", w->host, "gpus", gpus, "version",
-			 rung_version());
+	 * rungd from before it ignores the member); pool: always sent, so that a worker restarted
+	 * without --pool goes back to the default pool rather than keeping its last one */
+	body = json_pack("{s:s, s:s, s:O, s:s, s:s}", "name", w->o.name, "host", w->host, "gpus", gpus, "version",
+			 rung_version(), "pool", w->o.pool);
 	while (!atomic_load(&w->stopping)) {
 		char *err = NULL, *id;
 		int st = client_post(c, "/v1/workers", body, 10000, &w->stopping, &ans, &err);
@@ -149,8 +151,8 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 			if (hb > 0)
 				w->heartbeat_ms = (long)hb;
 			pthread_mutex_unlock(&w->mu);
-			log_info("registered", "worker=%s name=%s gpus=%zu heartbeat_ms=%ld", id, w->o.name,
-				 w->nslots, w->heartbeat_ms);
+			log_info("registered", "worker=%s name=%s pool=%s gpus=%zu heartbeat_ms=%ld", id, w->o.name,
+				 w->o.pool, w->nslots, w->heartbeat_ms);
 			json_decref(ans);
 			rc = 0;
 			break;
@@ -773,6 +775,8 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	w->heartbeat_ms = 5000;
+	if (!w->o.pool)
+		w->o.pool = POOL_DEFAULT;
 	if (w->o.health_interval_ms <= 0)
 		w->o.health_interval_ms = HEALTH_INTERVAL_MS_DEFAULT;
 	if (w->o.health_timeout_ms <= 0)
@@ -782,6 +786,10 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 	if (w->o.memory_sample_ms <= 0)
 		w->o.memory_sample_ms = WORKER_MEMORY_SAMPLE_MS_DEFAULT;
 	gethostname(host, sizeof host - 1);
+	if (!pool_name_ok(w->o.pool)) {
+		*err = xasprintf("--pool \"%s\": a pool name is %s", w->o.pool, POOL_NAME_RULE);
+		goto fail;
+	}
 	w->host = xstrdup(host[0] ? host : "localhost");
 	if (spool_mkdir_p(opts->work_dir, err) < 0)
 		goto fail;

@@ -7,12 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "util.h"
 #include "version.h"
 
 /* Indexes into opts[]; the order is the --help order. */
 enum wc_opt {
-	W_SERVER, W_TOKEN, W_NAME, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
+	W_SERVER, W_TOKEN, W_NAME, W_POOL, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
 	W_CANCEL_GRACE_MS, W_DRAIN_TIMEOUT_MS, W_HEALTH_CMD, W_HEALTH_INTERVAL_MS, W_HEALTH_TIMEOUT_MS,
 	W_HEALTH_MAX_USED_MIB, W_MEMORY_SAMPLE_MS, W_STALL_TIMEOUT_S, W_LOG_INTERVAL_MS, W_CONFIG, W_COUNT
 };
@@ -29,6 +30,8 @@ static const struct options_desc opts[W_COUNT] = {
 	  "bearer token of role worker (the variable is unset after reading)"),
 	[W_NAME] = { "name", OPTIONS_STR, "NAME", NULL, "worker name (re-registering with it keeps the id)",
 		     "RUNG_WORKER_NAME", 0, 0, 0, "the hostname" },
+	S(W_POOL, "pool", "NAME", POOL_DEFAULT, NULL,
+	  "worker pool: it runs only jobs submitted to this pool (" POOL_NAME_RULE ")"),
 	S(W_NVIDIA_SMI, "nvidia-smi", "PATH", "nvidia-smi", NULL, "nvidia-smi to run"),
 	S(W_TRAINER_CMD, "trainer-cmd", "TEMPLATE", "python run.py {config}", NULL,
 	  "trainer command, split on spaces; {config} {attempt} {job} {gpu_index} {gpu_uuid}"),
@@ -80,11 +83,18 @@ enum options_result worker_config_load(struct worker_config *c, int argc, char *
 				 options_source(&c->store, W_TRAINER_CMD) : "--trainer-cmd");
 		return OPTIONS_ERROR;
 	}
+	if (!pool_name_ok(options_str(&c->store, W_POOL))) {
+		const char *src = options_source(&c->store, W_POOL);
+		*err = xasprintf("%s: pool must be %s (got \"%s\")", src ? src : "--pool", POOL_NAME_RULE,
+				 options_str(&c->store, W_POOL) ? options_str(&c->store, W_POOL) : "");
+		return OPTIONS_ERROR;
+	}
 	snprintf(c->host, sizeof c->host, "worker");
 	if (gethostname(c->host, sizeof c->host - 1) != 0)
 		snprintf(c->host, sizeof c->host, "worker");
 	w->server = options_str(&c->store, W_SERVER);
 	w->name = options_str(&c->store, W_NAME) ? options_str(&c->store, W_NAME) : c->host;
+	w->pool = options_str(&c->store, W_POOL);
 	w->smi = options_str(&c->store, W_NVIDIA_SMI);
 	w->trainer_cmd = options_str(&c->store, W_TRAINER_CMD);
 	w->trainer_dir = options_str(&c->store, W_TRAINER_DIR);

@@ -1,6 +1,6 @@
 /* Integration: the real bin/rungctl against a real rungd, Postgres and simulated worker, one run per
  * command: submit (YAML fixture, JSON file, recovery options, --set and --sweep), jobs, show, attempts, events, watch
- * (plain lines when not a tty; exit 0/1), cancel, retry, drain, resume, escalations, report, ack, resolve, workers, gpus,
+ * (plain lines when not a tty; exit 0/1), cancel, retry, pool, drain, resume, escalations, report, ack, resolve, workers, gpus,
  * gpu release, classify, token create/list/revoke, --json and --help everywhere, the exit codes; and
  * raw AI Toolkit bodies (YAML and JSON without the envelope) POSTed over libcurl with query options. */
 #include <curl/curl.h>
@@ -170,7 +170,7 @@ static json_t *raw_post(struct harness *h, const char *path, const char *ctype, 
 static void test_help_and_usage(struct harness *h)
 {
 	static const char *const cmds[][2] = { { "submit", NULL }, { "jobs", NULL }, { "show", NULL },
-		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "watch", NULL }, { "logs", NULL },
+		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "pool", NULL }, { "watch", NULL }, { "logs", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
 		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "plan", NULL }, { "classify", NULL } };
@@ -1070,6 +1070,114 @@ static void test_scheduled(struct harness *h)
 	free(hhmm_id);
 }
 
+/* Whether the file (arg: {path, needle}) holds needle yet. */
+struct file_wait {
+	const char *path, *needle;
+};
+
+static bool file_has(void *arg)
+{
+	const struct file_wait *fw = arg;
+	char *text = h_slurp(fw->path);
+	bool ok = text && strstr(text, fw->needle);
+
+	free(text);
+	return ok;
+}
+
+/* Worker pools: submit --pool (alone and with a sweep, its --dry-run, a bad name refused before
+ * anything is sent), jobs --pool and its POOL column, show's pool and why it waits when only other
+ * pools have its GPUs, watch's lines about it, workers' POOL column. */
+static void test_pools(struct harness *h)
+{
+	char *cfg = config_file(h, "cli_pool", 10), *id = NULL, *wid = NULL, *cmd = NULL, *out = NULL;
+	json_t *j = NULL, *reg = NULL;
+	long long n0 = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	long st = 0;
+	int rc;
+
+	/* a worker in default and one in pool cli-h200, so that the jobs below have GPUs only elsewhere */
+	wid = h_fake_register(h, "cli-pool-default", "GPU-cli-pool-0", 24576);
+	reg = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", "cli-pool-h200", "host", "test-host", "pool",
+			"cli-h200", "gpus", "uuid", "GPU-cli-pool-1", "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 81920);
+	json_decref(j = h_post(h, "/v1/workers", reg, &st));
+	j = NULL;
+	h_ok(h, wid && (st == 200 || st == 201), "a worker registered in default, one in pool cli-h200 (%ld)", st);
+
+	rc = ctl(h, "submit", cfg, "--pool", "H200");
+	h_ok(h, rc == 2 && strstr(g_err, "--pool") && strstr(g_err, "1 to 63 of a-z 0-9 . _ -") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "submit --pool H200: exit 2 naming --pool and the rule, nothing submitted (%s)", g_err);
+	rc = ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,2e-4", "--pool", "cli-a100", "--dry-run");
+	h_ok(h, rc == 0 && line_count(g_out) == 2 && strstr(g_out, "cli_pool_lr1e-4\tpool=cli-a100\ttrain.lr=1e-4\n") &&
+		     strstr(g_out, "cli_pool_lr2e-4\tpool=cli-a100\ttrain.lr=2e-4\n") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "submit --sweep --pool --dry-run: each job with its pool, nothing submitted (%s)", g_out);
+	rc = ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,2e-4", "--pool", "cli-a100", "--labels", "sweep=cli-pools");
+	h_ok(h, rc == 0 && line_count(g_out) == 2, "submit --sweep --pool: two jobs (%d, %s)", rc, g_err);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE labels @> '{\"sweep\": \"cli-pools\"}' AND pool = 'cli-a100'",
+			  0, NULL) == 2, "every job of the sweep is in pool cli-a100");
+	rc = ctl(h, "submit", cfg, "--pool", "cli-a100", "--json");
+	j = out_json();
+	id = h_id(j, "id");
+	h_ok(h, rc == 0 && id && !strcmp(h_str(j, "pool"), "cli-a100"), "submit --pool cli-a100 --json: the job, in its pool");
+	json_decref(j);
+	j = NULL;
+
+	rc = ctl(h, "jobs", "--pool", "cli-a100");
+	h_ok(h, rc == 0 && line_count(g_out) == 4 && strstr(g_out, "POOL") && strstr(g_out, "  cli-a100\n") &&
+		     !strstr(g_out, "default"),
+	     "jobs --pool cli-a100: its three jobs, with a POOL column (%s)", g_out);
+	rc = ctl(h, "jobs", "--pool", "cli-nobody", "--json");
+	h_ok(h, rc == 0 && (j = out_json()) && json_array_size(json_object_get(j, "jobs")) == 0,
+	     "jobs --pool cli-nobody: none");
+	json_decref(j);
+	j = NULL;
+	rc = ctl(h, "jobs", "--pool", "Bad Pool");
+	h_ok(h, rc == 1 && strstr(g_err, "400") && strstr(g_err, "pool"), "jobs --pool 'Bad Pool': 400 naming pool, exit 1 (%s)",
+	     g_err);
+
+	rc = ctl(h, "show", id);
+	h_ok(h, rc == 0 && strstr(g_out, "\npool              cli-a100\n"), "show: the job's pool");
+	h_ok(h, strstr(g_out, "waiting for a GPU: no GPU in pool cli-a100 can run it (") && strstr(g_out, " in other pools)"),
+	     "show: no GPU in its pool, some in others (%s)", strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : g_out);
+
+	/* watch of the queued job, in the background until its lines are out; the cancel ends it */
+	out = xasprintf("%s/watch-pool.out", h->tmp);
+	cmd = xasprintf("RUNG_URL=%s RUNG_TOKEN=%s timeout 60 bin/rungctl watch %s --interval-ms 100 >%s 2>&1 &", h->base_url,
+			h->admin_token, id, out);
+	free(h_shell(h, cmd, &rc));
+	{
+		struct file_wait fw = { out, "waiting for a GPU: no GPU in pool cli-a100 can run it (" };
+		h_ok(h, wait_until(file_has, &fw, 20000), "watch: why it waits, once its pool has no GPU for it");
+		fw.needle = "queued in pool cli-a100\n";
+		h_ok(h, file_has(&fw), "watch: the job's state names its pool");
+		h_ok(h, ctl(h, "cancel", id) == 0, "the watched job cancelled");
+		fw.needle = "cancelled after";
+		h_ok(h, wait_until(file_has, &fw, 20000), "watch ends with the verdict");
+	}
+
+	rc = ctl(h, "workers");
+	h_ok(h, rc == 0 && strstr(g_out, "POOL") && strstr(g_out, "cli-h200") && strstr(g_out, "default"),
+	     "workers: a POOL column, each worker's pool");
+
+	/* pool JOB NAME: the cancelled job moved (it runs there when retried); a bad name is refused here */
+	rc = ctl(h, "pool", id, "cli-h200");
+	h_ok(h, rc == 0 && strstr(g_out, "pool cli-h200 (cancelled)"), "pool JOB cli-h200: moved (%s)", g_out);
+	rc = ctl(h, "events", id);
+	h_ok(h, rc == 0 && strstr(g_out, "pool_changed"), "events: the move");
+	rc = ctl(h, "pool", id, "Nope");
+	h_ok(h, rc == 2 && strstr(g_err, "1 to 63 of a-z 0-9 . _ -"), "pool JOB Nope: exit 2 with the rule");
+	h_ok(h, ctl(h, "pool", "999999", "cli-h200") == 4, "pool of an unknown job: exit 4");
+	ctl(h, "cancel", "--label", "sweep=cli-pools");
+	free(cmd);
+	free(out);
+	free(wid);
+	free(id);
+	free(cfg);
+	json_decref(reg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_cli");
@@ -1088,6 +1196,7 @@ int main(void)
 		test_raw_submit(h);
 		test_classify(h);
 		test_usage(h); /* before the next starts a worker that would lease its jobs */
+		test_pools(h);
 		test_yaml_fixture_run(h);
 	}
 	free(g_out);

@@ -519,6 +519,76 @@ static void test_web_labels(struct harness *h)
 	h_ok(h, st == 400 && h->last_body && strstr(h->last_body, "is not KEY=VALUE"), "?label=team: a 400 page (%ld)", st);
 }
 
+/* Worker pools on the pages: /ui/jobs?pool= lists that pool's jobs with a pool column (not shown
+ * while every listed job is in default), keeps the filter in the form and the state links, shows no
+ * cancel-matching form (the API's cancel cannot narrow by pool) and refuses a bad name (400); the job
+ * page names the pool and why it waits when only other pools have GPUs; the GPUs page shows each
+ * worker's pool. */
+static void test_web_pools(struct harness *h)
+{
+	char *wid = h_fake_register(h, "web-pool-default", "GPU-web-pool-0", 24576), *id = NULL, *path = NULL;
+	json_t *cfg = h_config("web_pool", 10), *extra = json_pack("{s:s}", "pool", "web-h200"), *job = NULL;
+	const char *body;
+	long st;
+
+	h_ok(h, wid && h_sql_int(h, "WITH n AS (INSERT INTO jobs (name, owner, kind, target_config, recovery, labels, pool) VALUES "
+				   "('web-pool-1', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"web\": \"pools\"}', 'web-h200'), "
+				   "('web-pool-2', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"web\": \"pools\"}', 'web-h200'), "
+				   "('web-pool-3', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"web\": \"pools\"}', 'web-a100'), "
+				   "('web-pool-4', 'it-admin', 'image', '{\"x\": 1}', '{}', '{\"web\": \"pools\"}', 'default') RETURNING 1) "
+				   "SELECT count(*) FROM n", 0, NULL) == 4,
+	     "a worker in default; four jobs in three pools");
+	st = page_as(h, h->admin_token, "/ui/jobs?pool=web-h200");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && strstr(body, ">web-pool-1<") && strstr(body, ">web-pool-2<") && !strstr(body, ">web-pool-3<") &&
+	     !strstr(body, ">web-pool-4<"), "?pool=web-h200: its two jobs, not the others (%ld)", st);
+	h_ok(h, strstr(body, "<th>pool</th>") && count_of(body, "<td class=\"pool\">web-h200</td>") == 2,
+	     "a pool column, the jobs being outside default");
+	h_ok(h, strstr(body, "name=\"pool\" maxlength=\"63\" value=\"web-h200\"") != NULL, "the form shows the filter");
+	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;pool=web-h200\"") != NULL, "the state links keep it");
+	h_ok(h, strstr(body, ">queued (2)</a>") != NULL, "the counts are the pool's");
+	h_ok(h, !strstr(body, "cancel-matching"), "no cancel-matching form under a pool filter");
+	st = page_as(h, h->admin_token, "/ui/jobs?pool=default&label=web=pools");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && strstr(body, ">web-pool-4<") && !strstr(body, ">web-pool-1<") && !strstr(body, "<th>pool</th>"),
+	     "?pool=default: its jobs, no pool column while all are in default (%ld)", st);
+	st = page_as(h, h->admin_token, "/ui/jobs?pool=Web%20H200");
+	h_ok(h, st == 400 && h->last_body && strstr(h->last_body, "pool must be 1 to 63 of a-z 0-9 . _ -"),
+	     "?pool=Web H200: a 400 page with the rule (%ld)", st);
+	{
+		json_t *c = json_pack("{s:s}", "label", "web=pools");
+		json_decref(h_post(h, "/v1/jobs/cancel", c, &st));
+		json_decref(c);
+		h_ok(h, st == 200, "the four cancelled (%ld)", st);
+	}
+
+	/* a queued job of pool web-h200: no GPU there, the default worker's elsewhere */
+	job = h_submit(h, cfg, extra);
+	id = h_id(job, "id");
+	path = id ? xasprintf("/ui/jobs/%s", id) : NULL;
+	st = path ? page_as(h, h->admin_token, path) : 0;
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && strstr(body, "<dt>pool</dt><dd>web-h200</dd>"), "the job page names its pool (%ld)", st);
+	h_ok(h, strstr(body, "waiting for a GPU: no GPU in pool web-h200 can run it (") && strstr(body, " in other pool"),
+	     "the job page: no GPU in its pool, some in others");
+	if (id)
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+	{
+		const char *p[1] = { wid ? wid : "0" };
+		PQclear(h_sql(h, "UPDATE workers SET pool = 'web-gpus' WHERE id = $1::bigint", 1, p));
+	}
+	st = page_as(h, h->admin_token, "/ui/gpus");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && count_of(body, "<td class=\"pool\">web-gpus</td>") == 2,
+	     "the GPUs page: the worker's pool in its row and its GPU's (%ld)", st);
+	json_decref(job);
+	json_decref(cfg);
+	json_decref(extra);
+	free(path);
+	free(id);
+	free(wid);
+}
+
 /* The /ui/jobs page takes the same filters as GET /v1/jobs: the rows are the owner's and the
  * kind's, the form shows them, the state links and the link to older jobs carry them, and the
  * rule is the API's (a submitter naming another owner: 403; bad values: 400). */
@@ -915,6 +985,7 @@ int main(void)
 	test_list_filters(h);
 	test_web_queue_filters(h);
 	test_web_labels(h);
+	test_web_pools(h);
 	test_queue_position(h);
 	test_cancel_queued(h);
 	test_cancel_matching(h);

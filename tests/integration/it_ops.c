@@ -1290,6 +1290,62 @@ static void test_web_cancel_matching(struct harness *h)
 	free(origin);
 }
 
+/* Worker pools on /metrics: per pool its queued jobs and its GPUs not quarantined on live workers,
+ * every pool with either listed, so that one whose jobs have no GPU shows 0 (RungPoolWithoutGpus);
+ * a quarantined GPU and a drained worker do not count. */
+static void test_pool_metrics(struct harness *h)
+{
+	json_t *cfg = h_config("ops_pools", 10), *in_a = json_pack("{s:s}", "pool", "ops-a"),
+	       *in_none = json_pack("{s:s}", "pool", "ops-nogpu");
+	json_t *reg = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}, {s:s, s:i, s:s, s:i}]}", "name", "ops-pool-a",
+				"host", "test-host", "pool", "ops-a", "gpus", "uuid", "GPU-ops-a0", "index", 0, "name", "NVIDIA Sim",
+				"memory_total_mib", 24576, "uuid", "GPU-ops-a1", "index", 1, "name", "NVIDIA Sim",
+				"memory_total_mib", 24576);
+	long st = 0;
+	json_t *r = h_post(h, "/v1/workers", reg, &st), *j1 = h_submit(h, cfg, in_a), *j2 = h_submit(h, cfg, in_none),
+	       *j3 = h_submit(h, cfg, in_none);
+	char *wid = h_id(r, "id"), *t = scrape(h), *ids[3] = { h_id(j1, "id"), h_id(j2, "id"), h_id(j3, "id") };
+
+	h_ok(h, wid && ids[0] && ids[1] && ids[2] && t, "a worker of pool ops-a with 2 GPUs; a job in ops-a, two in ops-nogpu");
+	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1 &&
+		     sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == 2,
+	     "rung_pool_queued_jobs: 1 in ops-a, 2 in ops-nogpu");
+	h_ok(h, t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 2 && sample(t, "rung_pool_gpus{pool=\"ops-nogpu\"}") == 0,
+	     "rung_pool_gpus: 2 in ops-a, and ops-nogpu listed with 0");
+	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 2,
+	     "rung_queue_unplaceable: the 2 jobs of ops-nogpu, as their placement says, while other pools have GPUs (%g)",
+	     t ? sample(t, "rung_queue_unplaceable") : -1);
+	free(t);
+	PQclear(h_sql(h, "UPDATE gpus SET state = 'quarantined' WHERE uuid = 'GPU-ops-a1'", 0, NULL));
+	t = scrape(h);
+	h_ok(h, t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 1, "a quarantined GPU does not count");
+	free(t);
+	json_decref(wid ? h_postf(h, NULL, &st, "/v1/workers/%s/drain", wid) : NULL);
+	t = scrape(h);
+	h_ok(h, st == 200 && t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 0 &&
+		     sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1,
+	     "its worker drained: ops-a has no GPU left for its queued job");
+	free(t);
+	for (int i = 0; i < 3; i++) {
+		if (ids[i])
+			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", ids[i]));
+		free(ids[i]);
+	}
+	t = scrape(h);
+	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == -1 && sample(t, "rung_queue_unplaceable") == 0,
+	     "once its jobs are cancelled a pool without GPUs is not listed, and none is unplaceable");
+	free(t);
+	free(wid);
+	json_decref(r);
+	json_decref(j1);
+	json_decref(j2);
+	json_decref(j3);
+	json_decref(reg);
+	json_decref(in_a);
+	json_decref(in_none);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_ops");
@@ -1325,6 +1381,7 @@ int main(void)
 	test_web_actions(h, wid, oom);
 	test_web_cancel_matching(h);
 	test_fair_share(h);
+	test_pool_metrics(h);
 out:
 	json_decref(oom);
 	free(path);

@@ -168,21 +168,40 @@ static void test_job_tables(void)
 	json_decref(jobs);
 
 	/* the list's query: only the filters given, each percent-encoded, limit last */
-	s = cmd_jobs_path(NULL, NULL, NULL, NULL, 0);
+	s = cmd_jobs_path(NULL, NULL, NULL, NULL, NULL, 0);
 	TAP_STR_EQ(s, "/v1/jobs", "jobs path: no filter");
 	free(s);
-	s = cmd_jobs_path("queued", "team-video", "video", NULL, 20);
+	s = cmd_jobs_path("queued", "team-video", "video", NULL, NULL, 20);
 	TAP_STR_EQ(s, "/v1/jobs?state=queued&owner=team-video&kind=video&limit=20", "jobs path: state, owner, kind, limit");
 	free(s);
-	s = cmd_jobs_path(NULL, "a b&kind=image", NULL, NULL, 0);
+	s = cmd_jobs_path(NULL, "a b&kind=image", NULL, NULL, NULL, 0);
 	TAP_STR_EQ(s, "/v1/jobs?owner=a%20b%26kind%3Dimage", "jobs path: an owner is one escaped value");
 	free(s);
-	s = cmd_jobs_path(NULL, NULL, "image", NULL, 5);
+	s = cmd_jobs_path(NULL, NULL, "image", NULL, NULL, 5);
 	TAP_STR_EQ(s, "/v1/jobs?kind=image&limit=5", "jobs path: kind alone");
 	free(s);
-	s = cmd_jobs_path(NULL, NULL, NULL, "team=vision,project=p", 0);
+	s = cmd_jobs_path(NULL, NULL, NULL, "team=vision,project=p", NULL, 0);
 	TAP_STR_EQ(s, "/v1/jobs?label=team%3Dvision%2Cproject%3Dp", "jobs path: a label filter, escaped");
 	free(s);
+	s = cmd_jobs_path("queued", NULL, NULL, NULL, "h200", 10);
+	TAP_STR_EQ(s, "/v1/jobs?state=queued&pool=h200&limit=10", "jobs path: --pool as pool=");
+	free(s);
+	s = cmd_jobs_path(NULL, NULL, NULL, NULL, "a b", 0);
+	TAP_STR_EQ(s, "/v1/jobs?pool=a%20b", "jobs path: a pool is sent as given, escaped (the server names it when bad)");
+	free(s);
+	/* a POOL column only when a listed job is outside the pool "default" */
+	jobs = json_loads("[{\"id\": 12, \"state\": \"queued\", \"pool\": \"default\"}, {\"id\": 9, \"state\": \"queued\","
+		" \"pool\": \"default\"}]", 0, &je);
+	s = cmd_jobs_table(jobs);
+	TAP_OK(s && !strstr(s, "POOL") && !strstr(s, "default"), "jobs table: no POOL column when every job is in default");
+	free(s);
+	json_object_set_new(json_array_get(jobs, 1), "pool", json_string("h200"));
+	s = cmd_jobs_table(jobs);
+	TAP_STR_EQ(s, "ID  STATE   KIND  NAME  ATTEMPTS  UPDATED  POOL\n"
+		"12  queued  -     -     -         -        default\n"
+		"9   queued  -     -     -         -        h200\n", "jobs table: a POOL column when a job is in another pool");
+	free(s);
+	json_decref(jobs);
 
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
 		" \"class\": \"oom_train_early\", \"rung\": \"batch_size_1\", \"worker_id\": 3, \"gpu_uuid\": \"GPU-a\","
@@ -426,6 +445,25 @@ static void test_story_start_lower(void)
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1, "
 			  "\"owner_max_running\": 3, \"owner_running\": 2}",
 			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: below its owner's limit, its turn (near miss)" },
+			/* worker pools: no GPU in its pool, some in others */
+			{ "{\"gpus\": 0, \"pool\": \"h200\", \"other_pools_gpus\": 3, \"min_gpu_memory_mib\": 0, "
+			  "\"fleet_max_gpu_mib\": 0, \"ahead\": 0}",
+			  "\n  waiting for a GPU: no GPU in pool h200 can run it (3 in other pools); no job ahead of it in the queue\n",
+			  "story: its pool has no GPU for it, other pools have 3" },
+			{ "{\"gpus\": 0, \"pool\": \"h200\", \"other_pools_gpus\": 1, \"min_gpu_memory_mib\": 100000, "
+			  "\"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: no GPU in pool h200 can run it (1 in other pool)\n",
+			  "story: its pool's GPUs too small, one in another pool: the pool is the reason" },
+			{ "{\"gpus\": 0, \"pool\": \"h200\", \"other_pools_gpus\": 0, \"min_gpu_memory_mib\": 0, "
+			  "\"fleet_max_gpu_mib\": 0}",
+			  "\n  waiting for a GPU: no live worker has a usable GPU\n", "story: no GPU in any pool: as before" },
+			{ "{\"gpus\": 0, \"draining_gpus\": 2, \"pool\": \"h200\", \"other_pools_gpus\": 4, "
+			  "\"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: the 2 that meet its constraints are on drained workers (it runs once one is "
+			  "resumed)\n", "story: drained GPUs in its own pool come before other pools'" },
+			{ "{\"gpus\": 1, \"pool\": \"h200\", \"other_pools_gpus\": 4, \"min_gpu_memory_mib\": 0, "
+			  "\"fleet_max_gpu_mib\": 81920, \"ahead\": 2}",
+			  "\n  waiting its turn: 2 jobs ahead of it in the queue\n", "story: a GPU in its pool: its turn" },
 		};
 		json_object_set_new(job, "state", json_string("queued"));
 		json_object_set_new(job, "owner", json_string("team-a"));
@@ -575,6 +613,12 @@ static void test_submit_body(void)
 		json_decref(labels);
 		o = (struct cmd_submit_opts){ .labels = NULL };
 	}
+	o = (struct cmd_submit_opts){ .pool = "h200" };
+	b = cmd_submit_body(cfg, &o);
+	s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+	TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"pool\":\"h200\"}", "submit body: --pool");
+	free(s);
+	json_decref(b);
 	json_decref(cfg);
 }
 

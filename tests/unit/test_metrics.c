@@ -68,6 +68,27 @@ int main(void)
 	TAP_STR_EQ(s, "g 0.25\ng 12345678\n", "numbers: fractions and integers");
 	free(s);
 
+	/* worker pools: both families list every pool the statement gives, so the alert can pair them */
+	{
+		json_t *pools = json_loads("{\"default\": {\"queued\": 2, \"gpus\": 8}, \"h200\": {\"queued\": 3, "
+					   "\"gpus\": 0}, \"spot\": {\"queued\": 0, \"gpus\": 4}}", 0, NULL);
+		metrics_write_pools(b, pools);
+		s = text_of(b);
+		TAP_OK(strstr(s, "# TYPE rung_pool_queued_jobs gauge\n") && strstr(s, "# TYPE rung_pool_gpus gauge\n"),
+		       "pools: two gauges");
+		TAP_OK(strstr(s, "rung_pool_queued_jobs{pool=\"default\"} 2\nrung_pool_queued_jobs{pool=\"h200\"} 3\n"
+				 "rung_pool_queued_jobs{pool=\"spot\"} 0\n") != NULL, "pools: queued jobs per pool, 0 included");
+		TAP_OK(strstr(s, "rung_pool_gpus{pool=\"default\"} 8\nrung_pool_gpus{pool=\"h200\"} 0\n"
+				 "rung_pool_gpus{pool=\"spot\"} 4\n") != NULL,
+		       "pools: GPUs per pool, a pool with jobs and no GPU at 0 (what RungPoolWithoutGpus reads)");
+		free(s);
+		json_decref(pools);
+		metrics_write_pools(b, NULL);
+		s = text_of(b);
+		TAP_OK(strstr(s, "# TYPE rung_pool_gpus gauge\n") && !strstr(s, "{pool="), "pools: none, the heads alone");
+		free(s);
+	}
+
 	metrics_write_head(b, "rung_jobs", "gauge", "Jobs by state\\now.\nsecond line");
 	s = text_of(b);
 	TAP_STR_EQ(s, "# HELP rung_jobs Jobs by state\\\\now.\\nsecond line\n# TYPE rung_jobs gauge\n",

@@ -301,6 +301,14 @@ static void test_start_lower(void)
 			   "resumed); 1 job ahead of it in the queue", "why it waits, then its place");
 		free(s);
 		json_decref(j);
+		j = json_loads("{\"pool\": \"h<200>\", \"placement\": {\"gpus\": 0, \"pool\": \"h<200>\", "
+			       "\"other_pools_gpus\": 3, \"ahead\": 0}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "no GPU in its pool, 3 in others: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting for a GPU: no GPU in pool h&lt;200&gt; can run it (3 in other pools); no job ahead of it "
+			   "in the queue", "the pool is why it waits, in rungctl's words, escaped");
+		free(s);
+		json_decref(j);
 		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
 		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
 		s = html_take(&b);
@@ -363,7 +371,7 @@ static void test_queue_filters(void)
 	}
 
 	html_jobs_filter_form(&b, AUTH_SUPPORT, "/ui/jobs", states, 2, "failed", "\"><script>x</script>", "video",
-			      "team=\"><b>");
+			      "team=\"><b>", "h200\"><i>");
 	s = html_take(&b);
 	TAP_OK(has(s, "<form method=\"get\" class=\"filter\" action=\"/ui/jobs\">"), "the filter form is a GET to the page");
 	TAP_OK(has(s, "<option value=\"failed\" selected>failed</option>") && has(s, "<option value=\"queued\">queued</option>") &&
@@ -374,11 +382,14 @@ static void test_queue_filters(void)
 	       "kind: image and video, the current one selected");
 	TAP_OK(has(s, "name=\"label\" maxlength=\"1024\" value=\"team=&quot;&gt;&lt;b&gt;\"") && !has(s, "<b>"),
 	       "the labels field, its value escaped");
+	TAP_OK(has(s, "name=\"pool\" maxlength=\"63\" value=\"h200&quot;&gt;&lt;i&gt;\"") && !has(s, "<i>"),
+	       "the pool field, at most a pool name long, its value escaped");
 	free(s);
-	html_jobs_filter_form(&b, AUTH_SUBMITTER, "/ui/jobs", states, 2, NULL, NULL, NULL, NULL);
+	html_jobs_filter_form(&b, AUTH_SUBMITTER, "/ui/jobs", states, 2, NULL, NULL, NULL, NULL, NULL);
 	s = html_take(&b);
 	TAP_OK(has(s, "name=\"state\"") && has(s, "name=\"kind\"") && !has(s, "name=\"owner\"") && !has(s, "selected"),
 	       "a submitter's form: state and kind, no owner field, nothing selected");
+	TAP_OK(has(s, "name=\"pool\" maxlength=\"63\" value=\"\""), "a submitter's form has the pool field, empty");
 	free(s);
 
 	snprintf(sub.name, sizeof sub.name, "alice");

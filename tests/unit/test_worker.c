@@ -19,6 +19,7 @@
 
 #include "../../worker/gpu.h"
 #include "../../worker/spool.h"
+#include "pool.h"
 #include "tap.h"
 #include "util.h"
 #include "../../worker/worker.h"
@@ -31,6 +32,7 @@ static struct fake {
 	long long hb_mem;        /* memory_used_mib of the last heartbeat */
 	enum hb_mode hb;
 	json_t *finishes;        /* array of {"path", "body"} */
+	json_t *registration;    /* the body of the last POST /v1/workers */
 	const char *trainer_tag; /* config.tag of the next lease */
 } fk = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -64,6 +66,8 @@ static void handle(struct evhttp_request *req, void *arg)
 	pthread_mutex_lock(&fk.mu);
 	if (!strcmp(uri, "/v1/workers")) {
 		fk.registers++;
+		json_decref(fk.registration);
+		fk.registration = json_incref(body);
 		reply(req, 201, json_pack("{s:i, s:i, s:i}", "id", 7, "lease_seconds", 30, "heartbeat_ms", 100));
 	} else if (!strcmp(uri, "/v1/workers/7/lease")) {
 		if (fk.trainer_tag) {
@@ -245,6 +249,12 @@ int main(void)
 		TAP_OK(worker_new(&bad, &err) == NULL && strstr(err, "no GPU 5"), "--gpus names a missing GPU: error");
 		free(err);
 		err = NULL;
+		bad.gpus = NULL;
+		bad.pool = "GPU Pool";
+		TAP_OK(worker_new(&bad, &err) == NULL && strstr(err, "--pool") && strstr(err, POOL_NAME_RULE),
+		       "a pool that is not a pool name: error naming --pool and the rule");
+		free(err);
+		err = NULL;
 	}
 	w = worker_new(&o, &err);
 	TAP_OK(w != NULL, "worker_new");
@@ -255,6 +265,9 @@ int main(void)
 
 	WAIT_FOR(json_array_size(fk.finishes) >= 1 && fk.registers >= 1);
 	pthread_mutex_lock(&fk.mu);
+	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "pool")), "default",
+		   "registration names the pool even without --pool: a restart without it goes back to default");
+	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "name")), "w1", "registration names the worker");
 	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(fk.finishes, 0), "path")), "/v1/attempts/5/finish",
 		   "spooled finish resent first, after a 500 retry");
 	TAP_INT_EQ(fk.finish_calls, 2, "resend retried once");
@@ -346,11 +359,26 @@ int main(void)
 	pthread_mutex_unlock(&fk.mu);
 	worker_free(w);
 
+	/* a second worker of pool h200 registers with it */
+	o.pool = "h200";
+	o.name = "w2";
+	w = worker_new(&o, &err);
+	TAP_OK(w != NULL, "worker_new with a pool");
+	pthread_create(&wt, NULL, worker_thread, w);
+	WAIT_FOR(fk.registration && !strcmp(json_string_value(json_object_get(fk.registration, "name")), "w2"));
+	pthread_mutex_lock(&fk.mu);
+	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "pool")), "h200", "registration sends --pool");
+	pthread_mutex_unlock(&fk.mu);
+	worker_stop(w, 1);
+	pthread_join(wt, NULL);
+	worker_free(w);
+
 	atomic_store(&server_stop, 1);
 	pthread_join(st, NULL);
 	evhttp_free(http);
 	event_base_free(base);
 	json_decref(fk.finishes);
+	json_decref(fk.registration);
 	free(url), free(smi), free(work), free(cmd), free(spool), free(err);
 	{
 		char *rm = xasprintf("rm -rf %s", dir);

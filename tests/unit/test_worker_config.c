@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "pool.h"
 #include "tap.h"
 #include "../../worker/worker_config.h"
 
@@ -37,7 +38,7 @@ static bool has(const char *s, const char *sub)
 int main(void)
 {
 	static const char *const vars[] = { "RUNG_CONFIG", "RUNG_WORKER_CONFIG", "RUNG_URL", "RUNG_TOKEN", "RUNG_WORKER_NAME", "RUNG_GPUS",
-		"RUNG_LEASE_WAIT_MS", "RUNG_TRAINER_CMD", "RUNG_WORK_DIR", "RUNG_HEALTH_CMD", "RUNG_DRAIN_TIMEOUT_MS" };
+		"RUNG_LEASE_WAIT_MS", "RUNG_TRAINER_CMD", "RUNG_WORK_DIR", "RUNG_HEALTH_CMD", "RUNG_DRAIN_TIMEOUT_MS", "RUNG_POOL" };
 	struct worker_config c = { 0 };
 	char *err = NULL, host[256] = "worker";
 	int fd = mkstemp(tmpl);
@@ -56,6 +57,7 @@ int main(void)
 	TAP_INT_EQ(c.opts.lease_wait_ms, 25000, "default lease-wait-ms");
 	TAP_INT_EQ(c.opts.drain_timeout_ms, 30000, "default drain-timeout-ms");
 	TAP_INT_EQ(c.opts.health_max_used_mib, 1024, "default health-max-used-mib");
+	TAP_STR_EQ(c.opts.pool, "default", "default pool: the pool of jobs that name none");
 
 	write_file("# worker\nserver = http://file:1\nname = file-name\ngpus = 0\nlease-wait-ms = 1000\n"
 		   "token = file-token\nhealth-cmd = \"check {gpu_index}\"\ndrain-timeout-ms = 5\n");
@@ -109,6 +111,28 @@ int main(void)
 	unsetenv("RUNG_DRAIN_TIMEOUT_MS");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--trainer-cmd", "", NULL }), OPTIONS_ERROR,
 		   "empty trainer-cmd refused");
+	/* --pool: the flag, its variable and a file line, each checked against the one rule (common/pool.h) */
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "h200", NULL }), OPTIONS_OK, "--pool h200 loads");
+	TAP_STR_EQ(c.opts.pool, "h200", "--pool sets the pool");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "H200", NULL }), OPTIONS_ERROR, "--pool H200 refused");
+	TAP_OK(has(err, "--pool") && has(err, POOL_NAME_RULE) && has(err, "\"H200\""),
+	       "a bad --pool: the error names the flag, the rule and the value");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "", NULL }), OPTIONS_ERROR, "an empty --pool refused");
+	TAP_OK(has(err, "--pool") && has(err, POOL_NAME_RULE), "an empty --pool: the error names the flag and the rule");
+	setenv("RUNG_POOL", "-a100", 1);
+	TAP_INT_EQ(load(&c, &err, NULL), OPTIONS_ERROR, "RUNG_POOL starting with '-' refused");
+	TAP_OK(has(err, "RUNG_POOL") && has(err, POOL_NAME_RULE), "a bad RUNG_POOL: the error names the variable");
+	setenv("RUNG_POOL", "a100-80g", 1);
+	TAP_INT_EQ(load(&c, &err, NULL), OPTIONS_OK, "RUNG_POOL loads");
+	TAP_STR_EQ(c.opts.pool, "a100-80g", "RUNG_POOL sets the pool");
+	unsetenv("RUNG_POOL");
+	write_file("pool = spot.h100\n");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--config", tmpl, NULL }), OPTIONS_OK, "pool in the file loads");
+	TAP_STR_EQ(c.opts.pool, "spot.h100", "the file's pool");
+	write_file("pool = spot h100\n");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--config", tmpl, NULL }), OPTIONS_ERROR,
+		   "a pool with a space in the file refused");
+	TAP_OK(has(err, ":1") && has(err, POOL_NAME_RULE), "the file's bad pool: the error names FILE:LINE");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--server", NULL }), OPTIONS_ERROR, "missing value refused");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--trainer-cmd", "", "--version", NULL }), OPTIONS_VERSION,
 		   "--version, even with an empty trainer-cmd");
@@ -123,6 +147,7 @@ int main(void)
 		       has(buf, "(RUNG_WORKER_NAME; default the hostname)") && has(buf, "(RUNG_GPUS; default all)") &&
 		       has(buf, "(RUNG_LEASE_WAIT_MS; default 25000)") && has(buf, "RUNG_TOKEN") &&
 		       has(buf, "RUNG_HEALTH_CMD") && has(buf, "--config FILE"), "usage lists flags, env and defaults");
+		TAP_OK(has(buf, "--pool NAME") && has(buf, "(RUNG_POOL; default default)"), "usage lists --pool");
 		free(buf);
 	}
 	worker_config_release(&c);
