@@ -43,7 +43,7 @@ const struct cli_cmd cli_cmds[] = {
 		"recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
-	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video "
+	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video|--pool NAME "
 		"[--state queued|scheduled|running|active] [--limit N] [--dry-run]",
 		"Cancels a job (a running one stops at its next heartbeat), or the jobs that match every filter given,\n"
 		"oldest first, at most --limit (1000): those not started yet by default (queued or scheduled),\n"
@@ -97,11 +97,12 @@ const struct cli_cmd cli_cmds[] = {
 		"there that ended before now no longer count; --note says why (kept in the event).", cmd_profiles_reset },
 	{ "profiles", "profiles [--arch A]", "Lists what the memory model learned per (arch, GPU memory class):\n"
 		"attempts it rests on, fits and OOMs, margin, usable memory, ceilings (support/admin).", cmd_profiles },
-	{ "plan", "plan CONFIG.yaml|CONFIG.json [--gpu-mib N] [--no-scale-up] [--validate-steps N] [--set PATH=VALUE]...",
+	{ "plan", "plan CONFIG.yaml|CONFIG.json [--gpu-mib N] [--no-scale-up] [--validate-steps N] [--set PATH=VALUE]... "
+		"[--pool NAME]",
 		"Asks what rung would do with a config before it is submitted (nothing is stored; --set as submit's): for each GPU\n"
-		"size in the fleet (and --gpu-mib N), the memory model's estimate of the config and what a first\n"
-		"attempt would run there: as submitted, lower (the rungs and config changes), or wait for a\n"
-		"bigger GPU.", cmd_plan },
+		"size of the pool it would be submitted to (--pool; default: the default pool) and --gpu-mib N, the memory\n"
+		"model's estimate of the config and what a first attempt would run there: as submitted, lower (the rungs\n"
+		"and config changes), or wait for a bigger GPU.", cmd_plan },
 	{ "token create", "token create --role submitter|worker|support|admin [--name N] [--expires DURATION]",
 		"Creates an API token (admin) and prints it on stdout; it is shown only this once. --expires: it\n"
 		"stops working by itself after DURATION: 90d, 12h, 1h30m, 2w, 3600s or bare seconds, 60 s to 3650d\n"

@@ -645,12 +645,12 @@ out:
 	return rc;
 }
 
-/* cancel JOB, or the jobs matching --label/--owner/--kind (POST /v1/jobs/cancel). */
+/* cancel JOB, or the jobs matching --label/--owner/--kind/--pool (POST /v1/jobs/cancel). */
 static int cancel_matching(struct cli *c, const char *state, const char *owner, const char *label, const char *kind,
-			   long long limit, int dry)
+			   const char *pool, long long limit, int dry)
 {
-	json_t *body = json_pack("{s:s?, s:s?, s:s?, s:s?, s:b}", "state", state, "owner", owner, "label", label, "kind",
-				 kind, "dry_run", dry), *ans = NULL, *v;
+	json_t *body = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:b}", "state", state, "owner", owner, "label", label,
+				 "kind", kind, "pool", pool, "dry_run", dry), *ans = NULL, *v;
 	size_t i;
 	int rc;
 
@@ -677,7 +677,7 @@ static int cancel_matching(struct cli *c, const char *state, const char *owner, 
 int cmd_cancel(struct cli *c, int argc, char **argv)
 {
 	char *ops[1] = { NULL };
-	const char *state = NULL, *owner = NULL, *label = NULL, *kind = NULL;
+	const char *state = NULL, *owner = NULL, *label = NULL, *kind = NULL, *pool = NULL;
 	long long limit = 0;
 	int dry = 0;
 	json_t *job = NULL;
@@ -687,20 +687,25 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
 		{ .name = "label", .type = ARGS_STRING, .str = &label },
 		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
+		{ .name = "pool", .type = ARGS_STRING, .str = &pool },
 		{ .name = "limit", .type = ARGS_INT, .num = &limit, .min = 1, .max = 1000 },
 		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry },
 	};
 	int rc = cli_args(c, cli_cmd_named("cancel"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 1);
-	bool filters = owner || label || kind;
+	bool filters = owner || label || kind || pool;
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	if (!ops[0] == !filters || (ops[0] && (state || limit || dry))) {
-		fprintf(c->err, "rungctl: cancel takes a JOB, or --label/--owner/--kind (with --state, --limit, --dry-run)\n"
+		fprintf(c->err, "rungctl: cancel takes a JOB, or --label/--owner/--kind/--pool (with --state, --limit, --dry-run)\n"
 				"usage: rungctl %s\n", cli_cmd_named("cancel")->usage);
 		return CLI_USAGE;
 	}
+	if (pool && !pool_name_ok(pool)) {
+		fprintf(c->err, "rungctl: --pool must be a pool name: %s\n", POOL_NAME_RULE);
+		return CLI_USAGE;
+	}
 	if (filters)
-		return cancel_matching(c, state, owner, label, kind, limit, dry);
+		return cancel_matching(c, state, owner, label, kind, pool, limit, dry);
 	char *e = httpc_escape(ops[0]);
 	char *path = xasprintf("/v1/jobs/%s/cancel", e);
 	rc = cli_call(c, "POST", path, NULL, NULL, &job);

@@ -11,6 +11,7 @@
 #include "cmd_jobs.h"
 #include "jsondiff.h"
 #include "table.h"
+#include "pool.h"
 #include "util.h"
 #include "yamljson.h"
 
@@ -166,11 +167,16 @@ int cmd_plan(struct cli *c, int argc, char **argv)
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "no-scale-up", .type = ARGS_FLAG, .flag = &o.no_scale_up },
 		{ .name = "validate-steps", .type = ARGS_INT, .num = &o.validate_steps, .min = 1, .max = 100000000 },
+		{ .name = "pool", .type = ARGS_STRING, .str = &o.pool },
 	};
 	int rc = cli_args(c, cli_cmd_named("plan"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
+	if (o.pool && !pool_name_ok(o.pool)) {
+		fprintf(c->err, "rungctl plan: --pool must be a pool name: %s\n", POOL_NAME_RULE);
+		return CLI_USAGE;
+	}
 	config = yamljson_load_file(ops[0], &err);
 	if (!json_is_object(config)) {
 		fprintf(c->err, "rungctl plan: %s\n", err ? err : "expected an AI Toolkit config (a mapping with job, config, meta)");

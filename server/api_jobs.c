@@ -818,7 +818,7 @@ bool api_jobs_cancel_state_ok(const char *state)
 void api_jobs_cancel_matching(struct hreq *h)
 {
 	json_t *body = NULL, *labels = NULL, *limit_v, *dry_v;
-	const char *state, *owner, *kind, *label, *scope = NULL, *kind_f = NULL, *field = NULL;
+	const char *state, *owner, *kind, *label, *pool, *scope = NULL, *kind_f = NULL, *field = NULL;
 	char *msg = NULL, *label_json = NULL, limit[24];
 	long long n = API_JOBS_CANCEL_MAX;
 	int code;
@@ -826,7 +826,7 @@ void api_jobs_cancel_matching(struct hreq *h)
 	if (hreq_body(h, &body) < 0)
 		return;
 	if (!opt_str(h, body, "state", &state) || !opt_str(h, body, "owner", &owner) || !opt_str(h, body, "kind", &kind) ||
-	    !opt_str(h, body, "label", &label))
+	    !opt_str(h, body, "label", &label) || !opt_str(h, body, "pool", &pool))
 		goto out;
 	if (!state)
 		state = "queued";
@@ -848,9 +848,13 @@ void api_jobs_cancel_matching(struct hreq *h)
 		if (json_object_size(labels) > 0)
 			label_json = json_dumps(labels, JSON_COMPACT);
 	}
-	if (!owner && !label_json && !kind_f) {
+	if (pool && !pool_name_ok(pool)) {
+		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	if (!owner && !label_json && !kind_f && !pool) {
 		hreq_error(h, 400, "invalid_request", NULL,
-			   "name the jobs to cancel: owner, label or kind (no filter would be every job)");
+			   "name the jobs to cancel: owner, label, kind or pool (no filter would be every job)");
 		goto out;
 	}
 	limit_v = json_object_get(body, "limit");
@@ -867,12 +871,12 @@ void api_jobs_cancel_matching(struct hreq *h)
 		goto out;
 	}
 	snprintf(limit, sizeof limit, "%lld", n);
-	log_info("jobs cancel", "by=%s state=%s owner=%s label=%s kind=%s limit=%s dry_run=%d",
+	log_info("jobs cancel", "by=%s state=%s owner=%s label=%s kind=%s pool=%s limit=%s dry_run=%d",
 		 h->who.name ? h->who.name : "-", state, scope ? scope : "-", label_json ? label_json : "-",
-		 kind_f ? kind_f : "-", limit, json_is_true(dry_v));
+		 kind_f ? kind_f : "-", pool ? pool : "-", limit, json_is_true(dry_v));
 	{
-		const char *params[6] = { state, scope, label_json, kind_f, limit, json_is_true(dry_v) ? "true" : "false" };
-		db_exec(h->app->db, sql_job_cancel_matching, 6, params, on_cancelled_many, h);
+		const char *params[7] = { state, scope, label_json, kind_f, limit, json_is_true(dry_v) ? "true" : "false", pool };
+		db_exec(h->app->db, sql_job_cancel_matching, 7, params, on_cancelled_many, h);
 	}
 out:
 	free(msg);

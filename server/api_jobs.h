@@ -23,13 +23,13 @@ void api_jobs_cancel(struct hreq *h);
 #define API_JOBS_CANCEL_MAX 1000 /* jobs one POST /v1/jobs/cancel cancels at most */
 
 /* POST /v1/jobs/cancel {"state"?: "queued" (default: not started yet, queued or scheduled) |
- * "scheduled" | "running" | "active" (all three), "owner"?, "label"?: "k=v,k=v", "kind"?, "limit"?:
- * 1..API_JOBS_CANCEL_MAX, "dry_run"?: bool}: cancels the matching jobs (a running one is told to stop
- * at its next heartbeat), oldest first, each as POST
+ * "scheduled" | "running" | "active" (all three), "owner"?, "label"?: "k=v,k=v", "kind"?, "pool"?,
+ * "limit"?: 1..API_JOBS_CANCEL_MAX, "dry_run"?: bool}: cancels the matching jobs (a running one is told
+ * to stop at its next heartbeat), oldest first, each as POST
  * /v1/jobs/{id}/cancel would; 200 {"ids", "more"} (dry_run: the ids it would cancel). owner and kind
  * follow the list's rule (a submitter's jobs only its own; 403 naming owner for another's); at least
- * one of owner, label, kind must be given (400 otherwise: no filter would be every job). 400 naming
- * state, owner, kind, label, limit or dry_run. */
+ * one of owner, label, kind, pool must be given (400 otherwise: no filter would be every job). 400
+ * naming state, owner, kind, label, pool, limit or dry_run. */
 void api_jobs_cancel_matching(struct hreq *h);
 /* Whether state is one a cancel of the matching jobs takes (above; the /ui/jobs/cancel form's too),
  * and the 400's message for one it does not. Pure. */

@@ -745,12 +745,12 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 }
 
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
-			       const char *label, int confirm, long long n)
+			       const char *label, const char *pool, int confirm, long long n)
 {
 	static const char *const states[] = { "queued", "scheduled", "running", "active" };
 	static const char *const shown[] = { "not started (queued or scheduled)", "scheduled", "running (told to stop)",
 					     "queued, scheduled and running" };
-	const char *keys[] = { "owner", "kind", "label" }, *vals[] = { owner, kind, label };
+	const char *keys[] = { "owner", "kind", "label", "pool" }, *vals[] = { owner, kind, label, pool };
 	bool narrowed = false;
 	size_t i;
 
@@ -830,6 +830,13 @@ void html_job_forms(struct hbuf *b, unsigned role, const json_t *job)
 	    !json_is_true(json_object_get(job, "cancel_requested")) && (role & (AUTH_SUBMITTER | AUTH_ADMIN))) {
 		act_form_open(b, "cancel", "/ui/jobs/", id, "cancel");
 		html_add(b, "<button type=\"submit\">Cancel job</button></form>\n");
+	}
+	/* a move to another pool (POST /v1/jobs/{id}/pool): every job but a succeeded one */
+	if (strcmp(state, "succeeded") && (is_staff(role) || role == AUTH_SUBMITTER)) {
+		act_form_open(b, "pool", "/ui/jobs/", id, "pool");
+		html_printf(b, "<input type=\"text\" name=\"pool\" maxlength=\"%d\" required placeholder=\"another pool\">",
+			    POOL_NAME_MAX);
+		html_add(b, "<button type=\"submit\">Move to pool</button></form>\n");
 	}
 }
 

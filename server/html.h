@@ -101,13 +101,13 @@ void html_jobs_filter_form(struct hbuf *b, unsigned role, const char *action, co
 long long html_start_lower_attempt(const json_t *job);
 
 /* The queue page's "cancel the jobs that match" form (POST /ui/jobs/cancel), for a role that may
- * cancel (submitter, admin) and only when owner, kind or label narrows the list (nothing, else:
- * the API refuses to cancel "every job"). state: the queue's state filter (queued: not started
- * yet, scheduled, running, active; else the form's default, queued); owner, kind, label: the filters, sent as hidden fields.
- * confirm: the second step's button ("Cancel these N jobs", n), else the first's (which only asks
- * which jobs it would be). Every value escaped. */
+ * cancel (submitter, admin) and only when owner, kind, label or pool narrows the list (nothing,
+ * else: the API refuses to cancel "every job"). state: the queue's state filter (queued: not started
+ * yet, scheduled, running, active; else the form's default, queued); owner, kind, label, pool: the
+ * filters, sent as hidden fields. confirm: the second step's button ("Cancel these N jobs", n), else
+ * the first's (which only asks which jobs it would be). Every value escaped. */
 void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state, const char *owner, const char *kind,
-			       const char *label, int confirm, long long n);
+			       const char *label, const char *pool, int confirm, long long n);
 
 /* The forms of the /ui pages that change something (server/web_act.c posts them), for a caller of
  * `role` (enum auth_role bits): each appends nothing when that role may not act or nothing applies.

@@ -84,6 +84,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/ui/jobs/{}/retry", web_act_job_retry, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/cancel", web_act_job_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/start", web_act_job_start, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/jobs/{}/pool", web_act_job_pool, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/escalations/{}/ack", web_act_escalation_ack, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/escalations/{}/resolve", web_act_escalation_resolve, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/gpus/{}/release", web_act_gpu_release, AUTH_OPEN, AUTH_SCOPE_NONE },

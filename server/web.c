@@ -515,10 +515,7 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 			      w->kind, w->label, w->pool);
 	filters(b, QUEUE_PATH, job_states, ARRAY_LEN(job_states), on, json_object_get(doc, "counts"), w->owner, w->kind,
 		w->label, w->pool);
-	/* POST /v1/jobs/cancel narrows by owner, kind and label, not by pool: with a pool filter on, the
-	 * form would cancel jobs this list does not show, so it is left out */
-	if (!w->pool)
-		html_cancel_matching_form(b, w->h->who.role, w->filter, w->owner, w->kind, w->label, 0, 0);
+	html_cancel_matching_form(b, w->h->who.role, w->filter, w->owner, w->kind, w->label, w->pool, 0, 0);
 	if (json_array_size(jobs) == 0) {
 		html_add(b, "<p class=\"muted\">No jobs.</p>");
 		if (cursor && *cursor) {

@@ -22,6 +22,7 @@
 #include "labels.h"
 #include "lease.h"
 #include "log.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 #include "web.h"
@@ -40,6 +41,7 @@ struct act {
 static const struct act act_retry = { "retry", "job", "/ui/jobs/", true, true };
 static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, false };
 static const struct act act_start = { "start", "job", "/ui/jobs/", true, true };
+static const struct act act_pool = { "move to pool", "job", "/ui/jobs/", true, true };
 static const struct act act_ack = { "acknowledge", "escalation", "/ui/escalations/", true, false };
 static const struct act act_resolve = { "resolve", "escalation", "/ui/escalations/", true, false };
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
@@ -120,6 +122,7 @@ static void on_act(PGresult *res, const char *err, void *arg)
 				json_string_value(json_object_get(obj, "state")) ?: "?",
 				a == &act_retry   ? "retried (only a failed or cancelled job can be)"
 				: a == &act_start ? "started early (only a scheduled job can be)"
+				: a == &act_pool  ? "moved (a succeeded job runs nowhere again)"
 						  : "changed that way");
 		web_message(h, 409, "Not possible", msg);
 		goto out;
@@ -219,6 +222,23 @@ static void do_start(struct hreq *h)
 	act_exec(h, &act_start, sql_job_start, 2, params);
 }
 
+static void do_pool(struct hreq *h)
+{
+	bool too_big;
+	char *pool = form_value(h, "pool", &too_big), by[AUTH_NAME_MAX + 32];
+
+	if (too_big || !pool_name_ok(pool)) {
+		web_message(h, too_big ? 413 : 400, "Bad request", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	{
+		const char *params[3] = { h->param[0], pool, hreq_by(h, by, sizeof by) };
+		act_exec(h, &act_pool, sql_job_pool, 3, params);
+	}
+out:
+	free(pool);
+}
+
 static void escalation_set(struct hreq *h, const struct act *a, const char *state)
 {
 	char *note = NULL;
@@ -303,6 +323,12 @@ void web_act_job_start(struct hreq *h)
 		act_enter(h, &act_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_start);
 }
 
+void web_act_job_pool(struct hreq *h)
+{
+	if (id_ok(h, "job"))
+		act_enter(h, &act_pool, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_pool);
+}
+
 void web_act_escalation_ack(struct hreq *h)
 {
 	if (id_ok(h, "escalation"))
@@ -337,7 +363,7 @@ void web_act_worker_resume(struct hreq *h)
 /* The filters of one cancel-matching form, between db_exec and its callback. */
 struct matching_req {
 	struct hreq *h;
-	char *state, *owner, *kind, *label; /* as the form sent them (NULL: absent) */
+	char *state, *owner, *kind, *label, *pool; /* as the form sent them (NULL: absent) */
 	bool confirm;
 };
 
@@ -347,6 +373,7 @@ static void matching_free(struct matching_req *m)
 	free(m->owner);
 	free(m->kind);
 	free(m->label);
+	free(m->pool);
 	free(m);
 }
 
@@ -354,8 +381,8 @@ static void matching_free(struct matching_req *m)
  * through html_esc (html_href would give its separators as &amp;, which a header must not carry). */
 static char *matching_back(const struct matching_req *m)
 {
-	static const char *const keys[] = { "owner", "kind", "label" };
-	const char *vals[] = { m->owner, m->kind, m->label };
+	static const char *const keys[] = { "owner", "kind", "label", "pool" };
+	const char *vals[] = { m->owner, m->kind, m->label, m->pool };
 	const char *sep = "?";
 	struct hbuf b = { 0 };
 
@@ -393,9 +420,9 @@ static void on_matching(PGresult *res, const char *err, void *arg)
 	n = json_array_size(ids);
 	back = matching_back(m);
 	if (m->confirm) {
-		log_info("web action", "action=cancel matching jobs=%zu state=%s owner=%s kind=%s label=%s by=%s", n,
+		log_info("web action", "action=cancel matching jobs=%zu state=%s owner=%s kind=%s label=%s pool=%s by=%s", n,
 			 m->state ? m->state : "queued", m->owner ? m->owner : "-", m->kind ? m->kind : "-",
-			 m->label ? m->label : "-", h->who.name[0] ? h->who.name : "?");
+			 m->label ? m->label : "-", m->pool ? m->pool : "-", h->who.name[0] ? h->who.name : "?");
 		web_redirect(h, back);
 		goto out;
 	}
@@ -414,7 +441,7 @@ static void on_matching(PGresult *res, const char *err, void *arg)
 		}
 		html_add(&b, ". A queued or scheduled job is cancelled at once, a running one is told to stop at its next heartbeat; "
 			     "the confirm cancels what matches when it is sent.</p>\n");
-		html_cancel_matching_form(&b, h->who.role, m->state, m->owner, m->kind, m->label, 1, (long long)n);
+		html_cancel_matching_form(&b, h->who.role, m->state, m->owner, m->kind, m->label, m->pool, 1, (long long)n);
 	}
 	html_add(&b, "<p><a href=\"");
 	html_esc(&b, back);
@@ -446,6 +473,8 @@ static void do_cancel_matching(struct hreq *h)
 	too_big |= big;
 	m->label = form_value(h, "label", &big);
 	too_big |= big;
+	m->pool = form_value(h, "pool", &big);
+	too_big |= big;
 	confirm = form_value(h, "confirm", &big);
 	m->confirm = confirm && !strcmp(confirm, "1");
 	if (too_big) {
@@ -469,15 +498,20 @@ static void do_cancel_matching(struct hreq *h)
 		if (json_object_size(labels) > 0)
 			label_json = json_dumps(labels, JSON_COMPACT);
 	}
-	if (!(m->owner && *m->owner) && !label_json && !kind) {
-		web_message(h, 400, "Bad request", "name the jobs to cancel: owner, label or kind (no filter would be every job)");
+	if (m->pool && *m->pool && !pool_name_ok(m->pool)) {
+		web_message(h, 400, "Bad request", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	if (!(m->owner && *m->owner) && !label_json && !kind && !(m->pool && *m->pool)) {
+		web_message(h, 400, "Bad request",
+			    "name the jobs to cancel: owner, label, kind or pool (no filter would be every job)");
 		goto out;
 	}
 	snprintf(limit, sizeof limit, "%d", API_JOBS_CANCEL_MAX);
 	{
-		const char *params[6] = { m->state && *m->state ? m->state : "queued", scope, label_json, kind, limit,
-					  m->confirm ? "false" : "true" };
-		db_exec(h->app->db, sql_job_cancel_matching, 6, params, on_matching, m);
+		const char *params[7] = { m->state && *m->state ? m->state : "queued", scope, label_json, kind, limit,
+					  m->confirm ? "false" : "true", m->pool && *m->pool ? m->pool : NULL };
+		db_exec(h->app->db, sql_job_cancel_matching, 7, params, on_matching, m);
 	}
 	m = NULL;
 out:

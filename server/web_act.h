@@ -13,7 +13,8 @@ struct hreq;
 void web_act_job_retry(struct hreq *h);          /* POST /ui/jobs/{id}/retry    from=&note= */
 void web_act_job_cancel(struct hreq *h);         /* POST /ui/jobs/{id}/cancel */
 void web_act_job_start(struct hreq *h);          /* POST /ui/jobs/{id}/start: a scheduled job queued now */
-/* POST /ui/jobs/cancel  state=&owner=&kind=&label=&confirm= : the jobs that match (as POST
+void web_act_job_pool(struct hreq *h);           /* POST /ui/jobs/{id}/pool     pool=: a move to another pool */
+/* POST /ui/jobs/cancel  state=&owner=&kind=&label=&pool=&confirm= : the jobs that match (as POST
  * /v1/jobs/cancel, at most API_JOBS_CANCEL_MAX): without confirm=1 a page listing them with the
  * confirm button (nothing changed), with it cancels them and answers 303 back to the queue. */
 void web_act_jobs_cancel(struct hreq *h);

@@ -25,17 +25,25 @@ BEGIN
   RETURN rung_job_json(j);
 END $$;
 
--- Cancel many (POST /v1/jobs/cancel): the jobs in P_STATE ('queued': not started yet, i.e. queued or
--- scheduled; 'scheduled': only those waiting for their start time; 'running'; 'active': all three)
--- with owner P_OWNER, every label of P_LABELS and kind P_KIND (NULL: any), oldest first, at most
--- P_MAX, each through rung_cancel (its row lock, transition and event, as one cancel would); a
--- running job already told to stop is not counted again. P_DRY: only list them. Returns
--- {"ids": [the jobs cancelled or told to stop, or that would be], "more": whether more match}.
-CREATE OR REPLACE FUNCTION rung_cancel_matching(p_state text, p_owner text, p_labels jsonb, p_kind text, p_max int,
-                                                p_dry boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
+-- Cancel many (POST /v1/jobs/cancel): the jobs matching P_FILTER {"state", "owner"?, "labels"?, "kind"?,
+-- "pool"?}: in its state ('queued': not started yet, i.e. queued or scheduled; 'scheduled': only those
+-- waiting for their start time; 'running'; 'active': all three) with that owner, every one of those
+-- labels, that kind and that pool (migration 026; a key absent: any), oldest first, at most P_MAX,
+-- each through rung_cancel (its row lock, transition and event, as one cancel would); a running job
+-- already told to stop is not counted again. P_DRY: only list them. Returns {"ids": [the jobs
+-- cancelled or told to stop, or that would be], "more": whether more match}. One jsonb filter, so
+-- that the next filter needs no new signature (why signatures are not changed in place:
+-- 30_register.sql).
+CREATE OR REPLACE FUNCTION rung_cancel_where(p_filter jsonb, p_max int, p_dry boolean) RETURNS jsonb
+LANGUAGE plpgsql AS $$
 DECLARE
-  states text[] := CASE p_state WHEN 'active' THEN ARRAY['queued', 'scheduled', 'running']
-                                WHEN 'queued' THEN ARRAY['queued', 'scheduled'] ELSE ARRAY[p_state] END;
+  v_state text := coalesce(p_filter->>'state', 'queued');
+  v_owner text := p_filter->>'owner';
+  v_labels jsonb := CASE WHEN jsonb_typeof(p_filter->'labels') = 'object' THEN p_filter->'labels' END;
+  v_kind text := p_filter->>'kind';
+  v_pool text := p_filter->>'pool';
+  states text[] := CASE v_state WHEN 'active' THEN ARRAY['queued', 'scheduled', 'running']
+                                WHEN 'queued' THEN ARRAY['queued', 'scheduled'] ELSE ARRAY[v_state] END;
   cand bigint[];
   done bigint[] := '{}';
   v_job bigint;
@@ -45,8 +53,9 @@ BEGIN
   SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') INTO cand FROM (
     SELECT j.id FROM jobs j
     WHERE j.state = ANY (states) AND NOT (j.state = 'running' AND j.cancel_requested)
-      AND (p_owner IS NULL OR j.owner = p_owner) AND (p_kind IS NULL OR j.kind = p_kind)
-      AND (p_labels IS NULL OR (j.labels @> p_labels AND j.labels <> '{}'::jsonb)) -- jobs_labels' predicate
+      AND (v_owner IS NULL OR j.owner = v_owner) AND (v_kind IS NULL OR j.kind = v_kind)
+      AND (v_pool IS NULL OR j.pool = v_pool)
+      AND (v_labels IS NULL OR (j.labels @> v_labels AND j.labels <> '{}'::jsonb)) -- jobs_labels' predicate
     ORDER BY j.id LIMIT p_max + 1) x;
   IF p_dry THEN
     RETURN jsonb_build_object('ids', to_jsonb(cand[1:p_max]), 'more', cardinality(cand) > p_max);
@@ -61,3 +70,10 @@ BEGIN
   END LOOP;
   RETURN jsonb_build_object('ids', to_jsonb(done), 'more', cardinality(cand) > p_max);
 END $$;
+
+-- The name and signature of the release before migration 026, for its rungd during a rollout.
+CREATE OR REPLACE FUNCTION rung_cancel_matching(p_state text, p_owner text, p_labels jsonb, p_kind text, p_max int,
+                                                p_dry boolean) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT rung_cancel_where(jsonb_strip_nulls(jsonb_build_object('state', p_state, 'owner', p_owner, 'labels', p_labels,
+                                                                'kind', p_kind)), p_max, p_dry)
+$$;

@@ -332,8 +332,8 @@ static void test_job_commands(struct harness *h)
 
 /* A fake worker fails a max_attempts-1 job with an OOM: the job fails with an escalation. watch exits
  * 1; escalations, report, ack, resolve; workers, gpus, gpu release. */
-/* cancel by filters: --dry-run lists, then the jobs are cancelled; a JOB and filters together, or
- * neither, is a usage error. */
+/* cancel by filters: --dry-run lists, then the jobs are cancelled; by --pool alone; a JOB and
+ * filters together, or neither, is a usage error, and so is a bad --pool (before anything is sent). */
 static void test_cancel_matching(struct harness *h)
 {
 	char *cfg = config_file(h, "cli_bulk", 10), *a = NULL, *b = NULL, *want = NULL;
@@ -356,6 +356,18 @@ static void test_cancel_matching(struct harness *h)
 	free(want);
 	free(a);
 	free(b);
+	rc = ctl(h, "submit", cfg, "--pool", "cli-cancel-pool");
+	a = out_line();
+	want = xasprintf("would cancel 1 job(s): %s\n", a);
+	rc = rc == 0 ? ctl(h, "cancel", "--pool", "cli-cancel-pool", "--dry-run") : rc;
+	h_ok(h, rc == 0 && !strcmp(g_out, want), "cancel --pool --dry-run lists the pool's one job (%s)", g_out);
+	free(want);
+	want = xasprintf("cancelled or told to stop: 1 job(s): %s\n", a);
+	h_ok(h, ctl(h, "cancel", "--pool", "cli-cancel-pool") == 0 && !strcmp(g_out, want), "cancel --pool cancels it");
+	h_ok(h, ctl(h, "cancel", "--pool", "Big") == 2 && strstr(g_err, "--pool must be a pool name"),
+	     "a bad --pool: exit 2, naming the rule");
+	free(want);
+	free(a);
 	free(cfg);
 }
 
@@ -454,6 +466,14 @@ static void test_sweep(struct harness *h)
 	if (!plan)
 		h_diag("plan: %s / %s", g_out, g_err);
 	json_decref(plan);
+	rc = ctl(h, "plan", cfg, "--pool", "cli-empty-pool", "--json");
+	plan = out_json();
+	h_ok(h, rc == 0 && json_array_size(json_object_get(plan, "sizes")) == 0 &&
+		     json_integer_value(json_object_get(plan, "fleet_max_gpu_mib")) == 0,
+	     "plan --pool: a pool with no GPU plans over none (the default pool's do not count)");
+	json_decref(plan);
+	h_ok(h, ctl(h, "plan", cfg, "--pool", "Cli") == 2 && strstr(g_err, "--pool must be a pool name"),
+	     "plan --pool with a bad name: exit 2");
 	json_decref(j);
 	json_decref(jobs);
 	free(id);

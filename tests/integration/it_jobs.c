@@ -520,8 +520,8 @@ static void test_web_labels(struct harness *h)
 }
 
 /* Worker pools on the pages: /ui/jobs?pool= lists that pool's jobs with a pool column (not shown
- * while every listed job is in default), keeps the filter in the form and the state links, shows no
- * cancel-matching form (the API's cancel cannot narrow by pool) and refuses a bad name (400); the job
+ * while every listed job is in default), keeps the filter in the form, the state links and the
+ * cancel-matching form (whose review lists the pool's jobs) and refuses a bad name (400); the job
  * page names the pool and why it waits when only other pools have GPUs; the GPUs page shows each
  * worker's pool. */
 static void test_web_pools(struct harness *h)
@@ -547,7 +547,12 @@ static void test_web_pools(struct harness *h)
 	h_ok(h, strstr(body, "name=\"pool\" maxlength=\"63\" value=\"web-h200\"") != NULL, "the form shows the filter");
 	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;pool=web-h200\"") != NULL, "the state links keep it");
 	h_ok(h, strstr(body, ">queued (2)</a>") != NULL, "the counts are the pool's");
-	h_ok(h, !strstr(body, "cancel-matching"), "no cancel-matching form under a pool filter");
+	h_ok(h, strstr(body, "cancel-matching") && strstr(body, "name=\"pool\" value=\"web-h200\""),
+	     "the cancel-matching form carries the pool filter");
+	st = h_browse(h, h->admin_token, "POST", "/ui/jobs/cancel", "pool=web-h200&state=queued", "Sec-Fetch-Site: same-origin");
+	body = h->last_body ? h->last_body : "";
+	h_ok(h, st == 200 && strstr(body, "Cancel 2 jobs?") && strstr(body, "name=\"pool\" value=\"web-h200\""),
+	     "its review lists the pool's two jobs and keeps the pool for the confirm (%ld)", st);
 	st = page_as(h, h->admin_token, "/ui/jobs?pool=default&label=web=pools");
 	body = h->last_body ? h->last_body : "";
 	h_ok(h, st == 200 && strstr(body, ">web-pool-4<") && !strstr(body, ">web-pool-1<") && !strstr(body, "<th>pool</th>"),
@@ -571,6 +576,24 @@ static void test_web_pools(struct harness *h)
 	h_ok(h, st == 200 && strstr(body, "<dt>pool</dt><dd>web-h200</dd>"), "the job page names its pool (%ld)", st);
 	h_ok(h, strstr(body, "waiting for a GPU: no GPU in pool web-h200 can run it (") && strstr(body, " in other pool"),
 	     "the job page: no GPU in its pool, some in others");
+	h_ok(h, id && strstr(body, "action=\"/ui/jobs/") && strstr(body, "/pool\"") && strstr(body, "Move to pool"),
+	     "and a form to move it to another pool");
+	if (id) {
+		char *form_path = xasprintf("/ui/jobs/%s/pool", id);
+		json_t *moved;
+		st = h_browse(h, h->admin_token, "POST", form_path, "pool=web-a100", "Sec-Fetch-Site: same-origin");
+		moved = h_job(h, id);
+		h_ok(h, st == 303 && moved && !strcmp(h_str(moved, "pool"), "web-a100"),
+		     "the form moves it: 303 back to the page, the job in web-a100 (%ld)", st);
+		json_decref(moved);
+		st = h_browse(h, h->admin_token, "POST", form_path, "pool=Web%20A100", "Sec-Fetch-Site: same-origin");
+		h_ok(h, st == 400 && h->last_body && strstr(h->last_body, "pool must be a pool name"), "a bad name: a 400 page (%ld)", st);
+		st = h_browse(h, h->admin_token, "POST", form_path, "pool=web-h200", "Origin: http://evil.example");
+		moved = h_job(h, id);
+		h_ok(h, st == 403 && moved && !strcmp(h_str(moved, "pool"), "web-a100"), "from another site: 403, nothing moved (%ld)", st);
+		json_decref(moved);
+		free(form_path);
+	}
 	if (id)
 		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
 	{
@@ -911,12 +934,12 @@ struct lock_wait {
 	struct harness *h;
 };
 
-/* A rungd backend waits for a row lock inside rung_cancel_matching. */
+/* A rungd backend waits for a row lock inside rung_cancel_where. */
 static bool cancel_waits(void *arg)
 {
 	struct lock_wait *w = arg;
 	return h_sql_int(w->h, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-			 "AND query LIKE '%rung_cancel_matching%' AND pid <> pg_backend_pid()", 0, NULL) == 1;
+			 "AND query LIKE '%rung_cancel_where%' AND pid <> pg_backend_pid()", 0, NULL) == 1;
 }
 
 /* A statement Postgres rolls back to break a deadlock is answered 503 (send it again), not 500, and

@@ -382,8 +382,48 @@ int main(void)
 		free(got);
 	}
 	h_ok(h, move(h, "999999", "h200", NULL) == 404, "moving no such job: 404");
+	{
+		/* cancel by pool: a pool alone narrows the cancel; a bad name is refused */
+		json_t *body = json_pack("{s:s, s:s, s:b}", "pool", "h200", "state", "active", "dry_run", 1), *r, *v;
+		int n = 0, all_h200 = 1;
+		r = h_post(h, "/v1/jobs/cancel", body, &st);
+		json_array_foreach(json_object_get(r, "ids"), i, v) {
+			char idt[32];
+			json_t *j;
+			snprintf(idt, sizeof idt, "%lld", (long long)json_integer_value(v));
+			j = h_job(h, idt);
+			all_h200 &= j && !strcmp(h_str(j, "pool"), "h200");
+			json_decref(j);
+			n++;
+		}
+		h_ok(h, st == 200 && n == 1 && all_h200, "POST /v1/jobs/cancel {pool, dry_run}: the one active h200 job (%d)", n);
+		json_decref(r);
+		json_decref(body);
+		body = json_pack("{s:s}", "pool", "No Pool");
+		json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
+		f = field_of(h);
+		h_ok(h, st == 400 && !strcmp(f, "pool"), "a bad pool: 400 naming pool");
+		free(f);
+		json_decref(body);
+	}
 	h_ok(h, id_a && move(h, id_a, "default", NULL) == 409, "moving a succeeded job: 409");
 
+	{
+		/* the plan weighs the pool the job would be submitted to */
+		json_t *body = json_pack("{s:O, s:s}", "config", cfg, "pool", "h200"), *pl;
+		pl = h_post(h, "/v1/plan", body, &st);
+		h_ok(h, st == 200 && h_int(pl, "fleet_max_gpu_mib") == 143771 && json_array_size(json_object_get(pl, "sizes")) == 1 &&
+			     h_int(json_array_get(json_object_get(pl, "sizes"), 0), "gpu_mib") == 143771,
+		     "POST /v1/plan {pool: h200}: that pool's one size and largest GPU (%ld)", st);
+		json_decref(pl);
+		json_decref(body);
+		body = json_pack("{s:O}", "config", cfg);
+		pl = h_post(h, "/v1/plan", body, &st);
+		h_ok(h, st == 200 && h_int(pl, "fleet_max_gpu_mib") == 24576, "without a pool: the default pool's (%lld)",
+		     h_int(pl, "fleet_max_gpu_mib"));
+		json_decref(pl);
+		json_decref(body);
+	}
 	/* a worker restarted without a pool goes back to the default pool */
 	free(w_big);
 	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "default", &w_big) == 200, "the h200 worker registers again into default");

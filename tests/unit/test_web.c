@@ -463,7 +463,8 @@ static void test_actions(void)
 	free(s);
 	html_job_forms(&b, h.who.role, queued);
 	s = html_take(&b);
-	TAP_OK(!s || !*s, "support on a queued job: nothing (cancel is the owner's or an admin's)");
+	TAP_OK(s && !strstr(s, "/cancel") && strstr(s, "action=\"/ui/jobs/8/pool\"") && strstr(s, "name=\"pool\""),
+	       "support on a queued job: no cancel (the owner's or an admin's), a move to another pool");
 	free(s);
 	h.who.role = AUTH_SUBMITTER;
 	html_job_forms(&b, h.who.role, queued);
@@ -473,7 +474,12 @@ static void test_actions(void)
 	json_object_set_new(queued, "cancel_requested", json_true());
 	html_job_forms(&b, h.who.role, queued);
 	s = html_take(&b);
-	TAP_OK(!s || !*s, "a cancel already asked: no second cancel form");
+	TAP_OK(s && !strstr(s, "/cancel"), "a cancel already asked: no second cancel form");
+	free(s);
+	json_object_set_new(queued, "state", json_string("succeeded"));
+	html_job_forms(&b, h.who.role, queued);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "a succeeded job: no form, not even a move (it runs nowhere again)");
 	free(s);
 	html_escalation_forms(&b, h.who.role, open);
 	s = html_take(&b);
@@ -823,23 +829,28 @@ static void test_cancel_matching_form(void)
 	struct hbuf b = { 0 };
 	char *s;
 
-	html_cancel_matching_form(&b, AUTH_SUPPORT, "queued", "team-a", NULL, NULL, 0, 0);
-	html_cancel_matching_form(&b, AUTH_ADMIN, "queued", NULL, "", NULL, 0, 0);
+	html_cancel_matching_form(&b, AUTH_SUPPORT, "queued", "team-a", NULL, NULL, NULL, 0, 0);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "queued", NULL, "", NULL, "", 0, 0);
 	s = html_take(&b);
 	TAP_STR_EQ(s, "", "cancel form: none for support, none without a filter");
 	free(s);
-	html_cancel_matching_form(&b, AUTH_SUBMITTER, "failed", NULL, "video", "a=\"b\"", 0, 0);
+	html_cancel_matching_form(&b, AUTH_SUBMITTER, "failed", NULL, "video", "a=\"b\"", NULL, 0, 0);
 	s = html_take(&b);
 	TAP_OK(strstr(s, "action=\"/ui/jobs/cancel\"") && strstr(s, "name=\"kind\" value=\"video\"") &&
 		       strstr(s, "name=\"label\" value=\"a=&quot;b&quot;\"") && strstr(s, "<option value=\"queued\" selected>") &&
 		       !strstr(s, "confirm"),
 	       "cancel form: the filters hidden and escaped, queued by default (the queue showed failed)");
 	free(s);
-	html_cancel_matching_form(&b, AUTH_ADMIN, "running", "team-a", NULL, NULL, 1, 12);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "running", "team-a", NULL, NULL, NULL, 1, 12);
 	s = html_take(&b);
 	TAP_OK(strstr(s, "name=\"state\" value=\"running\"") && strstr(s, "name=\"confirm\" value=\"1\"") &&
 		       strstr(s, "Cancel these 12 jobs"),
 	       "cancel form: the confirm step keeps the state and says how many");
+	free(s);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "queued", NULL, NULL, NULL, "h200", 0, 0);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "name=\"pool\" value=\"h200\"") && strstr(s, "Review"),
+	       "cancel form: a pool alone narrows the list, and goes as a hidden field");
 	free(s);
 }
 
@@ -976,7 +987,7 @@ static void test_scheduled(void)
 	s = html_take(&b);
 	TAP_OK(has(s, "&lt;b&gt;") && !has(s, "<b>"), "scheduled line: escaped");
 	free(s);
-	html_cancel_matching_form(&b, AUTH_ADMIN, "scheduled", "team-a", NULL, NULL, 0, 0);
+	html_cancel_matching_form(&b, AUTH_ADMIN, "scheduled", "team-a", NULL, NULL, NULL, 0, 0);
 	s = html_take(&b);
 	TAP_OK(has(s, "<option value=\"scheduled\" selected>scheduled</option>") &&
 		       has(s, "<option value=\"queued\">not started (queued or scheduled)</option>"),
