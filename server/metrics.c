@@ -340,6 +340,23 @@ static void write_workers_by_version(struct evbuffer *b, const json_t *counts)
 	}
 }
 
+void metrics_write_token_expiry(struct evbuffer *b, const json_t *tokens)
+{
+	const json_t *t;
+	size_t i;
+
+	metrics_write_head(b, "rung_token_expiry_seconds", "gauge",
+			   "Seconds until a token with an expiry stops working (negative for a day after it has): live "
+			   "tokens that expire, by id, name (its owner or host) and role.");
+	json_array_foreach(tokens, i, t) {
+		char id[32];
+		const char *labels[] = { "id", id, "name", json_string_value(json_object_get(t, "name")) ?: "", "role",
+					 json_string_value(json_object_get(t, "role")) ?: "", NULL };
+		snprintf(id, sizeof id, "%lld", (long long)json_integer_value(json_object_get(t, "id")));
+		metrics_write_sample(b, "rung_token_expiry_seconds", labels, jnum(t, "s"));
+	}
+}
+
 void metrics_write_pools(struct evbuffer *b, const json_t *pools)
 {
 	const char *pool;
@@ -389,6 +406,7 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	write_by_state(b, "rung_workers", "gauge", "Workers by state (draining: no new leases, set by support).",
 		       json_object_get(doc, "workers"), worker_states, ARRAY_LEN(worker_states));
 	write_workers_by_version(b, json_object_get(doc, "workers_by_version"));
+	metrics_write_token_expiry(b, json_object_get(doc, "token_expiry"));
 	write_by_state(b, "rung_escalations", "gauge", "Escalations by state (open ones need a person).",
 		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
 	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");

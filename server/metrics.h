@@ -47,6 +47,9 @@ void metrics_write_hist_cumulative(struct evbuffer *b, const char *name, const c
  * rung_pool_gpus{pool}, a sample of each for every pool listed (the alert RungPoolWithoutGpus
  * compares them pool by pool, so a pool with queued jobs and no GPU has both). */
 void metrics_write_pools(struct evbuffer *b, const json_t *pools);
+/* rung_token_expiry_seconds{id, name, role}: one sample per element of tokens (the live statement's
+ * "token_expiry": [{"id", "name", "role", "s"}]; NULL: the head alone), labels escaped. */
+void metrics_write_token_expiry(struct evbuffer *b, const json_t *tokens);
 /* A label value escaped for the exposition format, appended to b. */
 void metrics_escape_label(struct evbuffer *b, const char *value);
 

@@ -1,5 +1,6 @@
 -- GET /metrics, what is true now (server/metrics.c reads it at every scrape): running attempts,
--- the queue (and per worker pool), the scheduled jobs, heartbeat lag, GPUs, workers, escalations and webhooks pending, as
+-- the queue (and per worker pool), the scheduled jobs, heartbeat lag, GPUs, workers, the tokens that
+-- expire, escalations and webhooks pending, as
 -- one JSON document. Each count walks a partial index or a small table, so a scrape costs the same
 -- however long the history is (the history's counts: metrics_history.sql). A job is running exactly while its
 -- attempt is (one statement moves both), so running jobs are counted as running attempts, through
@@ -80,6 +81,15 @@ SELECT jsonb_build_object(
   'workers_by_version', (SELECT coalesce(jsonb_object_agg(v, n), '{}')
                          FROM (SELECT coalesce(version, 'unknown') AS v, count(*) AS n FROM workers w
                                WHERE rung_worker_in_fleet(w.id) GROUP BY 1) s),
+  -- the tokens that expire (migration 023), live or expired in the last day, [{"id", "name", "role",
+  -- "s": seconds until it expires, negative once it has}], soonest first: what to rotate before it
+  -- stops a team's submits or a fleet's workers (RungTokenExpiringSoon). The day after: so that the
+  -- alert does not end at the moment the token stops working. Small (tokens: one per team or host).
+  'token_expiry', (SELECT coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'name', t.name, 'role', t.role,
+                                                                's', floor(extract(epoch FROM t.expires_at - now())))
+                                             ORDER BY t.expires_at, t.id), '[]')
+                   FROM tokens t
+                   WHERE t.revoked_at IS NULL AND t.expires_at IS NOT NULL AND t.expires_at > now() - interval '1 day'),
   'escalations', (SELECT coalesce(jsonb_object_agg(state, n), '{}')
                   FROM (SELECT state, count(*) AS n FROM escalations GROUP BY state) s),
   'webhook_pending', (SELECT count(*) FROM webhook_outbox WHERE delivered_at IS NULL))::text

@@ -1001,6 +1001,28 @@ static void test_token_expiry_api(struct harness *h)
 	h_ok(h, t && json_is_true(json_object_get(t, "expired")) && json_is_false(json_object_get(t, "revoked")),
 	     "expiry: GET /v1/tokens shows it expired (not revoked)");
 	json_decref(t);
+	{
+		/* /metrics: the seconds each token that expires has left, negative for a day after */
+		const char *pc[1] = { "ci-pipeline" }, *pg[1] = { "contractor-gone" };
+		long long ci_id = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, pc);
+		long long gone_id = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, pg);
+		long ci_s = metric(h, xasprintf("rung_token_expiry_seconds{id=\"%lld\",name=\"ci-pipeline\",role=\"submitter\"}",
+						ci_id));
+		long gone_s = metric(h, xasprintf("rung_token_expiry_seconds{id=\"%lld\",name=\"contractor-gone\",role=\"submitter\"}",
+						  gone_id));
+		const char *ps[1] = { "sam" };
+		char *sam = xasprintf("rung_token_expiry_seconds{id=\"%lld\"", h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, ps));
+		long st2 = 0;
+		json_t *m;
+		h_ok(h, ci_s > 3500 && ci_s <= 3600, "expiry: rung_token_expiry_seconds of ci-pipeline about an hour (%ld)", ci_s);
+		h_ok(h, gone_s < 0 && gone_s > -86400, "expiry: the expired one's is negative, listed for a day (%ld)", gone_s);
+		m = as(h, h->admin_token, "GET", "/metrics", NULL, &st2);
+		h_ok(h, st2 == 200 && h->last_body && strstr(h->last_body, "# TYPE rung_token_expiry_seconds gauge") &&
+			     !strstr(h->last_body, sam),
+		     "expiry: a token that never expires has no sample");
+		json_decref(m);
+		free(sam);
+	}
 
 	/* bad values, each named; nothing created */
 	before = h_sql_int(h, "SELECT count(*) FROM tokens", 0, NULL);

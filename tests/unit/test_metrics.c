@@ -89,6 +89,24 @@ int main(void)
 		free(s);
 	}
 
+	/* tokens that expire: a sample each, labels escaped, negative once expired */
+	{
+		json_t *t = json_loads("[{\"id\": 7, \"name\": \"ci\\\"x\", \"role\": \"worker\", \"s\": -30}, "
+				       "{\"id\": 9, \"name\": \"team-a\", \"role\": \"submitter\", \"s\": 604800}]", 0, NULL);
+		metrics_write_token_expiry(b, t);
+		s = text_of(b);
+		TAP_OK(strstr(s, "# TYPE rung_token_expiry_seconds gauge\n") &&
+		       strstr(s, "rung_token_expiry_seconds{id=\"7\",name=\"ci\\\"x\",role=\"worker\"} -30\n") &&
+		       strstr(s, "rung_token_expiry_seconds{id=\"9\",name=\"team-a\",role=\"submitter\"} 604800\n"),
+		       "token expiry: one sample per token, the name escaped, an expired one negative");
+		free(s);
+		json_decref(t);
+		metrics_write_token_expiry(b, NULL);
+		s = text_of(b);
+		TAP_OK(strstr(s, "# TYPE rung_token_expiry_seconds gauge\n") && !strstr(s, "{id="), "token expiry: none, the head alone");
+		free(s);
+	}
+
 	metrics_write_head(b, "rung_jobs", "gauge", "Jobs by state\\now.\nsecond line");
 	s = text_of(b);
 	TAP_STR_EQ(s, "# HELP rung_jobs Jobs by state\\\\now.\\nsecond line\n# TYPE rung_jobs gauge\n",
