@@ -80,8 +80,9 @@ const struct cli_cmd cli_cmds[] = {
 		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
-	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team), with\n"
-		"its limit (rungctl token limit), the busiest first (support/admin).", cmd_owners },
+	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team): running,\n"
+		"queued and scheduled jobs (waiting for their start time), with its limit (rungctl token limit), the\n"
+		"busiest first (support/admin).", cmd_owners },
 	{ "usage", "usage [--since 7d|TIME] [--until TIME] [--owner NAME] [--label K=V,K=V]",
 		"GPU time per owner (the token that submitted the jobs: a team) from --since (a duration before\n"
 		"now: 90m, 36h, 7d, 2w, or an RFC 3339 time; default a week before --until) to --until (default now):\n"

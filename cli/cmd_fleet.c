@@ -186,8 +186,8 @@ int cmd_workers(struct cli *c, int argc, char **argv)
 
 int cmd_owners(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "MAX RUNNING" };
-	static const char *const keys[] = { "owner", "running", "queued", "max_running" };
+	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING" };
+	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running" };
 	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 

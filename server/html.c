@@ -879,8 +879,8 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		html_add(b, "<p class=\"muted\">No owner runs or waits for a job.</p>\n");
 		return;
 	}
-	html_add(b, "<table class=\"owners\"><thead><tr><th>owner</th><th>running</th><th>queued</th><th>max running</th>"
-		    "</tr></thead><tbody>\n");
+	html_add(b, "<table class=\"owners\"><thead><tr><th>owner</th><th>running</th><th>queued</th><th>scheduled</th>"
+		    "<th>max running</th></tr></thead><tbody>\n");
 	json_array_foreach(owners, i, o) {
 		const char *owner = json_string_value(json_object_get(o, "owner"));
 		const char *keys[] = { "owner" }, *vals[] = { owner };
@@ -891,8 +891,9 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		html_href(b, "/ui/jobs", keys, vals, 1);
 		html_add(b, "\">");
 		html_esc(b, owner ? owner : "?");
-		html_printf(b, "</a></td><td>%lld</td><td>%lld</td><td class=\"limit\">", (long long)running,
-			    (long long)json_integer_value(json_object_get(o, "queued")));
+		html_printf(b, "</a></td><td>%lld</td><td>%lld</td><td>%lld</td><td class=\"limit\">", (long long)running,
+			    (long long)json_integer_value(json_object_get(o, "queued")),
+			    (long long)json_integer_value(json_object_get(o, "scheduled")));
 		if (!json_is_integer(max))
 			html_add(b, "<span class=\"muted\">none</span>");
 		else if (json_integer_value(max) == 0)

@@ -309,13 +309,15 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 	size_t i;
 
 	metrics_write_head(b, "rung_owner_jobs", "gauge",
-			   "Queued and running jobs per owner (the token that submitted them).");
+			   "Queued, running and scheduled jobs per owner (the token that submitted them).");
 	json_array_foreach(owners, i, o) {
 		const char *owner = json_string_value(json_object_get(o, "owner"));
 		const char *queued[] = { "owner", owner ? owner : "", "state", "queued", NULL };
 		const char *running[] = { "owner", owner ? owner : "", "state", "running", NULL };
+		const char *scheduled[] = { "owner", owner ? owner : "", "state", "scheduled", NULL };
 		metrics_write_sample(b, "rung_owner_jobs", queued, jnum(o, "queued"));
 		metrics_write_sample(b, "rung_owner_jobs", running, jnum(o, "running"));
+		metrics_write_sample(b, "rung_owner_jobs", scheduled, jnum(o, "scheduled"));
 	}
 	metrics_write_head(b, "rung_owner_max_running", "gauge",
 			   "Per owner with a limit (tokens' max_running): how many of its jobs may run at once.");

@@ -1,3 +1,3 @@
--- -> {"owners": [{"owner", "queued", "running", "max_running"}]}, the busiest first (rung_owners_summary,
+-- -> {"owners": [{"owner", "queued", "running", "scheduled", "max_running"}]}, the busiest first (rung_owners_summary,
 -- sql/functions/40_claim.sql)
 SELECT jsonb_build_object('owners', rung_owners_summary());

@@ -56,27 +56,34 @@ CREATE OR REPLACE FUNCTION rung_owners_running() RETURNS jsonb LANGUAGE sql STAB
 $$;
 
 -- Who runs and waits, per owner (a token's name: a team): [{"owner", "queued", "running",
--- "max_running": its token's limit or null}] for every owner with a queued or running job and every
--- live token with a limit, the busiest first (running, then queued, then name). P_QUEUED: the queued
--- jobs per owner, {"owner": n} (GET /metrics reads the queue once for them and its depth); NULL: read
--- them here, by jobs_claim_owner (O(queue)). Running: rung_owners_running, O(running). GET
--- /v1/owners, rungctl owners, the web GPUs page and /metrics' per-owner series.
+-- "scheduled", "max_running": its token's limit or null}] for every owner with a queued, running or
+-- scheduled job and every live token with a limit, the busiest first (running, then queued, then
+-- scheduled, then name). P_QUEUED: the queued jobs per owner, {"owner": n} (GET /metrics reads the
+-- queue once for them and its depth); NULL: read them here, by jobs_claim_owner (O(queue)). Running:
+-- rung_owners_running, O(running). Scheduled (migration 025: jobs waiting for their start time, which
+-- no claim reads): O(scheduled). GET /v1/owners, rungctl owners, the web GPUs page and /metrics'
+-- per-owner series.
 CREATE OR REPLACE FUNCTION rung_owners_summary(p_queued jsonb DEFAULT NULL) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   queued jsonb := p_queued;
   running jsonb := rung_owners_running();
+  scheduled jsonb;
 BEGIN
   IF queued IS NULL THEN
     SELECT coalesce(jsonb_object_agg(q.owner, q.n), '{}') INTO queued
     FROM (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'queued' GROUP BY c.owner) q;
   END IF;
+  SELECT coalesce(jsonb_object_agg(q.owner, q.n), '{}') INTO scheduled
+  FROM (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'scheduled' GROUP BY c.owner) q;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('owner', o.owner, 'queued', o.queued, 'running', o.running,
-                                                       'max_running', t.max_running)
-                                    ORDER BY o.running DESC, o.queued DESC, o.owner), '[]')
+                                                       'scheduled', o.scheduled, 'max_running', t.max_running)
+                                    ORDER BY o.running DESC, o.queued DESC, o.scheduled DESC, o.owner), '[]')
           FROM (SELECT k.owner, coalesce((queued->>k.owner)::int, 0) AS queued,
-                       coalesce((running->>k.owner)::int, 0) AS running
+                       coalesce((running->>k.owner)::int, 0) AS running,
+                       coalesce((scheduled->>k.owner)::int, 0) AS scheduled
                 FROM (SELECT jsonb_object_keys(queued) UNION SELECT jsonb_object_keys(running)
+                      UNION SELECT jsonb_object_keys(scheduled)
                       UNION SELECT l.name FROM tokens l WHERE l.max_running IS NOT NULL AND l.revoked_at IS NULL) k(owner)) o
           LEFT JOIN tokens t ON t.name = o.owner);
 END $$;

@@ -845,7 +845,7 @@ static void test_owner_limit(struct harness *h, const char *wid)
 		free(out);
 		st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
 		h_ok(h, st == 200 && h->last_body &&
-			     strstr(h->last_body, "it-submitter</a></td><td>1</td><td>1</td><td class=\"limit\">1 <span"),
+			     strstr(h->last_body, "it-submitter</a></td><td>1</td><td>1</td><td>0</td><td class=\"limit\">1 <span"),
 		     "owners: the GPUs page's owners table, it-submitter at its limit (%ld)", st);
 	}
 	{

@@ -405,6 +405,23 @@ static void test_seen(struct harness *h)
 	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "rung_jobs{state=\"scheduled\"} 1\n") &&
 		     strstr(h->last_body, "rung_scheduled_overdue_seconds 0\n"),
 	     "/metrics: rung_jobs{state=\"scheduled\"} 1, rung_scheduled_overdue_seconds 0");
+	{
+		/* its owner's count of scheduled jobs: /metrics, GET /v1/owners and the GPUs page */
+		char *sample = xasprintf("rung_owner_jobs{owner=\"%s\",state=\"scheduled\"} 1\n", "it-admin");
+		json_t *o, *e;
+		size_t i;
+		int seen = 0;
+		h_ok(h, h->last_body && strstr(h->last_body, sample), "/metrics: %s", sample);
+		free(sample);
+		o = h_get(h, "/v1/owners", &st);
+		json_array_foreach(json_object_get(o, "owners"), i, e)
+			seen += !strcmp(h_str(e, "owner"), "it-admin") && h_int(e, "scheduled") == 1;
+		h_ok(h, st == 200 && seen == 1, "GET /v1/owners: its owner has 1 scheduled job (%ld)", st);
+		json_decref(o);
+		st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<th>scheduled</th>"),
+		     "the GPUs page's owners table has a scheduled column (%ld)", st);
+	}
 	st = h_browse(h, h->admin_token, "POST", form, "", "Sec-Fetch-Site: same-origin");
 	h_ok(h, st == 303 && h->last_location && !strcmp(h->last_location, page), "Start now from the page: 303 back to it (%ld)", st);
 	h_ok(h, wait_until(left_scheduled, &ns, FAST_MS), "and the job left scheduled");

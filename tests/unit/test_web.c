@@ -657,7 +657,7 @@ static void test_plan(void)
 static void test_owners(void)
 {
 	json_t *o = json_loads("[{\"owner\": \"team<a>\", \"queued\": 7, \"running\": 4, \"max_running\": 4},"
-			       "{\"owner\": \"team-b\", \"queued\": 2, \"running\": 1, \"max_running\": null},"
+			       "{\"owner\": \"team-b\", \"queued\": 2, \"running\": 1, \"scheduled\": 5, \"max_running\": null},"
 			       "{\"owner\": \"team-c\", \"queued\": 3, \"running\": 0, \"max_running\": 0}]", 0, NULL);
 	struct hbuf b = { 0 };
 	char *s;
@@ -668,9 +668,9 @@ static void test_owners(void)
 	       "owners: a row links to the queue of that owner, the name escaped and URL-encoded");
 	TAP_OK(strstr(s, "<td class=\"limit\">4 <span class=\"state s-queued\">at its limit</span></td>") != NULL,
 	       "owners: an owner running its limit is marked");
-	TAP_OK(strstr(s, "team-b</a></td><td>1</td><td>2</td><td class=\"limit\"><span class=\"muted\">none</span>") != NULL &&
+	TAP_OK(strstr(s, "team-b</a></td><td>1</td><td>2</td><td>5</td><td class=\"limit\"><span class=\"muted\">none</span>") != NULL &&
 		       strstr(s, "<td class=\"limit\">0 (paused)</td>") != NULL,
-	       "owners: no limit says none, 0 says paused");
+	       "owners: its scheduled jobs; no limit says none, 0 says paused");
 	TAP_OK(!strstr(s, "<a>"), "owners: nothing unescaped");
 	free(s);
 	json_decref(o);
