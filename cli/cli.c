@@ -116,6 +116,10 @@ const struct cli_cmd cli_cmds[] = {
 	{ "token limit", "token limit ID --max-running N|none",
 		"Sets how many of a token's jobs may run at once (admin): the claim passes over its queued jobs\n"
 		"while that many run (0: none starts; none: no limit). Running jobs are not stopped.", cmd_token_limit },
+	{ "token pools", "token pools ID NAME,NAME|any",
+		"Sets the worker pools a token may use (admin): its owner's jobs may be submitted or moved only to\n"
+		"them, and a worker registering with it may join only them (any: every pool). Jobs already in another\n"
+		"pool stay there.", cmd_token_pools },
 	{ "classify", "classify [--config FILE] [--exit-code N] [--signal N] < LOGFILE",
 		"Prints as JSON what rung makes of a trainer log read from stdin: the facts the worker would\n"
 		"report and the failure class the policy gives them, without a server. --config: the job's AI\n"

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "cmd_token.h"
 #include "expiry.h"
+#include "pool.h"
 #include "table.h"
 #include "util.h"
 
@@ -83,11 +84,27 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* A token's pools as a cell: "a,b", or "any" for none set (migration 027). Heap. */
+static char *pools_cell(const json_t *t)
+{
+	const json_t *pools = json_object_get(t, "pools"), *v;
+	char *out = NULL;
+	size_t i;
+
+	json_array_foreach(pools, i, v) {
+		char *next = xasprintf("%s%s%s", out ? out : "", out ? "," : "", json_string_value(v) ?: "?");
+		free(out);
+		out = next;
+	}
+	return out ? out : xstrdup("any");
+}
+
 int cmd_token_list(struct cli *c, int argc, char **argv)
 {
-	/* EXPIRES: cmd_token_expires_cell, not a key's value */
-	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED", "EXPIRES" };
-	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at", NULL };
+	/* EXPIRES and POOLS: cmd_token_expires_cell and pools_cell, not a key's value */
+	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED", "EXPIRES", "POOLS" };
+	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at", NULL,
+					    "pools" };
 	char *ops[1];
 	json_t *ans = NULL, *t;
 	size_t i;
@@ -103,7 +120,8 @@ int cmd_token_list(struct cli *c, int argc, char **argv)
 		json_array_foreach(cli_list(ans, "tokens"), i, t) {
 			char *cells[ARRAY_LEN(keys)];
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
-				cells[k] = keys[k] ? table_cell(json_object_get(t, keys[k])) : cmd_token_expires_cell(t);
+				cells[k] = !keys[k] ? cmd_token_expires_cell(t)
+					   : !strcmp(keys[k], "pools") ? pools_cell(t) : table_cell(json_object_get(t, keys[k]));
 			table_add(tb, (const char *const *)cells);
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
 				free(cells[k]);
@@ -176,6 +194,57 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 			char *cell = table_cell(json_object_get(ans, "max_running"));
 			fprintf(c->out, "token %s (%s): max_running %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
 				json_is_null(json_object_get(ans, "max_running")) ? "none" : cell);
+			free(cell);
+		}
+	}
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	free(e);
+	return rc;
+}
+
+int cmd_token_pools(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *e, *path, *list, *save = NULL;
+	json_t *ans = NULL, *body = NULL, *pools;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("token pools"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!strcmp(ops[1], "any")) {
+		body = json_pack("{s:n}", "pools");
+	} else {
+		pools = json_array();
+		list = xstrdup(ops[1]);
+		for (char *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+			if (!pool_name_ok(p)) {
+				fprintf(c->err, "rungctl token pools: \"%s\" is not a pool name: %s\n", p, POOL_NAME_RULE);
+				free(list);
+				json_decref(pools);
+				return CLI_USAGE;
+			}
+			json_array_append_new(pools, json_string(p));
+		}
+		free(list);
+		if (json_array_size(pools) == 0) {
+			fprintf(c->err, "rungctl token pools: name the pools (NAME,NAME) or any\n");
+			json_decref(pools);
+			return CLI_USAGE;
+		}
+		body = json_pack("{s:o}", "pools", pools);
+	}
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/tokens/%s/pools", e);
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *cell = pools_cell(ans);
+			fprintf(c->out, "token %s (%s): pools %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
+				cell);
 			free(cell);
 		}
 	}

@@ -15,6 +15,9 @@ int cmd_token_list(struct cli *c, int argc, char **argv);
 int cmd_token_revoke(struct cli *c, int argc, char **argv);
 /* rungctl token limit ID --max-running N|none: POST /v1/tokens/{id}/limits. */
 int cmd_token_limit(struct cli *c, int argc, char **argv);
+/* token pools ID NAME,NAME|any: POST /v1/tokens/{id}/pools (admin); the names checked (pool_name_ok)
+ * before anything is sent. */
+int cmd_token_pools(struct cli *c, int argc, char **argv);
 
 /* POST /v1/tokens's body for role, name (NULL: none) and expires (DURATION text; NULL: never, no
  * "expires_in_s"): a new object, or NULL with *err (heap, caller frees; "--expires 5x: must be

@@ -566,6 +566,25 @@ static char *submit_item_text(const json_t *item, const json_t *body, const char
 	return text;
 }
 
+/* Answers 403 naming pool: the job's owner may not use the pool it asked for (migration 027); doc is
+ * the statement's {"pool", "pools": [the token's pools]} (rung_submit_pool_refusal; borrowed). */
+static void pool_refused(struct hreq *h, const json_t *doc)
+{
+	const char *pool = json_string_value(json_object_get(doc, "pool"));
+	char *list = NULL;
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(doc, "pools"), i, v) {
+		char *next = xasprintf("%s%s%s", list ? list : "", list ? ", " : "", json_string_value(v) ?: "?");
+		free(list);
+		list = next;
+	}
+	hreq_error(h, 403, "forbidden", "pool", "the job's owner may not use pool %s; its token's pools: %s (an admin "
+		   "sets them: POST /v1/tokens/{id}/pools)", pool ? pool : "?", list ? list : "none");
+	free(list);
+}
+
 static void submits_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
 	bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
@@ -579,7 +598,11 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			hreq_db_value(s->h, res, err, &value); /* answers 503 or 500 */
 		else if (row[i] < 0 || PQgetisnull(res, row[i], 3))
 			hreq_error(s->h, 500, "internal", NULL, "submit returned nothing");
-		else {
+		else if (!strcmp(PQgetvalue(res, row[i], 1), "pool_refused")) {
+			json_t *refusal = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
+			pool_refused(s->h, refusal);
+			json_decref(refusal);
+		} else {
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
 			const char *lean = PQgetvalue(res, row[i], 3), *target = PQgetvalue(res, row[i], 4);
 			const char *current = PQgetisnull(res, row[i], 5) ? target : PQgetvalue(res, row[i], 5);
@@ -898,7 +921,9 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 		return;
 	status = json_string_value(json_object_get(doc, "status"));
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
-	if (!status || strcmp(status, "ok")) {
+	if (status && !strcmp(status, "pool_refused")) {
+		pool_refused(h, doc);
+	} else if (!status || strcmp(status, "ok")) {
 		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: %s", h->param[0], state ? state : "?", why_not);
 	} else {
 		if (queued) {

@@ -15,6 +15,7 @@
 #include "http.h"
 #include "lease.h"
 #include "log.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 
@@ -231,6 +232,55 @@ void api_tokens_limits(struct hreq *h)
 		db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
 	}
 out:
+	json_decref(body);
+}
+
+static void on_pools_set(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc = hreq_db_doc(h, res, err, "token");
+	char *pools;
+
+	if (!doc)
+		return;
+	pools = json_is_array(json_object_get(doc, "pools")) ? json_dumps(json_object_get(doc, "pools"), JSON_COMPACT)
+							   : xstrdup("any");
+	log_info("token pools set", "token=%s pools=%s by=%s", h->param[0], pools ? pools : "?", h->who.name);
+	free(pools);
+	hreq_reply(h, 200, doc);
+}
+
+void api_tokens_pools(struct hreq *h)
+{
+	json_t *body = NULL, *v, *p;
+	char *text = NULL;
+	size_t i;
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "pools");
+	if (!json_is_object(body) || json_object_size(body) != 1 || !(json_is_null(v) || json_is_array(v)) ||
+	    json_array_size(v) > API_TOKENS_POOLS_MAX || (json_is_array(v) && json_array_size(v) == 0))
+		goto bad;
+	json_array_foreach(v, i, p)
+		if (!pool_name_ok(json_string_value(p)))
+			goto bad;
+	text = json_is_array(v) ? json_dumps(v, JSON_COMPACT) : NULL;
+	{
+		const char *params[2] = { h->param[0], text };
+		db_exec(h->app->db, sql_token_set_pools, 2, params, on_pools_set, h);
+	}
+	goto out;
+bad:
+	hreq_error(h, 400, "invalid_request", "pools",
+		   "the body is {\"pools\": [NAME, ...]} with 1 to %d pool names (%s), or null (any pool)",
+		   API_TOKENS_POOLS_MAX, POOL_NAME_RULE);
+out:
+	free(text);
 	json_decref(body);
 }
 

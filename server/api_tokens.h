@@ -41,4 +41,11 @@ bool api_tokens_limit_ok(const json_t *v);
  * 1 refused or database error, 2 usage). */
 int api_tokens_cmd(int argc, char **argv);
 
+#define API_TOKENS_POOLS_MAX 32 /* pools a token's list may name */
+
+/* POST /v1/tokens/{id}/pools {"pools": [NAME, ...] | null} (admin): the worker pools the token may
+ * use (migration 027: its owner's submits and moves, its worker's registration), null for any;
+ * 200 TOKEN, 400 naming pools, 404. */
+void api_tokens_pools(struct hreq *h);
+
 #endif

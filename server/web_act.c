@@ -116,6 +116,12 @@ static void on_act(PGresult *res, const char *err, void *arg)
 		goto out;
 	}
 	status = json_string_value(json_object_get(doc, "status"));
+	if (status && !strcmp(status, "pool_refused")) {
+		msg = xasprintf("the job's owner may not use pool %s (its token's pools are set by an admin)",
+				json_string_value(json_object_get(doc, "pool")) ?: "?");
+		web_message(h, 403, "Forbidden", msg);
+		goto out;
+	}
 	if (status && !strcmp(status, "conflict")) {
 		const json_t *obj = json_object_get(doc, "job") ? json_object_get(doc, "job") : json_object_get(doc, "escalation");
 		msg = xasprintf("%s %s is %s: it cannot be %s now", a->thing, h->param[0],

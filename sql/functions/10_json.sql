@@ -67,10 +67,11 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The API shape of a token: never the hash. expires_at is null for a token that never expires;
--- expired says whether it has, by the database's clock (migration 023).
+-- expired says whether it has, by the database's clock (migration 023); pools, the worker pools it
+-- may use (migration 027), null for any.
 CREATE OR REPLACE FUNCTION rung_token_json(t tokens) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object('id', t.id, 'name', t.name, 'role', t.role, 'created_at', t.created_at,
                             'revoked_at', t.revoked_at, 'revoked', t.revoked_at IS NOT NULL,
-                            'max_running', t.max_running, 'expires_at', t.expires_at,
+                            'max_running', t.max_running, 'pools', t.pools, 'expires_at', t.expires_at,
                             'expired', coalesce(t.expires_at <= now(), false))
 $$;

@@ -32,13 +32,21 @@ CREATE OR REPLACE FUNCTION rung_submit_pool(body jsonb) RETURNS text LANGUAGE sq
   SELECT coalesce(body->>'pool', 'default')
 $$;
 
+-- What a submit or a move refused for its pool answers ({"pool": the pool asked for, "pools": the
+-- owner's token's pools}), for rungd's 403.
+CREATE OR REPLACE FUNCTION rung_submit_pool_refusal(p_owner text, p_pool text) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('pool', p_pool, 'pools', (SELECT to_jsonb(t.pools) FROM tokens t WHERE t.name = p_owner))
+$$;
+
 -- The set-wise insert, for a batch where no item carries an Idempotency-Key (the common case): one
 -- INSERT of every job and one of their `submitted` events. The ids are drawn first (x is
 -- materialized, so nextval runs once per item) to tie each row back to its item. Only keyed
 -- submits store a request_hash: it is compared only when a later submit repeats the key, and
 -- printing a ~3 KB body to hash it was about 7 % of Postgres' time per submit. An item with a start
 -- time in the future (rung_submit_run_after) is stored 'scheduled' with its run_after, and its
--- `submitted` event goes to 'scheduled'.
+-- `submitted` event goes to 'scheduled'. An item whose pool its owner's token may not use
+-- (rung_pool_allowed, migration 027) is not inserted: its row says 'pool_refused', with the pool and
+-- the token's pools as the job (rung_submit_pool_refusal).
 CREATE OR REPLACE FUNCTION rung_submit_set(p jsonb)
 RETURNS TABLE (i int, status text, job_id bigint, job jsonb, target text, current text) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -47,7 +55,7 @@ BEGIN
   RETURN QUERY
   WITH x AS MATERIALIZED (
     SELECT (e->>'i')::int AS i, e, nextval(pg_get_serial_sequence('jobs', 'id')) AS id,
-           rung_submit_run_after(e) AS run_after
+           rung_submit_run_after(e) AS run_after, rung_pool_allowed(e->>'owner', rung_submit_pool(e->'body')) AS allowed
     FROM jsonb_array_elements(p) e),
   ins AS (
     INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels,
@@ -55,14 +63,19 @@ BEGIN
     SELECT x.id, x.e->>'name', x.e->>'owner', x.e->>'kind', (x.e->>'priority')::int, x.e->'body'->'config', NULL,
            x.e->'recovery', NULL, rung_submit_labels(x.e->'body'),
            CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after, rung_submit_pool(x.e->'body')
-    FROM x ORDER BY x.id
+    FROM x WHERE x.allowed ORDER BY x.id
     RETURNING *),
   ev AS (
     INSERT INTO event_log (job_id, kind, to_state, reason, data)
     SELECT ins.id, 'submitted', ins.state, 'submitted', rung_submit_event_data(ins.kind, ins.priority, ins.owner, ins.run_after)
     FROM ins ORDER BY ins.id)
-  SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs), ins.target_config::text, NULL::text
-  FROM x JOIN ins ON ins.id = x.id ORDER BY x.i;
+  SELECT r.* FROM (
+    SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs), ins.target_config::text, NULL::text
+    FROM x JOIN ins ON ins.id = x.id
+    UNION ALL
+    SELECT x.i, 'pool_refused'::text, NULL::bigint, rung_submit_pool_refusal(x.e->>'owner', rung_submit_pool(x.e->'body')), NULL::text, NULL::text
+    FROM x WHERE NOT x.allowed) r
+  ORDER BY 1;
 END $$;
 
 -- Submit many jobs: p is [{"i", "name", "owner", "kind", "priority", "recovery", "key", "body",
@@ -73,7 +86,9 @@ END $$;
 -- order, each an insert-or-return-existing (the same request hash: md5 of the body as jsonb text),
 -- so a repeated key later in the same batch finds the earlier job. Rows: (i, status "created" |
 -- "existing" | "conflict", the job's id, the lean JOB, target_config as text, current_config as
--- text or NULL when it is the target) per item; rungd splices the configs into the JOB. No NOTIFY:
+-- text or NULL when it is the target) per item; rungd splices the configs into the JOB; or (i,
+-- "pool_refused", NULL, rung_submit_pool_refusal) for an item whose pool its owner may not use
+-- (migration 027; a repeated key answers its job as before). No NOTIFY:
 -- rungd wakes the replicas after the commit (server/lease.c lease_announce: notifying
 -- transactions commit one at a time, never in one shared WAL flush). (Its result columns changed in migration 007: a return type cannot
 -- be replaced, so a database from before that has its old version dropped first.)
@@ -95,6 +110,17 @@ BEGIN
     i := (e->>'i')::int;
     h := CASE WHEN jsonb_typeof(e->'key') = 'string' THEN md5((e->'body')::text) END;
     v_run_after := rung_submit_run_after(e);
+    IF NOT rung_pool_allowed(e->>'owner', rung_submit_pool(e->'body'))
+       AND NOT EXISTS (SELECT 1 FROM jobs k WHERE k.idempotency_key = e->>'key') THEN
+      -- its owner may not use that pool (migration 027); a repeated key still answers its job
+      status := 'pool_refused';
+      job_id := NULL;
+      job := rung_submit_pool_refusal(e->>'owner', rung_submit_pool(e->'body'));
+      target := NULL;
+      current := NULL;
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
                       idempotency_key, request_hash, labels, state, run_after, pool)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',

@@ -117,9 +117,10 @@ END $$;
 -- one's attempt goes on where it is, and the job is queued in the new pool if it is queued again (an
 -- OOM's next rung); a failed or cancelled one is queued there by its retry (move it, then retry it:
 -- the ladder ran out on 24 GiB cards, try the H200s). An event pool_changed {"from", "to", "by"}
--- when it changes. Returns {"status": "ok"|"conflict", "job": JOB} (conflict: succeeded; an
--- unchanged pool is ok and writes nothing), or NULL when there is no such job. rungd wakes the
--- waiters after the commit (the new pool's parked GPUs).
+-- when it changes. Returns {"status": "ok"|"conflict"|"pool_refused", "job": JOB} (conflict:
+-- succeeded; pool_refused: the job's owner's token may not use that pool, migration 027, with
+-- "pools": its pools; an unchanged pool is ok and writes nothing), or NULL when there is no such
+-- job. rungd wakes the waiters after the commit (the new pool's parked GPUs).
 CREATE OR REPLACE FUNCTION rung_set_pool(p_job bigint, p_pool text, p_by text) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -134,6 +135,9 @@ BEGIN
     RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
   END IF;
   v_old := j.pool;
+  IF v_old <> p_pool AND NOT rung_pool_allowed(j.owner, p_pool) THEN
+    RETURN jsonb_build_object('status', 'pool_refused', 'job', rung_job_json(j)) || rung_submit_pool_refusal(j.owner, p_pool);
+  END IF;
   IF v_old <> p_pool THEN
     UPDATE jobs SET pool = p_pool, updated_at = now() WHERE id = p_job RETURNING * INTO j;
     INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)

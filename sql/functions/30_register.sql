@@ -17,7 +17,8 @@ DROP FUNCTION IF EXISTS rung_register_owned(text, text, jsonb, bigint, boolean, 
 -- a rollout) and puts a new one in 'default'; this release's rungd always sends it. P_TOKEN (NULL: no
 -- binding, the tests' and the old unowned name's way) binds the worker to the calling token: a name
 -- bound to another live token is refused unless P_ADMIN: {"status": "taken"}; a name whose token
--- was revoked may be taken over (a worker restarted with a new token). Returns {"status": "ok",
+-- was revoked may be taken over (a worker restarted with a new token); a token with a pool list
+-- (migration 027) may join only those pools: {"status": "pool_refused", "pools"}. Returns {"status": "ok",
 -- "id", "created": bool, "pool"}. One jsonb, so that the next field needs no new signature (why
 -- signatures are not changed in place: the note at the top of this file).
 CREATE OR REPLACE FUNCTION rung_worker_join(p jsonb, p_token bigint, p_admin boolean) RETURNS jsonb
@@ -35,6 +36,11 @@ BEGIN
     FROM workers w LEFT JOIN tokens t ON t.id = w.token_id WHERE w.name = v_name FOR UPDATE OF w;
     IF cur IS NOT NULL AND cur <> p_token AND live AND NOT p_admin THEN
       RETURN jsonb_build_object('status', 'taken');
+    END IF;
+    -- the pools its token may use (migration 027): a host cannot join a pool kept for others
+    IF NOT coalesce((SELECT t.pools IS NULL OR coalesce(p->>'pool', 'default') = ANY (t.pools)
+                     FROM tokens t WHERE t.id = p_token), true) THEN
+      RETURN jsonb_build_object('status', 'pool_refused', 'pools', (SELECT to_jsonb(t.pools) FROM tokens t WHERE t.id = p_token));
     END IF;
   END IF;
   INSERT INTO workers AS w (name, host, version, pool, token_id)

@@ -56,3 +56,25 @@ BEGIN
   IF NOT FOUND THEN RETURN NULL; END IF;
   RETURN rung_token_json(t);
 END $$;
+
+-- Set the worker pools token p_id may use (migration 027): P_POOLS (a set of pool names, checked by
+-- rungd; sorted and without repeats here) or NULL, any pool. What its jobs are already in stays; a
+-- submit, a move and a registration are checked from now on (rung_pool_allowed). Returns TOKEN, or
+-- NULL when missing.
+CREATE OR REPLACE FUNCTION rung_token_set_pools(p_id bigint, p_pools text[]) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  t tokens;
+BEGIN
+  UPDATE tokens SET pools = (SELECT array_agg(DISTINCT x ORDER BY x) FROM unnest(p_pools) x) WHERE id = p_id
+  RETURNING * INTO t;
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  RETURN rung_token_json(t);
+END $$;
+
+-- Whether the token named P_NAME (a job's owner, or a worker's token) may use pool P_POOL: it has no
+-- pool list, or the pool is in it; true for a name no token has (a job whose token was deleted).
+-- One probe of tokens' name. The submit (20_submit.sql), the move (rung_set_pool) and the
+-- registration (rung_worker_join) read it.
+CREATE OR REPLACE FUNCTION rung_pool_allowed(p_name text, p_pool text) RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT coalesce((SELECT t.pools IS NULL OR p_pool = ANY (t.pools) FROM tokens t WHERE t.name = p_name), true)
+$$;

@@ -173,7 +173,7 @@ static void test_help_and_usage(struct harness *h)
 		{ "attempts", NULL }, { "events", NULL }, { "cancel", NULL }, { "retry", NULL }, { "priority", NULL }, { "pool", NULL }, { "watch", NULL }, { "logs", NULL },
 		{ "escalations", NULL }, { "report", NULL }, { "ack", NULL }, { "resolve", NULL },
 		{ "workers", NULL }, { "drain", NULL }, { "resume", NULL }, { "gpus", NULL }, { "gpu", "release" }, { "token", "create" },
-		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "plan", NULL }, { "classify", NULL } };
+		{ "token", "list" }, { "token", "revoke" }, { "token", "limit" }, { "token", "pools" }, { "plan", NULL }, { "classify", NULL } };
 
 	h_ok(h, ctl(h, "--help") == 0 && strstr(g_out, "exit codes") && strstr(g_out, "gpu release"),
 		"rungctl --help: exit 0, lists commands and exit codes");
@@ -591,6 +591,13 @@ static void test_token_commands(struct harness *h)
 	h_ok(h, tid && ctl(h, "token", "limit", tid, "--max-running", "-2") == 2 && strstr(g_err, "--max-running"),
 	     "token limit --max-running -2: usage error, exit 2");
 	h_ok(h, tid && ctl(h, "token", "limit", tid) == 2, "token limit without --max-running: exit 2");
+	h_ok(h, tid && ctl(h, "token", "pools", tid, "h200,default") == 0 && strstr(g_out, "pools default,h200"),
+	     "token pools ID h200,default: set, listed sorted (%s)", g_out);
+	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "POOLS") && strstr(g_out, "default,h200"),
+	     "token list: a POOLS column");
+	h_ok(h, tid && ctl(h, "token", "pools", tid, "any") == 0 && strstr(g_out, "pools any"), "token pools ID any: lifted");
+	h_ok(h, tid && ctl(h, "token", "pools", tid, "h200,Big") == 2 && strstr(g_err, "\"Big\" is not a pool name"),
+	     "token pools with a bad name: exit 2, nothing sent");
 	h_ok(h, tid && ctl(h, "token", "revoke", tid) == 0 && strstr(g_out, "revoked"), "token revoke: revoked");
 	h_ok(h, ctl_as(h, tok, "jobs") == 1 && strstr(g_err, "401"), "the revoked token is refused: exit 1");
 	h_ok(h, ctl(h, "token", "create", "--role", "emperor") == 1 && strstr(g_err, "400"),

@@ -218,6 +218,115 @@ out:
 	json_decref(job);
 }
 
+/* A request as the given token (the harness' admin token otherwise); st gets the status. */
+static json_t *as(struct harness *h, const char *token, const char *method, const char *path, const json_t *body, long *st)
+{
+	const char *saved = h->auth_token;
+	char *s = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_t *j;
+
+	h->auth_token = token;
+	j = h_request(h, method, path, s, s ? strlen(s) : 0, NULL, st);
+	h->auth_token = saved;
+	free(s);
+	return j;
+}
+
+/* A token's pools (migration 027): an admin keeps the submitter's token to pool h200 and the worker's
+ * to pool kept; the submitter's submit and move elsewhere are 403 naming pool and store nothing, in
+ * h200 they go on; the worker joins kept, not default; a bad list is a 400; null lifts it. */
+static void test_token_pools(struct harness *h, const json_t *cfg)
+{
+	const char *ps[1] = { "it-submitter" }, *pw[1] = { "it-worker" };
+	long long sid = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, ps);
+	long long wid = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, pw);
+	long long before;
+	long st = 0;
+	json_t *body, *r;
+	char *f, *id = NULL;
+
+	body = json_pack("{s:[s]}", "pools", "h200");
+	r = h_postf(h, body, &st, "/v1/tokens/%lld/pools", sid);
+	h_ok(h, st == 200 && json_array_size(json_object_get(r, "pools")) == 1, "POST /v1/tokens/ID/pools keeps the submitter to h200");
+	json_decref(r);
+	json_decref(body);
+	before = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	body = json_pack("{s:O}", "config", cfg);
+	r = as(h, h->submitter_token, "POST", "/v1/jobs", body, &st);
+	h_ok(h, st == 403 && !strcmp(h_str(r, "field"), "pool") && strstr(h_str(r, "message"), "h200"),
+	     "its submit to default: 403 naming pool, saying its pools (%ld %s)", st, h_str(r, "message"));
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before, "and nothing stored");
+	json_decref(r);
+	json_decref(body);
+	body = json_pack("{s:O, s:s}", "config", cfg, "pool", "h200");
+	r = as(h, h->submitter_token, "POST", "/v1/jobs", body, &st);
+	id = st == 201 ? h_id(r, "id") : NULL;
+	h_ok(h, id != NULL, "its submit to h200: 201 (%ld)", st);
+	json_decref(r);
+	json_decref(body);
+	if (id) {
+		char *path = xasprintf("/v1/jobs/%s/pool", id);
+		body = json_pack("{s:s}", "pool", "default");
+		r = as(h, h->submitter_token, "POST", path, body, &st);
+		h_ok(h, st == 403 && !strcmp(h_str(r, "field"), "pool"), "its move to default: 403 naming pool (%ld)", st);
+		json_decref(r);
+		r = as(h, h->admin_token, "POST", path, body, &st);
+		h_ok(h, st == 403, "an admin's too: a job stays in a pool its owner may use (%ld)", st);
+		json_decref(r);
+		json_decref(body);
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+		free(path);
+	}
+	body = json_pack("{s:[s]}", "pools", "kept");
+	json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/pools", wid));
+	json_decref(body);
+	{
+		json_t *reg = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i}]}", "name", "kept-host", "host", "h", "pool", "default",
+					"gpus", "uuid", "GPU-kept-0", "memory_total_mib", 24576);
+		r = as(h, h->worker_token, "POST", "/v1/workers", reg, &st);
+		h_ok(h, st == 403 && !strcmp(h_str(r, "field"), "pool") && strstr(h_str(r, "message"), "kept"),
+		     "a worker token kept to pool kept may not join default: 403 naming pool (%ld)", st);
+		json_decref(r);
+		json_object_set_new(reg, "pool", json_string("kept"));
+		r = as(h, h->worker_token, "POST", "/v1/workers", reg, &st);
+		h_ok(h, st == 201, "it may join kept (%ld)", st);
+		json_decref(r);
+		json_decref(reg);
+	}
+	{
+		static const char *const bad[] = { "{\"pools\": []}", "{\"pools\": [\"H200\"]}", "{\"pools\": \"h200\"}",
+						   "{\"pools\": [1]}", "{}" };
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			char *path = xasprintf("/v1/tokens/%lld/pools", sid);
+			json_decref(h_request(h, "POST", path, bad[i], strlen(bad[i]), NULL, &st));
+			f = field_of(h);
+			h_ok(h, st == 400 && !strcmp(f, "pools"), "pools %s: 400 naming pools", bad[i]);
+			free(f);
+			free(path);
+		}
+	}
+	r = as(h, h->submitter_token, "POST", "/v1/tokens/1/pools", NULL, &st);
+	h_ok(h, st == 403, "a submitter may not set a token's pools (%ld)", st);
+	json_decref(r);
+	body = json_pack("{s:n}", "pools");
+	r = h_postf(h, body, &st, "/v1/tokens/%lld/pools", sid);
+	h_ok(h, st == 200 && json_is_null(json_object_get(r, "pools")), "null lifts it");
+	json_decref(r);
+	json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/pools", wid));
+	json_decref(body);
+	body = json_pack("{s:O}", "config", cfg);
+	r = as(h, h->submitter_token, "POST", "/v1/jobs", body, &st);
+	h_ok(h, st == 201, "and its submit to default is taken again (%ld)", st);
+	if (st == 201) {
+		char *jid = h_id(r, "id");
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", jid));
+		free(jid);
+	}
+	json_decref(r);
+	json_decref(body);
+	free(id);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_pool_protocol");
@@ -430,6 +539,7 @@ int main(void)
 	got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
 	h_ok(h, !strcmp(got, ""), "its GPU now takes no h200 job (%s)", got);
 	free(got);
+	test_token_pools(h, cfg);
 	test_wake_every_pool(h, cfg);
 out:
 	free(w_def);

@@ -2237,6 +2237,47 @@ static void test_pools(void)
 		   "pools: a finish's CTX weighs its pool's largest GPU (24 GiB), not pool a's 80");
 	TAP_STR_EQ(q1("SELECT rung_fleet_max_gpu_mib()::text || ':' || rung_pool_max_gpu_mib('a') || ':' || "
 		      "rung_pool_max_gpu_mib('none')", 0, NULL), "81920:81920:0", "pools: the fleet's and each pool's largest GPU");
+	/* a token kept to some pools (migration 027): its submits, moves and workers stay in them */
+	q1("INSERT INTO tokens (name, role, hash, pools) VALUES ('pool-team', 'submitter', repeat('8', 64), '{a}'), "
+	   "('pool-host', 'worker', repeat('9', 64), '{a}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_pool_allowed('pool-team', 'a')::text || rung_pool_allowed('pool-team', 'default')::text || "
+		      "rung_pool_allowed('pool-x', 'default')::text || rung_pool_allowed('no-such-token', 'b')::text", 0, NULL),
+		   "truefalsetruetrue", "pools: a token's list allows its pools only; no list, or no token: any");
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || coalesce(job->>'pool', '-') || ':' || coalesce(job->>'pools', '-'), "
+		      "',' ORDER BY i) FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"t1\", \"owner\": \"pool-team\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": null, \"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}},"
+		      "{\"i\": 1, \"name\": \"t2\", \"owner\": \"pool-team\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": null, \"body\": {\"config\": {\"x\": 1}}}]')", 0, NULL),
+		   "0:created:a:-,1:pool_refused:default:[\"a\"]",
+		   "pools: set-wise, the job in its token's pool is created, the one in default refused with the token's pools");
+	TAP_STR_EQ(q1("SELECT count(*) FROM jobs WHERE owner = 'pool-team'", 0, NULL), "1", "pools: the refused job was not stored");
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"t3\", \"owner\": \"pool-team\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": \"pt-1\", \"body\": {\"config\": {\"x\": 1}, \"pool\": \"b\"}},"
+		      "{\"i\": 1, \"name\": \"t4\", \"owner\": \"pool-team\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": \"pt-2\", \"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}}]')", 0, NULL),
+		   "0:pool_refused,1:created", "pools: keyed, the same");
+	q1("UPDATE tokens SET pools = '{b}' WHERE name = 'pool-team'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status, ',' ORDER BY i) FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"t4\", \"owner\": \"pool-team\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": \"pt-2\", \"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}}]')", 0, NULL),
+		   "0:existing", "pools: a repeated key answers its job, though its pool is no longer the token's");
+	TAP_STR_EQ(q1("SELECT (rung_set_pool(id, 'default', 'ops')->>'status') || ':' || (rung_set_pool(id, 'b', 'ops')->>'status') "
+		      "|| ':' || pool FROM jobs WHERE name = 't1'", 0, NULL), "pool_refused:ok:a",
+		   "pools: a move to a pool the owner may not use is refused, to one it may is done");
+	TAP_STR_EQ(q1("SELECT pool FROM jobs WHERE name = 't1'", 0, NULL), "b", "pools: the job is in b");
+	TAP_STR_EQ(q1("SELECT (rung_worker_join('{\"name\": \"wt1\", \"host\": \"h\", \"pool\": \"default\", \"gpus\": []}', "
+		      "(SELECT id FROM tokens WHERE name = 'pool-host'), false)->>'status') || ':' || "
+		      "(rung_worker_join('{\"name\": \"wt1\", \"host\": \"h\", \"pool\": \"a\", \"gpus\": []}', "
+		      "(SELECT id FROM tokens WHERE name = 'pool-host'), false)->>'status')", 0, NULL), "pool_refused:ok",
+		   "pools: a worker token kept to a may not join default, may join a");
+	TAP_STR_EQ(q1("SELECT rung_token_set_pools((SELECT id FROM tokens WHERE name = 'pool-team'), '{c,b,c}')->>'pools'", 0, NULL),
+		   "[\"b\", \"c\"]", "pools: a token's list is stored sorted, once each");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_pools((SELECT id FROM tokens WHERE name = 'pool-team'), NULL)->>'pools', 'any')",
+		      0, NULL), "any", "pools: NULL lifts it");
+	q1("DELETE FROM jobs WHERE owner = 'pool-team'", 0, NULL);
+	q1("DELETE FROM workers WHERE name = 'wt1'", 0, NULL);
 	q1("DELETE FROM tokens WHERE name LIKE 'pool-%'", 0, NULL);
 	free(ctx_items);
 	free(three);
