@@ -59,6 +59,7 @@ struct waiter {
 	bool expired;            /* the deadline passed while claiming */
 	bool was_fresh;          /* in the round as a fresh waiter */
 	char pool[POOL_NAME_MAX + 1]; /* its worker's pool, from its first round's row ("" before) */
+	int pool_slot;           /* in a woken round as a parked waiter: its place in round_pool; else -1 */
 	struct waiter *prev, *next; /* on fresh, parked or lowering while not claiming */
 };
 
@@ -573,7 +574,9 @@ static void on_round(PGresult *res, const char *err, void *arg)
 	}
 	for (i = 0; i < n; i++) {
 		bool was_fresh = m->round[i]->was_fresh;
-		int slot = was_fresh ? -1 : pool_slot(m, m->round[i]->pool, false);
+		/* the place it was taken into (its row may have just named another pool; a pool beyond
+		 * LEASE_POOLS_MAX shares the last place): granted counts where old did */
+		int slot = m->round[i]->pool_slot;
 		if (waiter_result(m->round[i], rows[i].status ? &rows[i] : NULL) && !was_fresh) {
 			granted_old++;
 			if (slot >= 0)
@@ -608,6 +611,7 @@ static void take(struct lease_mgr *m, struct wlist *l, struct waiter *w, json_t 
 
 	wlist_unlink(l, w);
 	w->was_fresh = w->state == W_FRESH;
+	w->pool_slot = -1;
 	w->state = W_CLAIMING;
 	o = json_pack("{s:i, s:I, s:s, s:O?, s:b}", "i", m->round_n, "worker", (json_int_t)w->worker_id, "gpu",
 		      w->gpu_uuid, "before", w->gpu_before, "fresh", w->was_fresh);
@@ -640,13 +644,17 @@ static void take_parked(struct lease_mgr *m, json_t *arr)
 			continue;
 		m->round_pool_old[slot]++;
 		take(m, &m->parked, w, arr);
+		w->pool_slot = slot;
 		m->round_old++;
 	}
 	for (w = m->parked.head; w && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD; w = next) {
 		next = w->next; /* places no pool's share used: the next ones, whatever their pool */
 		slot = pool_slot(m, w->pool, false);
-		m->round_pool_old[slot < 0 ? LEASE_POOLS_MAX - 1 : slot]++;
+		if (slot < 0)
+			slot = LEASE_POOLS_MAX - 1;
+		m->round_pool_old[slot]++;
 		take(m, &m->parked, w, arr);
+		w->pool_slot = slot;
 		m->round_old++;
 	}
 }

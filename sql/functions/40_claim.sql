@@ -304,10 +304,10 @@ BEGIN
       passed := passed || cand; -- its config failed on this GPU since its last retry: not here
       CONTINUE;
     END IF;
-    -- what may have changed since it was read (a job handed back for a bigger GPU) is read again
-    -- under the lock
+    -- what may have changed since it was read (a job handed back for a bigger GPU, a job moved to
+    -- another pool: rung_set_pool) is read again under the lock
     PERFORM 1 FROM jobs c
-    WHERE c.id = cand AND (c.state = 'queued') IS TRUE
+    WHERE c.id = cand AND (c.state = 'queued' AND c.pool = p_pool) IS TRUE
       AND rung_job_allows(c.constraints, p_worker, p_gpu, p_mem)
     FOR UPDATE SKIP LOCKED;
     EXIT WHEN FOUND;

@@ -137,7 +137,8 @@ BEGIN
   ELSE
     -- the same from the head, in its order, read by primary key (`= ANY`: one index scan of
     -- jobs_pkey, as the start below, whatever the statistics say; `IS TRUE`: not through
-    -- jobs_claim, see the start below)
+    -- jobs_claim, see the start below; the pool again under the lock: a job moved to another pool
+    -- (rung_set_pool) after the head was read is not this pool's)
     head := rung_queue_head(capped, np, running, p_pool);
     SELECT array_agg(x.id ORDER BY x.pos),
            array_agg(x.constraints ORDER BY x.pos),
@@ -150,7 +151,7 @@ BEGIN
     FROM (SELECT c.id, array_position(head, c.id) AS pos, c.constraints, c.owner, c.attempts_count, c.priority,
                  c.created_at, rung_budget_from(c.recovery_state) AS budget_from
           FROM jobs c
-          WHERE c.id = ANY (head) AND (c.state = 'queued') IS TRUE
+          WHERE c.id = ANY (head) AND (c.state = 'queued' AND c.pool = p_pool) IS TRUE
           ORDER BY array_position(head, c.id) FOR UPDATE SKIP LOCKED) x;
   END IF;
   ncand := coalesce(array_length(ids, 1), 0);
@@ -198,11 +199,15 @@ BEGIN
                    ORDER BY k.id FOR NO KEY UPDATE);
       SELECT array_agg(CASE WHEN w.id IS NULL THEN 'no_worker'
                             WHEN g.uuid IS NULL OR g.worker_id IS DISTINCT FROM x.wid THEN 'no_gpu'
-                            WHEN g.state = 'quarantined' OR w.state <> 'online' THEN 'none' END ORDER BY x.k),
+                            WHEN g.state = 'quarantined' OR w.state <> 'online' THEN 'none'
+                            -- its worker joined another pool since rung_claim_round grouped the
+                            -- waiters (a restart with another --pool): none now, the next round
+                            -- groups it again; never this pool's jobs
+                            WHEN w.pool <> p_pool THEN 'none' END ORDER BY x.k),
              array_agg(g.memory_total_mib ORDER BY x.k)
       INTO r_status, r_mem
       FROM unnest(w_worker[lo:hi], w_gpu[lo:hi]) WITH ORDINALITY AS x(wid, gpu, k)
-      LEFT JOIN LATERAL (SELECT w.id, w.state FROM workers w WHERE w.id = x.wid OFFSET 0) w ON true
+      LEFT JOIN LATERAL (SELECT w.id, w.state, w.pool FROM workers w WHERE w.id = x.wid OFFSET 0) w ON true
       LEFT JOIN LATERAL (SELECT g.uuid, g.worker_id, g.state, g.memory_total_mib FROM gpus g
                          WHERE g.uuid = x.gpu OFFSET 0) g ON true;
       FOR k IN lo .. hi LOOP

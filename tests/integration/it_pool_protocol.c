@@ -533,11 +533,18 @@ int main(void)
 		json_decref(pl);
 		json_decref(body);
 	}
-	/* a worker restarted without a pool goes back to the default pool */
+	/* a worker restarted without a pool goes back to the default pool: an h200 job queued, its GPU
+	 * takes it no more */
+	extra = json_pack("{s:s, s:s}", "pool", "h200", "name", "after-restart");
+	job = h_submit(h, cfg, extra);
+	h_ok(h, job && !strcmp(h_str(job, "state"), "queued"), "an h200 job is queued");
+	json_decref(job);
+	json_decref(extra);
 	free(w_big);
-	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, "default", &w_big) == 200, "the h200 worker registers again into default");
+	h_ok(h, join(h, "fb", "GPU-pool-b", 143771, NULL, &w_big) == 200,
+	     "the h200 worker registers again, naming no pool");
 	got = w_big ? lease_name(h, w_big, "GPU-pool-b") : xstrdup("?");
-	h_ok(h, !strcmp(got, ""), "its GPU now takes no h200 job (%s)", got);
+	h_ok(h, !strcmp(got, ""), "its GPU, in default now, takes no h200 job (%s)", got);
 	free(got);
 	test_token_pools(h, cfg);
 	test_wake_every_pool(h, cfg);

@@ -2279,6 +2279,31 @@ static void test_pools(void)
 	q1("DELETE FROM jobs WHERE owner = 'pool-team'", 0, NULL);
 	q1("DELETE FROM workers WHERE name = 'wt1'", 0, NULL);
 	q1("DELETE FROM tokens WHERE name LIKE 'pool-%'", 0, NULL);
+	/* What changed between two statements of one claim is read again under the lock. A worker that
+	 * joined another pool after rung_claim_round grouped its waiters (here: a default worker's
+	 * waiter in pool a's round) takes none of the round's pool. A head that still names a job moved
+	 * to another pool since it was read (here: a head that names pool a's big1 to a default GPU)
+	 * gives it neither to the round's scan nor to rung_claim's pick. */
+	p[0] = dflt;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT coalesce(string_agg(status || ':' || coalesce(job_id::text, '-'), ','), '-') "
+		      "FROM rung_claim_pool_round($1::jsonb, $2::int, false, 'a')", 2, p), "none:-",
+		   "pools: a waiter whose worker is in another pool than its round's takes none of that pool's jobs");
+	q1("ROLLBACK", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	q1("CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb, p_pool text) "
+	   "RETURNS bigint[] LANGUAGE sql AS $$ SELECT ARRAY[(SELECT id FROM jobs WHERE name = 'big1')] $$", 0, NULL);
+	TAP_STR_EQ(q1("SELECT coalesce(string_agg(status || ':' || coalesce(job_id::text, '-'), ','), '-') "
+		      "FROM rung_claim_pool_round($1::jsonb, $2::int, true, 'default')", 2, p), "none:-",
+		   "pools: the round's head, read again under its lock, gives no job of another pool");
+	q1("ROLLBACK", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	q1("CREATE OR REPLACE FUNCTION rung_queue_head(p_capped text[], p_n int, p_running jsonb, p_pool text) "
+	   "RETURNS bigint[] LANGUAGE sql AS $$ SELECT ARRAY[(SELECT id FROM jobs WHERE name = 'big1')] $$", 0, NULL);
+	p[0] = wdef;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'PD-1', 30, NULL, '{pool-nobody}')->>'status'", 1, p), "none",
+		   "pools: nor does rung_claim's pick from a capped head");
+	q1("ROLLBACK", 0, NULL);
 	free(ctx_items);
 	free(three);
 	free(dflt);
