@@ -87,16 +87,7 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 /* A token's pools as a cell: "a,b", or "any" for none set (migration 027). Heap. */
 static char *pools_cell(const json_t *t)
 {
-	const json_t *pools = json_object_get(t, "pools"), *v;
-	char *out = NULL;
-	size_t i;
-
-	json_array_foreach(pools, i, v) {
-		char *next = xasprintf("%s%s%s", out ? out : "", out ? "," : "", json_string_value(v) ?: "?");
-		free(out);
-		out = next;
-	}
-	return out ? out : xstrdup("any");
+	return pool_list_join(json_object_get(t, "pools"), ",", "any");
 }
 
 int cmd_token_list(struct cli *c, int argc, char **argv)

@@ -571,17 +571,10 @@ static char *submit_item_text(const json_t *item, const json_t *body, const char
 static void pool_refused(struct hreq *h, const json_t *doc)
 {
 	const char *pool = json_string_value(json_object_get(doc, "pool"));
-	char *list = NULL;
-	const json_t *v;
-	size_t i;
+	char *list = pool_list_join(json_object_get(doc, "pools"), ", ", "none");
 
-	json_array_foreach(json_object_get(doc, "pools"), i, v) {
-		char *next = xasprintf("%s%s%s", list ? list : "", list ? ", " : "", json_string_value(v) ?: "?");
-		free(list);
-		list = next;
-	}
 	hreq_error(h, 403, "forbidden", "pool", "the job's owner may not use pool %s; its token's pools: %s (an admin "
-		   "sets them: POST /v1/tokens/{id}/pools)", pool ? pool : "?", list ? list : "none");
+		   "sets them: POST /v1/tokens/{id}/pools)", pool ? pool : "?", list);
 	free(list);
 }
 

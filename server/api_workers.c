@@ -65,17 +65,9 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	}
 	if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "pool_refused") == 0) {
 		/* its token is kept to some pools (migration 027): a host cannot join a pool kept for others */
-		char *list = NULL;
-		const json_t *v;
-		size_t i;
-		json_array_foreach(json_object_get(doc, "pools"), i, v) {
-			char *next = xasprintf("%s%s%s", list ? list : "", list ? ", " : "", json_string_value(v) ?: "?");
-			free(list);
-			list = next;
-		}
+		char *list = pool_list_join(json_object_get(doc, "pools"), ", ", "none");
 		json_decref(doc);
-		hreq_error(h, 403, "forbidden", "pool", "this worker token may not join that pool; its pools: %s",
-			   list ? list : "none");
+		hreq_error(h, 403, "forbidden", "pool", "this worker token may not join that pool; its pools: %s", list);
 		free(list);
 		return;
 	}

@@ -356,8 +356,11 @@ BEGIN
 END $$;
 
 -- The claim round (server/lease.c, sql/claim_batch.sql): rung_claim_pool_round for the waiters of
--- each pool in turn, by their workers' pools, the pool of the first waiter first (fresh waiters come
--- first, and stay first within each pool's share). A fleet whose workers are all in the default pool
+-- each pool in turn, by their workers' pools, in the pools' name order (fresh waiters come first, and
+-- stay first within each pool's share). The name order, not the first waiter's: two replicas' rounds
+-- then lock the rows of the pools they share in the same order (a worker and a queued job belong to
+-- one pool, each pool round locks its own in id order, the limited tokens are locked first in id
+-- order), so they cannot deadlock across pools. A fleet whose workers are all in the default pool
 -- costs one probe of the empty workers_pooled and one pool round, as before pools. The pools' rounds
 -- share the transaction: a later one counts the leases of an earlier one against the owners' limits
 -- and fair share (rung_owners_running reads this transaction's new attempts). A waiter whose worker
@@ -384,7 +387,7 @@ BEGIN
     FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n)
     LEFT JOIN workers w ON w.id = (x.e->>'worker')::bigint
     GROUP BY coalesce(w.pool, 'default')
-    ORDER BY min(x.n)
+    ORDER BY 1
   LOOP
     RETURN QUERY SELECT r.*, v_pool FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) r;
   END LOOP;

@@ -149,6 +149,21 @@ static void test_pool_names(void)
 	       "pools: other characters do not");
 	free(p63);
 	free(p64);
+	{
+		json_t *two = json_loads("[\"a\", \"h200\"]", 0, NULL), *odd = json_loads("[\"a\", 3]", 0, NULL);
+		json_t *none = json_array();
+		char *s1 = pool_list_join(two, ", ", "none"), *s2 = pool_list_join(odd, ",", "any");
+		char *s3 = pool_list_join(none, ",", "any"), *s4 = pool_list_join(NULL, ",", "any");
+		TAP_OK(!strcmp(s1, "a, h200") && !strcmp(s2, "a,?") && !strcmp(s3, "any") && !strcmp(s4, "any"),
+		       "pools: a list joined, a non-string as ?, empty or missing as the word given");
+		free(s1);
+		free(s2);
+		free(s3);
+		free(s4);
+		json_decref(two);
+		json_decref(odd);
+		json_decref(none);
+	}
 }
 
 int main(void)
