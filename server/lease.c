@@ -82,6 +82,10 @@ struct lease_mgr {
 	/* the parked waiters a woken round took, per pool (index: pool_slot), and how many got work */
 	char round_pool[LEASE_POOLS_MAX][POOL_NAME_MAX + 1];
 	int round_pools, round_pool_old[LEASE_POOLS_MAX], round_pool_granted[LEASE_POOLS_MAX];
+	/* the first pool a waiter's row named, and whether another has been named since: until then a
+	 * woken round takes the oldest parked waiters without walking the list (a fleet without pools) */
+	char first_pool[POOL_NAME_MAX + 1];
+	bool pools_many;
 	char *round_json;
 	bool round_busy;
 	/* lease_announce: one NOTIFY statement in flight at most, one more when announced meanwhile */
@@ -569,8 +573,13 @@ static void on_round(PGresult *res, const char *err, void *arg)
 			rows[i].recovery = PQgetisnull(res, r, 11) ? NULL : PQgetvalue(res, r, 11);
 			rows[i].fleet_mib = PQnfields(res) >= 13 && !PQgetisnull(res, r, 12) ? atoi(PQgetvalue(res, r, 12)) : -1;
 		}
-		if (PQnfields(res) >= 14 && !PQgetisnull(res, r, 13))
+		if (PQnfields(res) >= 14 && !PQgetisnull(res, r, 13)) {
 			snprintf(m->round[i]->pool, sizeof m->round[i]->pool, "%s", PQgetvalue(res, r, 13));
+			if (!m->first_pool[0])
+				snprintf(m->first_pool, sizeof m->first_pool, "%s", m->round[i]->pool);
+			else if (strcmp(m->first_pool, m->round[i]->pool))
+				m->pools_many = true;
+		}
 	}
 	for (i = 0; i < n; i++) {
 		bool was_fresh = m->round[i]->was_fresh;
@@ -623,13 +632,25 @@ static void take(struct lease_mgr *m, struct wlist *l, struct waiter *w, json_t 
  * their pools: each pool may fill its share (LEASE_ROUND_OLD / the pools parked, at least 8), then
  * what is left goes to whoever is next. A wake does not say which pool got work, so every pool's
  * oldest parked GPUs are tried; one pool's hundreds of parked GPUs no longer keep another's out of
- * the round until the fallback poll. O(parked) a woken round. */
+ * the round until the fallback poll. O(parked) a woken round once two pools have been seen, else
+ * O(taken). */
 static void take_parked(struct lease_mgr *m, json_t *arr)
 {
 	struct waiter *w, *next;
 	int share, slot;
 
 	m->round_pools = 0;
+	if (!m->pools_many) {
+		/* every waiter in one pool: the oldest LEASE_ROUND_OLD, as before pools, in one place */
+		while ((w = m->parked.head) && m->round_n < LEASE_ROUND_MAX && m->round_old < LEASE_ROUND_OLD) {
+			slot = pool_slot(m, w->pool, true);
+			m->round_pool_old[slot]++;
+			take(m, &m->parked, w, arr);
+			w->pool_slot = slot;
+			m->round_old++;
+		}
+		return;
+	}
 	for (w = m->parked.head; w; w = w->next)
 		pool_slot(m, w->pool, true);
 	share = LEASE_ROUND_OLD / (m->round_pools ? m->round_pools : 1);
