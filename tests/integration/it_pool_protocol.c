@@ -274,6 +274,19 @@ static void test_token_pools(struct harness *h, const json_t *cfg)
 		h_ok(h, st == 403, "an admin's too: a job stays in a pool its owner may use (%ld)", st);
 		json_decref(r);
 		json_decref(body);
+		{
+			/* the job page's move form says the same, as a page, and moves nothing */
+			char *form_path = xasprintf("/ui/jobs/%s/pool", id);
+			json_t *j;
+			bool said;
+			st = h_browse(h, h->submitter_token, "POST", form_path, "pool=default", "Sec-Fetch-Site: same-origin");
+			said = st == 403 && h->last_body && strstr(h->last_body, "may not use pool default");
+			j = h_job(h, id);
+			h_ok(h, said && j && !strcmp(h_str(j, "pool"), "h200"),
+			     "the move form to default: a 403 page saying why, the job still in h200 (%ld)", st);
+			json_decref(j);
+			free(form_path);
+		}
 		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
 		free(path);
 	}
