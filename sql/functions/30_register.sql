@@ -29,6 +29,7 @@ DECLARE
   live boolean;
   w_id bigint;
   w_pool text;
+  v_pools text[];
   created boolean;
 BEGIN
   IF p_token IS NOT NULL THEN
@@ -38,9 +39,9 @@ BEGIN
       RETURN jsonb_build_object('status', 'taken');
     END IF;
     -- the pools its token may use (migration 027): a host cannot join a pool kept for others
-    IF NOT coalesce((SELECT t.pools IS NULL OR coalesce(p->>'pool', 'default') = ANY (t.pools)
-                     FROM tokens t WHERE t.id = p_token), true) THEN
-      RETURN jsonb_build_object('status', 'pool_refused', 'pools', (SELECT to_jsonb(t.pools) FROM tokens t WHERE t.id = p_token));
+    SELECT t.pools INTO v_pools FROM tokens t WHERE t.id = p_token;
+    IF v_pools IS NOT NULL AND NOT coalesce(p->>'pool', 'default') = ANY (v_pools) THEN
+      RETURN jsonb_build_object('status', 'pool_refused', 'pools', to_jsonb(v_pools));
     END IF;
   END IF;
   INSERT INTO workers AS w (name, host, version, pool, token_id)
