@@ -40,3 +40,53 @@ char *pool_list_join(const json_t *names, const char *sep, const char *none)
 	}
 	return out ? out : xstrdup(none);
 }
+
+char *pool_borrow_check(const json_t *borrow, const char *own)
+{
+	const json_t *v, *w;
+	size_t i, j;
+
+	if (!json_is_array(borrow) || json_array_size(borrow) > POOL_BORROW_MAX)
+		return xasprintf("borrow must be an array of at most %d pool names", POOL_BORROW_MAX);
+	json_array_foreach(borrow, i, v) {
+		if (!pool_name_ok(json_string_value(v)))
+			return xstrdup("borrow must hold pool names: " POOL_NAME_RULE);
+		if (own && strcmp(json_string_value(v), own) == 0)
+			return xasprintf("borrow must not name the worker's own pool (%s)", own);
+		for (j = 0; j < i; j++) {
+			w = json_array_get(borrow, j);
+			if (strcmp(json_string_value(v), json_string_value(w)) == 0)
+				return xasprintf("borrow names pool %s twice", json_string_value(v));
+		}
+	}
+	return NULL;
+}
+
+json_t *pool_borrow_parse(const char *text, const char *own, char **err)
+{
+	json_t *out = json_array();
+	const char *p = text ? text : "";
+	char *msg;
+
+	while (*p) {
+		const char *start, *end;
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (!*p)
+			break;
+		start = p;
+		while (*p && *p != ',')
+			p++;
+		end = p;
+		while (end > start && end[-1] == ' ')
+			end--;
+		json_array_append_new(out, json_stringn(start, (size_t)(end - start)));
+	}
+	msg = pool_borrow_check(out, own);
+	if (msg) {
+		*err = msg;
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}

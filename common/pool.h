@@ -17,6 +17,20 @@
  * letter or digit. Lower case only, so that "H200" and "h200" cannot name two pools. */
 bool pool_name_ok(const char *name);
 
+/* Borrowing (migration 028): a worker may also take the jobs of up to POOL_BORROW_MAX other pools,
+ * in the order named, when its own pool has none it may run. */
+#define POOL_BORROW_MAX 8
+
+/* Checks BORROW, a worker's pools to borrow from: a JSON array of at most POOL_BORROW_MAX distinct
+ * pool names, none of them OWN (its own pool). Returns NULL when valid, else a heap message for a
+ * 400 naming "borrow" (the caller frees it). */
+char *pool_borrow_check(const json_t *borrow, const char *own);
+
+/* Parses TEXT, a comma-separated list of pool names ("a,b"; "" is none; spaces around a name are
+ * ignored) into a new JSON array, checked as pool_borrow_check does against OWN. Returns the array,
+ * or NULL with *err a heap message (rung-worker --borrow). */
+json_t *pool_borrow_parse(const char *text, const char *own, char **err);
+
 /* The pool names of a JSON array (a token's pools, migration 027) joined with sep: "a, b" (heap);
  * a copy of none when names is not an array or is empty. Elements that are not strings read "?". */
 char *pool_list_join(const json_t *names, const char *sep, const char *none);

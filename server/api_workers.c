@@ -1,5 +1,5 @@
 /* /v1/workers handlers: register (one statement upserting the worker by name, with the version it
- * runs and its pool, and its GPUs by uuid; a line in the log when that version is not this rungd's) and lease
+ * runs, its pool and the pools it borrows from, and its GPUs by uuid; a line in the log when that version is not this rungd's) and lease
  * (body validation here, the long-poll itself in lease.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +51,8 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
 	const char *value, *version, *name;
+	char *borrow;
+	json_t *borrow_list;
 	char vq[2 * RUNG_VERSION_MAX + 1], nq[2 * TEXT_MAX_LEN + 1];
 	json_t *doc;
 	long long id;
@@ -66,8 +68,14 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "pool_refused") == 0) {
 		/* its token is kept to some pools (migration 027): a host cannot join a pool kept for others */
 		char *list = pool_list_join(json_object_get(doc, "pools"), ", ", "none");
+		bool borrow = strcmp(json_string_value(json_object_get(doc, "field")) ?: "", "borrow") == 0;
 		json_decref(doc);
-		hreq_error(h, 403, "forbidden", "pool", "this worker token may not join that pool; its pools: %s", list);
+		if (borrow)
+			hreq_error(h, 403, "forbidden", "borrow",
+				   "this worker token may not borrow from a pool outside its pools: %s", list);
+		else
+			hreq_error(h, 403, "forbidden", "pool", "this worker token may not join that pool; its pools: %s",
+				   list);
 		free(list);
 		return;
 	}
@@ -83,15 +91,20 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 	name = json_string_value(json_object_get(doc, "name"));
 	auth_worker_changed(h->app->auth, id); /* its GPUs or its token may be new */
 	log_quoted(vq, sizeof vq, version ? version : "unknown");
-	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld version=\"%s\" pool=%s", id, vq,
-		 json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT);
+	borrow = pool_list_join(json_object_get(doc, "borrow"), ",", "none");
+	log_info(created ? "worker registered" : "worker re-registered", "worker=%lld version=\"%s\" pool=%s borrow=%s",
+		 id, vq, json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT, borrow);
+	free(borrow);
 	/* A mixed fleet is normal while a rollout goes on: a line to follow it by, not an error. */
 	if (!version || strcmp(version, rung_version()))
 		log_info("worker runs another version than this rungd", "worker=%lld name=\"%s\" version=\"%s\" rungd_version=%s",
 			 id, log_quoted(nq, sizeof nq, name), vq, rung_version());
-	hreq_reply(h, created ? 201 : 200, json_pack("{s:I, s:i, s:i, s:s}", "id", (json_int_t)id, "lease_seconds",
-						     h->app->lease_seconds, "heartbeat_ms", h->app->heartbeat_ms, "pool",
-						     json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT));
+	borrow_list = json_object_get(doc, "borrow");
+	hreq_reply(h, created ? 201 : 200,
+		   json_pack("{s:I, s:i, s:i, s:s, s:O}", "id", (json_int_t)id, "lease_seconds", h->app->lease_seconds,
+			     "heartbeat_ms", h->app->heartbeat_ms, "pool",
+			     json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT, "borrow",
+			     json_is_array(borrow_list) ? borrow_list : json_array()));
 	json_decref(doc);
 }
 
@@ -144,7 +157,7 @@ static char *check_gpus(const json_t *gpus, char **message)
 
 void api_workers_register(struct hreq *h)
 {
-	json_t *body = NULL, *name, *host, *gpus, *version, *pool, *reg = NULL;
+	json_t *body = NULL, *name, *host, *gpus, *version, *pool, *borrow, *reg = NULL;
 	char *field = NULL, *message = NULL, *reg_s = NULL;
 
 	if (hreq_body(h, &body) < 0)
@@ -154,6 +167,7 @@ void api_workers_register(struct hreq *h)
 	gpus = json_object_get(body, "gpus");
 	version = json_object_get(body, "version");
 	pool = json_object_get(body, "pool");
+	borrow = json_object_get(body, "borrow");
 	if (!json_is_string(name) || json_string_length(name) == 0 || json_string_length(name) > TEXT_MAX_LEN) {
 		hreq_error(h, 400, "invalid_request", "name", "name must be a non-empty string");
 		goto out;
@@ -176,14 +190,25 @@ void api_workers_register(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
 		goto out;
 	}
+	/* optional (migration 028): the pools it takes jobs from when its own has none for it, in order;
+	 * absent or null is none, so a worker restarted without --borrow stops borrowing */
+	if (borrow && !json_is_null(borrow)) {
+		message = pool_borrow_check(borrow, json_is_string(pool) ? json_string_value(pool) : POOL_DEFAULT);
+		if (message) {
+			hreq_error(h, 400, "invalid_request", "borrow", "%s", message);
+			goto out;
+		}
+	}
 	field = check_gpus(gpus, &message);
 	if (field) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
-	reg = json_pack("{s:O, s:s, s:O, s:O, s:s}", "name", name, "host", json_is_string(host) ? json_string_value(host) : "",
-			"gpus", gpus, "version", json_is_string(version) ? version : json_null(), "pool",
-			json_is_string(pool) ? json_string_value(pool) : POOL_DEFAULT);
+	reg = json_pack("{s:O, s:s, s:O, s:O, s:s, s:o}", "name", name,
+			"host", json_is_string(host) ? json_string_value(host) : "", "gpus", gpus, "version",
+			json_is_string(version) ? version : json_null(), "pool",
+			json_is_string(pool) ? json_string_value(pool) : POOL_DEFAULT, "borrow",
+			json_is_array(borrow) ? json_incref(borrow) : json_array());
 	reg_s = json_dumps(reg, JSON_COMPACT);
 	{
 		/* the worker row is bound to the registering token (auth.h: AUTH_SCOPE_WORKER) */

@@ -6,11 +6,11 @@
 -- fail for want of a bigger card. The state outlives the worker's restarts (rung_register keeps
 -- it) until the worker is resumed.
 
--- A worker as GET /v1/workers lists it: the version it registered with (null: it sent none), its pool, its
--- GPUs, running attempts and, while draining, the drain record {"at", "by", "note"}.
+-- A worker as GET /v1/workers lists it: the version it registered with (null: it sent none), its pool, the
+-- pools it borrows from (migration 028), its GPUs, running attempts and, while draining, the drain record {"at", "by", "note"}.
 CREATE OR REPLACE FUNCTION rung_worker_json(w workers) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object('id', w.id, 'name', w.name, 'host', w.host, 'state', w.state, 'version', w.version, 'pool', w.pool,
-    'created_at', w.created_at, 'last_seen_at', w.last_seen_at, 'drain', w.drain,
+    'borrow', to_jsonb(w.borrow), 'created_at', w.created_at, 'last_seen_at', w.last_seen_at, 'drain', w.drain,
     'gpus', coalesce((SELECT jsonb_agg(g.uuid ORDER BY g.idx) FROM gpus g WHERE g.worker_id = w.id), '[]'),
     'running_attempts', (SELECT count(*) FROM attempts a WHERE a.worker_id = w.id AND a.state = 'running'))
 $$;

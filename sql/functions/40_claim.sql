@@ -316,8 +316,9 @@ BEGIN
   RETURN cand;
 END $$;
 
--- Claim the first eligible queued job for one GPU and start an attempt on it: a job of the worker's
--- pool (migration 026), the worker known and online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
+-- Claim the first eligible queued job of pool P_POOL for one GPU and start an attempt on it: the
+-- worker serves that pool (its own, migration 026, or one it borrows from, migration 028), known and
+-- online (touched), the GPU its own and not quarantined, the job not excluding this GPU or worker
 -- and asking no more memory than it has (rung_job_allows), its owner below its max_running
 -- (p_capped: the owners at theirs; NULL: read them now, rung_owner_room), not one of p_skip (the
 -- jobs the calling round gave to other GPUs), and never a config identical to one that failed on
@@ -327,16 +328,12 @@ END $$;
 --
 -- While some owner is capped, or with a fair share (p_running: the jobs each owner runs), the
 -- capped owners' queued jobs are not read: rung_claim_pick, above. Returns {"status": "ok",
--- "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. Generic plans, as under rung_claim_batch,
+-- "lease"} | {"status": "none" | "no_worker" | "no_gpu"}. Generic plans, as under rung_claim_pool_round,
 -- its caller: with custom plans the scan's `id <> ALL (p_skip)` kept it planned at every call (2.4
--- ms a claim instead of 0.6). (Its signature gained p_capped in migration 020's release, and
--- p_running and p_skip in 021's: the old ones are dropped first.)
-DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
-DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[]);
-DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[], jsonb);
-CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
-                                      p_capped text[] DEFAULT NULL, p_running jsonb DEFAULT NULL,
-                                      p_skip bigint[] DEFAULT '{}') RETURNS jsonb
+-- ms a claim instead of 0.6). A new name, not rung_claim with a pool argument: rung_claim keeps the
+-- signature of the release before (why: 30_register.sql).
+CREATE OR REPLACE FUNCTION rung_claim_in(p_pool text, p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
+                                         p_capped text[], p_running jsonb, p_skip bigint[]) RETURNS jsonb
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   w workers;
@@ -355,12 +352,12 @@ BEGIN
   IF NOT FOUND OR g.worker_id IS DISTINCT FROM p_worker THEN
     RETURN jsonb_build_object('status', 'no_gpu');
   END IF;
-  IF g.state = 'quarantined' OR w.state <> 'online' THEN
+  IF g.state = 'quarantined' OR w.state <> 'online' OR NOT (w.pool = p_pool OR p_pool = ANY (w.borrow)) THEN
     RETURN jsonb_build_object('status', 'none');
   END IF;
   IF cardinality(capped) = 0 AND p_running IS NULL THEN
     SELECT c.id INTO cand FROM jobs c
-    WHERE c.state = 'queued' AND c.pool = w.pool AND c.id <> ALL (p_skip)
+    WHERE c.state = 'queued' AND c.pool = p_pool AND c.id <> ALL (coalesce(p_skip, '{}'))
       AND rung_job_allows(c.constraints, p_worker, p_gpu, g.memory_total_mib)
       AND (c.attempts_count = 0
            OR NOT EXISTS (SELECT 1 FROM attempts f
@@ -373,10 +370,24 @@ BEGIN
     IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
     RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
   END IF;
-  cand := rung_claim_pick(capped, p_running, p_skip, p_worker, p_gpu, g.memory_total_mib, w.pool);
+  cand := rung_claim_pick(capped, p_running, coalesce(p_skip, '{}'), p_worker, p_gpu, g.memory_total_mib, p_pool);
   IF cand IS NULL THEN RETURN jsonb_build_object('status', 'none'); END IF;
   RETURN rung_claim_start(cand, p_worker, p_gpu, p_lease_s, p_gpu_before);
 END $$;
+
+-- rung_claim_in for the worker's own pool, by the name and signature of the releases before
+-- migration 028 (the tests call it). (Its signature gained p_capped in migration 020's release, and
+-- p_running and p_skip in 021's: the old ones are dropped first.)
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb);
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[]);
+DROP FUNCTION IF EXISTS rung_claim(bigint, text, int, jsonb, text[], jsonb);
+CREATE OR REPLACE FUNCTION rung_claim(p_worker bigint, p_gpu text, p_lease_s int, p_gpu_before jsonb,
+                                      p_capped text[] DEFAULT NULL, p_running jsonb DEFAULT NULL,
+                                      p_skip bigint[] DEFAULT '{}') RETURNS jsonb
+LANGUAGE sql AS $$
+  SELECT rung_claim_in(coalesce((SELECT w.pool FROM workers w WHERE w.id = p_worker), 'default'), p_worker, p_gpu,
+                       p_lease_s, p_gpu_before, p_capped, p_running, p_skip)
+$$;
 
 -- How many queued jobs of its pool come before queued job J in claim order: (priority, created_at, id), the
 -- order of rung_claim above and of rung_claim_batch's scan (41_claim_batch.sql), which must stay

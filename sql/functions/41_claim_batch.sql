@@ -203,11 +203,12 @@ BEGIN
                             -- its worker joined another pool since rung_claim_round grouped the
                             -- waiters (a restart with another --pool): none now, the next round
                             -- groups it again; never this pool's jobs
-                            WHEN w.pool <> p_pool THEN 'none' END ORDER BY x.k),
+                            -- (or stopped borrowing from it, migration 028)
+                            WHEN w.pool <> p_pool AND NOT p_pool = ANY (w.borrow) THEN 'none' END ORDER BY x.k),
              array_agg(g.memory_total_mib ORDER BY x.k)
       INTO r_status, r_mem
       FROM unnest(w_worker[lo:hi], w_gpu[lo:hi]) WITH ORDINALITY AS x(wid, gpu, k)
-      LEFT JOIN LATERAL (SELECT w.id, w.state, w.pool FROM workers w WHERE w.id = x.wid OFFSET 0) w ON true
+      LEFT JOIN LATERAL (SELECT w.id, w.state, w.pool, w.borrow FROM workers w WHERE w.id = x.wid OFFSET 0) w ON true
       LEFT JOIN LATERAL (SELECT g.uuid, g.worker_id, g.state, g.memory_total_mib FROM gpus g
                          WHERE g.uuid = x.gpu OFFSET 0) g ON true;
       FOR k IN lo .. hi LOOP
@@ -274,8 +275,8 @@ BEGIN
         -- the owners with no place left, counting this round's choices
         -- (not the jobs this round gave to other GPUs: its SKIP LOCKED does not skip this
         -- transaction's own locks)
-        r := rung_claim(w_worker[n], w_gpu[n], p_lease_s, w_before[n], coalesce(rung_owners_capped(room), '{}'),
-                        running, c_job);
+        r := rung_claim_in(p_pool, w_worker[n], w_gpu[n], p_lease_s, w_before[n],
+                           coalesce(rung_owners_capped(room), '{}'), running, c_job);
         IF (room <> '{}' OR p_fair) AND r->>'status' = 'ok' THEN
           SELECT c.owner INTO fb_owner FROM jobs c WHERE c.id = (r->'lease'->>'job_id')::bigint;
           IF room ? fb_owner THEN
@@ -361,12 +362,22 @@ END $$;
 -- then lock the rows of the pools they share in the same order (a worker and a queued job belong to
 -- one pool, each pool round locks its own in id order, the limited tokens are locked first in id
 -- order), so they cannot deadlock across pools. A fleet whose workers are all in the default pool
--- costs one probe of the empty workers_pooled and one pool round, as before pools. The pools' rounds
--- share the transaction: a later one counts the leases of an earlier one against the owners' limits
--- and fair share (rung_owners_running reads this transaction's new attempts). A waiter whose worker
--- is unknown goes with the default pool, whose round answers it no_worker. Each row also names the
--- waiter's pool, so that rungd, which parks the waiters, can try every pool's parked GPUs when it
--- is woken (server/lease.c), not only the first pool's.
+-- costs two probes of empty partial indexes (workers_pooled, workers_borrowing) and one pool round,
+-- as before pools. The pools' rounds share the transaction: a later one counts the leases of an
+-- earlier one against the owners' limits and fair share (rung_owners_running reads this
+-- transaction's new attempts). A waiter whose worker is unknown goes with the default pool, whose
+-- round answers it no_worker. Each row also names the waiter's own pool, so that rungd, which parks
+-- the waiters, can try every pool's parked GPUs when it is woken (server/lease.c), not only the
+-- first pool's.
+--
+-- Borrowing (migration 028): once every pool's own waiters have been served, the waiters that got
+-- nothing and whose workers borrow go round again, for the first pool each borrows from, then for
+-- the second, and so on (each level in the pools' name order). So a pool's own GPUs take its jobs
+-- before a borrower does, in the same round; across rounds a borrower takes what the pool's own
+-- GPUs, all busy, left queued. A fresh waiter's one row is the last pool's it tried: its "none"
+-- rows are held back while it has a pool left to try. Borrowing adds no waiting lock: a borrowed
+-- pool's jobs are taken with SKIP LOCKED, the waiters' workers were touched (locked) by the first
+-- level, and the limited tokens are locked by then.
 DROP FUNCTION IF EXISTS rung_claim_round(jsonb, int, boolean); -- a build of this release returned no pool
 CREATE OR REPLACE FUNCTION rung_claim_round(p jsonb, p_lease_s int, p_fair boolean)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
@@ -377,19 +388,68 @@ LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_pool text;
   v_share jsonb;
+  v_borrows boolean := EXISTS (SELECT 1 FROM workers w WHERE w.borrow <> '{}');
+  v_waiters jsonb;   -- with borrowing: p, each item with "pools", its worker's own pool then those it borrows from
+  v_home jsonb;      -- with borrowing: i -> that list
+  v_levels int;
+  v_done int[] := '{}'; -- with borrowing: the waiters that got a lease or a worker or GPU error
+  r record;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default') THEN
+  IF NOT v_borrows AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default') THEN
     RETURN QUERY SELECT r.*, 'default'::text FROM rung_claim_pool_round(p, p_lease_s, p_fair, 'default') r;
     RETURN;
   END IF;
-  FOR v_pool, v_share IN
-    SELECT coalesce(w.pool, 'default'), jsonb_agg(x.e ORDER BY x.n)
-    FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n)
-    LEFT JOIN workers w ON w.id = (x.e->>'worker')::bigint
-    GROUP BY coalesce(w.pool, 'default')
-    ORDER BY 1
-  LOOP
-    RETURN QUERY SELECT r.*, v_pool FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) r;
+  IF NOT v_borrows THEN
+    FOR v_pool, v_share IN
+      SELECT coalesce(w.pool, 'default'), jsonb_agg(x.e ORDER BY x.n)
+      FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n)
+      LEFT JOIN workers w ON w.id = (x.e->>'worker')::bigint
+      GROUP BY coalesce(w.pool, 'default')
+      ORDER BY 1
+    LOOP
+      RETURN QUERY SELECT r.*, v_pool FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) r;
+    END LOOP;
+    RETURN;
+  END IF;
+
+  SELECT jsonb_agg(x.e || jsonb_build_object('pools', to_jsonb(ARRAY[coalesce(w.pool, 'default')]
+                                                               || coalesce(w.borrow, '{}'))) ORDER BY x.n),
+         jsonb_object_agg(x.e->>'i', to_jsonb(ARRAY[coalesce(w.pool, 'default')] || coalesce(w.borrow, '{}'))),
+         max(1 + cardinality(coalesce(w.borrow, '{}')))
+  INTO v_waiters, v_home, v_levels
+  FROM jsonb_array_elements(p) WITH ORDINALITY AS x(e, n)
+  LEFT JOIN workers w ON w.id = (x.e->>'worker')::bigint;
+  FOR lvl IN 1 .. coalesce(v_levels, 0) LOOP
+    FOR v_pool, v_share IN
+      SELECT x.e->'pools'->>(lvl - 1), jsonb_agg(x.e - 'pools' ORDER BY x.n)
+      FROM jsonb_array_elements(v_waiters) WITH ORDINALITY AS x(e, n)
+      WHERE jsonb_array_length(x.e->'pools') >= lvl AND NOT (x.e->>'i')::int = ANY (v_done)
+      GROUP BY 1
+      ORDER BY 1
+    LOOP
+      FOR r IN SELECT * FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) LOOP
+        IF r.status <> 'none' THEN
+          v_done := v_done || r.i;
+        ELSIF jsonb_array_length(v_home->(r.i::text)) > lvl THEN
+          CONTINUE; -- nothing in this pool: it tries the next it borrows from
+        END IF;
+        i := r.i;
+        status := r.status;
+        attempt_id := r.attempt_id;
+        job_id := r.job_id;
+        number := r.number;
+        token := r.token;
+        lease := r.lease;
+        config := r.config;
+        init_arch := r.init_arch;
+        init_gpu_mib := r.init_gpu_mib;
+        init_kind := r.init_kind;
+        init_recovery := r.init_recovery;
+        init_fleet_mib := r.init_fleet_mib;
+        pool := v_home->(r.i::text)->>0;
+        RETURN NEXT;
+      END LOOP;
+    END LOOP;
   END LOOP;
 END $$;
 

@@ -49,22 +49,25 @@ $$;
 -- The largest usable GPU memory in MiB (0: none) of pool P_POOL (migration 026): what
 -- rung_fleet_max_gpu_mib weighs, for the GPUs a job of that pool may run on. The figure a lease's
 -- started_bigger (the claim round's init_fleet_mib), a finish's requeue_bigger (the CTX's fleet) and
--- the placement weigh: a bigger card in another pool is one the job will never get. The same walk
--- of gpus_usable_memory, past the larger GPUs of other pools.
+-- the placement weigh: a bigger card in another pool is one the job will never get, but one of a
+-- worker that borrows from the pool (migration 028) takes it when its own pool has no work. The same
+-- walk of gpus_usable_memory, past the larger GPUs of other pools.
 CREATE OR REPLACE FUNCTION rung_pool_max_gpu_mib(p_pool text) RETURNS int
 LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT g.memory_total_mib FROM gpus g
                    WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
-                     AND (SELECT w.pool FROM workers w WHERE w.id = g.worker_id) = p_pool
+                     AND (SELECT w.pool = p_pool OR p_pool = ANY (w.borrow) FROM workers w WHERE w.id = g.worker_id)
                    ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
 $$;
 
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"pool": its pool,
 -- "gpus": how many GPUs of its pool (migration 026), not quarantined, on live workers, meet its
 -- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers),
--- "draining_gpus": how many more would on drained workers of its pool, "other_pools_gpus": how many
--- on live workers of other pools would (a job sent to the wrong pool, or to one with no host yet),
--- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU, "ahead": how many queued
+-- "draining_gpus": how many more would on drained workers of its pool, "borrowing_gpus": how many
+-- on live workers of other pools that borrow from its pool would when their own pool has no work
+-- (migration 028), "other_pools_gpus": how many on the other live workers would (a job sent to the
+-- wrong pool, or to one with no host yet),
+-- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU (a borrower's counted), "ahead": how many queued
 -- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql)}. 0 GPUs: it waits,
 -- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
 -- was raised by requeue_bigger or started_bigger and the big host left). A claim may still refuse a
@@ -76,7 +79,10 @@ LANGUAGE sql STABLE AS $$
     'pool', j.pool,
     'gpus', count(*) FILTER (WHERE w.pool = j.pool AND rung_worker_live(g.worker_id)),
     'draining_gpus', count(*) FILTER (WHERE w.pool = j.pool AND NOT rung_worker_live(g.worker_id)),
-    'other_pools_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND rung_worker_live(g.worker_id)),
+    'borrowing_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND j.pool = ANY (w.borrow)
+                                             AND rung_worker_live(g.worker_id)),
+    'other_pools_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND NOT j.pool = ANY (w.borrow)
+                                               AND rung_worker_live(g.worker_id)),
     'min_gpu_memory_mib', coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0),
     'fleet_max_gpu_mib', rung_pool_max_gpu_mib(j.pool),
     'ahead', rung_job_ahead(j))

@@ -2098,6 +2098,164 @@ static void test_fair_share(void)
 /* rung_worker_drain (sql/functions/31_drain.sql): a drained worker's GPUs get no lease, in the
  * set-wise claim and in rung_claim; registering again (a restart) keeps it drained; resumed, it
  * leases. Repeats change nothing and write no event. */
+/* Borrowing between pools (migration 028): a worker of pool a-h200 that borrows from default (and
+ * b) takes default's jobs only when its own pool has none it may run; the default pool's own GPU
+ * comes first in the round though a-h200 sorts first; one row per fresh waiter; the borrowed pool's
+ * largest GPU, placement and owner limits count the borrower. */
+static void test_borrow(void)
+{
+	const char *p[2];
+	char wd[32], wh[32], *both, *parked, *lone, *ctx;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'borrow-%'", 0, NULL);
+	q1("SELECT rung_worker_join('{\"name\": \"wd\", \"host\": \"h\", \"pool\": \"default\", \"borrow\": [], \"gpus\": "
+	   "[{\"uuid\": \"BD-1\", \"memory_total_mib\": 24576}]}', NULL, false)", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_worker_join('{\"name\": \"wh\", \"host\": \"h\", \"pool\": \"a-h200\", \"borrow\": [\"b\", \"default\"], "
+		      "\"gpus\": [{\"uuid\": \"BH-1\", \"memory_total_mib\": 143771}]}', NULL, false)->>'borrow'", 0, NULL),
+		   "[\"b\", \"default\"]", "borrow: a worker of a-h200 borrows from b, then default, in that order");
+	snprintf(wd, sizeof wd, "%s", q1("SELECT id FROM workers WHERE name = 'wd'", 0, NULL));
+	snprintf(wh, sizeof wh, "%s", q1("SELECT id FROM workers WHERE name = 'wh'", 0, NULL));
+	q1("SELECT rung_register('wh', 'h', '[{\"uuid\":\"BH-1\",\"memory_total_mib\":143771}]')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT array_to_string(borrow, ',') FROM workers WHERE name = 'wh'", 0, NULL), "b,default",
+		   "borrow: registered again by the release before's name (no borrow), it keeps its list");
+	TAP_STR_EQ(q1("SELECT rung_worker_json(w)->>'borrow' FROM workers w WHERE name = 'wh'", 0, NULL), "[\"b\", \"default\"]",
+		   "borrow: GET /v1/workers shows the list");
+	/* d1, d2 of default (d1 first), nothing in a-h200 or b */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('d1', 'borrow-o', 'image', 1, '{\"x\":1}', '{}'), ('d2', 'borrow-o', 'image', 2, '{\"x\":1}', '{}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (p->>'gpus') || ':' || (p->>'borrowing_gpus') || ':' || (p->>'other_pools_gpus') || ':' || "
+		      "(p->>'fleet_max_gpu_mib') FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'd1') x", 0, NULL),
+		   "1:1:0:143771", "borrow: a default job's placement counts the borrower's GPU apart, and its memory as the pool's largest");
+	TAP_STR_EQ(q1("SELECT rung_pool_max_gpu_mib('default')::text || ':' || rung_pool_max_gpu_mib('a-h200') || ':' || "
+		      "rung_pool_max_gpu_mib('c')", 0, NULL), "143771:143771:0", "borrow: each pool's largest GPU, a borrower's counted");
+	both = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BH-1\",\"fresh\":true},"
+			 "{\"i\":1,\"worker\":%s,\"gpu\":\"BD-1\",\"fresh\":true}]", wh, wd);
+	parked = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BH-1\",\"fresh\":false}]", wh);
+	lone = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BH-1\",\"fresh\":true}]", wh);
+	p[0] = both;
+	p[1] = "30";
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-') || ':' || b.pool || ':' || "
+		      "coalesce(b.init_fleet_mib::text, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:d2:a-h200:143771,1:ok:d1:default:143771",
+		   "borrow: the default GPU takes d1, the first, though a-h200's round comes first; the borrower takes d2, "
+		   "its row naming its own pool and the default pool's largest GPU");
+	q1("ROLLBACK", 0, NULL);
+	/* a job of its own pool, queued after the default ones and of a lower priority: the borrower takes it */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) VALUES "
+	   "('h1', 'borrow-o', 'image', 50, '{\"x\":1}', '{}', 'a-h200')", 0, NULL);
+	p[0] = lone;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || coalesce(j.name, '-'), ',') "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:h1",
+		   "borrow: its own pool's job first, whatever the borrowed pool's priorities");
+	q1("ROLLBACK", 0, NULL);
+	q1("DELETE FROM jobs WHERE name = 'h1'", 0, NULL);
+	/* a job of b, the first it borrows from, before default's */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) VALUES "
+	   "('b1', 'borrow-o', 'image', 50, '{\"x\":1}', '{}', 'b')", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || coalesce(j.name, '-'), ',') "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:b1",
+		   "borrow: then the pools it borrows from, in its order (b before default)");
+	q1("ROLLBACK", 0, NULL);
+	q1("DELETE FROM jobs WHERE name = 'b1'", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || coalesce(j.name, '-'), ',') "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:d1",
+		   "borrow: nothing in a-h200 or b: default's first job, through two empty pools");
+	q1("ROLLBACK", 0, NULL);
+	p[0] = parked;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || coalesce(j.name, '-'), ',') "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:d1",
+		   "borrow: a parked borrower (a woken round) takes it too");
+	q1("ROLLBACK", 0, NULL);
+	/* one default job, both GPUs asking: the default GPU gets it; the borrower one row, none */
+	q1("DELETE FROM jobs WHERE name = 'd2'", 0, NULL);
+	p[0] = both;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:none:-,1:ok:d1", "borrow: one job, the pool's own GPU takes it; the borrower gets one row, none");
+	q1("ROLLBACK", 0, NULL);
+	p[0] = parked;
+	q1("BEGIN", 0, NULL);
+	q1("UPDATE jobs SET state = 'running' WHERE name = 'd1'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_claim_round($1::jsonb, $2::int, false)", 2, p), "0",
+		   "borrow: nothing anywhere: no row for a parked borrower");
+	q1("ROLLBACK", 0, NULL);
+	/* the owner's limit counts what the pool's own GPU took in the same round */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('d3', 'borrow-o', 'image', 3, '{\"x\":1}', '{}')", 0, NULL);
+	q1("INSERT INTO tokens (name, role, hash, max_running) VALUES ('borrow-o', 'submitter', repeat('b', 64), 1)", 0, NULL);
+	p[0] = both;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:none:-,1:ok:d1", "borrow: an owner at max_running 1: the borrower does not start its second job");
+	q1("ROLLBACK", 0, NULL);
+	q1("DELETE FROM tokens WHERE name = 'borrow-o'", 0, NULL);
+	/* rung_claim_in: a worker takes a pool's job only when the pool is its own or one it borrows from */
+	p[0] = wd;
+	TAP_STR_EQ(q1("SELECT rung_claim_in('a-h200', $1::bigint, 'BD-1', 30, NULL, NULL, NULL, NULL)->>'status'", 1, p), "none",
+		   "borrow: rung_claim_in refuses a pool the worker neither serves nor borrows from");
+	p[0] = wh;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT j.name FROM jobs j WHERE j.id = (rung_claim_in('default', $1::bigint, 'BH-1', 30, NULL, NULL, NULL, "
+		      "NULL)->'lease'->>'job_id')::bigint", 1, p), "d1", "borrow: and takes one from a pool it borrows from");
+	q1("ROLLBACK", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'BH-1', 30, NULL)->>'status'", 1, p), "none",
+		   "borrow: rung_claim, the release before's name, claims from the worker's own pool only");
+	/* a borrower that stopped borrowing between the round's grouping and its sub-round: the
+	 * sub-round's check under the touch reads the list again */
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status, ',') FROM rung_claim_pool_round(jsonb_build_array(jsonb_build_object('i', 0, "
+		      "'worker', $1::bigint, 'gpu', 'BH-1', 'fresh', true)), 30, false, 'default') b", 1, p), "ok",
+		   "borrow: (control) a borrower's waiter in default's sub-round gets d1");
+	q1("ROLLBACK", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	q1("UPDATE workers SET borrow = '{b}' WHERE name = 'wh'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status, ',') FROM rung_claim_pool_round(jsonb_build_array(jsonb_build_object('i', 0, "
+		      "'worker', $1::bigint, 'gpu', 'BH-1', 'fresh', true)), 30, false, 'default') b", 1, p), "none",
+		   "borrow: once it no longer borrows from default, default's sub-round gives it none");
+	q1("ROLLBACK", 0, NULL);
+	/* a finish's CTX for a job of default: its pool's largest GPU, the borrower's */
+	p[0] = lone;
+	q1("SELECT count(*) FROM rung_claim_round($1::jsonb, $2::int, false)", 2, p);
+	ctx = xstrdup(q1("SELECT jsonb_build_array(jsonb_build_object('i', 0, 'id', a.id, 'token', a.token, 'facts', "
+			 "'{}'::jsonb, 'plain', false)) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'd1'", 0, NULL));
+	p[0] = ctx;
+	TAP_STR_EQ(q1("SELECT ctx->'fleet'->>'max_gpu_memory_mib' FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "143771",
+		   "borrow: the borrowed job's finish weighs its pool's largest GPU, the borrower's");
+	/* registration: [] stops borrowing; a token kept to some pools borrows only from them */
+	q1("SELECT rung_worker_join('{\"name\": \"wh\", \"host\": \"h\", \"pool\": \"a-h200\", \"borrow\": [], \"gpus\": []}', "
+	   "NULL, false)", 0, NULL);
+	TAP_STR_EQ(q1("SELECT cardinality(borrow)::text || ':' || rung_pool_max_gpu_mib('default') FROM workers WHERE name = 'wh'",
+		      0, NULL), "0:24576", "borrow: an empty list stops it, and default's largest GPU is its own again");
+	q1("INSERT INTO tokens (name, role, hash, pools) VALUES ('borrow-host', 'worker', repeat('c', 64), '{a-h200,b}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (j->>'status') || ':' || (j->>'field') FROM rung_worker_join('{\"name\": \"wt\", \"host\": \"h\", "
+		      "\"pool\": \"a-h200\", \"borrow\": [\"b\", \"default\"], \"gpus\": []}', "
+		      "(SELECT id FROM tokens WHERE name = 'borrow-host'), false) j", 0, NULL), "pool_refused:borrow",
+		   "borrow: a worker token kept to a-h200 and b may not borrow from default, and the refusal names borrow");
+	TAP_STR_EQ(q1("SELECT rung_worker_join('{\"name\": \"wt\", \"host\": \"h\", \"pool\": \"a-h200\", \"borrow\": [\"b\"], "
+		      "\"gpus\": []}', (SELECT id FROM tokens WHERE name = 'borrow-host'), false)->>'status'", 0, NULL), "ok",
+		   "borrow: from b it may");
+	TAP_STR_EQ(q1("SELECT array_to_string(borrow, ',') FROM workers WHERE name = 'wt'", 0, NULL), "b",
+		   "borrow: and is stored with its list");
+	q1("DELETE FROM workers WHERE name = 'wt'", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'borrow-%'", 0, NULL);
+	free(both);
+	free(parked);
+	free(lone);
+	free(ctx);
+	PQfinish(pg);
+	pg = NULL;
+}
+
 static void test_drain(void)
 {
 	const char *p[2];
@@ -2541,6 +2699,7 @@ int main(void)
 	test_retry();
 	test_scheduled();
 	test_pools();
+	test_borrow();
 	test_drain();
 	test_owner_limits();
 	test_owner_queue();
