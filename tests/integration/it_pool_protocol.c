@@ -6,7 +6,8 @@
  * no host waits while other pools' GPUs are free; a job moved to another pool (POST
  * /v1/jobs/{id}/pool) runs there. A woken round tries every pool's parked GPUs: 130 GPUs of one pool
  * parked before the one GPU of another do not keep it from a job of its pool until the fallback poll
- * (two minutes here). Fake workers speak the protocol, so each lease is asked for when the test says. */
+ * (two minutes here). A worker that borrows from another pool (migration 028) takes its jobs only when
+ * its own pool has none. Fake workers speak the protocol, so each lease is asked for when the test says. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +341,109 @@ static void test_token_pools(struct harness *h, const json_t *cfg)
 	free(id);
 }
 
+/* Registers fake worker NAME (one GPU of 80 GiB) into POOL with the borrow member BORROW (JSON text;
+ * NULL: none sent), as TOKEN (NULL: the harness's); returns the status, *id (heap) and the answer's
+ * borrow list as text into out (size 128). */
+static long join_borrow(struct harness *h, const char *token, const char *name, const char *gpu, const char *pool,
+			const char *borrow, char **id, char *out)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "test-host", "pool", pool,
+				 "gpus", "uuid", gpu, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 81920);
+	json_t *r;
+	char *list;
+
+	if (borrow)
+		json_object_set_new(body, "borrow", json_loads(borrow, JSON_DECODE_ANY, NULL));
+	r = token ? as(h, token, "POST", "/v1/workers", body, &st) : h_post(h, "/v1/workers", body, &st);
+	*id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
+	list = json_dumps(json_object_get(r, "borrow"), JSON_COMPACT | JSON_ENCODE_ANY);
+	snprintf(out, 128, "%s", list ? list : "");
+	free(list);
+	json_decref(body);
+	json_decref(r);
+	return st;
+}
+
+/* Borrowing (migration 028) over HTTP: a bad borrow list is a 400 naming borrow; a worker of pool
+ * borrower that borrows from pool lend takes lend's job when its own pool has none, its own pool's
+ * first when both are queued (lend's submitted first); the placement counts it as borrowing; a
+ * re-registration without the member stops it; a worker token kept to some pools borrows only from
+ * them (403 naming borrow). */
+static void test_borrow(struct harness *h, const json_t *cfg)
+{
+	const char *pw[1] = { "it-worker" };
+	long long wtok = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, pw);
+	char *bw = NULL, *bad = NULL, *f, *got, list[128];
+	json_t *extra, *job, *p, *body, *r;
+	long st = 0;
+	size_t i;
+	static const char *const bads[] = { "\"lend\"", "[\"Lend\"]", "[\"borrower\"]", "[\"lend\", \"lend\"]", "[1]",
+					    "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\"]" };
+
+	for (i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+		long s = join_borrow(h, NULL, "bx", "GPU-borrow-x", "borrower", bads[i], &bad, list);
+		f = field_of(h);
+		h_ok(h, s == 400 && !strcmp(f, "borrow"), "register with borrow %s: 400 naming borrow (got %ld, %s)", bads[i], s, f);
+		free(f);
+		free(bad);
+		bad = NULL;
+	}
+	h_ok(h, join_borrow(h, NULL, "bw", "GPU-borrow-w", "borrower", "[\"lend\"]", &bw, list) == 201 &&
+		 !strcmp(list, "[\"lend\"]"), "a worker of pool borrower registers, borrowing from lend (%s)", list);
+	if (!bw)
+		return;
+	extra = json_pack("{s:s, s:s}", "pool", "lend", "name", "lent-1");
+	job = h_submit(h, cfg, extra);
+	json_decref(extra);
+	if (job) {
+		char *id = h_id(job, "id");
+		json_t *j = h_job(h, id);
+		p = json_object_get(j, "placement");
+		h_ok(h, p && h_int(p, "gpus") == 0 && h_int(p, "borrowing_gpus") == 1 && h_int(p, "fleet_max_gpu_mib") == 81920,
+		     "a job of lend: no GPU of its own pool, one borrowing, whose memory is the pool's largest");
+		json_decref(j);
+		free(id);
+	}
+	json_decref(job);
+	got = lease_name_done(h, bw, "GPU-borrow-w", true);
+	h_ok(h, !strcmp(got, "lent-1"), "the borrower's GPU takes lend's job, its own pool having none (%s)", got);
+	free(got);
+	extra = json_pack("{s:s, s:s}", "pool", "lend", "name", "lent-2");
+	json_decref(h_submit(h, cfg, extra));
+	json_decref(extra);
+	extra = json_pack("{s:s, s:s}", "pool", "borrower", "name", "own-1");
+	json_decref(h_submit(h, cfg, extra));
+	json_decref(extra);
+	got = lease_name_done(h, bw, "GPU-borrow-w", true);
+	h_ok(h, !strcmp(got, "own-1"), "both queued: its own pool's job first, though lend's came first (%s)", got);
+	free(got);
+	free(bw);
+	h_ok(h, join_borrow(h, NULL, "bw", "GPU-borrow-w", "borrower", NULL, &bw, list) == 200 && !strcmp(list, "[]"),
+	     "registered again without borrow: it borrows from none (%s)", list);
+	got = bw ? lease_name(h, bw, "GPU-borrow-w") : xstrdup("?");
+	h_ok(h, !strcmp(got, ""), "and takes lend's job no more (%s)", got);
+	free(got);
+	/* a worker token kept to pools kept and lend borrows only from them */
+	body = json_pack("{s:[s, s]}", "pools", "kept", "lend");
+	json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/pools", wtok));
+	json_decref(body);
+	st = join_borrow(h, h->worker_token, "kept-borrower", "GPU-borrow-k", "kept", "[\"default\"]", &bad, list);
+	r = h->last_body ? json_loads(h->last_body, 0, NULL) : NULL;
+	h_ok(h, st == 403 && !strcmp(h_str(r, "field"), "borrow") && strstr(h_str(r, "message"), "kept, lend"),
+	     "a worker token kept to kept and lend may not borrow from default: 403 naming borrow, its pools (%ld)", st);
+	json_decref(r);
+	free(bad);
+	bad = NULL;
+	h_ok(h, join_borrow(h, h->worker_token, "kept-borrower", "GPU-borrow-k", "kept", "[\"lend\"]", &bad, list) == 201,
+	     "from lend it may");
+	free(bad);
+	body = json_pack("{s:n}", "pools");
+	json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/pools", wtok));
+	json_decref(body);
+	free(bw);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_pool_protocol");
@@ -561,6 +665,7 @@ int main(void)
 	free(got);
 	test_token_pools(h, cfg);
 	test_wake_every_pool(h, cfg);
+	test_borrow(h, cfg);
 out:
 	free(w_def);
 	free(w_big);
