@@ -1,5 +1,5 @@
 -- POST /v1/plan (server/api_plan.c): $1 arch, $2 the job's pool (migration 026) -> {"sizes": [{"gpu_mib",
--- "gpus", "draining_gpus"}] (the usable GPUs of that pool by memory size, largest first: not
+-- "gpus", "draining_gpus"}] (the usable GPUs of that pool, a borrower's counted (migration 028), by memory size, largest first: not
 -- quarantined, on a worker in the fleet; "gpus" those on live workers, "draining_gpus" those on drained
 -- ones, as rung_job_placement counts them), "fleet_max_gpu_mib" (the pool's: rung_pool_max_gpu_mib),
 -- "observations"}: the observations are the ones a lease's first-attempt check fits
@@ -13,7 +13,8 @@ SELECT jsonb_build_object(
                                   count(*) FILTER (WHERE NOT rung_worker_live(g.worker_id)) AS drained
                            FROM gpus g
                            WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
-                             AND (SELECT w.pool FROM workers w WHERE w.id = g.worker_id) = $2::text
+                             AND (SELECT w.pool = $2::text OR $2::text = ANY (w.borrow) FROM workers w
+                                  WHERE w.id = g.worker_id)
                            GROUP BY g.memory_total_mib) s), '[]'),
   'fleet_max_gpu_mib', rung_pool_max_gpu_mib($2::text),
   'observations', rung_memory_ctx_observations($1::text, 0, NULL))::text;

@@ -406,6 +406,13 @@ static void test_borrow(struct harness *h, const json_t *cfg)
 		free(id);
 	}
 	json_decref(job);
+	body = json_pack("{s:O, s:s}", "config", cfg, "pool", "lend");
+	r = h_post(h, "/v1/plan", body, &st);
+	p = json_array_get(json_object_get(r, "sizes"), 0);
+	h_ok(h, st == 200 && h_int(r, "fleet_max_gpu_mib") == 81920 && h_int(p, "gpu_mib") == 81920 && h_int(p, "gpus") == 1,
+	     "the plan for lend counts the borrower's GPU (%ld)", st);
+	json_decref(r);
+	json_decref(body);
 	got = lease_name_done(h, bw, "GPU-borrow-w", true);
 	h_ok(h, !strcmp(got, "lent-1"), "the borrower's GPU takes lend's job, its own pool having none (%s)", got);
 	free(got);

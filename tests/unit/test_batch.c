@@ -2248,6 +2248,25 @@ static void test_borrow(void)
 		   "borrow: and is stored with its list");
 	q1("DELETE FROM workers WHERE name = 'wt'", 0, NULL);
 	q1("DELETE FROM tokens WHERE name LIKE 'borrow-%'", 0, NULL);
+	/* every worker in default, one borrowing from canary: a canary job's finish weighs the borrower's
+	 * 24 GiB, not the fleet's 140 */
+	q1("UPDATE workers SET pool = 'default', borrow = '{}' WHERE name = 'wh'", 0, NULL);
+	q1("UPDATE workers SET borrow = '{canary}' WHERE name = 'wd'", 0, NULL);
+	q1("DELETE FROM jobs WHERE state = 'queued'", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) VALUES "
+	   "('c1', 'borrow-o', 'image', 1, '{\"x\":1}', '{}', 'canary')", 0, NULL);
+	free(lone);
+	lone = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BD-1\",\"fresh\":true}]", wd);
+	p[0] = lone;
+	p[1] = "30";
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',') FROM rung_claim_round($1::jsonb, $2::int, false) b JOIN jobs j ON j.id = b.job_id",
+		      2, p), "c1", "borrow: a default worker that borrows from canary takes its job");
+	free(ctx);
+	ctx = xstrdup(q1("SELECT jsonb_build_array(jsonb_build_object('i', 0, 'id', a.id, 'token', a.token, 'facts', "
+			 "'{}'::jsonb, 'plain', false)) FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.name = 'c1'", 0, NULL));
+	p[0] = ctx;
+	TAP_STR_EQ(q1("SELECT ctx->'fleet'->>'max_gpu_memory_mib' FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "24576",
+		   "borrow: with every worker in default, a canary job's finish weighs canary's largest GPU, the borrower's");
 	free(both);
 	free(parked);
 	free(lone);
