@@ -9,7 +9,10 @@
 # keep the big owner's jobs off these GPUs (migration 026): "floor", as it was done before worker
 # pools (the jobs need 90,000 MiB, the GPUs have 80,000: every claim passes over them), and "other
 # pool" (the jobs are in pool side, which a second worker serves: the claim reads the default
-# pool's queue only). Prints a table of medians with each setting's ratio to no limit and writes
+# pool's queue only). "borrowing" (migration 028): bench-w's own pool (own) is empty and it borrows
+# from default, so each round first serves its empty pool, then borrows default's jobs: against
+# "other pool", what borrowing adds to a round (the one-GPU claim asks the borrowed pool directly,
+# rung_claim_in). Prints a table of medians with each setting's ratio to no limit and writes
 # RESULTS/capped.json.
 # Env (scripts/bench.sh sets it): PGBENCH, PG_PORT, DB, RESULTS, RUNS, SECS, REV; BENCH_CAPPED_BIG.
 set -u
@@ -24,7 +27,7 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 
 PSQL -v nbig="$BIG" -f bench/capped_fill.sql >/dev/null || exit 1
 lines=""
-for setting in "no limit" "capped" "fair share" "floor" "other pool"; do
+for setting in "no limit" "capped" "fair share" "floor" "other pool" "borrowing"; do
 	fair=false
 	case "$setting" in
 	capped) PSQL -c "UPDATE tokens SET max_running = 0 WHERE name = 'bench-big'" || exit 1 ;;
@@ -34,6 +37,7 @@ for setting in "no limit" "capped" "fair share" "floor" "other pool"; do
 	"other pool") PSQL -c "UPDATE jobs SET constraints = '{}', pool = 'side' WHERE owner = 'bench-big'" \
 		-c "SELECT rung_worker_join('{\"name\": \"bench-side\", \"host\": \"h\", \"pool\": \"side\", \"gpus\": [{\"uuid\": \"S-1\", \"memory_total_mib\": 80000}]}', NULL, false)" \
 		-c "VACUUM ANALYZE jobs" >/dev/null || exit 1 ;;
+	borrowing) PSQL -c "UPDATE workers SET pool = 'own', borrow = '{default}' WHERE name = 'bench-w'" >/dev/null || exit 1 ;;
 	esac
 	for what in round one; do
 		vals=""
@@ -51,8 +55,8 @@ rows=$(jq -sc . <<<"$lines")
 lat() { jq -r --arg s "$1" --arg w "$2" '.[] | select(.setting == $s and .claim == $w) | .latency_ms' <<<"$rows"; }
 echo
 echo "== capped ==  ($BIG jobs of one owner in front; median of $RUNS runs of ${SECS}s, ms per claim; ratio to no limit)"
-printf '%-22s %10s %10s %8s %10s %8s %10s %8s %10s %8s\n' claim "no limit" capped ratio "fair share" ratio \
-	floor ratio "other pool" ratio
+printf '%-22s %10s %10s %8s %10s %8s %10s %8s %10s %8s %10s %8s\n' claim "no limit" capped ratio "fair share" ratio \
+	floor ratio "other pool" ratio borrowing ratio
 ratios="{}"
 for what in round one; do
 	a=$(lat "no limit" "$what")
@@ -60,14 +64,18 @@ for what in round one; do
 	f=$(lat "fair share" "$what")
 	fl=$(lat floor "$what")
 	op=$(lat "other pool" "$what")
+	bo=$(lat borrowing "$what")
 	rb=$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", b / a }')
 	rf=$(awk -v a="$a" -v b="$f" 'BEGIN { printf "%.2f", b / a }')
 	rfl=$(awk -v a="$a" -v b="$fl" 'BEGIN { printf "%.2f", b / a }')
 	rop=$(awk -v a="$a" -v b="$op" 'BEGIN { printf "%.2f", b / a }')
+	rbo=$(awk -v a="$a" -v b="$bo" 'BEGIN { printf "%.2f", b / a }')
 	label=$([ "$what" = round ] && echo "round of 16 GPUs" || echo "one GPU (rung_claim)")
-	printf '%-22s %10s %10s %7sx %10s %7sx %10s %7sx %10s %7sx\n' "$label" "$a" "$b" "$rb" "$f" "$rf" "$fl" "$rfl" "$op" "$rop"
+	printf '%-22s %10s %10s %7sx %10s %7sx %10s %7sx %10s %7sx %10s %7sx\n' "$label" "$a" "$b" "$rb" "$f" "$rf" "$fl" "$rfl" \
+		"$op" "$rop" "$bo" "$rbo"
 	ratios=$(jq -c --arg w "$what" --argjson rb "$rb" --argjson rf "$rf" --argjson rfl "$rfl" --argjson rop "$rop" \
-		'. + {($w): {capped: $rb, fair_share: $rf, floor: $rfl, other_pool: $rop}}' <<<"$ratios")
+		--argjson rbo "$rbo" '. + {($w): {capped: $rb, fair_share: $rf, floor: $rfl, other_pool: $rop, borrowing: $rbo}}' \
+		<<<"$ratios")
 done
 jq -n --arg rev "$REV" --argjson big "$BIG" --argjson rows "$rows" --argjson ratios "$ratios" \
 	'{scenario: "capped", git_rev: $rev, capped_jobs_in_front: $big, rows: $rows, over_no_limit: $ratios}' \

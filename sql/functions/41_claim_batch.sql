@@ -375,9 +375,10 @@ END $$;
 -- the second, and so on (each level in the pools' name order). So a pool's own GPUs take its jobs
 -- before a borrower does, in the same round; across rounds a borrower takes what the pool's own
 -- GPUs, all busy, left queued. A fresh waiter's one row is the last pool's it tried: its "none"
--- rows are held back while it has a pool left to try. Borrowing adds no waiting lock: a borrowed
--- pool's jobs are taken with SKIP LOCKED, the waiters' workers were touched (locked) by the first
--- level, and the limited tokens are locked by then.
+-- rows are held back while it has a pool left to try. Borrowing adds little locking: a borrowed
+-- pool's jobs are taken with SKIP LOCKED, the limited tokens are locked by the first level, and so are
+-- the workers it touched; a parked waiter the first level did not reach has its worker touched (in
+-- id order) as in any round, and rungd retries a deadlock (40P01) as it does for any round.
 DROP FUNCTION IF EXISTS rung_claim_round(jsonb, int, boolean); -- a build of this release returned no pool
 CREATE OR REPLACE FUNCTION rung_claim_round(p jsonb, p_lease_s int, p_fair boolean)
 RETURNS TABLE (i int, status text, attempt_id bigint, job_id bigint, number int, token text, lease jsonb,
