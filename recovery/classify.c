@@ -16,6 +16,7 @@ struct view {
 	const struct classify_in *in;
 	const char *oom_phase; /* oom_phase, else the last phase seen */
 	long long steps;       /* steps completed in this attempt */
+	long long trained_s;   /* seconds of training before the OOM by the log's timestamps, -1 when unknown */
 	bool gpu_sig;
 	bool host_sig;
 };
@@ -304,17 +305,20 @@ static bool skipped_before(const struct view *v)
 	return sig(v, "skipped_batch_oom") > (sig(v, "oom_3_in_row") ? 3 : 0);
 }
 
-/* Guide 2B: the first recovery.early_steps steps of this attempt, with a config not known to work. */
+/* Guide 2B: the first recovery.early_steps steps of this attempt, with a config not known to work, unless the
+ * log's timestamps show training ran CLASSIFY_LONG_TRAIN_S first (a trainer that prints no step counter). */
 static bool m_early(const struct view *v, json_t *e)
 {
-	if (!v->gpu_sig || v->steps >= v->in->early_steps || v->in->succeeded_before || skipped_before(v))
+	if (!v->gpu_sig || v->steps >= v->in->early_steps || v->in->succeeded_before || skipped_before(v) ||
+	    v->trained_s >= CLASSIFY_LONG_TRAIN_S)
 		return false;
 	ev_oom(v, e);
 	ev(e, "out of memory in the first %lld steps of the attempt: a config-caused OOM", v->in->early_steps);
 	return true;
 }
 
-/* Guide 2D: after training ran for a while, after skipped batches, or with a config that worked. */
+/* Guide 2D: after training ran for a while (steps, or CLASSIFY_LONG_TRAIN_S by the log's timestamps), after
+ * skipped batches, or with a config that worked. */
 static bool m_intermittent(const struct view *v, json_t *e)
 {
 	if (!v->gpu_sig)
@@ -322,6 +326,8 @@ static bool m_intermittent(const struct view *v, json_t *e)
 	ev_oom(v, e);
 	if (v->steps >= v->in->early_steps)
 		ev(e, "training ran fine for %lld steps first", v->steps);
+	if (v->trained_s >= CLASSIFY_LONG_TRAIN_S)
+		ev(e, "the log's timestamps show %lld s of training before the OOM", v->trained_s);
 	if (skipped_before(v))
 		ev(e, "AI Toolkit had already skipped batches for OOM");
 	if (v->in->succeeded_before)
@@ -378,7 +384,7 @@ bool classify_gpu_signature(const json_t *facts)
 
 json_t *classify_run(const struct classify_in *in)
 {
-	struct view v = { in, NULL, 0, false, false };
+	struct view v = { in, NULL, 0, -1, false, false };
 	json_t *out = NULL, *e;
 	size_t i;
 
@@ -386,6 +392,7 @@ json_t *classify_run(const struct classify_in *in)
 	if (!v.oom_phase)
 		v.oom_phase = jpath_str(in->facts, "phase", NULL);
 	v.steps = classify_steps_in_attempt(in->facts);
+	v.trained_s = jpath_int(in->facts, "train_s_before_oom", -1);
 	v.gpu_sig = classify_gpu_signature(in->facts);
 	v.host_sig = signal_no(&v) == 9 || exit_code(&v) == 137;
 	for (i = 0; HOST_SIGS[i]; i++)

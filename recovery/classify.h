@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #define CLASSIFY_DIRTY_GPU_MIB 1024 /* gpu_before memory used above this: the GPU was not clean */
+#define CLASSIFY_LONG_TRAIN_S 600   /* FACTS.train_s_before_oom at or above this: training ran a while first */
 
 struct classify_in {
 	const json_t *facts;    /* FACTS as reported (borrowed) */

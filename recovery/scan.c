@@ -51,6 +51,7 @@ struct scan {
 	bool train_started;           /* a training bar was seen */
 	bool loading_seen;            /* a model/dataset loading marker was seen */
 	bool in_trace;                /* a Python traceback header was seen */
+	long long train_ts, oom_ts;   /* log timestamps (s) of the first training line and of the first GPU OOM, -1 */
 	int trace_phase;              /* phase of the innermost known trainer frame of the last traceback, -1 */
 	char job_name[SCAN_NAME_CAP]; /* from "# Running job: NAME", "" while unknown */
 	int sigs[SIG_COUNT];
@@ -72,6 +73,7 @@ struct scan *scan_new(void)
 	s->oom_phase = -1;
 	s->trace_phase = -1;
 	s->first_step = s->last_step = s->total_steps = -1;
+	s->train_ts = s->oom_ts = -1;
 	s->tried_mib = s->total_mib = s->free_mib = s->alloc_mib = NAN;
 	return s;
 }
@@ -603,12 +605,41 @@ static void note_saved(struct scan *s, const char *l)
 	}
 }
 
+/* The timestamp a logger puts at the start of a line, "YYYY-MM-DD HH:MM:SS" (or with a 'T'), as seconds
+ * since 1970 (days from the civil date); -1 when the line does not start with one. Trainers that print no
+ * step counter (fairseq-style loggers, Python's logging) still give the time. */
+static long long log_timestamp(const char *t)
+{
+	static const char shape[] = "dddd-dd-dd dd:dd:dd";
+	long long y, m, d, era, yoe, doy, doe;
+
+	for (size_t i = 0; i < sizeof shape - 1; i++) {
+		if (shape[i] == 'd' ? !isdigit((unsigned char)t[i]) :
+		    i == 10 ? (t[i] != ' ' && t[i] != 'T') : t[i] != shape[i])
+			return -1;
+	}
+	y = strtoll(t, NULL, 10);
+	m = strtoll(t + 5, NULL, 10);
+	d = strtoll(t + 8, NULL, 10);
+	if (m < 1 || m > 12 || d < 1 || d > 31)
+		return -1;
+	y -= m <= 2;
+	era = y / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return ((era * 146097 + doe - 719468) * 24 + strtoll(t + 11, NULL, 10)) * 3600 +
+	       strtoll(t + 14, NULL, 10) * 60 + strtoll(t + 17, NULL, 10);
+}
+
 static void scan_line(struct scan *s, char *l, size_t len)
 {
 	char desc[SCAN_NAME_CAP], exc[128];
 	int before[SIG_COUNT];
 	long long n, total;
 	const char *t, *k;
+	long long ts;
+	int oom_before = s->oom_phase;
 	bool bar;
 
 	l[len] = '\0';
@@ -728,6 +759,12 @@ static void scan_line(struct scan *s, char *l, size_t len)
 			s->sigs[SIG_CONFIG_ERROR]++;
 	}
 	scan_tables(s, l, before);
+	if ((ts = log_timestamp(t)) >= 0) {
+		if (s->train_ts < 0 && (s->train_started || s->phase == SCAN_TRAIN))
+			s->train_ts = ts;
+		if (oom_before < 0 && s->oom_phase >= 0 && s->oom_ts < 0)
+			s->oom_ts = ts;
+	}
 	if (strstr(l, "allocate") || strstr(l, "capacity") || strstr(l, "free") || strstr(l, "Process "))
 		scan_oom_numbers(s, l);
 }
@@ -791,6 +828,10 @@ json_t *scan_facts(const struct scan *s)
 	/* Issue 16.4: a GPU OOM whose step only the progress bar gave: the trainer got further. */
 	json_object_set_new(f, "last_step_estimated",
 			    json_boolean(s->last_step >= 0 && !s->step_named && s->oom_phase >= 0));
+	/* How long training had run when the GPU OOM came, by the log's own timestamps (a trainer that prints
+	 * no step counter still tells an OOM after an hour from one in the first minute), null when unknown. */
+	json_object_set_new(f, "train_s_before_oom", s->train_ts >= 0 && s->oom_ts >= s->train_ts ?
+			    json_integer(s->oom_ts - s->train_ts) : json_null());
 	for (int i = 0; i < SIG_COUNT; i++)
 		if (s->sigs[i])
 			json_object_set_new(sigs, sig_names[i], json_integer(s->sigs[i]));

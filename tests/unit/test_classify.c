@@ -202,6 +202,16 @@ int main(void)
 	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_intermittent/oom_after_stable_training",
 		   "near miss: 10 steps done in this attempt -> intermittent (2D)");
 	json_decref(f);
+	/* guide 2D for a trainer with no step counter: the log's timestamps (FACTS.train_s_before_oom) */
+	f = fx_json("{\"exit_code\": 1, \"phase\": \"train\", \"oom_phase\": \"train\", \"signatures\": {\"cuda_oom\": 1}, "
+		    "\"first_step\": null, \"last_step\": null, \"steps_done\": 0, \"train_s_before_oom\": 3260}");
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_intermittent/oom_after_stable_training",
+		   "guide 2D: no step counter, but 54 minutes of training by the log's timestamps");
+	jpath_set(f, "train_s_before_oom", json_integer(CLASSIFY_LONG_TRAIN_S - 1));
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps", "near miss: under 10 minutes of training is early");
+	jpath_set(f, "train_s_before_oom", json_null());
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps", "near miss: no timestamps, no steps: early");
+	json_decref(f);
 	f = fx_oom("train", 1, 4);
 	jpath_set(f, "signatures", fx_json("{\"cuda_oom\": 1, \"skipped_batch_oom\": 5, \"oom_3_in_row\": 1}"));
 	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_intermittent/oom_after_stable_training",

@@ -413,9 +413,37 @@ static void test_saved_path(void)
 	}
 }
 
+/* FACTS.train_s_before_oom: a trainer that prints no step counter (fairseq-style loggers) still dates its
+ * lines; the seconds from the first dated training line to the dated line of the first GPU OOM. */
+static void test_train_s_before_oom(void)
+{
+	const char *dated = "2022-08-20 23:35:25 | INFO | loss scale: 4\n"
+		"2022-08-20 23:35:27 | INFO | metaseq.trainer | begin training epoch 1\n"
+		"2022-08-21 00:29:47 | WARNING | OOM: Ran out of memory with exception: CUDA out of memory. Tried to allocate 1 GiB\n"
+		"2022-08-21 00:30:00 | INFO | later\n";
+	const char *load_oom = "2024-03-01T10:00:00 INFO Loading model\n"
+		"2024-03-01T10:20:00 torch.OutOfMemoryError: CUDA out of memory.\n";
+	const char *undated_oom = "2022-08-20 23:35:27 | INFO | begin training epoch 1\n"
+		"RuntimeError: CUDA out of memory.\n2022-08-21 00:29:47 | INFO | after\n";
+	json_t *f = facts_of(dated, strlen(dated), 0), *g = facts_of(dated, strlen(dated), 1);
+
+	TAP_INT_EQ(jpath_int(f, "train_s_before_oom", -1), 3260, "train_s_before_oom: 23:35:27 to 00:29:47 across midnight");
+	TAP_OK(json_equal(f, g), "train_s_before_oom: byte-at-a-time gives the same facts");
+	json_decref(f);
+	json_decref(g);
+	f = facts_of(load_oom, strlen(load_oom), 0);
+	TAP_OK(json_is_null(json_object_get(f, "train_s_before_oom")), "near miss: an OOM while loading has no training time");
+	json_decref(f);
+	f = facts_of(undated_oom, strlen(undated_oom), 0);
+	TAP_OK(json_is_null(json_object_get(f, "train_s_before_oom")),
+	       "near miss: an undated OOM line is not dated by a later line");
+	json_decref(f);
+}
+
 int main(void)
 {
 	test_saved_path();
+	test_train_s_before_oom();
 	for (size_t i = 0; i < ARRAY_LEN(cases); i++)
 		check_case(&cases[i]);
 	test_oom_processes();
