@@ -16,7 +16,8 @@ struct view {
 	const struct classify_in *in;
 	const char *oom_phase; /* oom_phase, else the last phase seen */
 	long long steps;       /* steps completed in this attempt */
-	long long trained_s;   /* seconds of training before the OOM by the log's timestamps, -1 when unknown */
+	long long trained_s;   /* seconds of training before the OOM by the log's timestamps, -1 when unknown or
+				* when the log counts steps (then the steps say how far training got) */
 	bool gpu_sig;
 	bool host_sig;
 };
@@ -305,8 +306,8 @@ static bool skipped_before(const struct view *v)
 	return sig(v, "skipped_batch_oom") > (sig(v, "oom_3_in_row") ? 3 : 0);
 }
 
-/* Guide 2B: the first recovery.early_steps steps of this attempt, with a config not known to work, unless the
- * log's timestamps show training ran CLASSIFY_LONG_TRAIN_S first (a trainer that prints no step counter). */
+/* Guide 2B: the first recovery.early_steps steps of this attempt, with a config not known to work, unless a
+ * trainer that prints no step counter ran CLASSIFY_LONG_TRAIN_S of training first by its log's timestamps. */
 static bool m_early(const struct view *v, json_t *e)
 {
 	if (!v->gpu_sig || v->steps >= v->in->early_steps || v->in->succeeded_before || skipped_before(v) ||
@@ -392,7 +393,10 @@ json_t *classify_run(const struct classify_in *in)
 	if (!v.oom_phase)
 		v.oom_phase = jpath_str(in->facts, "phase", NULL);
 	v.steps = classify_steps_in_attempt(in->facts);
-	v.trained_s = jpath_int(in->facts, "train_s_before_oom", -1);
+	/* only for a trainer that prints no step counter: a slow video model's first steps can take
+	 * minutes each, and its step 8 after 11 minutes is still a config-caused OOM */
+	v.trained_s = json_is_integer(json_object_get(in->facts, "last_step")) || v.steps > 0
+			      ? -1 : jpath_int(in->facts, "train_s_before_oom", -1);
 	v.gpu_sig = classify_gpu_signature(in->facts);
 	v.host_sig = signal_no(&v) == 9 || exit_code(&v) == 137;
 	for (i = 0; HOST_SIGS[i]; i++)

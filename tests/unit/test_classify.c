@@ -211,6 +211,13 @@ int main(void)
 	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps", "near miss: under 10 minutes of training is early");
 	jpath_set(f, "train_s_before_oom", json_null());
 	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps", "near miss: no timestamps, no steps: early");
+	/* a slow video model that counts steps: 8 steps in 20 minutes is still its first steps */
+	jpath_set(f, "train_s_before_oom", json_integer(1200));
+	jpath_set(f, "first_step", json_integer(1));
+	jpath_set(f, "last_step", json_integer(8));
+	jpath_set(f, "steps_done", json_integer(8));
+	TAP_STR_EQ(CLS(f, cfg, 0), "oom_train_early/oom_in_first_steps",
+		   "near miss: a log that counts steps is read by its steps (8 slow steps in 20 minutes: early)");
 	json_decref(f);
 	f = fx_oom("train", 1, 4);
 	jpath_set(f, "signatures", fx_json("{\"cuda_oom\": 1, \"skipped_batch_oom\": 5, \"oom_3_in_row\": 1}"));

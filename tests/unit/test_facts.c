@@ -65,6 +65,9 @@ int main(void)
 	check_bad("{\"cancelled\": \"yes\"}", "facts.cancelled", "facts: cancelled is a boolean");
 	check_bad("{\"error\": 5}", "facts.error", "facts: error is a string");
 	check_bad("{\"log_tail\": [1]}", "facts.log_tail[0]", "facts: log lines are strings");
+	check_bad("{\"train_s_before_oom\": -1}", "facts.train_s_before_oom",
+		  "facts: train_s_before_oom is a count of seconds or null");
+	check_bad("{\"train_s_before_oom\": \"1h\"}", "facts.train_s_before_oom", "facts: train_s_before_oom is not text");
 	check_bad("{\"peak\": 5}", "facts.peak", "facts: peak must be an object");
 	check_bad("{\"peak\": {\"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is required");
 	check_bad("{\"peak\": {\"mib\": -3, \"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is non-negative");
