@@ -2153,6 +2153,13 @@ static void test_borrow(void)
 		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:h1",
 		   "borrow: its own pool's job first, whatever the borrowed pool's priorities");
 	q1("ROLLBACK", 0, NULL);
+	/* a job of its own pool it may not run (it needs more memory): one row, default's job */
+	q1("UPDATE jobs SET constraints = '{\"min_gpu_memory_mib\": 200000}' WHERE name = 'h1'", 0, NULL);
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.status || ':' || coalesce(j.name, '-'), ',') "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p), "ok:d1",
+		   "borrow: its own pool's job needs a bigger GPU: one row, the borrowed job (the own pool's none held back)");
+	q1("ROLLBACK", 0, NULL);
 	q1("DELETE FROM jobs WHERE name = 'h1'", 0, NULL);
 	/* a job of b, the first it borrows from, before default's */
 	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) VALUES "
