@@ -34,6 +34,7 @@ struct plan_page {
 	struct hreq *h;
 	char *text;       /* the config as typed (line ends LF), owned: the answer shows it again */
 	char *gpu;        /* gpu_mib as typed, owned; NULL when not given */
+	char *pool;       /* the worker pool as typed, owned; NULL when not given (the default pool) */
 	json_t *config;   /* the AI Toolkit file parsed from text */
 	json_t *recovery; /* RECOVERY, defaults filled (api_jobs_check_submit) */
 	const char *kind; /* static (atconfig_kind) */
@@ -48,14 +49,15 @@ static void plan_page_free(struct plan_page *p)
 	json_decref(p->recovery);
 	json_decref(p->config);
 	free(p->gpu);
+	free(p->pool);
 	free(p->text);
 	free(p);
 }
 
 /* ---- rendering (pure) ---- */
 
-void web_plan_render_form(struct hbuf *b, const char *config, const char *gpu_mib, const char *field,
-			  const char *message)
+void web_plan_render_form(struct hbuf *b, const char *config, const char *gpu_mib, const char *pool,
+			  const char *field, const char *message)
 {
 	html_add(b, "<h1>Plan a submit</h1>\n<p class=\"muted\">What a first attempt of this config would run on each GPU "
 		    "size of the fleet, from the memory history rung has today, as <code>rungctl plan</code> says it. "
@@ -79,6 +81,11 @@ void web_plan_render_form(struct hbuf *b, const char *config, const char *gpu_mi
 		       "<input type=\"number\" id=\"gpu_mib\" name=\"gpu_mib\" min=\"1\" max=\"%d\" value=\"",
 		    API_PROFILES_GPU_MIB_MAX);
 	html_esc(b, gpu_mib);
+	/* the sizes and the largest GPU are the pool's (its workers' and its borrowers'), as a lease weighs them */
+	html_add(b, "\"><label for=\"pool\">Worker pool (optional, default <code>" POOL_DEFAULT "</code>)</label>"
+		    "<input type=\"text\" id=\"pool\" name=\"pool\" maxlength=\"63\" placeholder=\"" POOL_DEFAULT
+		    "\" value=\"");
+	html_esc(b, pool);
 	html_add(b, "\"><button type=\"submit\">Plan</button></form>\n");
 }
 
@@ -189,7 +196,7 @@ static void size_detail(struct hbuf *b, const json_t *s)
 void web_plan_render(struct hbuf *b, const json_t *plan)
 {
 	const json_t *sizes = json_object_get(plan, "sizes"), *s;
-	const json_t *arch = json_object_get(plan, "arch");
+	const json_t *arch = json_object_get(plan, "arch"), *pool = json_object_get(plan, "pool");
 	long long n = json_integer_value(json_object_get(plan, "observations"));
 	bool fleet = false;
 	size_t i;
@@ -198,7 +205,13 @@ void web_plan_render(struct hbuf *b, const json_t *plan)
 	html_esc_json(b, json_object_get(plan, "kind"), "?");
 	html_add(b, " <code class=\"arch\">");
 	html_esc_json(b, arch, "?");
-	html_add(b, "</code></h2>\n");
+	html_add(b, "</code>");
+	if (json_is_string(pool) && strcmp(json_string_value(pool), POOL_DEFAULT)) {
+		html_add(b, " in pool <code class=\"pool\">");
+		html_esc_json(b, pool, "?");
+		html_add(b, "</code>");
+	}
+	html_add(b, "</h2>\n");
 	if (n > 0) {
 		html_printf(b, "<p class=\"history\">The memory model rests on %lld attempt(s) of <code>", n);
 		html_esc_json(b, arch, "?");
@@ -211,9 +224,15 @@ void web_plan_render(struct hbuf *b, const json_t *plan)
 	}
 	json_array_foreach(sizes, i, s)
 		fleet |= json_is_true(json_object_get(s, "in_fleet"));
-	if (!fleet)
+	if (!fleet && json_is_string(pool) && strcmp(json_string_value(pool), POOL_DEFAULT)) {
+		html_add(b, "<p class=\"no-gpu err\">Pool <code>");
+		html_esc_json(b, pool, "?");
+		html_add(b, "</code> has no GPU: no worker of it, nor one that borrows from it, has a usable GPU. Enter a "
+			    "GPU size above to ask about one.</p>\n");
+	} else if (!fleet) {
 		html_add(b, "<p class=\"no-gpu err\">The fleet has no GPU: no worker in the fleet has a usable GPU. Enter a "
 			    "GPU size above to ask about one.</p>\n");
+	}
 	if (json_array_size(sizes) == 0)
 		return;
 	html_add(b, "<table class=\"plan\"><thead><tr><th>GPU MiB</th><th>GPUs</th><th>target</th><th>first attempt</th>"
@@ -231,13 +250,12 @@ void web_plan_render(struct hbuf *b, const json_t *plan)
 /* ---- answers ---- */
 
 /* Answers code with the form as typed and, when message is not NULL, what is wrong with it. */
-static void form_page(struct hreq *h, int code, const char *text, const char *gpu, const char *field,
-			 const char *message)
+static void form_page(struct hreq *h, int code, const struct plan_page *p, const char *field, const char *message)
 {
 	struct hbuf b = { 0 };
 	char *page;
 
-	web_plan_render_form(&b, text, gpu, field, message);
+	web_plan_render_form(&b, p ? p->text : NULL, p ? p->gpu : NULL, p ? p->pool : NULL, field, message);
 	page = html_take(&b);
 	web_page(h, code, "Plan", page);
 	free(page);
@@ -264,7 +282,9 @@ static void on_fleet(PGresult *res, const char *err, void *arg)
 		web_message(h, 500, "Plan failed", "The plan could not be made; the server log says why.");
 		goto out;
 	}
-	web_plan_render_form(&b, p->text, p->gpu, NULL, NULL);
+	if (p->pool)
+		json_object_set_new(plan, "pool", json_string(p->pool));
+	web_plan_render_form(&b, p->text, p->gpu, p->pool, NULL, NULL);
 	web_plan_render(&b, plan);
 	page = html_take(&b);
 	web_page(h, 200, "Plan", page);
@@ -320,34 +340,43 @@ static void plan_post(struct hreq *h)
 	}
 	p->text = body ? web_form_value(body, len, "config") : NULL;
 	p->gpu = body ? web_form_value(body, len, "gpu_mib") : NULL;
+	p->pool = body ? web_form_value(body, len, "pool") : NULL;
 	crlf_to_lf(p->text);
 	if (blank(p->gpu)) {
 		free(p->gpu);
 		p->gpu = NULL;
 	}
+	if (blank(p->pool)) {
+		free(p->pool);
+		p->pool = NULL;
+	}
+	if (p->pool && !pool_name_ok(p->pool)) {
+		form_page(h, 400, p, "pool", "pool must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
 	if (p->gpu && (p->extra_mib = api_profiles_parse_mib(p->gpu)) < 0) {
 		message = xasprintf("gpu_mib must be an integer from 1 to %d", API_PROFILES_GPU_MIB_MAX);
-		form_page(h, 400, p->text, p->gpu, "gpu_mib", message);
+		form_page(h, 400, p, "gpu_mib", message);
 		goto out;
 	}
 	if (blank(p->text)) {
-		form_page(h, 400, p->text, p->gpu, "config", "paste an AI Toolkit config (YAML or JSON)");
+		form_page(h, 400, p, "config", "paste an AI Toolkit config (YAML or JSON)");
 		goto out;
 	}
 	if (api_jobs_parse_yaml(p->text, strlen(p->text), &p->config, &error, &message) < 0) {
-		form_page(h, 400, p->text, p->gpu, "config", message);
+		form_page(h, 400, p, "config", message);
 		goto out;
 	}
 	env = json_pack("{s:O}", "config", p->config);
 	if (api_jobs_check_submit(env, &p->recovery, &name, &priority, &field, &message) < 0) {
-		form_page(h, 400, p->text, p->gpu, field, message);
+		form_page(h, 400, p, field, message);
 		goto out;
 	}
 	p->kind = atconfig_kind(p->config);
 	memmodel_arch(p->config, p->arch, sizeof p->arch);
 	{
-		/* the page plans for the default pool: its form has no pool field */
-		const char *params[2] = { p->arch, POOL_DEFAULT };
+		/* the GPUs of the pool typed (none: the default pool), as POST /v1/plan's envelope "pool" */
+		const char *params[2] = { p->arch, p->pool ? p->pool : POOL_DEFAULT };
 		db_exec(h->app->db, sql_plan_fleet, 2, params, on_fleet, p);
 	}
 	p = NULL;
@@ -360,7 +389,7 @@ out:
 
 static void plan_form(struct hreq *h)
 {
-	form_page(h, 200, NULL, NULL, NULL, NULL);
+	form_page(h, 200, NULL, NULL, NULL);
 }
 
 void web_plan_form(struct hreq *h)

@@ -392,6 +392,22 @@ static void test_plan_page(struct harness *h)
 	     "plan page: a config a submit refuses: 400 naming the field (%s), the text kept (%ld)", part, st);
 	free(part);
 	free(form);
+	form = form_pair("config", yaml);
+	f2 = xasprintf("%s&gpu_mib=&pool=nohost", form);
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", f2, "Sec-Fetch-Site: same-origin");
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, " in pool <code class=\"pool\">nohost</code></h2>") &&
+	     strstr(h->last_body, "Pool <code>nohost</code> has no GPU") && !strstr(h->last_body, "<td class=\"action\">") &&
+	     strstr(h->last_body, "value=\"nohost\""),
+	     "plan page: for pool nohost, no worker's: the pool has no GPU, no size planned, the pool kept in the form (%ld)", st);
+	free(f2);
+	f2 = xasprintf("%s&pool=Big", form);
+	st = h_browse(h, h->admin_token, "POST", "/ui/plan", f2, "Sec-Fetch-Site: same-origin");
+	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
+	h_ok(h, st == 400 && strstr(part, "<code class=\"field\">pool</code>") && strstr(part, "pool name"),
+	     "plan page: pool Big: 400 naming pool (%s)", part);
+	free(part);
+	free(f2);
+	free(form);
 	st = h_browse(h, h->admin_token, "POST", "/ui/plan", "config=job%3A+%5Bx&gpu_mib=", "Sec-Fetch-Site: same-origin");
 	part = page_part(h->last_body, "<p class=\"err\">", "</p>");
 	h_ok(h, st == 400 && strstr(part, "malformed YAML at line"), "plan page: malformed YAML: 400 naming the line (%s)", part);

@@ -634,17 +634,19 @@ static void test_plan(void)
 	       "a hostile arch, reason, rung, change and action are shown escaped");
 	free(s);
 
-	web_plan_render_form(&b, "name: x\n</textarea><script>alert(1)</script>", "\"><x", "config.x<y>", "bad & <worse>");
+	web_plan_render_form(&b, "name: x\n</textarea><script>alert(1)</script>", "\"><x", "<p\"ool>", "config.x<y>",
+			     "bad & <worse>");
 	s = html_take(&b);
 	TAP_OK(has(s, "<textarea id=\"config\" name=\"config\" rows=\"20\" spellcheck=\"false\" required>\n"
 		      "name: x\n&lt;/textarea&gt;&lt;script&gt;alert(1)&lt;/script&gt;</textarea>"),
 	       "the form keeps what was typed, escaped (a newline first, so a leading one survives the parser)");
 	TAP_OK(has(s, "name=\"gpu_mib\"") && has(s, "value=\"&quot;&gt;&lt;x\"") && !has(s, "<x"), "gpu_mib kept, escaped");
+	TAP_OK(has(s, "name=\"pool\"") && has(s, "value=\"&lt;p&quot;ool&gt;\"") && !has(s, "<p\"ool"), "pool kept, escaped");
 	TAP_OK(has(s, "<p class=\"err\"><code class=\"field\">config.x&lt;y&gt;</code>: bad &amp; &lt;worse&gt;</p>"),
 	       "the refusal names the field, escaped");
 	TAP_OK(has(s, "<form class=\"plan\" method=\"post\" action=\"/ui/plan\">"), "the form posts to /ui/plan");
 	free(s);
-	web_plan_render_form(&b, NULL, NULL, NULL, NULL);
+	web_plan_render_form(&b, NULL, NULL, NULL, NULL, NULL);
 	s = html_take(&b);
 	TAP_OK(has(s, "required>\n</textarea>") && !has(s, "class=\"err\""), "the empty form: no refusal");
 	free(s);
