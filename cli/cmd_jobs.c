@@ -136,6 +136,24 @@ static json_t *submit_bodies(struct cli *c, const json_t *config, const struct s
 	return bodies;
 }
 
+/* Prints the warnings a submit's reply carries with JOB (rung_submit_pool_warning: a pool no worker
+ * takes from) on stderr, each text once per command (WARNED: the texts printed), so that a sweep of
+ * 50 jobs into one pool says it once. The job was stored all the same. */
+static void submit_warnings(struct cli *c, const json_t *job, json_t **warned)
+{
+	const json_t *w;
+	size_t i;
+
+	json_array_foreach(json_object_get(job, "warnings"), i, w) {
+		const char *msg = json_string_value(json_object_get(w, "message"));
+		const char *field = json_string_value(json_object_get(w, "field"));
+		if (!msg || json_object_get(*warned, msg))
+			continue;
+		json_object_set_new(*warned, msg, json_true());
+		fprintf(c->err, "rungctl submit: warning: %s%s%s\n", field ? field : "", field ? ": " : "", msg);
+	}
+}
+
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
@@ -144,7 +162,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	int dry_run = 0;
 	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
 	bool past;
-	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL;
+	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL;
 	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
@@ -233,6 +251,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		goto out;
 	}
 	jobs = json_array();
+	warned = json_object();
 	for (i = 0; i < n; i++) {
 		json_t *job = NULL;
 		char *key = idem && label ? xasprintf("%s-%zu", idem, i + 1) : (idem ? xstrdup(idem) : NULL);
@@ -248,6 +267,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 			fflush(c->out);
 			free(id);
 		}
+		submit_warnings(c, job, &warned);
 		json_array_append_new(jobs, job);
 	}
 	if (label && rc != CLI_OK)
@@ -270,6 +290,7 @@ out:
 	free(err);
 	free(label);
 	sweep_free(sw);
+	json_decref(warned);
 	json_decref(jobs);
 	json_decref(bodies);
 	json_decref(config);

@@ -70,7 +70,8 @@ BEGIN
     SELECT ins.id, 'submitted', ins.state, 'submitted', rung_submit_event_data(ins.kind, ins.priority, ins.owner, ins.run_after)
     FROM ins ORDER BY ins.id)
   SELECT r.* FROM (
-    SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs), ins.target_config::text, NULL::text
+    SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs) || rung_submit_pool_warning(ins.pool),
+           ins.target_config::text, NULL::text
     FROM x JOIN ins ON ins.id = x.id
     UNION ALL
     SELECT x.i, 'pool_refused'::text, NULL::bigint, rung_submit_pool_refusal(x.e->>'owner', rung_submit_pool(x.e->'body')), NULL::text, NULL::text
@@ -85,8 +86,9 @@ END $$;
 -- hash, so the same key with another start time is a conflict). Set-wise (rung_submit_set) when no item carries a key; else item by item, in array
 -- order, each an insert-or-return-existing (the same request hash: md5 of the body as jsonb text),
 -- so a repeated key later in the same batch finds the earlier job. Rows: (i, status "created" |
--- "existing" | "conflict", the job's id, the lean JOB, target_config as text, current_config as
--- text or NULL when it is the target) per item; rungd splices the configs into the JOB; or (i,
+-- "existing" | "conflict", the job's id, the lean JOB (with "warnings" when no worker takes from its
+-- pool: rung_submit_pool_warning), target_config as text, current_config as text or NULL when it is
+-- the target) per item; rungd splices the configs into the JOB; or (i,
 -- "pool_refused", NULL, rung_submit_pool_refusal) for an item whose pool its owner may not use
 -- (migration 027; a repeated key answers its job as before). No NOTIFY:
 -- rungd wakes the replicas after the commit (server/lease.c lease_announce: notifying
@@ -138,7 +140,7 @@ BEGIN
       status := 'created';
     END IF;
     job_id := j.id;
-    job := rung_job_json_lean(j);
+    job := rung_job_json_lean(j) || CASE WHEN status = 'conflict' THEN '{}' ELSE rung_submit_pool_warning(j.pool) END;
     target := j.target_config::text;
     current := j.current_config::text;
     RETURN NEXT;

@@ -428,13 +428,20 @@ BEGIN
       GROUP BY 1
       ORDER BY 1
     LOOP
-      IF lvl < v_levels AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool) THEN
-        -- nothing queued in this pool (one probe of jobs_claim): the waiters with a pool left go
-        -- straight to it, looked up there once; the others still get their rows here
-        SELECT jsonb_agg(x.e ORDER BY x.n) INTO v_share
-        FROM jsonb_array_elements(v_share) WITH ORDINALITY AS x(e, n)
-        WHERE jsonb_array_length(v_home->(x.e->>'i')) <= lvl;
-        CONTINUE WHEN v_share IS NULL;
+      IF lvl < v_levels THEN
+        -- nothing queued in this pool (one probe of jobs_claim, in its order: as an EXISTS, whose
+        -- ORDER BY the planner drops, the generic plan scanned the whole table for an empty pool,
+        -- 33 ms a round behind 100,000 jobs of another pool; docs/PERFORMANCE.md round 17): the
+        -- waiters with a pool left go straight to it, looked up there once; the others still get
+        -- their rows here
+        PERFORM 1 FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool
+        ORDER BY c.priority, c.created_at, c.id LIMIT 1;
+        IF NOT FOUND THEN
+          SELECT jsonb_agg(x.e ORDER BY x.n) INTO v_share
+          FROM jsonb_array_elements(v_share) WITH ORDINALITY AS x(e, n)
+          WHERE jsonb_array_length(v_home->(x.e->>'i')) <= lvl;
+          CONTINUE WHEN v_share IS NULL;
+        END IF;
       END IF;
       FOR r IN SELECT * FROM rung_claim_pool_round(v_share, p_lease_s, p_fair, v_pool) LOOP
         IF r.status <> 'none' THEN

@@ -60,6 +60,23 @@ LANGUAGE sql STABLE AS $$
                    ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
 $$;
 
+-- What a submit answers beside a job of pool P_POOL that no worker in the fleet serves or borrows
+-- from now (a typo, or a pool whose hosts are not up yet): {"warnings": [{"field": "pool", "message"}]},
+-- which rungd's reply carries with the job; {} otherwise, and always for the default pool. The job is
+-- stored all the same: hosts may join the pool later. A probe of the workers (a few hundred rows), for
+-- a job outside the default pool only. (Here, after rung_worker_in_fleet: the submit, 20_submit.sql,
+-- calls it.)
+CREATE OR REPLACE FUNCTION rung_submit_pool_warning(p_pool text) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN p_pool = 'default'
+                   OR EXISTS (SELECT 1 FROM workers w WHERE (w.pool = p_pool OR p_pool = ANY (w.borrow))
+                                                        AND rung_worker_in_fleet(w.id))
+              THEN '{}'::jsonb
+              ELSE jsonb_build_object('warnings', jsonb_build_array(jsonb_build_object(
+                     'field', 'pool', 'message', 'no worker in the fleet serves pool ' || p_pool
+                     || ' or borrows from it: the job waits until one registers (rung-worker --pool ' || p_pool || ')')))
+         END
+$$;
+
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"pool": its pool,
 -- "gpus": how many GPUs of its pool (migration 026), not quarantined, on live workers, meet its
 -- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers),

@@ -497,7 +497,8 @@ int main(void)
 	extra = json_pack("{s:s, s:s}", "pool", "h200", "name", "big-one");
 	job = h_submit(h, cfg, extra);
 	id_a = job ? h_id(job, "id") : NULL;
-	h_ok(h, job && !strcmp(h_str(job, "pool"), "h200"), "a job submitted to pool h200 says so");
+	h_ok(h, job && !strcmp(h_str(job, "pool"), "h200") && !json_object_get(job, "warnings"),
+	     "a job submitted to pool h200 says so, with no warning (a worker serves h200)");
 	json_decref(job);
 	json_decref(extra);
 	extra = json_pack("{s:s}", "name", "small-one");
@@ -509,6 +510,11 @@ int main(void)
 	extra = json_pack("{s:s, s:s}", "pool", "nohost", "name", "lonely");
 	job = h_submit(h, cfg, extra);
 	id_n = job ? h_id(job, "id") : NULL;
+	{
+		json_t *w = json_array_get(json_object_get(job, "warnings"), 0);
+		h_ok(h, id_n && w && !strcmp(h_str(w, "field"), "pool") && strstr(h_str(w, "message"), "pool nohost"),
+		     "a submit into a pool no worker takes from: stored, its reply warns naming pool (%s)", h_str(w, "message"));
+	}
 	json_decref(job);
 	json_decref(extra);
 	{

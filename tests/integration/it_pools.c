@@ -135,6 +135,21 @@ static void test_partition(struct harness *h)
 		h_diag("show: %.600s", show);
 	if (cid)
 		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", cid));
+	{
+		/* rungctl submit says it at once: a sweep of three into a pool no worker takes from warns once */
+		char *out = h_rungctl(h, "submit examples/flux_lora.json --pool it-nobody --sweep train.lr=1e-4,2e-4,3e-4", &rc);
+		const char *warn = "warning: pool: no worker in the fleet serves pool it-nobody or borrows from it";
+		const char *first = out ? strstr(out, warn) : NULL;
+		if (!h_ok(h, rc == 0 && first && !strstr(first + 1, warn),
+			  "rungctl submit into a pool no worker takes from: the jobs are stored, the warning said once"))
+			h_diag("submit: %.800s", out ? out : "-");
+		free(out);
+		out = h_rungctl(h, "submit examples/flux_lora.json --pool it-h200", &rc);
+		h_ok(h, rc == 0 && out && !strstr(out, "warning"), "into it-h200, whose worker is up: no warning");
+		free(out);
+		out = h_rungctl(h, "cancel --pool it-nobody", &rc);
+		free(out);
+	}
 
 	/* restarted without --pool: back in default */
 	h_ok(h, h_worker_stop(h, wh, SIGTERM) == 0, "the it-h200 worker stopped");

@@ -2206,6 +2206,26 @@ static void test_borrow(void)
 		   "0:none:-,1:ok:d1", "borrow: an owner at max_running 1: the borrower does not start its second job");
 	q1("ROLLBACK", 0, NULL);
 	q1("DELETE FROM tokens WHERE name = 'borrow-o'", 0, NULL);
+	/* a submit into a pool no worker serves or borrows from warns (the job is stored) */
+	TAP_STR_EQ(q1("SELECT rung_submit_pool_warning('default')::text || ':' || rung_submit_pool_warning('a-h200')::text "
+		      "|| ':' || rung_submit_pool_warning('b')::text || ':' || "
+		      "(rung_submit_pool_warning('nohost')->'warnings'->0->>'field')", 0, NULL), "{}:{}:{}:pool",
+		   "borrow: no warning for default, a served pool or a borrowed one; one naming pool for a pool no worker takes from");
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || coalesce(job->'warnings'->0->>'field', '-'), ',' ORDER BY i) "
+		      "FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"w1\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": null, \"body\": {\"config\": {\"x\": 1}, \"pool\": \"nohost\"}},"
+		      "{\"i\": 1, \"name\": \"w2\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": null, \"body\": {\"config\": {\"x\": 1}, \"pool\": \"b\"}}]')", 0, NULL),
+		   "0:created:pool,1:created:-", "borrow: set-wise, the job of pool nohost carries the warning, b's none");
+	TAP_STR_EQ(q1("SELECT string_agg(i || ':' || status || ':' || coalesce(job->'warnings'->0->>'field', '-'), ',' ORDER BY i) "
+		      "FROM rung_submit_batch('["
+		      "{\"i\": 0, \"name\": \"w3\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": \"bw-1\", \"body\": {\"config\": {\"x\": 1}, \"pool\": \"nohost\"}},"
+		      "{\"i\": 1, \"name\": \"w3\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 1, \"recovery\": {}, "
+		      "\"key\": \"bw-1\", \"body\": {\"config\": {\"x\": 1}, \"pool\": \"nohost\"}}]')", 0, NULL),
+		   "0:created:pool,1:existing:pool", "borrow: keyed, created and repeated, the same");
+	q1("DELETE FROM jobs WHERE name IN ('w1', 'w2', 'w3')", 0, NULL);
 	/* rung_claim_in: a worker takes a pool's job only when the pool is its own or one it borrows from */
 	p[0] = wd;
 	TAP_STR_EQ(q1("SELECT rung_claim_in('a-h200', $1::bigint, 'BD-1', 30, NULL, NULL, NULL, NULL)->>'status'", 1, p), "none",
@@ -2274,6 +2294,18 @@ static void test_borrow(void)
 	p[0] = ctx;
 	TAP_STR_EQ(q1("SELECT ctx->'fleet'->>'max_gpu_memory_mib' FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "24576",
 		   "borrow: with every worker in default, a canary job's finish weighs canary's largest GPU, the borrower's");
+	/* a borrower whose own pool is empty, behind 30,000 queued jobs of another pool: the round's probe
+	 * of its empty pool reads jobs_claim, not the table (an EXISTS's generic plan read it whole) */
+	q1("UPDATE workers SET pool = 'own', borrow = '{default}' WHERE name = 'wh'", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) "
+	   "SELECT 'zz' || g, 'borrow-z', 'image', 0, '{\"x\":1}', '{}', 'zz' FROM generate_series(1, 30000) g", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	free(lone);
+	lone = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BH-1\",\"fresh\":true}]", wh);
+	p[0] = lone;
+	blocks_under(blocks("SELECT * FROM rung_claim_round($1::jsonb, $2::int, false)", 2, p), 250,
+		     "borrow: a borrower's round, its own pool empty, behind 30,000 queued jobs of another pool");
+	q1("DELETE FROM jobs WHERE pool = 'zz'", 0, NULL);
 	free(both);
 	free(parked);
 	free(lone);
