@@ -75,7 +75,8 @@ const struct cli_cmd cli_cmds[] = {
 	{ "ack", "ack ESC --note TEXT", "Acknowledges an escalation.", cmd_ack },
 	{ "resolve", "resolve ESC --note TEXT", "Resolves an escalation.", cmd_resolve },
 	{ "workers", "workers", "Lists workers: the pool and the version each registered with (- : a worker from\n"
-		"before versions), and a drained one with who drained it and why.", cmd_workers },
+		"before versions), the pools it borrows from (BORROWS, in its order; - : none), and a\n"
+		"drained one with who drained it and why.", cmd_workers },
 	{ "drain", "drain WORKER [--note TEXT]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
 		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },

@@ -6,12 +6,14 @@
 
 #include "cli.h"
 #include "jpath.h"
+#include "pool.h"
 #include "table.h"
 #include "util.h"
 #include "version.h"
 
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
- * else b) or "#k" (the length of the array under k). */
+ * else b), "#k" (the length of the array under k) or ",k" (the names in the array under k joined with
+ * ",", "-" when none). */
 static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
 	size_t n)
 {
@@ -23,10 +25,13 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 		for (size_t k = 0; k < n; k++) {
 			char *alts = xstrdup(keys[k]), *save = NULL;
 			const json_t *v = NULL;
-			int count = alts[0] == '#';
-			for (char *p = strtok_r(alts + count, "|", &save); p && !v; p = strtok_r(NULL, "|", &save))
+			int count = alts[0] == '#', names = alts[0] == ',';
+			for (char *p = strtok_r(alts + count + names, "|", &save); p && !v; p = strtok_r(NULL, "|", &save))
 				v = jpath_get(o, p);
-			cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
+			if (names) /* an array of names: "a,b", "-" when empty or absent */
+				cells[k] = pool_list_join(v, ",", "-");
+			else
+				cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
 			free(alts);
 		}
 		table_add(t, (const char *const *)cells);
@@ -177,10 +182,11 @@ int cmd_resolve(struct cli *c, int argc, char **argv)
 
 int cmd_workers(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "ID", "NAME", "HOST", "POOL", "STATE", "VERSION", "GPUS", "RUNNING",
-		"LAST SEEN", "DRAINED BY", "WHY" };
-	static const char *const keys[] = { "id", "name", "host", "pool", "state", "version", "#gpus", "running_attempts",
-		"last_seen_at", "drain.by", "drain.note" };
+	/* BORROWS: the pools whose jobs it also takes when its own has none (migration 028), in its order */
+	static const char *const head[] = { "ID", "NAME", "HOST", "POOL", "BORROWS", "STATE", "VERSION", "GPUS",
+		"RUNNING", "LAST SEEN", "DRAINED BY", "WHY" };
+	static const char *const keys[] = { "id", "name", "host", "pool", ",borrow", "state", "version", "#gpus",
+		"running_attempts", "last_seen_at", "drain.by", "drain.note" };
 	return list_cmd(c, "workers", argc, argv, "/v1/workers", "workers", head, keys, ARRAY_LEN(head));
 }
 

@@ -26,12 +26,17 @@ char *jobtext_pool_wait(const json_t *job)
 	const json_t *p = json_object_get(job, "placement");
 	const char *pool = json_string_value(json_object_get(p, "pool"));
 	long long other = (long long)json_integer_value(json_object_get(p, "other_pools_gpus"));
+	long long borrowing = (long long)json_integer_value(json_object_get(p, "borrowing_gpus"));
 
 	if (!json_is_object(p) || json_integer_value(json_object_get(p, "gpus")) > 0 ||
-	    json_integer_value(json_object_get(p, "draining_gpus")) > 0 || other <= 0)
+	    json_integer_value(json_object_get(p, "draining_gpus")) > 0 || (other <= 0 && borrowing <= 0))
 		return NULL;
 	if (!pool)
 		pool = json_string_value(json_object_get(job, "pool"));
+	if (borrowing > 0) /* borrowers (migration 028) take it, after their own pool's jobs */
+		return xasprintf("no GPU in pool %s can run it; %lld GPU%s of workers that borrow from %s may take it when "
+				 "their own pool has no job for them", pool ? pool : "?", borrowing, borrowing == 1 ? "" : "s",
+				 pool ? pool : "?");
 	return xasprintf("no GPU in pool %s can run it (%lld in other pool%s)", pool ? pool : "?", other,
 			 other == 1 ? "" : "s");
 }
@@ -48,6 +53,11 @@ static char *waiting_why(const json_t *job, const json_t *p)
 		free(pool);
 		return out;
 	}
+	if (json_integer_value(json_object_get(p, "draining_gpus")) > 0 && json_integer_value(json_object_get(p, "borrowing_gpus")) > 0)
+		return xasprintf("waiting for a GPU: the %lld that meet its constraints are on drained workers (it runs once one "
+				 "is resumed, or on one of the %lld GPUs of workers that borrow from its pool when their own pool "
+				 "has no job for them)", (long long)json_integer_value(json_object_get(p, "draining_gpus")),
+				 (long long)json_integer_value(json_object_get(p, "borrowing_gpus")));
 	if (json_integer_value(json_object_get(p, "draining_gpus")) > 0)
 		return xasprintf("waiting for a GPU: the %lld that meet its constraints are on drained workers (it runs once one "
 				 "is resumed)", (long long)json_integer_value(json_object_get(p, "draining_gpus")));

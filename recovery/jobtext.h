@@ -16,14 +16,18 @@ char *jobtext_started_bigger(const json_t *job);
 /* "no GPU in pool h200 can run it (3 in other pools)" when job (a JOB, borrowed) is queued and its
  * placement counts no GPU in its pool ("gpus" and "draining_gpus" 0) but "other_pools_gpus" > 0:
  * GPUs outside its pool that would otherwise meet its constraints (worker pools: a job runs only in
- * its own); else NULL. Heap string, the caller frees. */
+ * its own); "no GPU in pool h200 can run it; 2 GPUs of workers that borrow from h200 may take it when
+ * their own pool has no job for them" when its "borrowing_gpus" > 0 (migration 028: workers of other
+ * pools that borrow from its pool, whatever the other pools have); else NULL. Heap string, the caller
+ * frees. */
 char *jobtext_pool_wait(const json_t *job);
 
 /* The sentence about a queued job (its "placement", GET /v1/jobs/{id}): when the placement counts
- * no GPU in its pool while other pools have some, "waiting for a GPU: " and jobtext_pool_wait; when
+ * no GPU in its pool while other pools, or workers that borrow from it, have some, "waiting for a GPU: "
+ * and jobtext_pool_wait; when
  * it counts no GPU at all, why it waits: "waiting for a GPU: none of the usable GPUs on live workers meets its
  * constraints (at least M MiB; the largest has L MiB)" ("... the N that meet its constraints are on
- * drained workers ..." when some are on drained ones), followed by "; N jobs ahead of it in the
+ * drained workers ..." when some are on drained ones, naming the borrowers' GPUs when there are some), followed by "; N jobs ahead of it in the
  * queue" when the placement has "ahead" ("1 job", "no job"); when it counts some GPUs, "waiting its
  * turn: N jobs ahead of it in the queue", or NULL without "ahead"; whatever the GPUs, when its
  * owner runs as many jobs as its limit allows (placement "owner_max_running", "owner_running"):

@@ -376,6 +376,13 @@ void metrics_write_pools(struct evbuffer *b, const json_t *pools)
 		const char *labels[] = { "pool", pool, NULL };
 		metrics_write_sample(b, "rung_pool_gpus", labels, jnum(v, "gpus"));
 	}
+	metrics_write_head(b, "rung_pool_borrowing_gpus", "gauge",
+			   "GPUs not quarantined on live workers of other pools that borrow from this worker pool (they take "
+			   "its jobs when their own pool has none for them).");
+	json_object_foreach((json_t *)pools, pool, v) {
+		const char *labels[] = { "pool", pool, NULL };
+		metrics_write_sample(b, "rung_pool_borrowing_gpus", labels, jnum(v, "borrowing_gpus"));
+	}
 }
 
 static void write_live_counts(struct evbuffer *b, const json_t *doc)
@@ -385,8 +392,8 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_head(b, "rung_queue_depth", "gauge", "Jobs waiting for a GPU.");
 	metrics_write_sample(b, "rung_queue_depth", NULL, jnum(doc, "queue_depth"));
 	metrics_write_head(b, "rung_queue_unplaceable", "gauge",
-			   "Queued jobs that no usable GPU of their worker pool may take (their minimum GPU memory, their exclusions, "
-			   "a pool without GPUs).");
+			   "Queued jobs that no usable GPU of their worker pool, or of a worker that borrows from it, may take "
+			   "(their minimum GPU memory, their exclusions, a pool without GPUs).");
 	metrics_write_sample(b, "rung_queue_unplaceable", NULL, jnum(doc, "unplaceable"));
 	metrics_write_head(b, "rung_queue_owner_capped", "gauge",
 			   "Queued jobs whose owner runs as many jobs as its token's max_running allows.");

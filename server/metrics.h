@@ -42,10 +42,11 @@ void metrics_write_hist(struct evbuffer *b, const char *name, const char *const 
 void metrics_write_hist_cumulative(struct evbuffer *b, const char *name, const char *const *labels,
 				   const double *bounds, const uint64_t *cumulative, int nbounds, double sum,
 				   uint64_t count);
-/* The worker pools' families from metrics_live.sql's "pools" ({POOL: {"queued": n, "gpus": n}},
- * borrowed; NULL or empty: the two heads alone): rung_pool_queued_jobs{pool} and
- * rung_pool_gpus{pool}, a sample of each for every pool listed (the alert RungPoolWithoutGpus
- * compares them pool by pool, so a pool with queued jobs and no GPU has both). */
+/* The worker pools' families from metrics_live.sql's "pools" ({POOL: {"queued": n, "gpus": n,
+ * "borrowing_gpus": n}}, borrowed; NULL or empty: the three heads alone): rung_pool_queued_jobs{pool},
+ * rung_pool_gpus{pool} and rung_pool_borrowing_gpus{pool} (migration 028: the GPUs of workers of other
+ * pools that borrow from it), a sample of each for every pool listed (the alert RungPoolWithoutGpus
+ * compares them pool by pool, so a pool with queued jobs and no GPU has all three). */
 void metrics_write_pools(struct evbuffer *b, const json_t *pools);
 /* rung_token_expiry_seconds{id, name, role}: one sample per element of tokens (the live statement's
  * "token_expiry": [{"id", "name", "role", "s"}]; NULL: the head alone), labels escaped. */

@@ -1110,7 +1110,8 @@ static void escalation_page(struct hreq *h)
 
 /* ---- GPUs ---- */
 
-/* The workers: state, the version each registered with beside this rungd's (a rollout's progress),
+/* The workers: their pool and the pools they borrow from (migration 028, in their order; - : none),
+ * state, the version each registered with beside this rungd's (a rollout's progress),
  * running attempts, last seen, who drained one and why, and for staff the drain or resume form. */
 static void render_workers(struct hbuf *b, const struct web_req *w, const json_t *workers)
 {
@@ -1125,8 +1126,8 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 	html_add(b, "<p class=\"muted\">This rungd runs <code>");
 	html_esc(b, rung_version());
 	html_add(b, "</code>; a worker's version is the one it registered with (- : it sent none).</p>\n");
-	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>pool</th><th>state</th><th>version</th>"
-		    "<th>GPUs</th><th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
+	html_add(b, "<table class=\"workers\"><thead><tr><th>worker</th><th>host</th><th>pool</th><th>borrows</th><th>state</th>"
+		    "<th>version</th><th>GPUs</th><th>running</th><th>last seen</th><th>drained</th><th></th></tr></thead><tbody>\n");
 	json_array_foreach(workers, i, k) {
 		const json_t *drain = json_object_get(k, "drain");
 		html_add(b, "<tr><td>");
@@ -1135,6 +1136,12 @@ static void render_workers(struct hbuf *b, const struct web_req *w, const json_t
 		esc_val(b, json_object_get(k, "host"));
 		html_add(b, "</td><td class=\"pool\">");
 		esc_val(b, json_object_get(k, "pool"));
+		html_add(b, "</td><td class=\"borrow\">");
+		{
+			char *borrow = pool_list_join(json_object_get(k, "borrow"), ", ", "-");
+			html_esc(b, borrow);
+			free(borrow);
+		}
 		html_add(b, "</td><td>");
 		state_badge(b, json_string_value(json_object_get(k, "state")));
 		html_add(b, "</td><td>");

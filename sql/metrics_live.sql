@@ -15,6 +15,12 @@ WITH queued AS MATERIALIZED (SELECT c.owner, c.pool, count(*) AS n FROM jobs c W
   -- online and seen in the last 10 minutes; a drained worker takes no lease), O(GPUs)
   , gpus_by_pool AS (SELECT w.pool, count(*) AS n FROM gpus g JOIN workers w ON w.id = g.worker_id
                      WHERE g.state <> 'quarantined' AND rung_worker_live(w.id) GROUP BY w.pool)
+  -- the GPUs that workers of other pools lend each pool (migration 028: a worker takes the jobs of the
+  -- pools it borrows from when its own has none for it), counted as gpus_by_pool counts, O(GPUs)
+  , borrowing_by_pool AS (SELECT b.pool, count(*) AS n
+                          FROM gpus g JOIN workers w ON w.id = g.worker_id CROSS JOIN LATERAL unnest(w.borrow) AS b(pool)
+                          WHERE g.state <> 'quarantined' AND rung_worker_live(w.id) AND b.pool <> w.pool
+                          GROUP BY b.pool)
   -- the largest usable GPU of each pool with queued jobs (rung_pool_max_gpu_mib: in the fleet, as the
   -- placement's fleet_max_gpu_mib), read once per pool
   , pool_max AS MATERIALIZED (SELECT q.pool, rung_pool_max_gpu_mib(q.pool) AS mib FROM queued_by_pool q)
@@ -24,7 +30,8 @@ SELECT jsonb_build_object(
   'running', (SELECT count(*) FROM attempts WHERE state = 'running'),
   'queue_depth', (SELECT coalesce(sum(q.n), 0) FROM queued_by_owner q),
   -- queued jobs that no usable GPU of their pool may take: none not quarantined, on a worker of
-  -- its pool in the fleet (rung_worker_in_fleet: live or drained), meets the job's floor and is left
+  -- its pool or one that borrows from it (migration 028) in the fleet (rung_worker_in_fleet: live or
+  -- drained; rung_pool_max_gpu_mib counts the borrowers too), meets the job's floor and is left
   -- by its exclusions, as rung_job_placement counts them (its gpus + draining_gpus = 0): a floor above
   -- its pool's largest GPU (requeue_bigger, started_bigger, a big host that left), exclusions that
   -- leave no GPU at its floor (environment faults on every GPU it may use), or no usable GPU in its
@@ -43,7 +50,8 @@ SELECT jsonb_build_object(
                                         AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
                                         AND rung_job_allows(j.constraints, g.worker_id, g.uuid, g.memory_total_mib)
                                         AND rung_worker_in_fleet(g.worker_id)
-                                        AND (SELECT w.pool FROM workers w WHERE w.id = g.worker_id) = j.pool)
+                                        AND (SELECT w.pool = j.pool OR j.pool = ANY (w.borrow)
+                                             FROM workers w WHERE w.id = g.worker_id))
                         ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > m.mib
                         END),
   -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020): the
@@ -54,12 +62,16 @@ SELECT jsonb_build_object(
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),
-  -- per worker pool (migration 026), {POOL: {"queued", "gpus"}}: every pool with queued jobs or live
-  -- GPUs, so that a pool whose jobs have no GPU at all is listed with "gpus" 0 (RungPoolWithoutGpus)
+  -- per worker pool (migration 026), {POOL: {"queued", "gpus", "borrowing_gpus"}}: every pool with
+  -- queued jobs, live GPUs or borrowers' GPUs, so that a pool whose jobs have no GPU at all is listed
+  -- with "gpus" and "borrowing_gpus" 0 (RungPoolWithoutGpus)
   'pools', (SELECT coalesce(jsonb_object_agg(p.pool, jsonb_build_object('queued', coalesce(q.n, 0),
-                                                                       'gpus', coalesce(g.n, 0))), '{}')
-            FROM (SELECT pool FROM queued_by_pool UNION SELECT pool FROM gpus_by_pool) p
-                 LEFT JOIN queued_by_pool q ON q.pool = p.pool LEFT JOIN gpus_by_pool g ON g.pool = p.pool),
+                                                                       'gpus', coalesce(g.n, 0),
+                                                                       'borrowing_gpus', coalesce(l.n, 0))), '{}')
+            FROM (SELECT pool FROM queued_by_pool UNION SELECT pool FROM gpus_by_pool
+                  UNION SELECT pool FROM borrowing_by_pool) p
+                 LEFT JOIN queued_by_pool q ON q.pool = p.pool LEFT JOIN gpus_by_pool g ON g.pool = p.pool
+                 LEFT JOIN borrowing_by_pool l ON l.pool = p.pool),
   -- jobs waiting for their start time (migration 025), and how late the most overdue of them is:
   -- the scheduler queues a job within about a second of its run_after, so a figure that grows says
   -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry)

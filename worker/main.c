@@ -83,8 +83,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	pthread_detach(sigthr);
-	log_info("started", "version=%s server=%s name=%s pool=%s work_dir=%s config=%s", rung_version(), cfg.opts.server,
-		 cfg.opts.name, cfg.opts.pool, cfg.opts.work_dir, cfg.config_file ? cfg.config_file : "none");
+	log_info("started", "version=%s server=%s name=%s pool=%s borrow=%s work_dir=%s config=%s", rung_version(),
+		 cfg.opts.server, cfg.opts.name, cfg.opts.pool, cfg.opts.borrow ? cfg.opts.borrow : "none",
+		 cfg.opts.work_dir, cfg.config_file ? cfg.config_file : "none");
 	rc = worker_run(w) < 0 ? 1 : 0;
 	log_info("stopped", "exit=%d", rc);
 	/* The signal thread still holds w: leave it to process exit rather than free under it. */

@@ -60,6 +60,8 @@ struct worker {
 	pthread_cond_t cond;          /* broadcast on stop: wakes backoff sleeps */
 	pthread_mutex_t reg_mu;       /* one registration at a time */
 	char *id;                     /* worker id as a string, NULL before registration */
+	json_t *borrow;               /* --borrow parsed: the pools it borrows from, in order ([]: none) */
+	char *borrow_text;            /* the same joined with ",", or "none", for log lines */
 	long heartbeat_ms;
 };
 
@@ -137,9 +139,10 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 						      "memory_total_mib", (json_int_t)w->slots[i].gpu.total_mib));
 	/* version: which build this host runs, for GET /v1/workers and /metrics during a rollout (a
 	 * rungd from before it ignores the member); pool: always sent, so that a worker restarted
-	 * without --pool goes back to the default pool rather than keeping its last one */
-	body = json_pack("{s:s, s:s, s:O, s:s, s:s}", "name", w->o.name, "host", w->host, "gpus", gpus, "version",
-			 rung_version(), "pool", w->o.pool);
+	 * without --pool goes back to the default pool rather than keeping its last one; borrow: always
+	 * sent too ([] when none), so that a worker restarted without --borrow stops borrowing */
+	body = json_pack("{s:s, s:s, s:O, s:s, s:s, s:O}", "name", w->o.name, "host", w->host, "gpus", gpus, "version",
+			 rung_version(), "pool", w->o.pool, "borrow", w->borrow);
 	while (!atomic_load(&w->stopping)) {
 		char *err = NULL, *id;
 		int st = client_post(c, "/v1/workers", body, 10000, &w->stopping, &ans, &err);
@@ -151,8 +154,8 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 			if (hb > 0)
 				w->heartbeat_ms = (long)hb;
 			pthread_mutex_unlock(&w->mu);
-			log_info("registered", "worker=%s name=%s pool=%s gpus=%zu heartbeat_ms=%ld", id, w->o.name,
-				 w->o.pool, w->nslots, w->heartbeat_ms);
+			log_info("registered", "worker=%s name=%s pool=%s borrow=%s gpus=%zu heartbeat_ms=%ld", id,
+				 w->o.name, w->o.pool, w->borrow_text, w->nslots, w->heartbeat_ms);
 			json_decref(ans);
 			rc = 0;
 			break;
@@ -790,6 +793,12 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 		*err = xasprintf("--pool \"%s\": a pool name is %s", w->o.pool, POOL_NAME_RULE);
 		goto fail;
 	}
+	w->borrow = pool_borrow_parse(w->o.borrow, w->o.pool, &gerr);
+	if (!w->borrow) {
+		*err = xasprintf("--borrow \"%s\": %s", w->o.borrow ? w->o.borrow : "", gerr);
+		goto fail;
+	}
+	w->borrow_text = pool_list_join(w->borrow, ",", "none");
 	w->host = xstrdup(host[0] ? host : "localhost");
 	if (spool_mkdir_p(opts->work_dir, err) < 0)
 		goto fail;
@@ -873,6 +882,8 @@ void worker_free(struct worker *w)
 	pthread_mutex_destroy(&w->reg_mu);
 	pthread_mutex_destroy(&w->mu);
 	free(w->id);
+	json_decref(w->borrow);
+	free(w->borrow_text);
 	free(w->slots);
 	free(w->host);
 	free(w->attempts_dir);

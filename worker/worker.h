@@ -11,6 +11,8 @@ struct worker_opts {
 	const char *server;       /* rungd base URL */
 	const char *name;         /* worker name (re-registering with it keeps the id) */
 	const char *pool;         /* worker pool (common/pool.h): only its jobs are leased here; NULL: "default" */
+	const char *borrow;       /* "a,b": other pools whose jobs it also takes, in order, when its own has none
+				   * (migration 028); NULL or "": none */
 	const char *smi;          /* nvidia-smi path */
 	const char *trainer_cmd;  /* argv template, split on spaces: {config} {attempt} {job} {gpu_index} {gpu_uuid} */
 	const char *trainer_dir;  /* cwd of the trainer */
@@ -31,7 +33,8 @@ struct worker_opts {
 
 struct worker;
 
-/* Checks the options (a pool that is not a pool name: an error naming --pool), creates the work directories and discovers the GPUs with nvidia-smi.
+/* Checks the options (a pool that is not a pool name: an error naming --pool; a borrow list that
+ * pool_borrow_parse refuses: an error naming --borrow), creates the work directories and discovers the GPUs with nvidia-smi.
  * Returns a worker (free with worker_free), or NULL with *err (heap) saying why. */
 struct worker *worker_new(const struct worker_opts *opts, char **err);
 

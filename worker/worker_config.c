@@ -13,7 +13,7 @@
 
 /* Indexes into opts[]; the order is the --help order. */
 enum wc_opt {
-	W_SERVER, W_TOKEN, W_NAME, W_POOL, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
+	W_SERVER, W_TOKEN, W_NAME, W_POOL, W_BORROW, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
 	W_CANCEL_GRACE_MS, W_DRAIN_TIMEOUT_MS, W_HEALTH_CMD, W_HEALTH_INTERVAL_MS, W_HEALTH_TIMEOUT_MS,
 	W_HEALTH_MAX_USED_MIB, W_MEMORY_SAMPLE_MS, W_STALL_TIMEOUT_S, W_LOG_INTERVAL_MS, W_CONFIG, W_COUNT
 };
@@ -32,6 +32,10 @@ static const struct options_desc opts[W_COUNT] = {
 		     "RUNG_WORKER_NAME", 0, 0, 0, "the hostname" },
 	S(W_POOL, "pool", "NAME", POOL_DEFAULT, NULL,
 	  "worker pool: it runs only jobs submitted to this pool (" POOL_NAME_RULE ")"),
+	[W_BORROW] = { "borrow", OPTIONS_STR, "POOLS", NULL,
+		       "other pools whose jobs it also takes, in this order, when its own pool has none for it "
+		       "(comma-separated, at most 8; a borrowed job runs to its end)",
+		       NULL, 0, 0, 0, "none" },
 	S(W_NVIDIA_SMI, "nvidia-smi", "PATH", "nvidia-smi", NULL, "nvidia-smi to run"),
 	S(W_TRAINER_CMD, "trainer-cmd", "TEMPLATE", "python run.py {config}", NULL,
 	  "trainer command, split on spaces; {config} {attempt} {job} {gpu_index} {gpu_uuid}"),
@@ -89,12 +93,27 @@ enum options_result worker_config_load(struct worker_config *c, int argc, char *
 				 options_str(&c->store, W_POOL) ? options_str(&c->store, W_POOL) : "");
 		return OPTIONS_ERROR;
 	}
+	if (options_str(&c->store, W_BORROW)) { /* checked here, so that a bad list names where it came from */
+		const char *src = options_source(&c->store, W_BORROW);
+		char *msg = NULL, *joined;
+		json_t *list = pool_borrow_parse(options_str(&c->store, W_BORROW), options_str(&c->store, W_POOL), &msg);
+		if (!list) {
+			*err = xasprintf("%s: %s (got \"%s\")", src ? src : "--borrow", msg, options_str(&c->store, W_BORROW));
+			free(msg);
+			return OPTIONS_ERROR;
+		}
+		joined = pool_list_join(list, ",", "");
+		snprintf(c->borrow, sizeof c->borrow, "%s", joined);
+		free(joined);
+		json_decref(list);
+	}
 	snprintf(c->host, sizeof c->host, "worker");
 	if (gethostname(c->host, sizeof c->host - 1) != 0)
 		snprintf(c->host, sizeof c->host, "worker");
 	w->server = options_str(&c->store, W_SERVER);
 	w->name = options_str(&c->store, W_NAME) ? options_str(&c->store, W_NAME) : c->host;
 	w->pool = options_str(&c->store, W_POOL);
+	w->borrow = c->borrow[0] ? c->borrow : NULL;
 	w->smi = options_str(&c->store, W_NVIDIA_SMI);
 	w->trainer_cmd = options_str(&c->store, W_TRAINER_CMD);
 	w->trainer_dir = options_str(&c->store, W_TRAINER_DIR);

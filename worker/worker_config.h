@@ -8,14 +8,16 @@
 #include <stdio.h>
 
 #include "options.h"
+#include "pool.h"
 #include "worker.h"
 
 struct worker_config {
-	struct worker_opts opts;  /* its strings are borrowed from store (or host) */
+	struct worker_opts opts;  /* its strings are borrowed from store (or host, borrow) */
 	const char *token;        /* --token / RUNG_TOKEN, or NULL; borrowed from store */
 	const char *config_file;  /* the file read, or NULL; borrowed from store */
 	struct options store;     /* owns every string above */
 	char host[256];           /* the default worker name */
+	char borrow[POOL_BORROW_MAX * (POOL_NAME_MAX + 1)]; /* --borrow checked and normalised: "a,b" */
 };
 
 /* Fills *c from defaults, the config file, the environment (getenv) and argv, in rising

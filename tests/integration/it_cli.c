@@ -1198,6 +1198,45 @@ static void test_pools(struct harness *h)
 	h_ok(h, rc == 2 && strstr(g_err, "1 to 63 of a-z 0-9 . _ -"), "pool JOB Nope: exit 2 with the rule");
 	h_ok(h, ctl(h, "pool", "999999", "cli-h200") == 4, "pool of an unknown job: exit 4");
 	ctl(h, "cancel", "--label", "sweep=cli-pools");
+
+	/* borrowing (migration 028): a worker of pool cli-lender that borrows from cli-b100 and cli-h200, in
+	 * that order; a job of cli-b100, which has no worker of its own, says the borrower may take it */
+	json_decref(reg);
+	reg = json_pack("{s:s, s:s, s:s, s:[s, s], s:[{s:s, s:i, s:s, s:i}]}", "name", "cli-pool-lender", "host", "test-host",
+			"pool", "cli-lender", "borrow", "cli-b100", "cli-h200", "gpus", "uuid", "GPU-cli-pool-2", "index", 0,
+			"name", "NVIDIA Sim", "memory_total_mib", 81920);
+	json_decref(j = h_post(h, "/v1/workers", reg, &st));
+	j = NULL;
+	h_ok(h, st == 200 || st == 201, "a worker of pool cli-lender registered, borrowing from cli-b100 and cli-h200 (%ld)", st);
+	rc = ctl(h, "workers");
+	{
+		/* the header's BORROWS column, and each row's cell under it: the lender's list, "-" for the others */
+		const char *head = strstr(g_out, "BORROWS"), *lender = strstr(g_out, "cli-pool-lender"),
+			   *other = strstr(g_out, "cli-pool-h200");
+		size_t col = head ? (size_t)(head - g_out) : 0;
+
+		while (lender && lender > g_out && lender[-1] != '\n')
+			lender--;
+		while (other && other > g_out && other[-1] != '\n')
+			other--;
+		h_ok(h, rc == 0 && head && lender && other && strlen(lender) > col && strlen(other) > col &&
+			     !strncmp(lender + col, "cli-b100,cli-h200 ", 18) && !strncmp(other + col, "- ", 2),
+		     "workers: a BORROWS column, aligned: the lender's pools in its order, - for one that borrows none (%s)",
+		     g_out);
+	}
+	rc = ctl(h, "submit", cfg, "--pool", "cli-b100", "--json");
+	j = out_json();
+	free(id);
+	id = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, rc == 0 && id, "a job submitted to cli-b100, a pool with no worker of its own");
+	rc = ctl(h, "show", id ? id : "0");
+	h_ok(h, rc == 0 && strstr(g_out, "waiting for a GPU: no GPU in pool cli-b100 can run it; 1 GPU of workers that borrow "
+				    "from cli-b100 may take it when their own pool has no job for them"),
+	     "show: no GPU in its pool, the borrower's counted (%s)",
+	     strstr(g_out, "\nqueue") ? strstr(g_out, "\nqueue") + 1 : g_out);
+	h_ok(h, ctl(h, "cancel", id ? id : "0") == 0, "the cli-b100 job cancelled");
 	free(cmd);
 	free(out);
 	free(wid);

@@ -461,6 +461,22 @@ static void test_story_start_lower(void)
 			  "\"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
 			  "\n  waiting for a GPU: the 2 that meet its constraints are on drained workers (it runs once one is "
 			  "resumed)\n", "story: drained GPUs in its own pool come before other pools'" },
+			/* borrowing (migration 028): workers of other pools that borrow from its pool take it */
+			{ "{\"gpus\": 0, \"pool\": \"h200\", \"borrowing_gpus\": 2, \"other_pools_gpus\": 3, "
+			  "\"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0}",
+			  "\n  waiting for a GPU: no GPU in pool h200 can run it; 2 GPUs of workers that borrow from h200 may take "
+			  "it when their own pool has no job for them; no job ahead of it in the queue\n",
+			  "story: no GPU in its pool, 2 of borrowers: they are named, not the other pools" },
+			{ "{\"gpus\": 0, \"pool\": \"h200\", \"borrowing_gpus\": 1, \"other_pools_gpus\": 0, "
+			  "\"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: no GPU in pool h200 can run it; 1 GPU of workers that borrow from h200 may take "
+			  "it when their own pool has no job for them\n",
+			  "story: a pool served only by a borrower" },
+			{ "{\"gpus\": 0, \"draining_gpus\": 1, \"pool\": \"h200\", \"borrowing_gpus\": 2, "
+			  "\"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920}",
+			  "\n  waiting for a GPU: the 1 that meet its constraints are on drained workers (it runs once one is "
+			  "resumed, or on one of the 2 GPUs of workers that borrow from its pool when their own pool has no job "
+			  "for them)\n", "story: drained GPUs in its pool, and borrowers" },
 			{ "{\"gpus\": 1, \"pool\": \"h200\", \"other_pools_gpus\": 4, \"min_gpu_memory_mib\": 0, "
 			  "\"fleet_max_gpu_mib\": 81920, \"ahead\": 2}",
 			  "\n  waiting its turn: 2 jobs ahead of it in the queue\n", "story: a GPU in its pool: its turn" },

@@ -70,8 +70,9 @@ int main(void)
 
 	/* worker pools: both families list every pool the statement gives, so the alert can pair them */
 	{
-		json_t *pools = json_loads("{\"default\": {\"queued\": 2, \"gpus\": 8}, \"h200\": {\"queued\": 3, "
-					   "\"gpus\": 0}, \"spot\": {\"queued\": 0, \"gpus\": 4}}", 0, NULL);
+		json_t *pools = json_loads("{\"default\": {\"queued\": 2, \"gpus\": 8, \"borrowing_gpus\": 2}, "
+					   "\"h200\": {\"queued\": 3, \"gpus\": 0, \"borrowing_gpus\": 0}, \"spot\": "
+					   "{\"queued\": 0, \"gpus\": 4, \"borrowing_gpus\": 0}}", 0, NULL);
 		metrics_write_pools(b, pools);
 		s = text_of(b);
 		TAP_OK(strstr(s, "# TYPE rung_pool_queued_jobs gauge\n") && strstr(s, "# TYPE rung_pool_gpus gauge\n"),
@@ -81,11 +82,16 @@ int main(void)
 		TAP_OK(strstr(s, "rung_pool_gpus{pool=\"default\"} 8\nrung_pool_gpus{pool=\"h200\"} 0\n"
 				 "rung_pool_gpus{pool=\"spot\"} 4\n") != NULL,
 		       "pools: GPUs per pool, a pool with jobs and no GPU at 0 (what RungPoolWithoutGpus reads)");
+		TAP_OK(strstr(s, "# TYPE rung_pool_borrowing_gpus gauge\n") &&
+		       strstr(s, "rung_pool_borrowing_gpus{pool=\"default\"} 2\nrung_pool_borrowing_gpus{pool=\"h200\"} 0\n"
+				 "rung_pool_borrowing_gpus{pool=\"spot\"} 0\n") != NULL,
+		       "pools: borrowers' GPUs per pool (migration 028), 0 included (RungPoolWithoutGpus adds them)");
 		free(s);
 		json_decref(pools);
 		metrics_write_pools(b, NULL);
 		s = text_of(b);
-		TAP_OK(strstr(s, "# TYPE rung_pool_gpus gauge\n") && !strstr(s, "{pool="), "pools: none, the heads alone");
+		TAP_OK(strstr(s, "# TYPE rung_pool_gpus gauge\n") && strstr(s, "# TYPE rung_pool_borrowing_gpus gauge\n") &&
+		       !strstr(s, "{pool="), "pools: none, the heads alone");
 		free(s);
 	}
 

@@ -309,6 +309,15 @@ static void test_start_lower(void)
 			   "in the queue", "the pool is why it waits, in rungctl's words, escaped");
 		free(s);
 		json_decref(j);
+		j = json_loads("{\"pool\": \"h<200>\", \"placement\": {\"gpus\": 0, \"pool\": \"h<200>\", "
+			       "\"borrowing_gpus\": 2, \"other_pools_gpus\": 3, \"ahead\": 1}}", 0, NULL);
+		TAP_OK(html_placement_line(&b, j) == 1, "no GPU in its pool, 2 of borrowers: a line");
+		s = html_take(&b);
+		TAP_STR_EQ(s, "waiting for a GPU: no GPU in pool h&lt;200&gt; can run it; 2 GPUs of workers that borrow from "
+			   "h&lt;200&gt; may take it when their own pool has no job for them; 1 job ahead of it in the queue",
+			   "borrowers (migration 028) are why it may still run, in rungctl's words, escaped");
+		free(s);
+		json_decref(j);
 		j = json_loads("{\"recovery_state\": {\"started_lower\": {}}}", 0, NULL);
 		TAP_OK(html_start_bigger_line(&b, j) == 0, "none without the record");
 		s = html_take(&b);

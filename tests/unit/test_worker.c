@@ -255,6 +255,12 @@ int main(void)
 		       "a pool that is not a pool name: error naming --pool and the rule");
 		free(err);
 		err = NULL;
+		bad.pool = "h200";
+		bad.borrow = "default,h200";
+		TAP_OK(worker_new(&bad, &err) == NULL && strstr(err, "--borrow") && strstr(err, "own pool (h200)"),
+		       "a borrow list naming its own pool: error naming --borrow");
+		free(err);
+		err = NULL;
 	}
 	w = worker_new(&o, &err);
 	TAP_OK(w != NULL, "worker_new");
@@ -268,6 +274,9 @@ int main(void)
 	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "pool")), "default",
 		   "registration names the pool even without --pool: a restart without it goes back to default");
 	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "name")), "w1", "registration names the worker");
+	TAP_OK(json_is_array(json_object_get(fk.registration, "borrow")) &&
+	       json_array_size(json_object_get(fk.registration, "borrow")) == 0,
+	       "registration sends borrow [] without --borrow: a restart without it stops borrowing");
 	TAP_STR_EQ(json_string_value(json_object_get(json_array_get(fk.finishes, 0), "path")), "/v1/attempts/5/finish",
 		   "spooled finish resent first, after a 500 retry");
 	TAP_INT_EQ(fk.finish_calls, 2, "resend retried once");
@@ -361,6 +370,7 @@ int main(void)
 
 	/* a second worker of pool h200 registers with it */
 	o.pool = "h200";
+	o.borrow = "b, default";
 	o.name = "w2";
 	w = worker_new(&o, &err);
 	TAP_OK(w != NULL, "worker_new with a pool");
@@ -368,6 +378,10 @@ int main(void)
 	WAIT_FOR(fk.registration && !strcmp(json_string_value(json_object_get(fk.registration, "name")), "w2"));
 	pthread_mutex_lock(&fk.mu);
 	TAP_STR_EQ(json_string_value(json_object_get(fk.registration, "pool")), "h200", "registration sends --pool");
+	TAP_OK(json_array_size(json_object_get(fk.registration, "borrow")) == 2 &&
+	       !strcmp(json_string_value(json_array_get(json_object_get(fk.registration, "borrow"), 0)) ?: "", "b") &&
+	       !strcmp(json_string_value(json_array_get(json_object_get(fk.registration, "borrow"), 1)) ?: "", "default"),
+	       "registration sends --borrow's pools in its order");
 	pthread_mutex_unlock(&fk.mu);
 	worker_stop(w, 1);
 	pthread_join(wt, NULL);

@@ -38,7 +38,7 @@ static bool has(const char *s, const char *sub)
 int main(void)
 {
 	static const char *const vars[] = { "RUNG_CONFIG", "RUNG_WORKER_CONFIG", "RUNG_URL", "RUNG_TOKEN", "RUNG_WORKER_NAME", "RUNG_GPUS",
-		"RUNG_LEASE_WAIT_MS", "RUNG_TRAINER_CMD", "RUNG_WORK_DIR", "RUNG_HEALTH_CMD", "RUNG_DRAIN_TIMEOUT_MS", "RUNG_POOL" };
+		"RUNG_LEASE_WAIT_MS", "RUNG_TRAINER_CMD", "RUNG_WORK_DIR", "RUNG_HEALTH_CMD", "RUNG_DRAIN_TIMEOUT_MS", "RUNG_POOL", "RUNG_BORROW" };
 	struct worker_config c = { 0 };
 	char *err = NULL, host[256] = "worker";
 	int fd = mkstemp(tmpl);
@@ -58,6 +58,7 @@ int main(void)
 	TAP_INT_EQ(c.opts.drain_timeout_ms, 30000, "default drain-timeout-ms");
 	TAP_INT_EQ(c.opts.health_max_used_mib, 1024, "default health-max-used-mib");
 	TAP_STR_EQ(c.opts.pool, "default", "default pool: the pool of jobs that name none");
+	TAP_OK(c.opts.borrow == NULL, "borrows from no pool by default");
 
 	write_file("# worker\nserver = http://file:1\nname = file-name\ngpus = 0\nlease-wait-ms = 1000\n"
 		   "token = file-token\nhealth-cmd = \"check {gpu_index}\"\ndrain-timeout-ms = 5\n");
@@ -133,6 +134,44 @@ int main(void)
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--config", tmpl, NULL }), OPTIONS_ERROR,
 		   "a pool with a space in the file refused");
 	TAP_OK(has(err, ":1") && has(err, POOL_NAME_RULE), "the file's bad pool: the error names FILE:LINE");
+	/* --borrow (migration 028): the flag, its variable and a file line, each checked by pool_borrow_parse
+	 * against the worker's own pool; a bad list names where it came from */
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "a-h200", "--borrow", "b, default", NULL }), OPTIONS_OK,
+		   "--borrow b,default loads");
+	TAP_STR_EQ(c.opts.borrow, "b,default", "--borrow: the pools in its order, spaces dropped");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "", NULL }), OPTIONS_OK, "an empty --borrow loads");
+	TAP_OK(c.opts.borrow == NULL, "an empty --borrow borrows from none");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "b,B", NULL }), OPTIONS_ERROR, "--borrow b,B refused");
+	TAP_OK(has(err, "--borrow") && has(err, POOL_NAME_RULE) && has(err, "\"b,B\""),
+	       "a bad name in --borrow: the error names the flag, the rule and the value");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "a-h200", "--borrow", "default,a-h200", NULL }),
+		   OPTIONS_ERROR, "--borrow naming the worker's own pool refused");
+	TAP_OK(has(err, "--borrow") && has(err, "own pool (a-h200)"), "own pool in --borrow: the error names the flag and why");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "b,c,b", NULL }), OPTIONS_ERROR,
+		   "--borrow naming a pool twice refused");
+	TAP_OK(has(err, "--borrow") && has(err, "pool b twice"), "a pool twice in --borrow: the error names the flag and the pool");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "default", NULL }), OPTIONS_ERROR,
+		   "--borrow default on a worker of the default pool refused");
+	TAP_OK(has(err, "--borrow") && has(err, "own pool (default)"), "own default pool: the error names the flag");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "p1,p2,p3,p4,p5,p6,p7,p8,p9", NULL }), OPTIONS_ERROR,
+		   "--borrow naming 9 pools refused");
+	TAP_OK(has(err, "--borrow") && has(err, "at most 8"), "9 pools: the error names the flag and the limit");
+	setenv("RUNG_BORROW", "x,y", 1);
+	TAP_INT_EQ(load(&c, &err, NULL), OPTIONS_OK, "RUNG_BORROW loads");
+	TAP_STR_EQ(c.opts.borrow, "x,y", "RUNG_BORROW sets the pools borrowed from");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "z", NULL }), OPTIONS_OK, "--borrow beats RUNG_BORROW");
+	TAP_STR_EQ(c.opts.borrow, "z", "--borrow beats RUNG_BORROW: its pools");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--pool", "x", NULL }), OPTIONS_ERROR,
+		   "RUNG_BORROW naming the --pool refused");
+	TAP_OK(has(err, "RUNG_BORROW") && has(err, "own pool (x)"), "a bad RUNG_BORROW: the error names the variable");
+	unsetenv("RUNG_BORROW");
+	write_file("pool = spot.h100\nborrow = default,spot.a100\n");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--config", tmpl, NULL }), OPTIONS_OK, "borrow in the file loads");
+	TAP_STR_EQ(c.opts.borrow, "default,spot.a100", "the file's borrow");
+	write_file("pool = spot.h100\nborrow = default,spot.h100\n");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--config", tmpl, NULL }), OPTIONS_ERROR,
+		   "the file's borrow naming its pool refused");
+	TAP_OK(has(err, ":2") && has(err, "own pool (spot.h100)"), "the file's bad borrow: the error names FILE:LINE");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--server", NULL }), OPTIONS_ERROR, "missing value refused");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--trainer-cmd", "", "--version", NULL }), OPTIONS_VERSION,
 		   "--version, even with an empty trainer-cmd");
@@ -148,6 +187,7 @@ int main(void)
 		       has(buf, "(RUNG_LEASE_WAIT_MS; default 25000)") && has(buf, "RUNG_TOKEN") &&
 		       has(buf, "RUNG_HEALTH_CMD") && has(buf, "--config FILE"), "usage lists flags, env and defaults");
 		TAP_OK(has(buf, "--pool NAME") && has(buf, "(RUNG_POOL; default default)"), "usage lists --pool");
+		TAP_OK(has(buf, "--borrow POOLS") && has(buf, "(RUNG_BORROW; default none)"), "usage lists --borrow");
 		free(buf);
 	}
 	worker_config_release(&c);
