@@ -63,12 +63,14 @@ $$;
 -- What a submit answers beside a job of pool P_POOL that no worker in the fleet serves or borrows
 -- from now (a typo, or a pool whose hosts are not up yet): {"warnings": [{"field": "pool", "message"}]},
 -- which rungd's reply carries with the job; {} otherwise, and always for the default pool. The job is
--- stored all the same: hosts may join the pool later. A probe of the workers (a few hundred rows), for
--- a job outside the default pool only. (Here, after rung_worker_in_fleet: the submit, 20_submit.sql,
+-- stored all the same: hosts may join the pool later. For a job outside the default pool only. (Here, after rung_worker_in_fleet: the submit, 20_submit.sql,
 -- calls it.)
 CREATE OR REPLACE FUNCTION rung_submit_pool_warning(p_pool text) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN p_pool = 'default'
-                   OR EXISTS (SELECT 1 FROM workers w WHERE (w.pool = p_pool OR p_pool = ANY (w.borrow))
+                   -- two probes of partial indexes (workers_pooled, workers_borrowing), not a read of every worker
+                   OR EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default' AND w.pool = p_pool
+                                                        AND rung_worker_in_fleet(w.id))
+                   OR EXISTS (SELECT 1 FROM workers w WHERE w.borrow <> '{}' AND p_pool = ANY (w.borrow)
                                                         AND rung_worker_in_fleet(w.id))
               THEN '{}'::jsonb
               ELSE jsonb_build_object('warnings', jsonb_build_array(jsonb_build_object(
