@@ -121,6 +121,10 @@ const struct cli_cmd cli_cmds[] = {
 		"Sets the worker pools a token may use (admin): its owner's jobs may be submitted or moved only to\n"
 		"them, and a worker registering with it may join only them (any: every pool). Jobs already in another\n"
 		"pool stay there.", cmd_token_pools },
+	{ "token expiry", "token expiry ID DURATION|never",
+		"Sets when a token expires (admin): DURATION from now (90d, 12h, 1h30m, 2w, 3600s or bare seconds,\n"
+		"60 s to 3650d), or never. A token that expired works again (its hosts need no new secret); a\n"
+		"revoked one stays revoked.", cmd_token_expiry },
 	{ "classify", "classify [--config FILE] [--exit-code N] [--signal N] < LOGFILE",
 		"Prints as JSON what rung makes of a trainer log read from stdin: the facts the worker would\n"
 		"report and the failure class the policy gives them, without a server. --config: the job's AI\n"

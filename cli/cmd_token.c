@@ -245,3 +245,39 @@ int cmd_token_pools(struct cli *c, int argc, char **argv)
 	free(e);
 	return rc;
 }
+
+int cmd_token_expiry(struct cli *c, int argc, char **argv)
+{
+	char *ops[2], *e = NULL, *path = NULL;
+	json_t *ans = NULL, *body;
+	const char *why;
+	long long secs = 0;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
+	int rc = cli_args(c, cli_cmd_named("token expiry"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
+
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (strcmp(ops[1], "never") && expiry_parse(ops[1], &secs, &why) < 0) {
+		fprintf(c->err, "rungctl token expiry: %s: %s (or never)\n", ops[1], why);
+		return CLI_USAGE;
+	}
+	body = secs > 0 ? json_pack("{s:I}", "expires_in_s", (json_int_t)secs) : json_pack("{s:n}", "expires_in_s");
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/tokens/%s/expiry", e);
+	rc = cli_call(c, "POST", path, body, NULL, &ans);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, ans);
+		} else {
+			char *cell = cmd_token_expires_cell(ans);
+			fprintf(c->out, "token %s (%s): expires %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
+				cell);
+			free(cell);
+		}
+	}
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	free(e);
+	return rc;
+}

@@ -1,4 +1,4 @@
-/* rungctl's token commands (admin): token create, list, revoke and limit, over /v1/tokens with
+/* rungctl's token commands (admin): token create, list, revoke, limit, pools and expiry, over /v1/tokens with
  * the caller's RUNG_TOKEN. The new secret is printed once, on stdout, alone. */
 #ifndef RUNG_CMD_TOKEN_H
 #define RUNG_CMD_TOKEN_H
@@ -18,6 +18,9 @@ int cmd_token_limit(struct cli *c, int argc, char **argv);
 /* token pools ID NAME,NAME|any: POST /v1/tokens/{id}/pools (admin); the names checked (pool_name_ok)
  * before anything is sent. */
 int cmd_token_pools(struct cli *c, int argc, char **argv);
+/* token expiry ID DURATION|never: POST /v1/tokens/{id}/expiry (admin); DURATION as common/expiry.h
+ * reads it, checked before anything is sent (exit 2). */
+int cmd_token_expiry(struct cli *c, int argc, char **argv);
 
 /* POST /v1/tokens's body for role, name (NULL: none) and expires (DURATION text; NULL: never, no
  * "expires_in_s"): a new object, or NULL with *err (heap, caller frees; "--expires 5x: must be

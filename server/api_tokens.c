@@ -284,6 +284,56 @@ out:
 	json_decref(body);
 }
 
+static void on_expiry_set(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc = hreq_db_doc(h, res, err, "token"), *tok;
+
+	if (!doc)
+		return;
+	tok = json_object_get(doc, "token");
+	if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "revoked") == 0) {
+		hreq_error(h, 409, "token_revoked", NULL, "token %s was revoked: a revoked token stays revoked (create a new one)",
+			   h->param[0]);
+		json_decref(doc);
+		return;
+	}
+	auth_forget(h->app->auth, json_integer_value(json_object_get(tok, "id"))); /* its cached expiry is stale */
+	log_info("token expiry set", "token=%s expires_at=%s by=%s", h->param[0],
+		 json_string_value(json_object_get(tok, "expires_at")) ?: "never", h->who.name);
+	hreq_reply(h, 200, json_incref(tok));
+	json_decref(doc);
+}
+
+void api_tokens_expiry(struct hreq *h)
+{
+	json_t *body = NULL, *v;
+	char secs[32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "expires_in_s");
+	if (!json_is_object(body) || json_object_size(body) != 1 || !v ||
+	    !(json_is_null(v) || (json_is_integer(v) && json_integer_value(v) >= EXPIRY_MIN_S &&
+				   json_integer_value(v) <= EXPIRY_MAX_S))) {
+		hreq_error(h, 400, "invalid_request", "expires_in_s",
+			   "the body is {\"expires_in_s\": N} with N seconds from now, %lld (a minute) to %lld (3650 days), "
+			   "or null (never expires)", EXPIRY_MIN_S, EXPIRY_MAX_S);
+		goto out;
+	}
+	{
+		const char *params[2] = { h->param[0],
+					  api_tokens_expires_param(json_is_null(v) ? 0 : json_integer_value(v), secs) };
+		db_exec(h->app->db, sql_token_set_expiry, 2, params, on_expiry_set, h);
+	}
+out:
+	json_decref(body);
+}
+
 /* ---- rungd token create|revoke (blocking) ---- */
 
 static void cmd_usage(FILE *f)

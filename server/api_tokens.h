@@ -48,4 +48,10 @@ int api_tokens_cmd(int argc, char **argv);
  * 200 TOKEN, 400 naming pools, 404. */
 void api_tokens_pools(struct hreq *h);
 
+/* POST /v1/tokens/{id}/expiry {"expires_in_s": N | null} (admin): the token expires N seconds from
+ * now (EXPIRY_MIN_S to EXPIRY_MAX_S), or never (null); an expired token may be given time again, a
+ * revoked one may not. 200 TOKEN; 400 naming expires_in_s; 404; 409 token_revoked. This replica
+ * forgets the token's cached expiry at once; the others within their cache's TTL. */
+void api_tokens_expiry(struct hreq *h);
+
 #endif

@@ -66,6 +66,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/tokens/{}/revoke", api_tokens_revoke, AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/tokens/{}/limits", api_tokens_limits, AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/tokens/{}/pools", api_tokens_pools, AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/tokens/{}/expiry", api_tokens_expiry, AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "GET", "/healthz", api_fleet_healthz, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/metrics", metrics_handle, AUTH_STAFF, AUTH_SCOPE_NONE },
 	/* web pages: open here, web.c checks the rung_token cookie with auth_dispatch itself */

@@ -57,6 +57,27 @@ BEGIN
   RETURN rung_token_json(t);
 END $$;
 
+-- Set when token p_id expires (POST /v1/tokens/{id}/expiry): P_EXPIRES_IN_S seconds from now (60 to
+-- 315360000, as rung_token_issue checks), or never (NULL). A token that expired may be given time again
+-- (the hosts whose worker token ran out, working again without a new secret to hand out); a revoked one
+-- may not: {"status": "revoked"}. Returns {"status": "ok", "token": TOKEN}, or NULL when missing. The
+-- replicas' token caches see it within their TTL (auth.c); the one that ran it forgets the token at once.
+CREATE OR REPLACE FUNCTION rung_token_set_expiry(p_id bigint, p_expires_in_s int) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  t tokens;
+BEGIN
+  IF p_expires_in_s IS NOT NULL AND (p_expires_in_s < 60 OR p_expires_in_s > 315360000) THEN
+    RAISE EXCEPTION 'expires_in_s must be from 60 to 315360000, not %', p_expires_in_s;
+  END IF;
+  SELECT * INTO t FROM tokens WHERE id = p_id FOR UPDATE;
+  IF NOT FOUND THEN RETURN NULL; END IF;
+  IF t.revoked_at IS NOT NULL THEN
+    RETURN jsonb_build_object('status', 'revoked', 'token', rung_token_json(t));
+  END IF;
+  UPDATE tokens SET expires_at = now() + make_interval(secs => p_expires_in_s) WHERE id = p_id RETURNING * INTO t;
+  RETURN jsonb_build_object('status', 'ok', 'token', rung_token_json(t));
+END $$;
+
 -- Set the worker pools token p_id may use (migration 027): P_POOLS (a set of pool names, checked by
 -- rungd; sorted and without repeats here) or NULL, any pool. What its jobs are already in stays; a
 -- submit, a move and a registration are checked from now on (rung_pool_allowed). Returns TOKEN, or

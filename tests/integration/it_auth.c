@@ -1045,6 +1045,101 @@ static void test_token_expiry_api(struct harness *h)
 	free(ci);
 }
 
+/* POST /v1/tokens/{id}/expiry (rungctl token expiry): an expired token given time works again at
+ * once on this replica (its cached expiry forgotten), its new expiry an hour from now, and never;
+ * a revoked one is 409 and stays revoked; bad bodies are 400 naming expires_in_s; a submitter may
+ * not call it; an unknown id is 404. */
+static void test_token_expiry_set(struct harness *h)
+{
+	char *tok = expiring_token(h, "worker", "rack-7", 86400, NULL), *path, *out;
+	const char *pn[1] = { "rack-7" };
+	long long id = h_sql_int(h, "SELECT id FROM tokens WHERE name = $1", 1, pn);
+	json_t *j, *body;
+	long st = 0;
+	int rc = -1;
+
+	path = xasprintf("/v1/tokens/%lld/expiry", id);
+	expire_now(h, "rack-7");
+	j = as(h, tok, "POST", "/v1/workers", NULL, &st);
+	want_error(h, j, st, 401, "token_expired", "expiry set: the worker token ran out");
+	body = json_pack("{s:i}", "expires_in_s", 3600);
+	j = as(h, h->admin_token, "POST", path, body, &st);
+	h_ok(h, st == 200 && json_is_string(json_object_get(j, "expires_at")) && json_is_false(json_object_get(j, "expired")),
+	     "expiry set: an hour more: 200 TOKEN, not expired (%ld)", st);
+	h_ok(h, expires_in(h, "rack-7") >= 3590 && expires_in(h, "rack-7") <= 3600,
+	     "expiry set: the database holds an hour from now (%lld s)", expires_in(h, "rack-7"));
+	json_decref(j);
+	json_decref(body);
+	j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st != 401, "expiry set: the same secret works again at once, this replica's cached expiry forgotten (%ld)", st);
+	json_decref(j);
+	body = json_pack("{s:n}", "expires_in_s");
+	j = as(h, h->admin_token, "POST", path, body, &st);
+	h_ok(h, st == 200 && json_is_null(json_object_get(j, "expires_at")) && expires_in(h, "rack-7") == -1,
+	     "expiry set: null: it never expires (%ld)", st);
+	json_decref(j);
+	j = as(h, h->submitter_token, "POST", path, body, &st);
+	h_ok(h, st == 403, "expiry set: a submitter may not (%ld)", st);
+	json_decref(j);
+	j = as(h, h->admin_token, "POST", "/v1/tokens/999999/expiry", body, &st);
+	h_ok(h, st == 404, "expiry set: an unknown id is 404 (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	{
+		static const char *const bad[] = { "{\"expires_in_s\": 59}", "{\"expires_in_s\": 315360001}",
+						   "{\"expires_in_s\": \"90d\"}", "{\"expires_in_s\": 3600.5}", "{}",
+						   "{\"expires_in_s\": 3600, \"x\": 1}" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			const char *saved = h->auth_token;
+			h->auth_token = h->admin_token;
+			j = h_request(h, "POST", path, bad[i], strlen(bad[i]), NULL, &st);
+			h->auth_token = saved;
+			h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "expires_in_s"), "expiry set: %s is a 400 naming expires_in_s (%ld)",
+			     bad[i], st);
+			json_decref(j);
+		}
+	}
+	h_ok(h, expires_in(h, "rack-7") == -1, "expiry set: and none of them changed it");
+	out = h_rungctl(h, "token expiry rack-7 90d", &rc);
+	h_ok(h, rc != 0, "expiry set: rungctl token expiry takes an id, not a name (%d)", rc);
+	free(out);
+	{
+		char *args = xasprintf("token expiry %lld 90d", id);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "(rack-7): expires 20") && expires_in(h, "rack-7") > 89 * 86400,
+		     "expiry set: rungctl token expiry ID 90d (%d %s)", rc, out ? out : "-");
+		free(out);
+		free(args);
+		args = xasprintf("token expiry %lld never", id);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "expires never") && expires_in(h, "rack-7") == -1,
+		     "expiry set: rungctl token expiry ID never (%d %s)", rc, out ? out : "-");
+		free(out);
+		free(args);
+		args = xasprintf("token expiry %lld 5x", id);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 2 && out && strstr(out, "5x"), "expiry set: a bad DURATION is a usage error, nothing sent (%d)", rc);
+		free(out);
+		free(args);
+	}
+	{
+		char *revoke = xasprintf("/v1/tokens/%lld/revoke", id);
+		json_decref(as(h, h->admin_token, "POST", revoke, NULL, &st));
+		free(revoke);
+	}
+	body = json_pack("{s:i}", "expires_in_s", 3600);
+	j = as(h, h->admin_token, "POST", path, body, &st);
+	h_ok(h, st == 409 && !strcmp(h_str(j, "error"), "token_revoked") && expires_in(h, "rack-7") == -1,
+	     "expiry set: a revoked token: 409 token_revoked, unchanged (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	j = as(h, tok, "GET", "/v1/jobs", NULL, &st);
+	h_ok(h, st == 401, "expiry set: and it stays refused (%ld)", st);
+	json_decref(j);
+	free(path);
+	free(tok);
+}
+
 /* `rungd token create --expires`: the bootstrap path straight to the database. */
 static void test_token_expiry_bootstrap(struct harness *h)
 {
@@ -1286,6 +1381,7 @@ int main(void)
 	test_cli_revoke(h);
 	test_web_tokens(h, support);
 	test_token_expiry_api(h);
+	test_token_expiry_set(h);
 	test_token_expiry_bootstrap(h);
 	test_token_expiry_web(h);
 	test_token_expiry_worker(h);
