@@ -12,7 +12,7 @@
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
-		"[--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--dry-run]",
+		"[--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
@@ -25,7 +25,9 @@ const struct cli_cmd cli_cmds[] = {
 		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
 		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
 		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"
-		"sweeps every combination (at most 256 jobs): each job's config.name (its output folder) and --name\n"
+		"sweeps every combination (at most 256 jobs), except sweeps tied by --link PATH,PATH, which vary\n"
+		"together value by value (--sweep network.linear=8,16 --sweep network.linear_alpha=8,16 --link\n"
+		"network.linear,network.linear_alpha: 2 jobs, not 4): each job's config.name (its output folder) and --name\n"
 		"get the values as a suffix (_lr2e-4_linear32), and all carry the label sweep=ID (--labels sweep=ID\n"
 		"to choose it; made from --idempotency-key K when given, whose jobs get the keys K-1, K-2, ..., so\n"
 		"the same command sent again submits only what is missing). Prints one id per line, the sweep on\n"

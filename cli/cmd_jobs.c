@@ -90,14 +90,18 @@ int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_
 }
 
 struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *sets, size_t n_sets,
-	const char *const *sweeps, size_t n_sweeps)
+	const char *const *sweeps, size_t n_sweeps, const char *const *links, size_t n_links)
 {
 	struct sweep *sw = sweep_new();
 	char *err = NULL;
+	for (size_t i = 0; i < n_links && !err; i++) /* first: a sweep knows its link as it is added */
+		sweep_add_link(sw, links[i], &err);
 	for (size_t i = 0; i < n_sets && !err; i++)
 		sweep_add_set(sw, sets[i], &err);
 	for (size_t i = 0; i < n_sweeps && !err; i++)
 		sweep_add_axis(sw, sweeps[i], &err);
+	if (!err)
+		sweep_check_links(sw, &err);
 	if (err) {
 		fprintf(c->err, "rungctl %s: %s\n", cmd, err);
 		free(err);
@@ -157,8 +161,8 @@ static void submit_warnings(struct cli *c, const json_t *job, json_t **warned)
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
-	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *at = NULL, *in = NULL;
-	size_t n_sets = 0, n_sweeps = 0, n = 0, i;
+	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL;
+	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, i;
 	int dry_run = 0;
 	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
 	bool past;
@@ -179,6 +183,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
+		{ .name = "link", .type = ARGS_LIST, .list = links, .count = &n_links, .max = ARRAY_LEN(links) },
 		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry_run },
 	};
 	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
@@ -209,7 +214,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 			ops[0]);
 		goto out;
 	}
-	if (!(sw = cmd_sweep_read(c, "submit", sets, n_sets, sweeps, n_sweeps)))
+	if (!(sw = cmd_sweep_read(c, "submit", sets, n_sets, sweeps, n_sweeps, links, n_links)))
 		goto out;
 	if (sweep_has_axis(sw)) {
 		/* the label that ties the sweep's jobs together: the caller's, else one made here */

@@ -39,10 +39,10 @@ int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_
 struct cli;
 struct sweep;
 
-/* The --set (sets) and --sweep (sweeps) options of `rungctl CMD` read into a new sweep (sweep.h) the
- * caller frees; NULL after printing why to c->err (a usage error, exit 2). */
+/* The --set (sets), --sweep (sweeps) and --link (links) options of `rungctl CMD` read into a new
+ * sweep (sweep.h) the caller frees; NULL after printing why to c->err (a usage error, exit 2). */
 struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *sets, size_t n_sets,
-	const char *const *sweeps, size_t n_sweeps);
+	const char *const *sweeps, size_t n_sweeps, const char *const *links, size_t n_links);
 
 /* One attempt's value under key, falling back to its facts (heartbeats fill phase/step on the attempt,
  * the finish report fills facts.phase/last_step). Borrowed, may be NULL. */

@@ -183,7 +183,7 @@ int cmd_plan(struct cli *c, int argc, char **argv)
 		rc = CLI_USAGE;
 		goto out;
 	}
-	if (!(sw = cmd_sweep_read(c, "plan", sets, n_sets, NULL, 0))) {
+	if (!(sw = cmd_sweep_read(c, "plan", sets, n_sets, NULL, 0, NULL, 0))) {
 		rc = CLI_USAGE;
 		goto out;
 	}

@@ -21,11 +21,16 @@ struct change {
 	char **text;       /* each value as typed */
 	char **tag;        /* a sweep's: each value's part of a variant's suffix */
 	json_t **val;      /* each value, read as YAML */
+	long follows;      /* a linked sweep's: the change whose value index it takes (--link); else -1 */
 };
 
 struct sweep {
 	struct change *ch;
 	size_t n;
+	char **link_path;  /* --link's paths (sweep_path's), each with its group: link_group[i] */
+	int *link_group;
+	size_t n_links;
+	int groups;
 };
 
 struct sweep *sweep_new(void)
@@ -54,6 +59,10 @@ void sweep_free(struct sweep *s)
 		return;
 	for (size_t i = 0; i < s->n; i++)
 		change_clear(&s->ch[i]);
+	for (size_t i = 0; i < s->n_links; i++)
+		free(s->link_path[i]);
+	free(s->link_path);
+	free(s->link_group);
 	free(s->ch);
 	free(s);
 }
@@ -219,12 +228,99 @@ static size_t split_values(const char *opt, const char *user_path, const char *l
 	return n;
 }
 
+/* The --link group of PATH (sweep_path's), or -1 when no --link names it. */
+static int link_group_of(const struct sweep *s, const char *path)
+{
+	for (size_t i = 0; i < s->n_links; i++)
+		if (!strcmp(s->link_path[i], path))
+			return s->link_group[i];
+	return -1;
+}
+
+/* The sweep already added that a new sweep of PATH takes its value index from: the first one of
+ * PATH's --link group; -1 when PATH is linked to none added yet (it leads its group). */
+static long linked_leader(const struct sweep *s, const char *path)
+{
+	int g = link_group_of(s, path);
+
+	for (size_t k = 0; g >= 0 && k < s->n; k++)
+		if (s->ch[k].is_sweep && s->ch[k].follows < 0 && link_group_of(s, s->ch[k].path) == g)
+			return (long)k;
+	return -1;
+}
+
+int sweep_add_link(struct sweep *s, const char *spec, char **err)
+{
+	char **paths = NULL;
+	size_t n = split_values("--link", "", spec ? spec : "", &paths, err), i, j;
+	int rc = -1;
+
+	if (n == 0 && !*err)
+		*err = xasprintf("--link '%s': expected PATH,PATH,...", spec ? spec : "");
+	if (n == 0)
+		return -1;
+	if (n < 2) {
+		*err = xasprintf("--link %s: name two sweeps or more (PATH,PATH,...)", spec);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		char *p;
+		if (!path_ok(paths[i])) {
+			*err = xasprintf("--link %s: '%s' is not a config path", spec, paths[i]);
+			goto out;
+		}
+		p = sweep_path(paths[i]);
+		free(paths[i]);
+		paths[i] = p;
+		for (j = 0; j < i; j++)
+			if (!strcmp(paths[j], p))
+				break;
+		if (j < i || link_group_of(s, p) >= 0) {
+			*err = xasprintf("--link %s: %s is linked twice", spec, p);
+			goto out;
+		}
+	}
+	if (s->n > 0) {
+		*err = xasprintf("--link %s: given after the sweeps (the links are read first)", spec);
+		goto out;
+	}
+	s->link_path = xrealloc(s->link_path, (s->n_links + n) * sizeof(char *));
+	s->link_group = xrealloc(s->link_group, (s->n_links + n) * sizeof(int));
+	for (i = 0; i < n; i++) {
+		s->link_path[s->n_links] = paths[i];
+		s->link_group[s->n_links++] = s->groups;
+		paths[i] = NULL;
+	}
+	s->groups++;
+	rc = 0;
+out:
+	for (i = 0; i < n; i++)
+		free(paths[i]);
+	free(paths);
+	return rc;
+}
+
+int sweep_check_links(const struct sweep *s, char **err)
+{
+	for (size_t i = 0; i < s->n_links; i++) {
+		size_t k;
+		for (k = 0; k < s->n; k++)
+			if (s->ch[k].is_sweep && !strcmp(s->ch[k].path, s->link_path[i]))
+				break;
+		if (k == s->n) {
+			*err = xasprintf("--link names %s, which no --sweep gives", s->link_path[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* Adds a change from spec PATH=VALUE(S); is_sweep splits the values. */
 static int add_change(struct sweep *s, const char *spec, int is_sweep, char **err)
 {
 	const char *opt = is_sweep ? "--sweep" : "--set";
 	const char *eq = strchr(spec, '=');
-	struct change c = { .is_sweep = is_sweep };
+	struct change c = { .is_sweep = is_sweep, .follows = -1 };
 	int rc = -1;
 
 	if (!eq) {
@@ -269,9 +365,14 @@ static int add_change(struct sweep *s, const char *spec, int is_sweep, char **er
 			}
 		}
 	}
+	if (is_sweep && (c.follows = linked_leader(s, c.path)) >= 0 && s->ch[c.follows].n != c.n) {
+		*err = xasprintf("--sweep %s: %zu values, but --link ties it to --sweep %s, which has %zu", c.user_path, c.n,
+				 s->ch[c.follows].user_path, s->ch[c.follows].n);
+		goto out;
+	}
 	if (is_sweep) {
 		size_t total = sweep_count(s);
-		if (total * c.n > SWEEP_MAX_VARIANTS) {
+		if (c.follows < 0 && total * c.n > SWEEP_MAX_VARIANTS) {
 			*err = xasprintf("--sweep %s: %zu variants in all, more than %d", c.user_path, total * c.n,
 					 SWEEP_MAX_VARIANTS);
 			goto out;
@@ -315,7 +416,8 @@ size_t sweep_count(const struct sweep *s)
 {
 	size_t total = 1;
 	for (size_t i = 0; i < s->n; i++)
-		total *= s->ch[i].n;
+		if (s->ch[i].follows < 0)
+			total *= s->ch[i].n;
 	return total;
 }
 
@@ -356,9 +458,14 @@ char *sweep_label(const char *idem_key, long long now, unsigned rnd)
 static void variant_picks(const struct sweep *s, size_t i, size_t *pick)
 {
 	for (size_t k = s->n; k-- > 0;) {
+		if (s->ch[k].follows >= 0)
+			continue;
 		pick[k] = i % s->ch[k].n;
 		i /= s->ch[k].n;
 	}
+	for (size_t k = 0; k < s->n; k++) /* a linked sweep takes its leader's index (--link) */
+		if (s->ch[k].follows >= 0)
+			pick[k] = pick[s->ch[k].follows];
 }
 
 /* Appends "sep"+part to a heap string (NULL: none yet). */

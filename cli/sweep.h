@@ -1,5 +1,6 @@
 /* Config variants from the command line: `--set PATH=VALUE` changes one value of an AI Toolkit config,
- * `--sweep PATH=V1,V2,...` makes one variant per value (several sweeps: every combination). What
+ * `--sweep PATH=V1,V2,...` makes one variant per value (several sweeps: every combination; sweeps tied
+ * by `--link` vary together). What
  * `rungctl submit` and `rungctl plan` apply before they send a config. Pure code: no I/O. */
 #ifndef RUNG_SWEEP_H
 #define RUNG_SWEEP_H
@@ -31,7 +32,19 @@ int sweep_add_set(struct sweep *s, const char *spec, char **err);
  * value repeated or empty, or one sweep making past SWEEP_MAX_VARIANTS variants with the others. */
 int sweep_add_axis(struct sweep *s, const char *spec, char **err);
 
-/* How many variants: the product of the sweeps' value counts, 1 without a sweep. */
+/* Adds `--link PATH,PATH,...`, before any --set or --sweep is added: the sweeps of those paths vary
+ * together, value by value (their first values in one variant, their second in the next...), so
+ * they count as one sweep: `--sweep network.linear=8,16,32 --sweep network.linear_alpha=8,16,32
+ * --link network.linear,network.linear_alpha` makes 3 variants, not 9. A linked sweep must have as
+ * many values as the first of its link (sweep_add_axis refuses it otherwise). Returns 0, or -1 with
+ * *err (heap): fewer than two paths, a malformed path, a path linked twice. */
+int sweep_add_link(struct sweep *s, const char *spec, char **err);
+/* After every sweep was added: 0, or -1 with *err (heap) when a --link names a path that no --sweep
+ * gave. */
+int sweep_check_links(const struct sweep *s, char **err);
+
+/* How many variants: the product of the sweeps' value counts (a linked sweep's not counted again),
+ * 1 without a sweep. */
 size_t sweep_count(const struct sweep *s);
 
 /* Whether a --sweep was given (then every variant is named by its suffix, even a single one). */

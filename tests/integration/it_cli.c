@@ -453,6 +453,19 @@ static void test_sweep(struct harness *h)
 	h_ok(h, rc == 0 && line_count(g_out) == 3 && strstr(g_out, "cli_sweep_lr4e-4\ttrain.lr=4e-4") &&
 		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
 	     "--dry-run prints each job's name and values and submits nothing (%s)", g_out);
+	/* --link: a rank and its alpha varied together, the --link given before the sweeps it names */
+	rc = ctl(h, "submit", cfg, "--link", "network.linear,network.linear_alpha", "--sweep", "network.linear=8,32",
+		 "--sweep", "network.linear_alpha=4,16", "--dry-run");
+	h_ok(h, rc == 0 && line_count(g_out) == 2 &&
+		     strstr(g_out, "cli_sweep_linear8_linear_alpha4\tnetwork.linear=8, network.linear_alpha=4") &&
+		     strstr(g_out, "cli_sweep_linear32_linear_alpha16\tnetwork.linear=32, network.linear_alpha=16") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "submit --link with two sweeps: two jobs, each value with its partner, not four (%s)", g_out);
+	rc = ctl(h, "submit", cfg, "--link", "network.linear,network.linear_alpha", "--sweep", "network.linear=8,32",
+		 "--sweep", "network.linear_alpha=4");
+	h_ok(h, rc == 2 && strstr(g_err, "--link ties it to --sweep network.linear") &&
+		     h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == n0,
+	     "linked sweeps of 2 and 1 values: exit 2, nothing submitted (%s)", g_err);
 	h_ok(h, ctl(h, "submit", cfg, "--set", "datasets[5].resolution=[512]") == 2 && strstr(g_err, "datasets[5]") &&
 		     ctl(h, "submit", cfg, "--sweep", "train.lr=1e-4,0.0001") == 2 && strstr(g_err, "same value") &&
 		     ctl(h, "submit", cfg, "--set", "train.lr") == 2 && strstr(g_err, "PATH=VALUE") &&

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../common/jpath.h"
 #include "../../cli/args.h"
 #include "../../cli/cli.h"
 #include "../../cli/cmd_classify.h"
@@ -943,6 +944,68 @@ static void test_sweep(void)
 	TAP_OK(sweep_add_axis(sw, "b=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16", &err) == 0 &&
 		       sweep_add_axis(sw, "c=1,2", &err) < 0 && err && strstr(err, "512 variants"),
 	       "sweep: 256 variants are taken, 512 refused");
+	free(err);
+	err = NULL;
+	sweep_free(sw);
+
+	/* --link: sweeps that vary together, value by value */
+	sw = sweep_new();
+	TAP_OK(sweep_add_link(sw, "network.linear, network.linear_alpha", &err) == 0 &&
+		       sweep_add_axis(sw, "train.lr=1e-4,2e-4", &err) == 0 &&
+		       sweep_add_axis(sw, "network.linear=8,16,32", &err) == 0 &&
+		       sweep_add_axis(sw, "network.linear_alpha=4,8,16", &err) == 0 && sweep_check_links(sw, &err) == 0,
+	       "sweep: --link network.linear,network.linear_alpha beside a sweep of train.lr");
+	TAP_INT_EQ((int)sweep_count(sw), 6, "sweep: 2 x 3 variants, the linked pair counted once (not 18)");
+	{
+		json_t *lb = json_pack("{s:{s:s, s:[{s:{s:f}, s:{s:i, s:i}}]}}", "config", "name", "x", "process", "train", "lr",
+				       1e-3, "network", "linear", 1, "linear_alpha", 1);
+		char *desc = sweep_describe(sw, 4), *sfx = NULL;
+		json_t *v = sweep_apply(sw, lb, 4, &sfx, NULL, &err);
+		TAP_OK(v && json_integer_value(jpath_get(v, "config.process[0].network.linear")) == 16 &&
+			       json_integer_value(jpath_get(v, "config.process[0].network.linear_alpha")) == 8,
+		       "sweep: variant 4 takes the second value of both linked sweeps (16, 8)");
+		TAP_STR_EQ(desc, "train.lr=2e-4, network.linear=16, network.linear_alpha=8",
+			   "sweep: its description names the three values");
+		TAP_STR_EQ(sfx, "lr2e-4_linear16_linear_alpha8", "sweep: and its suffix");
+		free(desc);
+		free(sfx);
+		json_decref(v);
+		json_decref(lb);
+	}
+	sweep_free(sw);
+	{
+		struct { const char *link, *a, *b, *want; } bad[] = {
+			{ "network.linear", NULL, NULL, "two sweeps or more" },
+			{ "network.linear,network.linear", NULL, NULL, "linked twice" },
+			{ "network.linear,bad path", NULL, NULL, "not a config path" },
+			{ "network.linear,network.linear_alpha", "network.linear=8,16", "network.linear_alpha=8,16,32",
+			  "3 values, but --link ties it to --sweep network.linear, which has 2" },
+			{ "network.linear,network.linear_alpha", "network.linear=8,16", NULL, "which no --sweep gives" },
+		};
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+			int rc;
+			sw = sweep_new();
+			rc = sweep_add_link(sw, bad[i].link, &err);
+			if (!rc && bad[i].a)
+				rc = sweep_add_axis(sw, bad[i].a, &err);
+			if (!rc && bad[i].b)
+				rc = sweep_add_axis(sw, bad[i].b, &err);
+			if (!rc)
+				rc = sweep_check_links(sw, &err);
+			if (!(rc < 0 && err && strstr(err, bad[i].want)))
+				printf("# --link %s: want \"%s\", got \"%s\"\n", bad[i].link, bad[i].want, err ? err : "no error");
+			TAP_OK(rc < 0 && err && strstr(err, bad[i].want), "sweep: a bad --link refused with its reason");
+			free(err);
+			err = NULL;
+			sweep_free(sw);
+		}
+	}
+	/* linked sweeps of 20 values each make 20 variants: within the limit, though 20 x 20 is not */
+	sw = sweep_new();
+	sweep_add_link(sw, "a,b", &err);
+	sweep_add_axis(sw, "a=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20", &err);
+	TAP_OK(sweep_add_axis(sw, "b=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20", &err) == 0 && sweep_count(sw) == 20,
+	       "sweep: two linked sweeps of 20 values: 20 variants, taken");
 	free(err);
 	err = NULL;
 	sweep_free(sw);
