@@ -97,6 +97,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/ui/tokens", web_tokens_create, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/tokens/{}/revoke", web_tokens_revoke, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/tokens/{}/limits", web_tokens_limits, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/tokens/{}/expiry", web_tokens_expiry, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "GET", "/ui/login", web_login_form, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/login", web_login, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/logout", web_logout, AUTH_OPEN, AUTH_SCOPE_NONE },

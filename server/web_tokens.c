@@ -125,7 +125,8 @@ static void create_form(struct hbuf *b)
 		    AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S, AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S);
 }
 
-/* The forms of a token not revoked: its limit (empty: none) and revoke. */
+/* The forms of a token not revoked: its limit (empty: none), its expiry (days from now; empty:
+ * never) and revoke. */
 static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 {
 	html_printf(b, "<form method=\"post\" class=\"act limits\" action=\"" TOKENS_PATH "/%s/limits\">"
@@ -135,9 +136,12 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 	if (json_is_integer(max))
 		html_printf(b, "%lld", (long long)json_integer_value(max));
 	html_printf(b, "\"><button type=\"submit\">Set limit</button></form>"
+		       "<form method=\"post\" class=\"act expiry\" action=\"" TOKENS_PATH "/%s/expiry\">"
+		       "<input type=\"number\" name=\"expires_in_days\" min=\"1\" max=\"%lld\" placeholder=\"never\" "
+		       "aria-label=\"expires in (days from now; empty: never)\"><button type=\"submit\">Set expiry</button></form>"
 		       "<form method=\"post\" class=\"act revoke\" action=\"" TOKENS_PATH "/%s/revoke\">"
 		       "<button type=\"submit\">Revoke</button></form>",
-		    id);
+		    id, EXPIRY_MAX_S / DAY_S, id);
 }
 
 /* A token's expiry cell: "never", the instant, or "expired" and the instant. */
@@ -502,6 +506,55 @@ out:
 	free(text);
 }
 
+static void on_expiry_set(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc, *tok;
+
+	if (db_failed(h, res, err, "expiry"))
+		return;
+	doc = db_doc(res);
+	if (!doc) {
+		not_found(h);
+		return;
+	}
+	tok = json_object_get(doc, "token");
+	if (strcmp(json_string_value(json_object_get(doc, "status")) ?: "", "revoked") == 0) {
+		web_message(h, 409, "Revoked", "This token was revoked: a revoked token stays revoked. Create a new one.");
+		json_decref(doc);
+		return;
+	}
+	auth_forget(h->app->auth, json_integer_value(json_object_get(tok, "id"))); /* its cached expiry is stale */
+	log_info("token expiry set", "token=%s expires_at=%s by=%s via=web", h->param[0],
+		 json_string_value(json_object_get(tok, "expires_at")) ?: "never", h->who.name);
+	web_redirect(h, TOKENS_PATH);
+	json_decref(doc);
+}
+
+/* As POST /v1/tokens/{id}/expiry: expires_in_days whole days from now (empty: never). */
+static void expiry(struct hreq *h)
+{
+	char *days = NULL, secs[32];
+	long long expires_in_s = 0;
+
+	if (form_value(h, "expires_in_days", &days) < 0)
+		goto out;
+	/* absent or undecodable (NULL) is refused, never read as the empty field's "never" */
+	if (!days || web_tokens_expires_days(days, &expires_in_s) < 0) {
+		char *why = xasprintf("must be a whole number of days from 1 to %lld, or empty for a token that never expires",
+				      EXPIRY_MAX_S / DAY_S);
+		refuse(h, 400, "Bad request", "expires_in_days", why);
+		free(why);
+		goto out;
+	}
+	{
+		const char *params[2] = { h->param[0], api_tokens_expires_param(expires_in_s, secs) };
+		db_exec(h->app->db, sql_token_set_expiry, 2, params, on_expiry_set, h);
+	}
+out:
+	free(days);
+}
+
 /* ---- route handlers ---- */
 
 /* A POST: checked for its site, then its id (when it names one), then the caller (admins). */
@@ -538,4 +591,9 @@ void web_tokens_revoke(struct hreq *h)
 void web_tokens_limits(struct hreq *h)
 {
 	post_enter(h, true, limits);
+}
+
+void web_tokens_expiry(struct hreq *h)
+{
+	post_enter(h, true, expiry);
 }

@@ -31,6 +31,11 @@ void web_tokens_revoke(struct hreq *h);
  * sql/token_set_limit.sql, wakes the parked waiters once it committed (lease_announce, as the API
  * does), 303 to /ui/tokens. */
 void web_tokens_limits(struct hreq *h);
+/* POST /ui/tokens/{id}/expiry  expires_in_days= (whole days from now; empty: never): 400 page naming
+ * expires_in_days unless web_tokens_expires_days reads it; else sql/token_set_expiry.sql (an expired
+ * token works again; 409 page for a revoked one), forgets the token in this replica's cache at
+ * once, 303 to /ui/tokens. */
+void web_tokens_expiry(struct hreq *h);
 
 /* The limit form's max_running text as the API's JSON value (new reference): NULL, empty or
  * blank -> null; an optionally signed decimal integer (spaces around allowed) -> that integer;
@@ -44,7 +49,7 @@ int web_tokens_expires_days(const char *text, long long *seconds);
  * (borrowed): the create form (role select, optional name, optional expires in days), then one
  * table row per token (id, name, role, created, revoked when, expires: "never", when, or
  * "expired" and when, max running or "none", running now) with, for a token not
- * revoked, a limit form and a revoke form. self_id: the caller's token id, marked "you" (0: none).
+ * revoked, a limit form, an expiry form and a revoke form. self_id: the caller's token id, marked "you" (0: none).
  * Every text from doc escaped. Pure; for tests. */
 void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id);
 /* Appends the page that answers a create: the secret (escaped), the warning that it is shown only

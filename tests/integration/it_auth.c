@@ -1123,9 +1123,40 @@ static void test_token_expiry_set(struct harness *h)
 		free(args);
 	}
 	{
+		/* the tokens page's expiry form: days from now, empty for never; refusals named */
+		char *form_path = xasprintf("/ui/tokens/%lld/expiry", id);
+		st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, form_path) && strstr(h->last_body, "Set expiry"),
+		     "expiry set: the tokens page has the expiry form (%ld)", st);
+		expire_now(h, "rack-7");
+		st = h_browse(h, h->admin_token, "POST", form_path, "expires_in_days=30", SAME_SITE);
+		h_ok(h, st == 303 && expires_in(h, "rack-7") > 29 * 86400 && expires_in(h, "rack-7") <= 30 * 86400,
+		     "expiry set: the form gives an expired token 30 days (%ld, %lld s)", st, expires_in(h, "rack-7"));
+		st = h_browse(h, h->admin_token, "POST", form_path, "expires_in_days=", SAME_SITE);
+		h_ok(h, st == 303 && expires_in(h, "rack-7") == -1, "expiry set: an empty field: never (%ld)", st);
+		st = h_browse(h, h->admin_token, "POST", form_path, "expires_in_days=0", SAME_SITE);
+		h_ok(h, st == 400 && h->last_body && strstr(h->last_body, "expires_in_days") && expires_in(h, "rack-7") == -1,
+		     "expiry set: 0 days: a 400 page naming expires_in_days, unchanged (%ld)", st);
+		st = h_browse(h, h->admin_token, "POST", form_path, "other=1", SAME_SITE);
+		h_ok(h, st == 400 && expires_in(h, "rack-7") == -1, "expiry set: no field: 400, not read as never (%ld)", st);
+		st = h_browse(h, h->admin_token, "POST", form_path, "expires_in_days=30", "Origin: http://evil.example");
+		h_ok(h, st == 403 && expires_in(h, "rack-7") == -1, "expiry set: the form from another site: 403 (%ld)", st);
+		st = h_browse(h, h->submitter_token, "POST", form_path, "expires_in_days=30", SAME_SITE);
+		h_ok(h, st == 403 && expires_in(h, "rack-7") == -1, "expiry set: a submitter's form: 403 (%ld)", st);
+		st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/expiry", "expires_in_days=30", SAME_SITE);
+		h_ok(h, st == 404, "expiry set: the form for an unknown token: 404 (%ld)", st);
+		free(form_path);
+	}
+	{
 		char *revoke = xasprintf("/v1/tokens/%lld/revoke", id);
 		json_decref(as(h, h->admin_token, "POST", revoke, NULL, &st));
 		free(revoke);
+	}
+	{
+		char *form_path = xasprintf("/ui/tokens/%lld/expiry", id);
+		st = h_browse(h, h->admin_token, "POST", form_path, "expires_in_days=30", SAME_SITE);
+		h_ok(h, st == 409 && expires_in(h, "rack-7") == -1, "expiry set: the form for a revoked token: 409 page (%ld)", st);
+		free(form_path);
 	}
 	body = json_pack("{s:i}", "expires_in_s", 3600);
 	j = as(h, h->admin_token, "POST", path, body, &st);
