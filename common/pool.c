@@ -80,7 +80,8 @@ json_t *pool_borrow_parse(const char *text, const char *own, char **err)
 		end = p;
 		while (end > start && end[-1] == ' ')
 			end--;
-		json_array_append_new(out, json_stringn(start, (size_t)(end - start)));
+		/* json_stringn is NULL for a name that is not UTF-8: refused, not dropped from the list */
+		json_array_append_new(out, json_stringn(start, (size_t)(end - start)) ?: json_null());
 	}
 	msg = pool_borrow_check(out, own);
 	if (msg) {

@@ -101,10 +101,11 @@ static void on_registered(PGresult *res, const char *err, void *arg)
 			 id, log_quoted(nq, sizeof nq, name), vq, rung_version());
 	borrow_list = json_object_get(doc, "borrow");
 	hreq_reply(h, created ? 201 : 200,
-		   json_pack("{s:I, s:i, s:i, s:s, s:O}", "id", (json_int_t)id, "lease_seconds", h->app->lease_seconds,
+		   json_pack("{s:I, s:i, s:i, s:s, s:o}", "id", (json_int_t)id, "lease_seconds", h->app->lease_seconds,
 			     "heartbeat_ms", h->app->heartbeat_ms, "pool",
 			     json_string_value(json_object_get(doc, "pool")) ?: POOL_DEFAULT, "borrow",
-			     json_is_array(borrow_list) ? borrow_list : json_array()));
+			     /* "o" steals: a new [] when the database answered no list (the release before's functions) */
+			     json_is_array(borrow_list) ? json_incref(borrow_list) : json_array()));
 	json_decref(doc);
 }
 

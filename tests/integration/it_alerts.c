@@ -6,7 +6,8 @@
  * on it matches a sample there (the by-state families list every state, 0 included; a queued job
  * gives the per-owner ones a sample; a history counter with no sample yet is checked as a family). The checker itself is shown to refuse a made-up series and a
  * made-up state. `promtool check rules` runs where promtool is installed (Debian's prometheus
- * package); elsewhere that check says SKIP. */
+ * package), and so does `promtool test rules` over tests/data/prometheus/rung-alerts-test.yml (what
+ * the rules fire on); elsewhere those checks say SKIP. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #define RULES "deploy/prometheus/rung-alerts.yml"
 #define DASHBOARD "deploy/grafana/rung-dashboard.json"
+#define RULES_TEST "tests/data/prometheus/rung-alerts-test.yml" /* promtool test rules: alerts on made-up series */
 
 /* Whether the scrape has family name: a "# TYPE name " line, or name is a histogram's _bucket,
  * _sum or _count series. */
@@ -236,12 +238,19 @@ static void test_promtool(struct harness *h, const char *dir)
 	if (!exe) {
 		printf("ok - promtool check rules # SKIP promtool not installed (apt-get install prometheus)\n");
 		printf("ok - promtool parses the dashboard's expressions # SKIP promtool not installed\n");
+		printf("ok - promtool test rules # SKIP promtool not installed\n");
 		fflush(stdout);
 		goto out;
 	}
 	{
 		const char *argv[] = { exe, "check", "rules", RULES, NULL };
 		h_ok(h, h_run(h, argv) == 0, "promtool check rules accepts %s", RULES);
+	}
+	{
+		/* the rules' behaviour: RungPoolWithoutGpus with borrowers, and beside replicas of the
+		 * release before, which export no rung_pool_borrowing_gpus */
+		const char *argv[] = { exe, "test", "rules", RULES_TEST, NULL };
+		h_ok(h, h_run(h, argv) == 0, "promtool test rules %s", RULES_TEST);
 	}
 	f = fopen(exprs, "w");
 	if (f) {

@@ -370,6 +370,25 @@ static long join_borrow(struct harness *h, const char *token, const char *name, 
  * first when both are queued (lend's submitted first); the placement counts it as borrowing; a
  * re-registration without the member stops it; a worker token kept to some pools borrows only from
  * them (403 naming borrow). */
+/* A database whose rung_worker_join answers no "borrow" (an old replica's start-up migrate put its
+ * release's function files back, README "Upgrades"): the registration still answers 201 with borrow
+ * [] (under AddressSanitizer: without leaking the empty list it answers). */
+static void test_join_without_borrow(struct harness *h)
+{
+	char *id = NULL, list[128];
+	long st;
+
+	h_sql_int(h, "ALTER FUNCTION rung_worker_join(jsonb, bigint, boolean) RENAME TO rung_worker_join_now", 0, NULL);
+	h_sql_int(h, "CREATE FUNCTION rung_worker_join(p jsonb, p_token bigint, p_admin boolean) RETURNS jsonb "
+		     "LANGUAGE sql AS $$ SELECT rung_worker_join_now(p - 'borrow', p_token, p_admin) - 'borrow' $$", 0, NULL);
+	st = join_borrow(h, NULL, "old-fn", "GPU-old-fn", "default", "[\"lend\"]", &id, list);
+	h_ok(h, st == 201 && !strcmp(list, "[]"), "a database answering no borrow (the release before's functions): 201, "
+	     "borrow [] (got %ld, %s)", st, list);
+	h_sql_int(h, "DROP FUNCTION rung_worker_join(jsonb, bigint, boolean)", 0, NULL);
+	h_sql_int(h, "ALTER FUNCTION rung_worker_join_now(jsonb, bigint, boolean) RENAME TO rung_worker_join", 0, NULL);
+	free(id);
+}
+
 static void test_borrow(struct harness *h, const json_t *cfg)
 {
 	const char *pw[1] = { "it-worker" };
@@ -679,6 +698,7 @@ int main(void)
 	test_token_pools(h, cfg);
 	test_wake_every_pool(h, cfg);
 	test_borrow(h, cfg);
+	test_join_without_borrow(h);
 out:
 	free(w_def);
 	free(w_big);

@@ -156,6 +156,9 @@ int main(void)
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "p1,p2,p3,p4,p5,p6,p7,p8,p9", NULL }), OPTIONS_ERROR,
 		   "--borrow naming 9 pools refused");
 	TAP_OK(has(err, "--borrow") && has(err, "at most 8"), "9 pools: the error names the flag and the limit");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--borrow", "\xff\xfe,b", NULL }), OPTIONS_ERROR,
+		   "--borrow with a name that is not UTF-8 refused, not dropped");
+	TAP_OK(has(err, "--borrow") && has(err, POOL_NAME_RULE), "a name that is not UTF-8: the error names the flag and the rule");
 	setenv("RUNG_BORROW", "x,y", 1);
 	TAP_INT_EQ(load(&c, &err, NULL), OPTIONS_OK, "RUNG_BORROW loads");
 	TAP_STR_EQ(c.opts.borrow, "x,y", "RUNG_BORROW sets the pools borrowed from");
