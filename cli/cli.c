@@ -86,6 +86,9 @@ const struct cli_cmd cli_cmds[] = {
 	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team): running,\n"
 		"queued and scheduled jobs (waiting for their start time), with its limit (rungctl token limit), the\n"
 		"busiest first (support/admin).", cmd_owners },
+	{ "pools", "pools", "Lists the worker pools in use (support/admin): each pool's queued, scheduled and running\n"
+		"jobs, its workers and GPUs (and those drained), the GPUs of other pools' workers that borrow from it and\n"
+		"their pools, the pools its own workers borrow from, and its largest usable GPU.", cmd_pools },
 	{ "usage", "usage [--since 7d|TIME] [--until TIME] [--owner NAME] [--label K=V,K=V]",
 		"GPU time per owner (the token that submitted the jobs: a team) from --since (a duration before\n"
 		"now: 90m, 36h, 7d, 2w, or an RFC 3339 time; default a week before --until) to --until (default now):\n"

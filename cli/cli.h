@@ -113,6 +113,7 @@ int cmd_drain(struct cli *c, int argc, char **argv);
 int cmd_resume(struct cli *c, int argc, char **argv);
 int cmd_gpus(struct cli *c, int argc, char **argv);
 int cmd_owners(struct cli *c, int argc, char **argv);
+int cmd_pools(struct cli *c, int argc, char **argv);
 int cmd_usage(struct cli *c, int argc, char **argv);
 int cmd_version(struct cli *c, int argc, char **argv);
 int cmd_gpu_release(struct cli *c, int argc, char **argv);

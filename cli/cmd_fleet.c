@@ -197,6 +197,17 @@ int cmd_owners(struct cli *c, int argc, char **argv)
 	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 
+int cmd_pools(struct cli *c, int argc, char **argv)
+{
+	/* BORROWED BY: the pools whose workers take its jobs when their own have none; BORROWS: the pools
+	 * its own workers borrow from (migration 028) */
+	static const char *const head[] = { "POOL", "QUEUED", "SCHEDULED", "RUNNING", "WORKERS", "GPUS", "DRAINING",
+		"BORROWING GPUS", "BORROWED BY", "BORROWS", "LARGEST GPU MIB" };
+	static const char *const keys[] = { "pool", "queued", "scheduled", "running", "workers", "gpus", "draining_gpus",
+		"borrowing_gpus", ",borrowed_by", ",borrows", "max_gpu_mib" };
+	return list_cmd(c, "pools", argc, argv, "/v1/pools", "pools", head, keys, ARRAY_LEN(head));
+}
+
 int cmd_gpus(struct cli *c, int argc, char **argv)
 {
 	static const char *const head[] = { "UUID", "WORKER", "INDEX", "NAME", "MEMORY MIB", "STATE", "ENV FAULTS",

@@ -136,6 +136,11 @@ void api_fleet_workers(struct hreq *h)
 	db_exec(h->app->db, sql_worker_list, 0, NULL, on_list, h);
 }
 
+void api_fleet_pools(struct hreq *h)
+{
+	db_exec(h->app->db, sql_pool_list, 0, NULL, on_list, h);
+}
+
 void api_fleet_owners(struct hreq *h)
 {
 	db_exec(h->app->db, sql_owner_list, 0, NULL, on_list, h);

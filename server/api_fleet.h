@@ -5,6 +5,9 @@
 
 struct hreq;
 
+/* GET /v1/pools (support, admin): {"pools": [POOL]}, every worker pool in use with its jobs, workers,
+ * GPUs, borrowers and largest GPU (sql/pool_list.sql). */
+void api_fleet_pools(struct hreq *h);
 /* Each handler answers h exactly once. */
 void api_fleet_escalations(struct hreq *h);
 void api_fleet_escalation_get(struct hreq *h);

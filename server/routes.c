@@ -46,6 +46,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/workers", api_workers_register, AUTH_WORKERS, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/workers", api_fleet_workers, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/owners", api_fleet_owners, AUTH_STAFF, AUTH_SCOPE_NONE },
+	{ "GET", "/v1/pools", api_fleet_pools, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/usage", api_usage_get, AUTH_READERS, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/drain", api_fleet_worker_drain, AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/workers/{}/resume", api_fleet_worker_resume, AUTH_STAFF, AUTH_SCOPE_NONE },

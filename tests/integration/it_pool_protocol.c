@@ -425,6 +425,38 @@ static void test_borrow(struct harness *h, const json_t *cfg)
 		free(id);
 	}
 	json_decref(job);
+	{
+		/* GET /v1/pools and rungctl pools: lend's queued job and the GPU lent to it, borrower's worker */
+		json_t *pools = h_get(h, "/v1/pools", &st), *pl, *lend = NULL, *own = NULL;
+		char *out, *bb, *bo;
+		int rc = -1;
+		json_array_foreach(json_object_get(pools, "pools"), i, pl) {
+			if (!strcmp(h_str(pl, "pool"), "lend"))
+				lend = pl;
+			else if (!strcmp(h_str(pl, "pool"), "borrower"))
+				own = pl;
+		}
+		bb = lend ? json_dumps(json_object_get(lend, "borrowed_by"), JSON_COMPACT) : NULL;
+		bo = own ? json_dumps(json_object_get(own, "borrows"), JSON_COMPACT) : NULL;
+		h_ok(h, st == 200 && lend && h_int(lend, "queued") == 1 && h_int(lend, "workers") == 0 && h_int(lend, "gpus") == 0 &&
+			     h_int(lend, "borrowing_gpus") == 1 && bb && !strcmp(bb, "[\"borrower\"]") &&
+			     h_int(lend, "max_gpu_mib") == 81920,
+		     "GET /v1/pools: lend has its queued job, no worker of its own, one GPU lent by pool borrower (%s)", bb ? bb : "-");
+		h_ok(h, own && h_int(own, "workers") == 1 && h_int(own, "gpus") == 1 && h_int(own, "queued") == 0 && bo &&
+			     !strcmp(bo, "[\"lend\"]"),
+		     "GET /v1/pools: borrower has its worker and GPU, and borrows from lend (%s)", bo ? bo : "-");
+		free(bb);
+		free(bo);
+		json_decref(pools);
+		out = h_rungctl(h, "pools", &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "BORROWED BY") && strstr(out, "lend ") && strstr(out, "borrower"),
+		     "rungctl pools lists them (%d)", rc);
+		if (h->failed)
+			h_diag("pools: %s", out ? out : "-");
+		free(out);
+		json_decref(as(h, h->submitter_token, "GET", "/v1/pools", NULL, &st));
+		h_ok(h, st == 403, "a submitter may not list the pools (%ld)", st);
+	}
 	body = json_pack("{s:O, s:s}", "config", cfg, "pool", "lend");
 	r = h_post(h, "/v1/plan", body, &st);
 	p = json_array_get(json_object_get(r, "sizes"), 0);
