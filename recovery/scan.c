@@ -621,8 +621,9 @@ static long long log_timestamp(const char *t)
 	y = strtoll(t, NULL, 10);
 	m = strtoll(t + 5, NULL, 10);
 	d = strtoll(t + 8, NULL, 10);
-	if (m < 1 || m > 12 || d < 1 || d > 31)
-		return -1;
+	if (m < 1 || m > 12 || d < 1 || d > 31 || strtoll(t + 11, NULL, 10) > 23 || strtoll(t + 14, NULL, 10) > 59 ||
+	    strtoll(t + 17, NULL, 10) > 60)
+		return -1; /* not a time of day: a line that merely starts with digits and dashes */
 	y -= m <= 2;
 	era = y / 400;
 	yoe = y - era * 400;

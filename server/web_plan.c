@@ -82,9 +82,9 @@ void web_plan_render_form(struct hbuf *b, const char *config, const char *gpu_mi
 		    API_PROFILES_GPU_MIB_MAX);
 	html_esc(b, gpu_mib);
 	/* the sizes and the largest GPU are the pool's (its workers' and its borrowers'), as a lease weighs them */
-	html_add(b, "\"><label for=\"pool\">Worker pool (optional, default <code>" POOL_DEFAULT "</code>)</label>"
-		    "<input type=\"text\" id=\"pool\" name=\"pool\" maxlength=\"63\" placeholder=\"" POOL_DEFAULT
-		    "\" value=\"");
+	html_printf(b, "\"><label for=\"pool\">Worker pool (optional, default <code>" POOL_DEFAULT "</code>)</label>"
+		       "<input type=\"text\" id=\"pool\" name=\"pool\" maxlength=\"%d\" placeholder=\"" POOL_DEFAULT
+		       "\" value=\"", POOL_NAME_MAX);
 	html_esc(b, pool);
 	html_add(b, "\"><button type=\"submit\">Plan</button></form>\n");
 }

@@ -438,6 +438,15 @@ static void test_train_s_before_oom(void)
 	TAP_OK(json_is_null(json_object_get(f, "train_s_before_oom")),
 	       "near miss: an undated OOM line is not dated by a later line");
 	json_decref(f);
+	{
+		/* a line that starts like a date but holds no time of day (an id, a version) dates nothing */
+		const char *not_time = "2022-08-20 23:35:27 | INFO | begin training epoch 1\n"
+			"2022-08-21 99:99:99 RuntimeError: CUDA out of memory.\n";
+		f = facts_of(not_time, strlen(not_time), 0);
+		TAP_OK(json_is_null(json_object_get(f, "train_s_before_oom")),
+		       "near miss: 99:99:99 is no time of day: the OOM line is undated");
+		json_decref(f);
+	}
 }
 
 int main(void)
