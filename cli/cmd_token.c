@@ -149,11 +149,41 @@ int cmd_token_revoke(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* A token's limit as a cell: its max_running, or "none". Heap. */
+static char *limit_cell(const json_t *t)
+{
+	return json_is_null(json_object_get(t, "max_running")) ? xstrdup("none")
+								: table_cell(json_object_get(t, "max_running"));
+}
+
+/* The setters' one shape: POST /v1/tokens/{id}/VERB with body (consumed), then the answer as JSON,
+ * or "token ID (NAME): WHAT CELL" with cell(answer). Returns the cli_exit code. */
+static int token_set(struct cli *c, const char *id, const char *verb, json_t *body, const char *what,
+		     char *(*cell)(const json_t *))
+{
+	char *e = httpc_escape(id), *path = xasprintf("/v1/tokens/%s/%s", e, verb);
+	json_t *ans = NULL;
+	int rc = cli_call(c, "POST", path, body, NULL, &ans);
+
+	if (rc == CLI_OK && c->json) {
+		cli_print_json(c, ans);
+	} else if (rc == CLI_OK) {
+		char *text = cell(ans);
+		fprintf(c->out, "token %s (%s): %s %s\n", id, json_string_value(json_object_get(ans, "name")) ?: "?", what, text);
+		free(text);
+	}
+	json_decref(ans);
+	json_decref(body);
+	free(path);
+	free(e);
+	return rc;
+}
+
 int cmd_token_limit(struct cli *c, int argc, char **argv)
 {
-	char *ops[1], *e, *path, *end = NULL;
+	char *ops[1], *end = NULL;
 	const char *max = NULL;
-	json_t *ans = NULL, *body;
+	json_t *body;
 	long long n = -1;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
@@ -175,30 +205,13 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	body = n >= 0 ? json_pack("{s:I}", "max_running", (json_int_t)n) : json_pack("{s:n}", "max_running");
-	e = httpc_escape(ops[0]);
-	path = xasprintf("/v1/tokens/%s/limits", e);
-	rc = cli_call(c, "POST", path, body, NULL, &ans);
-	if (rc == CLI_OK) {
-		if (c->json) {
-			cli_print_json(c, ans);
-		} else {
-			char *cell = table_cell(json_object_get(ans, "max_running"));
-			fprintf(c->out, "token %s (%s): max_running %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
-				json_is_null(json_object_get(ans, "max_running")) ? "none" : cell);
-			free(cell);
-		}
-	}
-	json_decref(ans);
-	json_decref(body);
-	free(path);
-	free(e);
-	return rc;
+	return token_set(c, ops[0], "limits", body, "max_running", limit_cell);
 }
 
 int cmd_token_pools(struct cli *c, int argc, char **argv)
 {
-	char *ops[2], *e, *path, *list, *save = NULL;
-	json_t *ans = NULL, *body = NULL, *pools;
+	char *ops[2], *list, *save = NULL;
+	json_t *body = NULL, *pools;
 	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
 	int rc = cli_args(c, cli_cmd_named("token pools"), opts, ARRAY_LEN(opts), argc, argv, ops, 2, 2);
 
@@ -226,30 +239,13 @@ int cmd_token_pools(struct cli *c, int argc, char **argv)
 		}
 		body = json_pack("{s:o}", "pools", pools);
 	}
-	e = httpc_escape(ops[0]);
-	path = xasprintf("/v1/tokens/%s/pools", e);
-	rc = cli_call(c, "POST", path, body, NULL, &ans);
-	if (rc == CLI_OK) {
-		if (c->json) {
-			cli_print_json(c, ans);
-		} else {
-			char *cell = pools_cell(ans);
-			fprintf(c->out, "token %s (%s): pools %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
-				cell);
-			free(cell);
-		}
-	}
-	json_decref(ans);
-	json_decref(body);
-	free(path);
-	free(e);
-	return rc;
+	return token_set(c, ops[0], "pools", body, "pools", pools_cell);
 }
 
 int cmd_token_expiry(struct cli *c, int argc, char **argv)
 {
-	char *ops[2], *e = NULL, *path = NULL;
-	json_t *ans = NULL, *body;
+	char *ops[2];
+	json_t *body;
 	const char *why;
 	long long secs = 0;
 	const struct args_opt opts[] = { CLI_COMMON_OPTS(c) };
@@ -262,22 +258,5 @@ int cmd_token_expiry(struct cli *c, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	body = secs > 0 ? json_pack("{s:I}", "expires_in_s", (json_int_t)secs) : json_pack("{s:n}", "expires_in_s");
-	e = httpc_escape(ops[0]);
-	path = xasprintf("/v1/tokens/%s/expiry", e);
-	rc = cli_call(c, "POST", path, body, NULL, &ans);
-	if (rc == CLI_OK) {
-		if (c->json) {
-			cli_print_json(c, ans);
-		} else {
-			char *cell = cmd_token_expires_cell(ans);
-			fprintf(c->out, "token %s (%s): expires %s\n", ops[0], json_string_value(json_object_get(ans, "name")) ?: "?",
-				cell);
-			free(cell);
-		}
-	}
-	json_decref(ans);
-	json_decref(body);
-	free(path);
-	free(e);
-	return rc;
+	return token_set(c, ops[0], "expiry", body, "expires", cmd_token_expires_cell);
 }

@@ -1241,3 +1241,23 @@ bool h_changed(const json_t *attempt, const char *suffix)
 	}
 	return false;
 }
+
+char *h_scrape(struct harness *h)
+{
+	long st = 0;
+	json_t *r = h_get(h, "/metrics", &st);
+	char *text = st == 200 && h->last_body ? xstrdup(h->last_body) : NULL;
+
+	json_decref(r);
+	return text;
+}
+
+double h_sample(const char *text, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, name, n) == 0 && p[n] == ' ')
+			return strtod(p + n + 1, NULL);
+	return -1;
+}

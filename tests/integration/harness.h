@@ -223,6 +223,11 @@ char *h_slurp(const char *path);
  * Returns how many were reset, -1 (with a diagnostic) when the list or a reset failed. */
 int h_forget_arch(struct harness *h, const char *arch);
 
+/* GET /metrics as the harness's token (heap text), or NULL when it did not answer 200. */
+char *h_scrape(struct harness *h);
+/* The value of the sample line `name` (exact, labels included) in the exposition text, or -1 when
+ * absent (text NULL: -1). */
+double h_sample(const char *text, const char *name);
 /* Runs the shell command cmd in the repository root, stderr with stdout; returns what it printed
  * (heap, at most 64 KiB) and its exit status in *rc (-1 when it did not exit). */
 char *h_shell(struct harness *h, const char *cmd, int *rc);

@@ -60,28 +60,6 @@ static bool line_has(const char *text, const char *a, const char *b)
 	return false;
 }
 
-/* The value of the sample `name` (with its labels) in a scrape, or -1 when absent. */
-static double sample(const char *text, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, name, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return -1;
-}
-
-/* GET /metrics (heap text) or NULL. */
-static char *scrape(struct harness *h)
-{
-	long st = 0;
-	json_t *r = h_get(h, "/metrics", &st);
-	char *text = st == 200 && h->last_body ? xstrdup(h->last_body) : NULL;
-
-	json_decref(r);
-	return text;
-}
-
 /* A /ui page as the admin, by its cookie (heap body, "" when none); *st its status. */
 static char *page(struct harness *h, const char *path, long *st)
 {
@@ -306,26 +284,26 @@ static void test_lender(struct harness *h)
 	free(body);
 	body = NULL;
 
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_pool_borrowing_gpus{pool=\"lend-b\"}") == 1 && sample(t, "rung_pool_gpus{pool=\"lend-b\"}") == 0 &&
-		     sample(t, "rung_pool_queued_jobs{pool=\"lend-b\"}") == 1,
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_pool_borrowing_gpus{pool=\"lend-b\"}") == 1 && h_sample(t, "rung_pool_gpus{pool=\"lend-b\"}") == 0 &&
+		     h_sample(t, "rung_pool_queued_jobs{pool=\"lend-b\"}") == 1,
 	     "/metrics: lend-b has a queued job, no GPU of its own and 1 of a borrower (RungPoolWithoutGpus quiet)");
-	h_ok(h, t && sample(t, "rung_pool_borrowing_gpus{pool=\"lend-a\"}") == 0,
+	h_ok(h, t && h_sample(t, "rung_pool_borrowing_gpus{pool=\"lend-a\"}") == 0,
 	     "/metrics: lend-a, the lender's own pool, borrowed from by none");
-	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 0, "/metrics: the lend-b job is not unplaceable (%g)",
-	     t ? sample(t, "rung_queue_unplaceable") : -1);
+	h_ok(h, t && h_sample(t, "rung_queue_unplaceable") == 0, "/metrics: the lend-b job is not unplaceable (%g)",
+	     t ? h_sample(t, "rung_queue_unplaceable") : -1);
 	free(t);
 	p[0] = id ? id : "0";
 	PQclear(h_sql(h, "UPDATE jobs SET constraints = '{\"exclude_gpus\": [\"GPU-elsewhere\"]}' WHERE id = $1::bigint", 1, p));
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 0,
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_queue_unplaceable") == 0,
 	     "/metrics: with exclusions that leave the lender's GPU, still not unplaceable (%g)",
-	     t ? sample(t, "rung_queue_unplaceable") : -1);
+	     t ? h_sample(t, "rung_queue_unplaceable") : -1);
 	free(t);
 	PQclear(h_sql(h, "UPDATE jobs SET constraints = '{\"exclude_gpus\": [\"GPU-lend-0\"]}' WHERE id = $1::bigint", 1, p));
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 1, "/metrics: excluding the lender's GPU, unplaceable (%g)",
-	     t ? sample(t, "rung_queue_unplaceable") : -1);
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_queue_unplaceable") == 1, "/metrics: excluding the lender's GPU, unplaceable (%g)",
+	     t ? h_sample(t, "rung_queue_unplaceable") : -1);
 	free(t);
 	PQclear(h_sql(h, "UPDATE jobs SET constraints = '{}' WHERE id = $1::bigint", 1, p));
 
@@ -336,9 +314,9 @@ static void test_lender(struct harness *h)
 	h_ok(h, st == 200 && j && h_int(json_object_get(j, "placement"), "borrowing_gpus") == 0 &&
 		     h_int(json_object_get(j, "placement"), "other_pools_gpus") >= 1,
 	     "re-registered with borrow []: the lend-b job's placement counts the GPU in other pools");
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_pool_borrowing_gpus{pool=\"lend-b\"}") == 0 && sample(t, "rung_pool_gpus{pool=\"lend-b\"}") == 0 &&
-		     sample(t, "rung_queue_unplaceable") == 1,
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_pool_borrowing_gpus{pool=\"lend-b\"}") == 0 && h_sample(t, "rung_pool_gpus{pool=\"lend-b\"}") == 0 &&
+		     h_sample(t, "rung_queue_unplaceable") == 1,
 	     "/metrics: lend-b listed with 0 GPUs of either kind (RungPoolWithoutGpus fires), its job unplaceable");
 	free(t);
 	if (id)

@@ -57,28 +57,6 @@ out:
 	return done;
 }
 
-/* The value of the sample line `name` (exact, labels included) in the exposition text, or -1. */
-static double sample(const char *text, const char *name)
-{
-	size_t n = strlen(name);
-
-	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (strncmp(p, name, n) == 0 && p[n] == ' ')
-			return strtod(p + n + 1, NULL);
-	return -1;
-}
-
-/* The text of GET /metrics as an admin (heap), or NULL. */
-static char *scrape(struct harness *h)
-{
-	long st = 0;
-	json_t *r = h_get(h, "/metrics", &st);
-	char *text = st == 200 && h->last_body ? xstrdup(h->last_body) : NULL;
-
-	json_decref(r);
-	return text;
-}
-
 /* The history's counts (jobs ended, attempts, rungs, lease waits) come from one reading kept for
  * --metrics-history-ms (10 minutes here); what is true now is read at every scrape. A job
  * submitted shows at once as queued; cancelled, it leaves the queue at once but is not counted as
@@ -86,15 +64,15 @@ static char *scrape(struct harness *h)
 static void test_metrics_history(struct harness *h)
 {
 	json_t *cfg = h_config("ops_history", 10), *job = h_submit(h, cfg, NULL), *c = NULL;
-	char *id = h_id(job, "id"), *t0 = scrape(h), *t1 = NULL, *t2 = NULL, *t3 = NULL;
+	char *id = h_id(job, "id"), *t0 = h_scrape(h), *t1 = NULL, *t2 = NULL, *t3 = NULL;
 	long st = 0;
 
 	if (!h_ok(h, id && t0, "a job submitted, /metrics read"))
 		goto out;
-	h_ok(h, sample(t0, "rung_jobs{state=\"queued\"}") == 1 && sample(t0, "rung_queue_depth") == 1,
+	h_ok(h, h_sample(t0, "rung_jobs{state=\"queued\"}") == 1 && h_sample(t0, "rung_queue_depth") == 1,
 	     "the queued job shows at once (live counts)");
-	h_ok(h, sample(t0, "rung_metrics_history_age_seconds") >= 0 && sample(t0, "rung_metrics_history_age_seconds") < 600,
-	     "the history's counts say how old they are (%.3f s)", sample(t0, "rung_metrics_history_age_seconds"));
+	h_ok(h, h_sample(t0, "rung_metrics_history_age_seconds") >= 0 && h_sample(t0, "rung_metrics_history_age_seconds") < 600,
+	     "the history's counts say how old they are (%.3f s)", h_sample(t0, "rung_metrics_history_age_seconds"));
 	{
 		/* its floor raised above every GPU (as requeue_bigger does; the only GPU here has 24576 MiB):
 		 * the job's placement counts none, /metrics counts it unplaceable, the page says why it waits */
@@ -116,8 +94,8 @@ static void test_metrics_history(struct harness *h)
 			     h_int(json_object_get(j, "placement"), "fleet_max_gpu_mib") == 24576,
 		     "with a floor of 80 GiB: none can, the largest has 24576 MiB");
 		json_decref(j);
-		t = scrape(h);
-		h_ok(h, t && sample(t, "rung_queue_unplaceable") == 1, "/metrics: one queued job unplaceable");
+		t = h_scrape(h);
+		h_ok(h, t && h_sample(t, "rung_queue_unplaceable") == 1, "/metrics: one queued job unplaceable");
 		free(t);
 		json_decref(h_request(h, "GET", path, NULL, 0, hdr, &st));
 		h_ok(h, st == 200 && h->last_body &&
@@ -130,21 +108,21 @@ static void test_metrics_history(struct harness *h)
 	}
 	c = h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id);
 	h_ok(h, st == 200, "the job cancelled (status %ld)", st);
-	t1 = scrape(h);
-	h_ok(h, t1 && sample(t1, "rung_queue_depth") == 0 && sample(t1, "rung_jobs{state=\"queued\"}") == 0,
+	t1 = h_scrape(h);
+	h_ok(h, t1 && h_sample(t1, "rung_queue_depth") == 0 && h_sample(t1, "rung_jobs{state=\"queued\"}") == 0,
 	     "it left the queue at once");
-	h_ok(h, t1 && sample(t1, "rung_jobs{state=\"cancelled\"}") == sample(t0, "rung_jobs{state=\"cancelled\"}") &&
-		     sample(t1, "rung_metrics_history_age_seconds") >= sample(t0, "rung_metrics_history_age_seconds"),
+	h_ok(h, t1 && h_sample(t1, "rung_jobs{state=\"cancelled\"}") == h_sample(t0, "rung_jobs{state=\"cancelled\"}") &&
+		     h_sample(t1, "rung_metrics_history_age_seconds") >= h_sample(t0, "rung_metrics_history_age_seconds"),
 	     "the history's counts are the kept reading: no cancelled job yet (%.0f), as old as before or older",
-	     t1 ? sample(t1, "rung_jobs{state=\"cancelled\"}") : -1);
-	t2 = scrape(h);
-	h_ok(h, t2 && sample(t2, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1 &&
-		     sample(t2, "rung_database_up") == 1,
+	     t1 ? h_sample(t1, "rung_jobs{state=\"cancelled\"}") : -1);
+	t2 = h_scrape(h);
+	h_ok(h, t2 && h_sample(t2, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1 &&
+		     h_sample(t2, "rung_database_up") == 1,
 	     "a scrape from the kept reading still carries every history count");
 	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_restart(h) == 0, "rungd restarted"))
 		goto out;
-	t3 = scrape(h);
-	h_ok(h, t3 && sample(t3, "rung_jobs{state=\"cancelled\"}") == sample(t0, "rung_jobs{state=\"cancelled\"}") + 1,
+	t3 = h_scrape(h);
+	h_ok(h, t3 && h_sample(t3, "rung_jobs{state=\"cancelled\"}") == h_sample(t0, "rung_jobs{state=\"cancelled\"}") + 1,
 	     "a new process reads the history afresh: the cancelled job counted");
 out:
 	json_decref(c);
@@ -216,8 +194,8 @@ static void test_retention(struct harness *h)
 	path = xasprintf("/v1/jobs/%s", fresh_id ? fresh_id : "0");
 	json_decref(h_get(h, path, &st));
 	h_ok(h, st == 200, "the job that ended now stays (status %ld)", st);
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_retention_pruned_jobs_total") == 501, "/metrics counts the 501 pruned jobs");
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_retention_pruned_jobs_total") == 501, "/metrics counts the 501 pruned jobs");
 out:
 	json_decref(old);
 	json_decref(fresh);
@@ -263,11 +241,11 @@ static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 	text = xstrdup(h->last_body ? h->last_body : "");
 	h_ok(h, st == 200, "/metrics answers 200 to an admin (status %ld)", st);
 	h_ok(h, strstr(text, "# TYPE rung_jobs gauge\n") != NULL, "TYPE line for rung_jobs");
-	h_ok(h, sample(text, "rung_database_up") == 1, "database counts present");
-	h_ok(h, sample(text, "rung_jobs{state=\"succeeded\"}") == 1, "one succeeded job");
-	h_ok(h, sample(text, "rung_attempts_total{outcome=\"failed\",class=\"oom_train_early\"}") == 1,
+	h_ok(h, h_sample(text, "rung_database_up") == 1, "database counts present");
+	h_ok(h, h_sample(text, "rung_jobs{state=\"succeeded\"}") == 1, "one succeeded job");
+	h_ok(h, h_sample(text, "rung_attempts_total{outcome=\"failed\",class=\"oom_train_early\"}") == 1,
 	     "one failed attempt of class oom_train_early");
-	h_ok(h, sample(text, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1,
+	h_ok(h, h_sample(text, "rung_attempts_total{outcome=\"succeeded\",class=\"success\"}") == 1,
 	     "one succeeded attempt");
 	{
 		/* GPU seconds: what the attempts' rows say, by class and per owner (the OOM's owner) */
@@ -278,9 +256,9 @@ static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 		json_t *owner = h_request(h, "GET", "/v1/jobs?limit=1", NULL, 0, NULL, &st);
 		const char *who = h_str(json_array_get(json_object_get(owner, "jobs"), 0), "owner");
 		char *series = xasprintf("rung_owner_gpu_seconds_total{owner=\"%s\",outcome=\"oom\"}", who ? who : "?");
-		double by_class = sample(text, "rung_attempt_gpu_seconds_total{outcome=\"failed\",class=\"oom_train_early\"}");
-		double by_owner = sample(text, series);
-		double ok_s = sample(text, "rung_attempt_gpu_seconds_total{outcome=\"succeeded\",class=\"success\"}");
+		double by_class = h_sample(text, "rung_attempt_gpu_seconds_total{outcome=\"failed\",class=\"oom_train_early\"}");
+		double by_owner = h_sample(text, series);
+		double ok_s = h_sample(text, "rung_attempt_gpu_seconds_total{outcome=\"succeeded\",class=\"success\"}");
 		h_ok(h, oom_ms > 0 && llround(by_class * 1000) == oom_ms && llround(by_owner * 1000) == oom_ms &&
 			     ok_ms > 0 && llround(ok_s * 1000) == ok_ms,
 		     "GPU seconds by outcome and class and per owner: the OOM's %.3f s (%s), the success's %.3f s", by_class,
@@ -289,15 +267,15 @@ static void test_metrics(struct harness *h, const char *wid, const json_t *oom)
 		json_decref(owner);
 	}
 	h_ok(h, strstr(text, "rung_rungs_applied_total{rung=\"") != NULL, "a rung applied is counted by name");
-	h_ok(h, sample(text, "rung_lease_wait_seconds_count") == 2, "two queued->leased waits");
-	h_ok(h, sample(text, "rung_lease_wait_seconds_bucket{le=\"+Inf\"}") == 2, "+Inf bucket equals the count");
-	h_ok(h, sample(text, "rung_queue_depth") == 0, "queue empty");
-	h_ok(h, sample(text, "rung_gpus{state=\"ok\"}") == 1, "one GPU ok");
-	h_ok(h, sample(text, "rung_http_request_duration_seconds_count{route=\"/v1/jobs/{}\",method=\"GET\",status=\"2xx\"}") >= 1,
+	h_ok(h, h_sample(text, "rung_lease_wait_seconds_count") == 2, "two queued->leased waits");
+	h_ok(h, h_sample(text, "rung_lease_wait_seconds_bucket{le=\"+Inf\"}") == 2, "+Inf bucket equals the count");
+	h_ok(h, h_sample(text, "rung_queue_depth") == 0, "queue empty");
+	h_ok(h, h_sample(text, "rung_gpus{state=\"ok\"}") == 1, "one GPU ok");
+	h_ok(h, h_sample(text, "rung_http_request_duration_seconds_count{route=\"/v1/jobs/{}\",method=\"GET\",status=\"2xx\"}") >= 1,
 	     "HTTP histogram keyed by the route pattern");
-	h_ok(h, sample(text, "rung_http_request_duration_seconds_count{route=\"/metrics\",method=\"GET\",status=\"4xx\"}") == 2,
+	h_ok(h, h_sample(text, "rung_http_request_duration_seconds_count{route=\"/metrics\",method=\"GET\",status=\"4xx\"}") == 2,
 	     "refused /metrics requests counted as 4xx");
-	h_ok(h, sample(text, "rung_db_connections{state=\"busy\"}") >= 0 && sample(text, "rung_lease_waiters") == 0,
+	h_ok(h, h_sample(text, "rung_db_connections{state=\"busy\"}") >= 0 && h_sample(text, "rung_lease_waiters") == 0,
 	     "pool and parked long-poll gauges present");
 	if (h->failed)
 		h_diag("metrics:\n%s", text);
@@ -333,8 +311,8 @@ static void test_webhook(struct harness *h, const char *wid, const json_t *oom, 
 
 	r = h_get(h, "/metrics", &st);
 	json_decref(r);
-	h_ok(h, sample(h->last_body, "rung_escalations{state=\"open\"}") == 1, "metrics: one open escalation");
-	h_ok(h, sample(h->last_body, "rung_webhook_pending") == 1, "metrics: one webhook pending");
+	h_ok(h, h_sample(h->last_body, "rung_escalations{state=\"open\"}") == 1, "metrics: one open escalation");
+	h_ok(h, h_sample(h->last_body, "rung_webhook_pending") == 1, "metrics: one webhook pending");
 
 	/* the receiver is not listening: each try is refused and rescheduled */
 	h_ok(h, wait_until(sql_reaches, &retried, 15000), "refused delivery retried with backoff");
@@ -745,8 +723,8 @@ struct sent_wait {
 static bool notify_sent(void *arg)
 {
 	struct sent_wait *w = arg;
-	char *m = scrape(w->h);
-	double now = m ? sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1;
+	char *m = h_scrape(w->h);
+	double now = m ? h_sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1;
 
 	free(m);
 	return now > w->before;
@@ -815,12 +793,12 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	     "limits: the waiting job's placement: its owner runs 1 of 1");
 	json_decref(r);
 	{
-		char *m = scrape(h);
-		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 1 && sample(m, "rung_queue_depth") == 1,
+		char *m = h_scrape(h);
+		h_ok(h, m && h_sample(m, "rung_queue_owner_capped") == 1 && h_sample(m, "rung_queue_depth") == 1,
 		     "limits: /metrics counts the one queued job that waits for its owner's limit");
-		h_ok(h, m && sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 1 &&
-			     sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1 &&
-			     sample(m, "rung_owner_max_running{owner=\"it-submitter\"}") == 1,
+		h_ok(h, m && h_sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 1 &&
+			     h_sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1 &&
+			     h_sample(m, "rung_owner_max_running{owner=\"it-submitter\"}") == 1,
 		     "limits: /metrics per owner: it-submitter has 1 queued, 1 running, at most 1");
 		free(m);
 	}
@@ -867,10 +845,10 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	done = NULL;
 	r = h_fake_lease(h, w2, "GPU-lim-2", 5000, &st);
 	{
-		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id"), *m = scrape(h);
-		h_ok(h, m && sample(m, "rung_queue_owner_capped") == 0, "limits: then none waits for it in /metrics");
-		h_ok(h, m && sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 0 &&
-			     sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1,
+		char *jid = h_id(r, "job_id"), *aid = h_id(r, "attempt_id"), *m = h_scrape(h);
+		h_ok(h, m && h_sample(m, "rung_queue_owner_capped") == 0, "limits: then none waits for it in /metrics");
+		h_ok(h, m && h_sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"queued\"}") == 0 &&
+			     h_sample(m, "rung_owner_jobs{owner=\"it-submitter\",state=\"running\"}") == 1,
 		     "limits: /metrics per owner: then 0 queued, 1 running");
 		free(m);
 		h_ok(h, jid && idb && !strcmp(jid, idb), "limits: the first ended, the second runs (%s)", jid ? jid : "none");
@@ -882,8 +860,8 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	json_decref(body);
 	body = json_pack("{s:n}", "max_running");
 	{
-		char *m = scrape(h);
-		struct sent_wait sw = { h, m ? sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1 };
+		char *m = h_scrape(h);
+		struct sent_wait sw = { h, m ? h_sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1 };
 		free(m);
 		r = h_post(h, path, body, &st);
 		h_ok(h, st == 200 && json_is_null(json_object_get(r, "max_running")), "limits: lifted with null (%ld)", st);
@@ -988,8 +966,8 @@ static void test_drain(struct harness *h, const char *wid)
 	h_ok(h, st == 204 && !r, "and still no lease");
 	json_decref(r);
 	{
-		char *t = scrape(h);
-		h_ok(h, t && sample(t, "rung_workers{state=\"draining\"}") == 1 && sample(t, "rung_workers{state=\"online\"}") == 0,
+		char *t = h_scrape(h);
+		h_ok(h, t && h_sample(t, "rung_workers{state=\"draining\"}") == 1 && h_sample(t, "rung_workers{state=\"online\"}") == 0,
 		     "/metrics: one worker draining, none online");
 		free(t);
 	}
@@ -1304,26 +1282,26 @@ static void test_pool_metrics(struct harness *h)
 	long st = 0;
 	json_t *r = h_post(h, "/v1/workers", reg, &st), *j1 = h_submit(h, cfg, in_a), *j2 = h_submit(h, cfg, in_none),
 	       *j3 = h_submit(h, cfg, in_none);
-	char *wid = h_id(r, "id"), *t = scrape(h), *ids[3] = { h_id(j1, "id"), h_id(j2, "id"), h_id(j3, "id") };
+	char *wid = h_id(r, "id"), *t = h_scrape(h), *ids[3] = { h_id(j1, "id"), h_id(j2, "id"), h_id(j3, "id") };
 
 	h_ok(h, wid && ids[0] && ids[1] && ids[2] && t, "a worker of pool ops-a with 2 GPUs; a job in ops-a, two in ops-nogpu");
-	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1 &&
-		     sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == 2,
+	h_ok(h, t && h_sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1 &&
+		     h_sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == 2,
 	     "rung_pool_queued_jobs: 1 in ops-a, 2 in ops-nogpu");
-	h_ok(h, t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 2 && sample(t, "rung_pool_gpus{pool=\"ops-nogpu\"}") == 0,
+	h_ok(h, t && h_sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 2 && h_sample(t, "rung_pool_gpus{pool=\"ops-nogpu\"}") == 0,
 	     "rung_pool_gpus: 2 in ops-a, and ops-nogpu listed with 0");
-	h_ok(h, t && sample(t, "rung_queue_unplaceable") == 2,
+	h_ok(h, t && h_sample(t, "rung_queue_unplaceable") == 2,
 	     "rung_queue_unplaceable: the 2 jobs of ops-nogpu, as their placement says, while other pools have GPUs (%g)",
-	     t ? sample(t, "rung_queue_unplaceable") : -1);
+	     t ? h_sample(t, "rung_queue_unplaceable") : -1);
 	free(t);
 	PQclear(h_sql(h, "UPDATE gpus SET state = 'quarantined' WHERE uuid = 'GPU-ops-a1'", 0, NULL));
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 1, "a quarantined GPU does not count");
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 1, "a quarantined GPU does not count");
 	free(t);
 	json_decref(wid ? h_postf(h, NULL, &st, "/v1/workers/%s/drain", wid) : NULL);
-	t = scrape(h);
-	h_ok(h, st == 200 && t && sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 0 &&
-		     sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1,
+	t = h_scrape(h);
+	h_ok(h, st == 200 && t && h_sample(t, "rung_pool_gpus{pool=\"ops-a\"}") == 0 &&
+		     h_sample(t, "rung_pool_queued_jobs{pool=\"ops-a\"}") == 1,
 	     "its worker drained: ops-a has no GPU left for its queued job");
 	free(t);
 	for (int i = 0; i < 3; i++) {
@@ -1331,8 +1309,8 @@ static void test_pool_metrics(struct harness *h)
 			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", ids[i]));
 		free(ids[i]);
 	}
-	t = scrape(h);
-	h_ok(h, t && sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == -1 && sample(t, "rung_queue_unplaceable") == 0,
+	t = h_scrape(h);
+	h_ok(h, t && h_sample(t, "rung_pool_queued_jobs{pool=\"ops-nogpu\"}") == -1 && h_sample(t, "rung_queue_unplaceable") == 0,
 	     "once its jobs are cancelled a pool without GPUs is not listed, and none is unplaceable");
 	free(t);
 	free(wid);

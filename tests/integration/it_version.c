@@ -362,17 +362,6 @@ static void test_healthz(struct harness *h, const char *version)
 	json_decref(j);
 }
 
-/* The value of the /metrics sample written exactly as line (name{labels}), or -1 when absent. */
-static double sample(const char *scrape, const char *line)
-{
-	char *head = xasprintf("\n%s ", line);
-	const char *p = scrape ? strstr(scrape, head) : NULL;
-	double v = p ? strtod(p + strlen(head), NULL) : -1;
-
-	free(head);
-	return v;
-}
-
 /* /metrics: rung_build_info{version=rungd's} 1; rung_workers_by_version counts the live workers
  * (online or draining, seen in the last 10 minutes) per version, "unknown" for none, the label
  * escaped as the text format wants. */
@@ -401,16 +390,16 @@ static void test_metrics(struct harness *h, const char *version)
 	h_ok(h, st == 200 && scrape, "GET /metrics: 200");
 	h_ok(h, scrape && strstr(scrape, "# TYPE rung_build_info gauge\n"), "rung_build_info is a gauge");
 	line = xasprintf("rung_build_info{version=\"%s\"}", version);
-	h_ok(h, sample(scrape, line) == 1, "%s 1", line);
+	h_ok(h, h_sample(scrape, line) == 1, "%s 1", line);
 	free(line);
 	h_ok(h, scrape && strstr(scrape, "# TYPE rung_workers_by_version gauge\n"), "rung_workers_by_version is a gauge");
-	h_ok(h, sample(scrape, "rung_workers_by_version{version=\"m \\\"rc\\\" \\\\ 1\"}") == 2,
+	h_ok(h, h_sample(scrape, "rung_workers_by_version{version=\"m \\\"rc\\\" \\\\ 1\"}") == 2,
 	     "rung_workers_by_version{version=\"m \\\"rc\\\" \\\\ 1\"} 2: the online and the drained one, "
 	     "escaped; not the one unseen for 11 minutes nor the offline one");
-	h_ok(h, unknown >= 3 && sample(scrape, "rung_workers_by_version{version=\"unknown\"}") == (double)unknown,
+	h_ok(h, unknown >= 3 && h_sample(scrape, "rung_workers_by_version{version=\"unknown\"}") == (double)unknown,
 	     "rung_workers_by_version{version=\"unknown\"} %lld: the live ones that sent none", unknown);
 	line = xasprintf("rung_workers_by_version{version=\"%s\"}", version);
-	h_ok(h, sample(scrape, line) >= 1, "%s: the real worker and the one registered with rungd's version", line);
+	h_ok(h, h_sample(scrape, line) >= 1, "%s: the real worker and the one registered with rungd's version", line);
 	free(line);
 	free(scrape);
 	for (int i = 0; i < 4; i++)
