@@ -906,6 +906,62 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 	html_add(b, "</tbody></table>\n");
 }
 
+/* A JSON array of pool names as text, "a, b", or a muted dash when empty. */
+static void pool_names(struct hbuf *b, const json_t *names)
+{
+	const json_t *v;
+	size_t i;
+
+	if (json_array_size(names) == 0) {
+		html_add(b, "<span class=\"muted\">-</span>");
+		return;
+	}
+	json_array_foreach(names, i, v) {
+		if (i)
+			html_add(b, ", ");
+		html_esc(b, json_string_value(v) ?: "?");
+	}
+}
+
+void html_pools_table(struct hbuf *b, const json_t *pools)
+{
+	const json_t *p;
+	size_t i;
+	bool pooled = false;
+
+	json_array_foreach(pools, i, p)
+		pooled |= strcmp(json_string_value(json_object_get(p, "pool")) ?: "", "default") != 0 ||
+			  json_array_size(json_object_get(p, "borrows")) > 0;
+	if (!pooled)
+		return; /* a fleet that names no pool: nothing to tell apart */
+	html_add(b, "<h2>Pools</h2>\n<table class=\"pools\"><thead><tr><th>pool</th><th>queued</th><th>scheduled</th>"
+		    "<th>running</th><th>workers</th><th>GPUs</th><th>drained GPUs</th><th>GPUs lent by borrowers</th>"
+		    "<th>borrowed by</th><th>borrows from</th><th>largest GPU (MiB)</th></tr></thead><tbody>\n");
+	json_array_foreach(pools, i, p) {
+		const char *pool = json_string_value(json_object_get(p, "pool"));
+		const char *keys[] = { "pool" }, *vals[] = { pool };
+
+		html_add(b, "<tr><td><a href=\"");
+		html_href(b, "/ui/jobs", keys, vals, 1);
+		html_add(b, "\">");
+		html_esc(b, pool ? pool : "?");
+		html_printf(b, "</a></td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td><td>%lld</td>"
+			       "<td>%lld</td><td>",
+			    (long long)json_integer_value(json_object_get(p, "queued")),
+			    (long long)json_integer_value(json_object_get(p, "scheduled")),
+			    (long long)json_integer_value(json_object_get(p, "running")),
+			    (long long)json_integer_value(json_object_get(p, "workers")),
+			    (long long)json_integer_value(json_object_get(p, "gpus")),
+			    (long long)json_integer_value(json_object_get(p, "draining_gpus")),
+			    (long long)json_integer_value(json_object_get(p, "borrowing_gpus")));
+		pool_names(b, json_object_get(p, "borrowed_by"));
+		html_add(b, "</td><td>");
+		pool_names(b, json_object_get(p, "borrows"));
+		html_printf(b, "</td><td>%lld</td></tr>\n", (long long)json_integer_value(json_object_get(p, "max_gpu_mib")));
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
 void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker)
 {
 	const char *state = json_string_value(json_object_get(worker, "state"));

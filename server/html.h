@@ -131,5 +131,10 @@ int html_log_lines(struct hbuf *b, const char *text, int max_lines);
  * "running", "max_running"}]); each owner links to the queue filtered on it, an owner at its limit is
  * marked. Appends a line saying there is none when the array is empty. */
 void html_owners_table(struct hbuf *b, const json_t *owners);
+/* The pools table of the GPUs page: pools is rung_pools_json's array ([{"pool", "queued", "scheduled",
+ * "running", "workers", "gpus", "draining_gpus", "borrowing_gpus", "borrowed_by", "borrows",
+ * "max_gpu_mib"}]); each pool links to the queue filtered on it; every name escaped. Appends nothing
+ * for a fleet whose only pool is default and whose workers borrow nothing. */
+void html_pools_table(struct hbuf *b, const json_t *pools);
 
 #endif

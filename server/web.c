@@ -1211,6 +1211,7 @@ static void render_gpus(struct hbuf *b, const struct web_req *w, const json_t *d
 	}
 	html_add(b, "</tbody></table>\n");
 	render_workers(b, w, json_object_get(doc, "workers"));
+	html_pools_table(b, json_object_get(doc, "pools"));
 	html_owners_table(b, json_object_get(doc, "owners"));
 }
 

@@ -456,6 +456,11 @@ static void test_borrow(struct harness *h, const json_t *cfg)
 		free(out);
 		json_decref(as(h, h->submitter_token, "GET", "/v1/pools", NULL, &st));
 		h_ok(h, st == 403, "a submitter may not list the pools (%ld)", st);
+		st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<h2>Pools</h2>") &&
+			     strstr(h->last_body, "<a href=\"/ui/jobs?pool=lend\">lend</a></td><td>1</td>") &&
+			     strstr(h->last_body, "<td>borrower</td>"),
+		     "the GPUs page's pools table: lend with its queued job and the pool that lends it a GPU (%ld)", st);
 	}
 	body = json_pack("{s:O, s:s}", "config", cfg, "pool", "lend");
 	r = h_post(h, "/v1/plan", body, &st);

@@ -693,6 +693,37 @@ static void test_owners(void)
 	json_decref(o);
 }
 
+/* The GPUs page's pools table (html_pools_table): none for a fleet that names no pool; a row per
+ * pool linking to its queue, the borrowers and borrowed pools listed, every name escaped. */
+static void test_pools_table(void)
+{
+	json_t *only = json_loads("[{\"pool\": \"default\", \"queued\": 3, \"borrows\": [], \"borrowed_by\": []}]", 0, NULL);
+	json_t *p = json_loads("[{\"pool\": \"default\", \"queued\": 3, \"scheduled\": 1, \"running\": 2, \"workers\": 1, "
+			       "\"gpus\": 1, \"draining_gpus\": 0, \"borrowing_gpus\": 8, \"borrowed_by\": [\"h<200>\"], \"borrows\": [], "
+			       "\"max_gpu_mib\": 143771},"
+			       "{\"pool\": \"h<200>\", \"queued\": 0, \"scheduled\": 0, \"running\": 8, \"workers\": 1, \"gpus\": 8, "
+			       "\"draining_gpus\": 0, \"borrowing_gpus\": 0, \"borrowed_by\": [], \"borrows\": [\"default\", \"b\"], "
+			       "\"max_gpu_mib\": 143771}]", 0, NULL);
+	struct hbuf b = { 0 };
+	char *s;
+
+	html_pools_table(&b, only);
+	s = html_take(&b);
+	TAP_OK(!s || !*s, "pools table: a fleet with only the default pool and no borrower shows none");
+	free(s);
+	html_pools_table(&b, p);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "<h2>Pools</h2>") &&
+		       strstr(s, "<a href=\"/ui/jobs?pool=default\">default</a></td><td>3</td><td>1</td><td>2</td><td>1</td><td>1</td>"
+				 "<td>0</td><td>8</td><td>h&lt;200&gt;</td><td><span class=\"muted\">-</span></td><td>143771</td>"),
+	       "pools table: default's row: its jobs, its GPU, 8 GPUs lent by h<200> (escaped), it borrows none");
+	TAP_OK(s && strstr(s, "h&lt;200&gt;</a>") && strstr(s, "<td>default, b</td>") && !strstr(s, "<200>"),
+	       "pools table: the borrower's row lists what it borrows from, in order; nothing unescaped");
+	free(s);
+	json_decref(only);
+	json_decref(p);
+}
+
 static void test_log_lines(void)
 {
 	struct hbuf b = { 0 };
@@ -1022,6 +1053,7 @@ int main(void)
 	test_tokens();
 	test_token_expiry();
 	test_owners();
+	test_pools_table();
 	test_usage_page();
 	test_cancel_matching_form();
 	test_scheduled();
