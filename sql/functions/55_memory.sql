@@ -82,7 +82,8 @@ $$;
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"pool": its pool,
 -- "gpus": how many GPUs of its pool (migration 026), not quarantined, on live workers, meet its
 -- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers),
--- "draining_gpus": how many more would on drained workers of its pool, "borrowing_gpus": how many
+-- "draining_gpus": how many more would on drained workers of its pool or of one that borrows from
+-- it (resumed, it takes the job; migration 028), "borrowing_gpus": how many
 -- on live workers of other pools that borrow from its pool would when their own pool has no work
 -- (migration 028), "other_pools_gpus": how many on the other live workers would (a job sent to the
 -- wrong pool, or to one with no host yet),
@@ -97,7 +98,7 @@ LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'pool', j.pool,
     'gpus', count(*) FILTER (WHERE w.pool = j.pool AND rung_worker_live(g.worker_id)),
-    'draining_gpus', count(*) FILTER (WHERE w.pool = j.pool AND NOT rung_worker_live(g.worker_id)),
+    'draining_gpus', count(*) FILTER (WHERE (w.pool = j.pool OR j.pool = ANY (w.borrow)) AND NOT rung_worker_live(g.worker_id)),
     'borrowing_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND j.pool = ANY (w.borrow)
                                              AND rung_worker_live(g.worker_id)),
     'other_pools_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND NOT j.pool = ANY (w.borrow)

@@ -2128,6 +2128,12 @@ static void test_borrow(void)
 	TAP_STR_EQ(q1("SELECT (p->>'gpus') || ':' || (p->>'borrowing_gpus') || ':' || (p->>'other_pools_gpus') || ':' || "
 		      "(p->>'fleet_max_gpu_mib') FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'd1') x", 0, NULL),
 		   "1:1:0:143771", "borrow: a default job's placement counts the borrower's GPU apart, and its memory as the pool's largest");
+	q1("BEGIN", 0, NULL);
+	q1("UPDATE workers SET state = 'draining' WHERE name = 'wh'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (p->>'gpus') || ':' || (p->>'draining_gpus') || ':' || (p->>'borrowing_gpus') "
+		      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'd1') x", 0, NULL), "1:1:0",
+		   "borrow: a drained borrower's GPU counts as draining (resumed, it takes the job), not as nowhere");
+	q1("ROLLBACK", 0, NULL);
 	TAP_STR_EQ(q1("SELECT rung_pool_max_gpu_mib('default')::text || ':' || rung_pool_max_gpu_mib('a-h200') || ':' || "
 		      "rung_pool_max_gpu_mib('c')", 0, NULL), "143771:143771:0", "borrow: each pool's largest GPU, a borrower's counted");
 	both = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"BH-1\",\"fresh\":true},"
