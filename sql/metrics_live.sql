@@ -50,7 +50,7 @@ SELECT jsonb_build_object(
                                         AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
                                         AND rung_job_allows(j.constraints, g.worker_id, g.uuid, g.memory_total_mib)
                                         AND rung_worker_in_fleet(g.worker_id)
-                                        AND (SELECT w.pool = j.pool OR j.pool = ANY (w.borrow)
+                                        AND (SELECT rung_worker_takes(j.pool, w.pool, w.borrow)
                                              FROM workers w WHERE w.id = g.worker_id))
                         ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > m.mib
                         END),

@@ -13,7 +13,7 @@ SELECT jsonb_build_object(
                                   count(*) FILTER (WHERE NOT rung_worker_live(g.worker_id)) AS drained
                            FROM gpus g
                            WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
-                             AND (SELECT w.pool = $2::text OR $2::text = ANY (w.borrow) FROM workers w
+                             AND (SELECT rung_worker_takes($2::text, w.pool, w.borrow) FROM workers w
                                   WHERE w.id = g.worker_id)
                            GROUP BY g.memory_total_mib) s), '[]'),
   'fleet_max_gpu_mib', rung_pool_max_gpu_mib($2::text),

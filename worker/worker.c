@@ -61,7 +61,6 @@ struct worker {
 	pthread_mutex_t reg_mu;       /* one registration at a time */
 	char *id;                     /* worker id as a string, NULL before registration */
 	json_t *borrow;               /* --borrow parsed: the pools it borrows from, in order ([]: none) */
-	char *borrow_text;            /* the same joined with ",", or "none", for log lines */
 	long heartbeat_ms;
 };
 
@@ -154,8 +153,10 @@ static int worker_register(struct worker *w, struct client *c, const char *stale
 			if (hb > 0)
 				w->heartbeat_ms = (long)hb;
 			pthread_mutex_unlock(&w->mu);
+			char *borrow = pool_list_join(w->borrow, ",", "none");
 			log_info("registered", "worker=%s name=%s pool=%s borrow=%s gpus=%zu heartbeat_ms=%ld", id,
-				 w->o.name, w->o.pool, w->borrow_text, w->nslots, w->heartbeat_ms);
+				 w->o.name, w->o.pool, borrow, w->nslots, w->heartbeat_ms);
+			free(borrow);
 			json_decref(ans);
 			rc = 0;
 			break;
@@ -798,7 +799,6 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 		*err = xasprintf("--borrow \"%s\": %s", w->o.borrow ? w->o.borrow : "", gerr);
 		goto fail;
 	}
-	w->borrow_text = pool_list_join(w->borrow, ",", "none");
 	w->host = xstrdup(host[0] ? host : "localhost");
 	if (spool_mkdir_p(opts->work_dir, err) < 0)
 		goto fail;
@@ -883,7 +883,6 @@ void worker_free(struct worker *w)
 	pthread_mutex_destroy(&w->mu);
 	free(w->id);
 	json_decref(w->borrow);
-	free(w->borrow_text);
 	free(w->slots);
 	free(w->host);
 	free(w->attempts_dir);

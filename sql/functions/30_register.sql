@@ -10,6 +10,13 @@
 DROP FUNCTION IF EXISTS rung_register(text, text, jsonb, text);
 DROP FUNCTION IF EXISTS rung_register_owned(text, text, jsonb, bigint, boolean, text);
 
+-- Whether a worker of pool W_POOL that borrows from W_BORROW (migration 028) may take a job of pool
+-- P_POOL: its own pool, or one it borrows from. The one place the rule is written: the claim
+-- (41_claim_batch.sql, rung_claim_in), the pool's largest GPU, the placement, the plan and /metrics read
+-- it. One expression, IMMUTABLE, so the planner inlines it in a query.
+CREATE OR REPLACE FUNCTION rung_worker_takes(p_pool text, w_pool text, w_borrow text[]) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$ SELECT w_pool = p_pool OR p_pool = ANY (w_borrow) $$;
+
 -- Register a worker (upsert by name) and its GPUs (upsert by uuid; their state is kept). P is the
 -- registration: {"name", "host", "gpus", "version"?, "pool"?, "borrow"?}. The version it runs: absent or null
 -- is none, and a re-registration replaces it, none included. Its pool (migration 026): absent keeps

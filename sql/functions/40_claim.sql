@@ -352,7 +352,7 @@ BEGIN
   IF NOT FOUND OR g.worker_id IS DISTINCT FROM p_worker THEN
     RETURN jsonb_build_object('status', 'no_gpu');
   END IF;
-  IF g.state = 'quarantined' OR w.state <> 'online' OR NOT (w.pool = p_pool OR p_pool = ANY (w.borrow)) THEN
+  IF g.state = 'quarantined' OR w.state <> 'online' OR NOT rung_worker_takes(p_pool, w.pool, w.borrow) THEN
     RETURN jsonb_build_object('status', 'none');
   END IF;
   IF cardinality(capped) = 0 AND p_running IS NULL THEN

@@ -204,7 +204,7 @@ BEGIN
                             -- waiters (a restart with another --pool): none now, the next round
                             -- groups it again; never this pool's jobs
                             -- (or stopped borrowing from it, migration 028)
-                            WHEN w.pool <> p_pool AND NOT p_pool = ANY (w.borrow) THEN 'none' END ORDER BY x.k),
+                            WHEN NOT rung_worker_takes(p_pool, w.pool, w.borrow) THEN 'none' END ORDER BY x.k),
              array_agg(g.memory_total_mib ORDER BY x.k)
       INTO r_status, r_mem
       FROM unnest(w_worker[lo:hi], w_gpu[lo:hi]) WITH ORDINALITY AS x(wid, gpu, k)

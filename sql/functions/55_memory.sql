@@ -56,7 +56,7 @@ CREATE OR REPLACE FUNCTION rung_pool_max_gpu_mib(p_pool text) RETURNS int
 LANGUAGE sql STABLE AS $$
   SELECT coalesce((SELECT g.memory_total_mib FROM gpus g
                    WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
-                     AND (SELECT w.pool = p_pool OR p_pool = ANY (w.borrow) FROM workers w WHERE w.id = g.worker_id)
+                     AND (SELECT rung_worker_takes(p_pool, w.pool, w.borrow) FROM workers w WHERE w.id = g.worker_id)
                    ORDER BY g.memory_total_mib DESC LIMIT 1), 0)
 $$;
 
@@ -98,7 +98,7 @@ LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'pool', j.pool,
     'gpus', count(*) FILTER (WHERE w.pool = j.pool AND rung_worker_live(g.worker_id)),
-    'draining_gpus', count(*) FILTER (WHERE (w.pool = j.pool OR j.pool = ANY (w.borrow)) AND NOT rung_worker_live(g.worker_id)),
+    'draining_gpus', count(*) FILTER (WHERE rung_worker_takes(j.pool, w.pool, w.borrow) AND NOT rung_worker_live(g.worker_id)),
     'borrowing_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND j.pool = ANY (w.borrow)
                                              AND rung_worker_live(g.worker_id)),
     'other_pools_gpus', count(*) FILTER (WHERE w.pool <> j.pool AND NOT j.pool = ANY (w.borrow)
