@@ -52,8 +52,8 @@ static void hours(const json_t *v, char *buf, size_t n)
 char *cmd_usage_text(const json_t *doc)
 {
 	static const char *const head[] = { "OWNER", "GPU HOURS", "SUCCEEDED", "OOM", "OTHER FAILED", "CANCELLED",
-		"LOST", "RUNNING", "ATTEMPTS", "JOBS OK", "JOBS FAILED" };
-	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "running" };
+		"LOST", "PREEMPTED", "RUNNING", "ATTEMPTS", "JOBS OK", "JOBS FAILED" };
+	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "preempted", "running" };
 	struct table *t = table_new(ARRAY_LEN(head), head);
 	const json_t *o, *total = json_object_get(doc, "total");
 	size_t i;
@@ -67,9 +67,9 @@ char *cmd_usage_text(const json_t *doc)
 		hours(json_object_get(o, "gpu_seconds"), cells[1], sizeof cells[1]);
 		for (size_t k = 0; k < ARRAY_LEN(buckets); k++)
 			hours(json_object_get(by, buckets[k]), cells[2 + k], sizeof cells[2 + k]);
-		snprintf(cells[8], sizeof cells[8], "%lld", (long long)json_integer_value(json_object_get(o, "attempts")));
-		snprintf(cells[9], sizeof cells[9], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_succeeded")));
-		snprintf(cells[10], sizeof cells[10], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_failed")));
+		snprintf(cells[9], sizeof cells[9], "%lld", (long long)json_integer_value(json_object_get(o, "attempts")));
+		snprintf(cells[10], sizeof cells[10], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_succeeded")));
+		snprintf(cells[11], sizeof cells[11], "%lld", (long long)json_integer_value(json_object_get(o, "jobs_failed")));
 		for (size_t k = 0; k < ARRAY_LEN(head); k++)
 			row[k] = cells[k];
 		table_add(t, row);

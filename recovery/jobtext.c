@@ -95,7 +95,13 @@ char *jobtext_placement(const json_t *job)
 			 json_integer_value(ahead) == 1 ? "" : "s");
 	else if (json_is_integer(ahead))
 		snprintf(place, sizeof place, "no job ahead of it in the queue");
-	if (json_is_integer(json_object_get(p, "owner_max_running")) &&
+	if (json_is_object(json_object_get(p, "preempting"))) { /* rung_preempt chose a GPU for it */
+		const json_t *pre = json_object_get(p, "preempting");
+		why = xasprintf("waiting for a GPU: job %lld, which that GPU's worker borrowed from another pool, is being "
+				"stopped on GPU %s for it (preemption); it runs there next",
+				(long long)json_integer_value(json_object_get(pre, "job_id")),
+				json_string_value(json_object_get(pre, "gpu_uuid")) ?: "?");
+	} else if (json_is_integer(json_object_get(p, "owner_max_running")) &&
 	    json_integer_value(json_object_get(p, "owner_running")) >= json_integer_value(json_object_get(p, "owner_max_running")))
 		why = owner_why(job, p); /* the claim passes over it whatever the GPUs */
 	else if (json_integer_value(json_object_get(p, "gpus")) > 0)

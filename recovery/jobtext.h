@@ -32,7 +32,10 @@ char *jobtext_pool_wait(const json_t *job);
  * turn: N jobs ahead of it in the queue", or NULL without "ahead"; whatever the GPUs, when its
  * owner runs as many jobs as its limit allows (placement "owner_max_running", "owner_running"):
  * "waiting for its owner's limit: OWNER runs N jobs, at most M at once" (M 0: "OWNER may run no job
- * now (max_running 0)"), followed by the place in the queue. NULL when the job has no
+ * now (max_running 0)"), followed by the place in the queue; before all that, when a borrowed attempt
+ * is being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
+ * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
+ * runs there next", then the place. NULL when the job has no
  * placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
 

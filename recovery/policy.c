@@ -132,10 +132,11 @@ static bool attempt_succeeded(const json_t *a)
 	return !strcmp(jpath_str(a, "outcome", ""), "succeeded") || !strcmp(jpath_str(a, "class", ""), "success");
 }
 
-/* Whether an earlier attempt counts against the budgets: made since the job's last retry. */
+/* Whether an earlier attempt counts against the budgets: made since the job's last retry, and not
+ * stopped by a preemption (its GPU was wanted by the worker's own pool: not the job's doing). */
 static bool in_budget(const struct pctx *p, const json_t *a)
 {
-	return jpath_int(a, "number", 0) > p->budget_from;
+	return jpath_int(a, "number", 0) > p->budget_from && strcmp(jpath_str(a, "outcome", ""), "preempted") != 0;
 }
 
 /* Attempts since the last retry, the one just ended included. */

@@ -63,7 +63,7 @@ static void fenced(struct hreq *h, const char *id)
 		   "attempt %s is not running with this token (stale, finished, or lost)", id);
 }
 
-/* Heartbeats are coalesced (batch.c): one rung_heartbeat_batch() statement per batch, each
+/* Heartbeats are coalesced (batch.c): one rung_heartbeats() statement per batch, each
  * reply sent after it committed, the fence (id, token, running) checked per row. */
 struct beat {
 	struct hreq *h;
@@ -84,32 +84,37 @@ static long long beat_order(void *item)
 static void beats_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
 	struct app *app = arg;
-	signed char *cancel = xcalloc((size_t)n + 1, 1); /* 0 fenced out, 1 no cancel, 2 cancel */
+	/* per item: 0 fenced out, else 1 | 2 when its job's cancel was requested | 4 when it is preempted */
+	signed char *told = xcalloc((size_t)n + 1, 1);
 	const char *value;
 
 	if (res && PQresultStatus(res) == PGRES_TUPLES_OK)
 		for (int r = 0; r < PQntuples(res); r++) {
 			int i = batch_row_index(res, r, n);
 			if (i >= 0)
-				cancel[i] = PQgetvalue(res, r, 1)[0] == 't' ? 2 : 1;
+				told[i] = (signed char)(1 | (PQgetvalue(res, r, 1)[0] == 't' ? 2 : 0) |
+							(PQgetvalue(res, r, 2)[0] == 't' ? 4 : 0));
 		}
 	for (int i = 0; i < n; i++) {
 		struct beat *b = items[i];
 		struct hreq *h = b->h;
 		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
 			hreq_db_value(h, res, err, &value); /* answers 503 or 500 */
-		else if (!cancel[i])
+		else if (!told[i])
 			fenced(h, h->param[0]);
 		else {
-			if (cancel[i] == 2)
+			if (told[i] & 2)
 				log_info("cancel told", "attempt=%s", h->param[0]);
-			hreq_reply(h, 200, json_pack("{s:b, s:i}", "cancel", cancel[i] == 2, "lease_seconds",
-						     app->lease_seconds));
+			else if (told[i] & 4)
+				log_info("preempt told", "attempt=%s", h->param[0]);
+			/* "cancel" for a preemption too: a worker of the release before stops the trainer all the same */
+			hreq_reply(h, 200, json_pack("{s:b, s:b, s:i}", "cancel", (told[i] & 6) != 0, "preempt",
+						     (told[i] & 4) != 0, "lease_seconds", app->lease_seconds));
 		}
 		json_decref(b->item);
 		free(b);
 	}
-	free(cancel);
+	free(told);
 }
 
 static json_t *ctx_json(void *item);
@@ -155,6 +160,29 @@ static json_t *server_decision(const json_t *ctx, const char *cls, const char *r
 			 "class", cls, "rule", rule, "evidence", reason, "action", "fail", "rung", "changes",
 			 "next_config", "job_state", job_state, "reason", reason, "constraints", "gpu",
 			 "escalation", "recovery_state", rs ? rs : json_object());
+}
+
+/* The decision for an attempt the worker stopped because rungd preempted it (CTX attempt.preempted,
+ * sql/functions/44_preempt.sql): its job is queued again with the config it ran (next_config null
+ * keeps current_config), class and outcome "preempted", which the budgets do not count
+ * (recovery/policy.c). The rest of recovery_state is kept; its next_action says why it waits. */
+static json_t *preempt_decision(const json_t *ctx)
+{
+	const json_t *a = json_object_get(ctx, "attempt");
+	json_t *d, *rs;
+	char *why = xasprintf("preempted: attempt %lld was stopped so that job %lld of its worker's own pool could "
+			      "run on GPU %s; queued again unchanged (not counted against the budgets)",
+			      (long long)json_integer_value(json_object_get(a, "number")),
+			      (long long)json_integer_value(json_object_get(a, "preempt_for")),
+			      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-");
+
+	d = server_decision(ctx, "preempted", "preempted", "queued", why);
+	rs = json_deep_copy(json_object_get(d, "recovery_state"));
+	json_object_set_new(rs, "next_action", json_string("run again unchanged: preempted for a job of the GPU's own pool"));
+	json_object_set_new(d, "recovery_state", rs);
+	json_object_set_new(d, "action", json_string("requeue_preempted"));
+	free(why);
+	return d;
 }
 
 static void finish_apply(struct finish *f, json_t *decision);
@@ -381,6 +409,12 @@ static void ctx_value(struct finish *f, const char *value)
 	if (json_is_object(json_object_get(f->ctx, "attempt")))
 		json_object_set(json_object_get(f->ctx, "attempt"), "facts", f->facts);
 	facts = json_object_get(json_object_get(f->ctx, "attempt"), "facts");
+	if (json_is_true(json_object_get(facts, "cancelled")) &&
+	    !json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested")) &&
+	    json_is_true(json_object_get(json_object_get(f->ctx, "attempt"), "preempted"))) {
+		finish_apply(f, preempt_decision(f->ctx));
+		return;
+	}
 	if (json_is_true(json_object_get(facts, "cancelled")) ||
 	    json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested"))) {
 		decision = server_decision(f->ctx, "cancelled", "cancelled", "cancelled", "cancelled on request");

@@ -14,6 +14,7 @@ struct db;
 struct lease_mgr;
 struct memcache;
 struct reaper;
+struct preempt;
 struct retention;
 struct scheduler;
 struct auth;
@@ -28,6 +29,7 @@ struct app {
 	struct lease_mgr *lease;       /* parked long-polls */
 	struct memcache *memcache;     /* fitted memory profiles for the first-attempt check (issue 12) */
 	struct reaper *reaper;
+	struct preempt *preempt;       /* NULL unless --preempt-after-s */
 	struct retention *retention;   /* NULL unless --retain-days */
 	struct scheduler *scheduler;   /* queues scheduled jobs at their start time (migration 025) */
 	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
@@ -36,6 +38,7 @@ struct app {
 	int lease_seconds;             /* --lease-seconds */
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */
+	int preempt_after_s;           /* --preempt-after-s (-1: no preemption) */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
 	bool fair_share;               /* --fair-share: the claim shares GPUs among owners */
 	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */

@@ -14,8 +14,8 @@
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_LEASE_SECONDS, O_HEARTBEAT_MS, O_REAP_INTERVAL_MS,
-	O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS,
-	O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
+	O_PREEMPT_AFTER_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS,
+	O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
 	O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
 
@@ -33,6 +33,9 @@ static const struct options_desc opts[O_COUNT] = {
 	I(O_LEASE_SECONDS, "lease-seconds", "30", 1, 86400, "attempt lease length"),
 	I(O_HEARTBEAT_MS, "heartbeat-ms", "5000", 10, 3600000, "heartbeat interval told to workers"),
 	I(O_REAP_INTERVAL_MS, "reap-interval-ms", "1000", 10, 3600000, "how often expired leases are reaped"),
+	I(O_PREEMPT_AFTER_S, "preempt-after-s", "-1", -1, 604800,
+	  "stop a job a worker borrowed from another pool once it ran N s, when a job of the worker's own pool "
+	  "waits for its GPU; it is queued again unchanged (-1: never; enable once every replica runs this release)"),
 	I(O_POLL_FALLBACK_MS, "poll-fallback-ms", "2000", 10, 3600000,
 	  "how often parked long-polls retry without a wake-up"),
 	B(O_FAIR_SHARE, "fair-share",
@@ -104,6 +107,7 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->lease_seconds = (int)options_int(&o, O_LEASE_SECONDS);
 	c->heartbeat_ms = (int)options_int(&o, O_HEARTBEAT_MS);
 	c->reap_interval_ms = (int)options_int(&o, O_REAP_INTERVAL_MS);
+	c->preempt_after_s = (int)options_int(&o, O_PREEMPT_AFTER_S);
 	c->poll_fallback_ms = (int)options_int(&o, O_POLL_FALLBACK_MS);
 	c->fair_share = options_bool(&o, O_FAIR_SHARE);
 	c->quarantine_min_s = (int)options_int(&o, O_QUARANTINE_MIN_S);

@@ -20,6 +20,7 @@ struct config {
 	int lease_seconds;          /* --lease-seconds */
 	int heartbeat_ms;           /* --heartbeat-ms */
 	int reap_interval_ms;       /* --reap-interval-ms */
+	int preempt_after_s;        /* --preempt-after-s (-1: never) */
 	int poll_fallback_ms;       /* --poll-fallback-ms */
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */

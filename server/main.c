@@ -21,6 +21,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "migrate.h"
+#include "preempt.h"
 #include "reaper.h"
 #include "retention.h"
 #include "scheduler.h"
@@ -110,6 +111,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		app->listener = NULL;
 	}
 	reaper_stop(app->reaper);
+	preempt_stop(app->preempt);
 	retention_stop(app->retention);
 	scheduler_stop(app->scheduler);
 	lease_shutdown(app->lease);
@@ -187,6 +189,7 @@ int main(int argc, char **argv)
 	app.lease_seconds = o.lease_seconds;
 	app.heartbeat_ms = o.heartbeat_ms;
 	app.reap_interval_ms = o.reap_interval_ms;
+	app.preempt_after_s = o.preempt_after_s;
 	app.poll_fallback_ms = o.poll_fallback_ms;
 	app.fair_share = o.fair_share;
 	app.metrics_history_ms = o.metrics_history_ms;
@@ -218,6 +221,7 @@ int main(int argc, char **argv)
 		app.webhook = webhook_new(app.base, app.db, &wo);
 	}
 	app.reaper = reaper_new(&app);
+	app.preempt = preempt_new(&app);
 	app.retention = retention_new(&app);
 	app.scheduler = scheduler_new(&app);
 	db_listen(app.db, "rung_jobs", on_notify, &app);
@@ -229,13 +233,15 @@ int main(int argc, char **argv)
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
 	log_info("listening", "version=%s listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d "
-		 "db_pool=%d retain_days=%d fair_share=%d", rung_version(), o.listen, o.lease_seconds, o.heartbeat_ms,
-		 o.reap_interval_ms, o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share);
+		 "db_pool=%d retain_days=%d fair_share=%d preempt_after_s=%d", rung_version(), o.listen, o.lease_seconds,
+		 o.heartbeat_ms, o.reap_interval_ms, o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share,
+		 o.preempt_after_s);
 	event_base_dispatch(app.base);
 	rc = 0;
 	log_info("stopped", "inflight=%d", app.inflight);
 out:
 	reaper_free(app.reaper);
+	preempt_free(app.preempt);
 	retention_free(app.retention);
 	scheduler_free(app.scheduler);
 	webhook_free(app.webhook);

@@ -79,7 +79,7 @@ static const char page_css[] =
 	".s-succeeded,.s-ok,.s-resolved{background:#d6f0dc;color:#1d6b32}.s-failed,.s-quarantined,.s-open,.s-lost{background:#f8d7d7;color:#8f1d1d}"
 	".s-running,.s-acknowledged{background:#d9e6fb;color:#1f4f99}.s-queued,.s-suspect,.s-draining{background:#fdefc8;color:#7a5a00}"
 	".s-scheduled{background:#e8e2f6;color:#4b3a8a}"
-	".s-cancelled{background:#e5e5e5;color:#555}"
+	".s-cancelled,.s-preempted{background:#e5e5e5;color:#555}"
 	".filters a{margin-right:12px}.filters a.on{font-weight:700;color:#1d2330;text-decoration:none}"
 	"form.filter{display:flex;gap:14px;align-items:center;margin:6px 0}form.filter input[type=text]{width:180px;padding:3px}"
 	".pager a{margin-right:14px}"

@@ -31,7 +31,7 @@ static void hours_cell(struct hbuf *b, const json_t *v)
 
 void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *owner, int staff)
 {
-	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "running" };
+	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "preempted", "running" };
 	static const int choices[] = { 1, 7, 30, 90 };
 	const json_t *owners = json_object_get(doc, "owners"), *total = json_object_get(doc, "total"), *o;
 	size_t i;
@@ -52,7 +52,7 @@ void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *o
 		return;
 	}
 	html_add(b, "<table class=\"usage\"><thead><tr><th>owner</th><th>GPU hours</th><th>succeeded</th><th>OOM</th>"
-		    "<th>other failed</th><th>cancelled</th><th>lost</th><th>running</th><th>attempts</th>"
+		    "<th>other failed</th><th>cancelled</th><th>lost</th><th>preempted</th><th>running</th><th>attempts</th>"
 		    "<th>jobs ok</th><th>jobs failed</th></tr></thead><tbody>\n");
 	json_array_foreach(owners, i, o) {
 		const char *name = json_string_value(json_object_get(o, "owner"));

@@ -2,7 +2,8 @@
 -- chargeback and for what OOMs cost. An attempt holds one GPU from its lease to its end (a running
 -- one: to now); the part of that inside the window counts, split by how it ended: succeeded, oom
 -- (failed with a GPU OOM, a class oom_*; host_oom is among the failed), failed (any other
--- failure), cancelled, lost (its worker vanished), and running. $3: one owner, or NULL for all;
+-- failure), cancelled, lost (its worker vanished), preempted (stopped for a job of its worker's own
+-- pool: migration 029), and running. $3: one owner, or NULL for all;
 -- $4: labels (jsonb) the jobs carry, or NULL (a sweep's cost: `sweep=ID`). Jobs: those with GPU
 -- time in the window, and those that ended in it, succeeded or failed. Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
@@ -34,6 +35,7 @@ per AS (
            'failed', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'failed'), 0)::numeric, 1),
            'cancelled', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'cancelled'), 0)::numeric, 1),
            'lost', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'lost'), 0)::numeric, 1),
+           'preempted', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'preempted'), 0)::numeric, 1),
            'running', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'running'), 0)::numeric, 1)) AS by_outcome,
          coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'succeeded'), 0) AS jobs_succeeded,
          coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'failed'), 0) AS jobs_failed

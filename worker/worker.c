@@ -281,9 +281,10 @@ static json_t *gpu_used_json(const json_t *state)
 }
 
 /* One heartbeat; its nvidia-smi reading also goes into the attempt's peak PK. Returns the HTTP
- * status (or -1); *cancel set from the answer. */
+ * status (or -1); *cancel and *preempt set from the answer (preempt: rungd stops this borrowed job
+ * for a job of the worker's own pool; it comes with cancel). */
 static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, const char *token,
-			  const struct scan *sc, long timeout_ms, struct gpu_peak *pk, bool *cancel)
+			  const struct scan *sc, long timeout_ms, struct gpu_peak *pk, bool *cancel, bool *preempt)
 {
 	struct worker *w = s->w;
 	json_t *state = gpu_state(w->o.smi, s->gpu.uuid), *ans = NULL;
@@ -304,6 +305,8 @@ static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, con
 	st = client_post(c, path, body, timeout_ms, NULL, &ans, &err);
 	if (st == 200 && json_is_true(json_object_get(ans, "cancel")))
 		*cancel = true;
+	if (st == 200 && json_is_true(json_object_get(ans, "preempt")))
+		*preempt = true;
 	if (st < 0 || st >= 500)
 		log_warn("heartbeat failed", "attempt=%s gpu=%s status=%d error=\"%s\"", aid, s->gpu.uuid, st,
 			 err ? err : "");
@@ -403,7 +406,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	json_t *facts = NULL, *doc = NULL, *job_config = NULL;
 	int64_t started = util_mono_ms(), next_hb, next_sample, kill_at = 0;
 	struct gpu_peak pk;
-	bool cancelled = false, drain_sent = false, dropped = false;
+	bool cancelled = false, preempted = false, drain_sent = false, dropped = false;
 	long long stalled_s = 0; /* killed after this long without output (0: not stalled) */
 	int64_t stall_kill_at = 0;
 	bool unkillable = false; /* SIGKILLed as stalled and still not gone (stuck in the driver) */
@@ -463,9 +466,9 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			next_sample = now + w->o.memory_sample_ms;
 		}
 		if (now >= next_hb) {
-			bool cancel = false;
+			bool cancel = false, preempt = false;
 			int st = slot_heartbeat(s, c, aid, token, sc, hb_ms < 5000 ? (hb_ms > 1000 ? hb_ms : 1000) : 5000,
-						&pk, &cancel);
+						&pk, &cancel, &preempt);
 			if (st == 409) {
 				log_warn("lease gone, trainer stopped, attempt dropped", "attempt=%s job=%s gpu=%s",
 					 aid, jid, s->gpu.uuid);
@@ -474,9 +477,14 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 				break;
 			}
 			if (cancel && !cancelled) {
-				log_info("cancel requested, interrupting trainer", "attempt=%s job=%s gpu=%s", aid, jid,
-					 s->gpu.uuid);
+				if (preempt)
+					log_info("preempted for a job of this worker's own pool, interrupting trainer",
+						 "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
+				else
+					log_info("cancel requested, interrupting trainer", "attempt=%s job=%s gpu=%s", aid,
+						 jid, s->gpu.uuid);
 				cancelled = true;
+				preempted = preempt;
 				runner_kill(r, SIGINT);
 				kill_at = util_mono_ms() + w->o.cancel_grace_ms;
 			}
@@ -538,6 +546,8 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 		json_object_set_new(facts, "signal", json_integer(SIGKILL));
 	}
 	json_object_set_new(facts, "cancelled", json_boolean(cancelled));
+	if (preempted) /* for the record: rungd decides from its own mark (attempts.preempted_at) */
+		json_object_set_new(facts, "preempted", json_true());
 	/* stalled only when the kill ended it: a trainer that finished by itself meanwhile did not stall */
 	if (stalled_s && (unkillable || (r && runner_signal(r) == SIGKILL)))
 		json_object_set_new(facts, "stalled_s", json_integer(stalled_s));

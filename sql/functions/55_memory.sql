@@ -88,7 +88,8 @@ $$;
 -- (migration 028), "other_pools_gpus": how many on the other live workers would (a job sent to the
 -- wrong pool, or to one with no host yet),
 -- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU (a borrower's counted), "ahead": how many queued
--- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql)}. 0 GPUs: it waits,
+-- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql), "preempting"?: {"attempt_id",
+-- "job_id", "worker_id", "gpu_uuid"} of a borrowed attempt being stopped for it (44_preempt.sql)}. 0 GPUs: it waits,
 -- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
 -- was raised by requeue_bigger or started_bigger and the big host left). A claim may still refuse a
 -- GPU it counts (a config that failed there). O(GPUs + jobs ahead): for one job's page, not for a
@@ -110,6 +111,10 @@ LANGUAGE sql STABLE AS $$
     || coalesce((SELECT jsonb_build_object('owner_max_running', t.max_running, 'owner_running',
                                            rung_owner_running(j.owner))
                  FROM tokens t WHERE t.name = j.owner AND t.max_running IS NOT NULL), '{}')
+    -- a borrowed attempt being stopped for it (rung_preempt, migration 029): attempts_preempt_for
+    || coalesce((SELECT jsonb_build_object('preempting', jsonb_build_object('attempt_id', x.id, 'job_id', x.job_id,
+                                                                            'worker_id', x.worker_id, 'gpu_uuid', x.gpu_uuid))
+                 FROM attempts x WHERE x.preempt_for = j.id AND x.state = 'running' LIMIT 1), '{}')
   FROM gpus g JOIN workers w ON w.id = g.worker_id
   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
     AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)

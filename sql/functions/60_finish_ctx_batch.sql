@@ -36,6 +36,8 @@ LANGUAGE sql STABLE AS $$
       'id', a.id, 'number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid,
       'gpu_memory_mib', g.memory_total_mib, 'config', a.config, 'state', a.state,
       'outcome', NULL, 'class', NULL, 'action', NULL, 'rung', NULL, 'facts', x.facts,
+      -- marked by rung_preempt (migration 029): a stop the worker reports as cancelled queues the job again
+      'preempted', a.preempted_at IS NOT NULL, 'preempt_for', a.preempt_for,
       'duration_ms', coalesce((x.facts->>'duration_ms')::bigint,
                               (extract(epoch FROM (now() - a.started_at)) * 1000)::bigint)),
     'gpu', jsonb_build_object(

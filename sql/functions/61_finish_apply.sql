@@ -60,7 +60,7 @@ DECLARE
   esc_id bigint;
 BEGIN
   v_outcome := CASE WHEN cls = 'success' THEN 'succeeded'
-                  WHEN cls = 'cancelled' THEN 'cancelled' ELSE 'failed' END;
+                  WHEN cls = 'cancelled' THEN 'cancelled' WHEN cls = 'preempted' THEN 'preempted' ELSE 'failed' END;
   UPDATE attempts SET state = 'ended', outcome = v_outcome, ended_at = now(),
     class = cls, rule = d->>'rule', evidence = d->'evidence', action = d->>'action',
     rung = d->>'rung', changes = d->'changes', facts = p_facts - 'log_tail',

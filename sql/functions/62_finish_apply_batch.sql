@@ -35,7 +35,7 @@ BEGIN
     a AS (
       UPDATE attempts t SET state = 'ended',
         outcome = CASE x.decision->>'class' WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled'
-                                            ELSE 'failed' END,
+                                            WHEN 'preempted' THEN 'preempted' ELSE 'failed' END,
         ended_at = now(), class = x.decision->>'class', rule = x.decision->>'rule',
         evidence = x.decision->'evidence', action = x.decision->>'action', rung = x.decision->>'rung',
         changes = x.decision->'changes', facts = x.facts - 'log_tail',

@@ -478,6 +478,12 @@ static void test_story_start_lower(void)
 			  "\n  waiting for a GPU: the 1 that meet its constraints are on drained workers (it runs once one is "
 			  "resumed, or on one of the 2 GPUs of workers that borrow from its pool when their own pool has no job "
 			  "for them)\n", "story: drained GPUs in its pool, and borrowers" },
+			/* preemption (migration 029): a borrowed attempt is being stopped for it, whatever else */
+			{ "{\"gpus\": 1, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"preempting\": {\"attempt_id\": 9, \"job_id\": 41, \"worker_id\": 2, \"gpu_uuid\": \"GPU-7\"}}",
+			  "\n  waiting for a GPU: job 41, which that GPU's worker borrowed from another pool, is being stopped on GPU "
+			  "GPU-7 for it (preemption); it runs there next; no job ahead of it in the queue\n",
+			  "story: a borrowed job being stopped for it" },
 			{ "{\"gpus\": 1, \"pool\": \"h200\", \"other_pools_gpus\": 4, \"min_gpu_memory_mib\": 0, "
 			  "\"fleet_max_gpu_mib\": 81920, \"ahead\": 2}",
 			  "\n  waiting its turn: 2 jobs ahead of it in the queue\n", "story: a GPU in its pool: its turn" },
@@ -1091,12 +1097,14 @@ static void test_usage(void)
 	json_t *doc = json_loads("{\"since\": \"2026-11-01T00:00:00+00:00\", \"until\": \"2026-11-02T00:00:00+00:00\","
 				 " \"owners\": [{\"owner\": \"team-a\", \"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1,"
 				 " \"by_outcome\": {\"succeeded\": 7200, \"oom\": 3600, \"failed\": 0, \"cancelled\": 0,"
-				 " \"lost\": 0, \"running\": 0}, \"jobs_succeeded\": 1, \"jobs_failed\": 0}],"
+				 " \"lost\": 0, \"preempted\": 1800, \"running\": 0}, \"jobs_succeeded\": 1, \"jobs_failed\": 0}],"
 				 " \"total\": {\"gpu_seconds\": 10800, \"attempts\": 2, \"jobs\": 1, \"oom_gpu_seconds\": 3600}}",
 				 0, NULL);
 	char *s = cmd_usage_text(doc);
 	TAP_OK(strstr(s, "OWNER") && strstr(s, "team-a  3.0        2.0        1.0  -"),
 	       "usage: a row per owner in GPU hours, '-' for none");
+	TAP_OK(strstr(s, "LOST  PREEMPTED  RUNNING") && strstr(s, "-     0.5        -"),
+	       "usage: the GPU hours of preempted attempts in their own column");
 	TAP_OK(strstr(s, "3.0 GPU hours in 2 attempts of 1 jobs; 1.0 of them (33%) in attempts that ended in an OOM"),
 	       "usage: the total and the OOM share");
 	free(s);

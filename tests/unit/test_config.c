@@ -80,6 +80,15 @@ int main(void)
 		   "--metrics-history-ms 0 (every scrape) loads");
 	TAP_INT_EQ(c.metrics_history_ms, 0, "and applies");
 	unsetenv("RUNG_LEASE_SECONDS");
+	unsetenv("RUNG_PREEMPT_AFTER_S");
+	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "no arguments load again");
+	TAP_INT_EQ(c.preempt_after_s, -1, "no preemption by default (preempt-after-s -1)");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "600", NULL }), CONFIG_OK,
+		   "--preempt-after-s 600 loads");
+	TAP_INT_EQ(c.preempt_after_s, 600, "and applies");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "-2", NULL }), CONFIG_ERROR,
+		   "--preempt-after-s -2 refused");
+	TAP_OK(has(err, "preempt-after-s") && has(err, "-1 to 604800"), "its error names the flag and the range");
 
 	setenv("RUNG_CONFIG", tmpl, 1);
 	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "RUNG_CONFIG names the file");

@@ -1,0 +1,18 @@
+/* Preemption of borrowed work (rungd --preempt-after-s, migration 029): a timer that asks
+ * rung_preempt() which attempts of jobs borrowed from other pools to stop for their worker's own
+ * pool's queued jobs. Safe on several replicas (one pass at a time, an advisory lock). */
+#ifndef RUNG_PREEMPT_H
+#define RUNG_PREEMPT_H
+
+struct app;
+struct preempt;
+
+/* Arms the timer on app->base (every app->reap_interval_ms) when app->preempt_after_s >= 0; NULL
+ * (nothing armed) otherwise. At most one statement is in flight. */
+struct preempt *preempt_new(struct app *app);
+/* Stops the timer without freeing (shutdown). Accepts NULL. */
+void preempt_stop(struct preempt *p);
+/* Stops the timer; a statement in flight is left to finish (its callback then frees). Accepts NULL. */
+void preempt_free(struct preempt *p);
+
+#endif

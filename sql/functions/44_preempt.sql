@@ -1,0 +1,162 @@
+-- Preemption of borrowed work (migration 029, rungd --preempt-after-s): a worker that borrows from
+-- other pools (028) gives its GPU back to its own pool when that pool has a queued job the GPU could
+-- run and no idle GPU of the pool takes it. rungd's preempt timer (server/preempt.c) calls
+-- rung_preempt; the attempt's next heartbeat answers cancel and preempt, the worker stops the trainer,
+-- and its finish queues the job again unchanged, outside its budgets (server/api_attempts.c).
+
+-- The advisory lock that makes one preemption pass at a time, across replicas: a second pass waits,
+-- then sees the first one's marks (a job is preempted for once).
+CREATE OR REPLACE FUNCTION rung_preempt_lock() RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+  SELECT 7240532::bigint
+$$;
+
+-- Marks at most P_LIMIT running attempts for preemption and returns them: [{"attempt_id", "job_id",
+-- "number", "worker_id", "gpu_uuid", "pool", "for_job"}]. A candidate is a running attempt, not yet
+-- marked, of a job of another pool than its worker's, on a live worker (online, not drained: a
+-- drained one would not take the job it is stopped for) of a pool some worker borrows into, that has
+-- run at least P_AFTER_S seconds (a borrowed job always gets that long; it also bounds how often one
+-- GPU can be stopped when the job it was stopped for is then not taken there). For each such pool
+-- with a queued job, its first 64 queued jobs are weighed in claim order (owners at their limit
+-- passed over: rung_queue_head), each given, in this order:
+--   - nothing, when its owner has no room left, when its memory floor is above every GPU of the pool
+--     (rung_pool_max_gpu_mib), or when a stop was already made for it and that attempt still runs or
+--     ended less than 5 minutes ago (its GPU went to another job: something this function does not
+--     see blocks it);
+--   - an idle GPU that may run it (rung_job_allows) of a live worker that takes the pool's jobs (its
+--     own or a borrower): the next claim takes it there, nothing is stopped;
+--   - else the candidate of the pool that started last among those whose GPU may run it (the least
+--     work lost): marked, with an event `preempt_requested` on its job.
+-- An owner's room (tokens.max_running) is spent as jobs are given a GPU. Read without row locks,
+-- under the advisory lock: a claim that races it at worst makes a stop that was not needed, and the
+-- 5 minutes keep that from repeating. Not weighed: the lease's memory check of a job's first attempt
+-- (server/lease.c), which may still send the job to a bigger GPU. Cost: one probe per borrowing pool
+-- when none has a job queued (every pass but those where a stop may be due); then the queue's head;
+-- the running attempts and the idle GPUs (O(running + GPUs)) only once a job passed the checks above
+-- (docs/PERFORMANCE.md, round 18).
+CREATE OR REPLACE FUNCTION rung_preempt(p_after_s int, p_limit int) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  v_out jsonb := '[]';
+  v_pool text;
+  pools text[] := '{}';
+  v_job bigint;
+  head bigint[];
+  q jobs;
+  room jsonb;
+  capped text[];
+  loaded boolean := false;
+  -- the candidates, the one that started last first
+  c_id bigint[]; c_job bigint[]; c_num int[]; c_worker bigint[]; c_gpu text[]; c_mem int[]; c_pool text[];
+  c_taken boolean[];
+  busy text[];
+  -- the pool's idle GPUs, read when its first job needs them
+  i_gpu text[]; i_worker bigint[]; i_mem int[];
+  i_taken boolean[];
+  i_pool text;
+  left_in_pool int;
+  pool_max int;
+  k int;
+  hit int;
+  n int := 0;
+BEGIN
+  IF p_after_s < 0 OR p_limit <= 0 THEN
+    RETURN v_out;
+  END IF;
+  -- the pools of the workers that borrow (workers_borrowing) that have a job queued: a probe of
+  -- jobs_claim each, in its order (an EXISTS may be planned as a scan of the whole queue)
+  FOR v_pool IN SELECT DISTINCT w.pool FROM workers w WHERE w.borrow <> '{}' ORDER BY w.pool LOOP
+    PERFORM 1 FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool ORDER BY c.priority, c.created_at, c.id LIMIT 1;
+    IF FOUND THEN
+      pools := pools || v_pool;
+    END IF;
+  END LOOP;
+  IF cardinality(pools) = 0 THEN
+    RETURN v_out;
+  END IF;
+  PERFORM pg_advisory_xact_lock(rung_preempt_lock());
+  room := coalesce((SELECT jsonb_object_agg(t.name, t.max_running - rung_owner_running(t.name))
+                    FROM tokens t WHERE t.max_running IS NOT NULL), '{}');
+  capped := coalesce(rung_owners_capped(room), '{}');
+  FOREACH v_pool IN ARRAY pools LOOP
+    pool_max := rung_pool_max_gpu_mib(v_pool);
+    IF cardinality(capped) = 0 THEN   -- claim order, jobs_claim
+      SELECT coalesce(array_agg(c.id ORDER BY c.priority, c.created_at, c.id), '{}') INTO head
+      FROM (SELECT c.id, c.priority, c.created_at FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool
+            ORDER BY c.priority, c.created_at, c.id LIMIT 64) c;
+    ELSE
+      head := rung_queue_head(capped, 64, NULL, v_pool);
+    END IF;
+    FOREACH v_job IN ARRAY head LOOP
+      EXIT WHEN n >= p_limit;
+      SELECT * INTO q FROM jobs j WHERE j.id = v_job AND j.state = 'queued';
+      CONTINUE WHEN NOT FOUND OR coalesce((room->>q.owner)::int, 1) <= 0
+                    OR coalesce((q.constraints->>'min_gpu_memory_mib')::int, 0) > pool_max;
+      CONTINUE WHEN EXISTS (SELECT 1 FROM attempts x WHERE x.preempt_for = q.id
+                              AND (x.state = 'running' OR x.ended_at > now() - interval '5 minutes'));
+      IF NOT loaded THEN   -- the candidates and the busy GPUs, once a job may need them
+        loaded := true;
+        SELECT coalesce(array_agg(x.id ORDER BY x.started_at DESC, x.id DESC), '{}'),
+               array_agg(x.job_id ORDER BY x.started_at DESC, x.id DESC), array_agg(x.number ORDER BY x.started_at DESC, x.id DESC),
+               array_agg(x.worker_id ORDER BY x.started_at DESC, x.id DESC), array_agg(x.gpu_uuid ORDER BY x.started_at DESC, x.id DESC),
+               array_agg(x.mem ORDER BY x.started_at DESC, x.id DESC), array_agg(x.pool ORDER BY x.started_at DESC, x.id DESC)
+        INTO c_id, c_job, c_num, c_worker, c_gpu, c_mem, c_pool
+        FROM (SELECT a.id, a.job_id, a.number, a.worker_id, a.gpu_uuid, coalesce(g.memory_total_mib, 0) AS mem, w.pool,
+                     a.started_at
+              FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN workers w ON w.id = a.worker_id
+              LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
+              WHERE a.state = 'running' AND a.preempted_at IS NULL AND j.pool <> w.pool AND w.pool = ANY (pools)
+                AND rung_worker_live(w.id) AND a.started_at <= now() - make_interval(secs => p_after_s)) x;
+        c_taken := array_fill(false, ARRAY[greatest(cardinality(c_id), 1)]);
+        SELECT coalesce(array_agg(a.gpu_uuid), '{}') INTO busy FROM attempts a WHERE a.state = 'running' AND a.gpu_uuid IS NOT NULL;
+      END IF;
+      -- no candidate of this pool left: none of its jobs can get a GPU by a stop
+      EXIT WHEN NOT EXISTS (SELECT 1 FROM generate_subscripts(c_id, 1) u(k) WHERE c_pool[u.k] = v_pool AND NOT c_taken[u.k]);
+      IF i_pool IS DISTINCT FROM v_pool THEN   -- GPUs that take the pool's jobs and run nothing
+        i_pool := v_pool;
+        SELECT coalesce(array_agg(f.uuid ORDER BY f.uuid), '{}'), array_agg(f.worker_id ORDER BY f.uuid),
+               array_agg(f.memory_total_mib ORDER BY f.uuid)
+        INTO i_gpu, i_worker, i_mem
+        FROM (SELECT g.uuid, g.worker_id, g.memory_total_mib FROM gpus g
+              WHERE g.state <> 'quarantined' AND g.uuid <> ALL (busy) OFFSET 0) f
+        WHERE (SELECT rung_worker_takes(v_pool, w.pool, w.borrow) FROM workers w WHERE w.id = f.worker_id)
+          AND rung_worker_live(f.worker_id);
+        i_taken := array_fill(false, ARRAY[greatest(cardinality(i_gpu), 1)]);
+      END IF;
+      hit := NULL;
+      FOR k IN 1 .. cardinality(i_gpu) LOOP
+        IF NOT i_taken[k] AND rung_job_allows(q.constraints, i_worker[k], i_gpu[k], i_mem[k]) THEN
+          hit := k;
+          EXIT;
+        END IF;
+      END LOOP;
+      IF hit IS NOT NULL THEN
+        i_taken[hit] := true;          -- the next claim runs it there: nothing is stopped
+      ELSE
+        FOR k IN 1 .. cardinality(c_id) LOOP
+          IF NOT c_taken[k] AND c_pool[k] = v_pool AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k]) THEN
+            hit := k;
+            EXIT;
+          END IF;
+        END LOOP;
+        CONTINUE WHEN hit IS NULL;
+        c_taken[hit] := true;
+        UPDATE attempts SET preempted_at = now(), preempt_for = q.id
+        WHERE id = c_id[hit] AND state = 'running' AND preempted_at IS NULL;
+        CONTINUE WHEN NOT FOUND;
+        INSERT INTO events (job_id, attempt_id, kind, reason, data)
+        VALUES (c_job[hit], c_id[hit], 'preempt_requested',
+                'attempt ' || c_num[hit] || ' is stopped: job ' || q.id || ' of pool ' || v_pool
+                || ' waits for its GPU; this job is queued again unchanged when it ends',
+                jsonb_build_object('number', c_num[hit], 'worker_id', c_worker[hit], 'gpu_uuid', c_gpu[hit],
+                                   'pool', v_pool, 'for_job', q.id));
+        v_out := v_out || jsonb_build_array(jsonb_build_object(
+          'attempt_id', c_id[hit], 'job_id', c_job[hit], 'number', c_num[hit], 'worker_id', c_worker[hit],
+          'gpu_uuid', c_gpu[hit], 'pool', v_pool, 'for_job', q.id));
+        n := n + 1;
+      END IF;
+      IF room ? q.owner THEN
+        room := jsonb_set(room, ARRAY[q.owner], to_jsonb((room->>q.owner)::int - 1));
+      END IF;
+    END LOOP;
+  END LOOP;
+  RETURN v_out;
+END $$;

@@ -1,0 +1,419 @@
+/* Integration: preemption of borrowed work (migration 029, sql/functions/44_preempt.sql, rungd
+ * --preempt-after-s). Over the protocol, with fake workers and rung_preempt called by hand (rungd's
+ * timer off): nothing is stopped while the lender's own pool has no job, while that job's owner is
+ * paused, before the attempt ran --preempt-after-s, or while an idle GPU of the pool can take the
+ * job; with the idle host drained, the borrowed attempt is marked once, its heartbeat says cancel and
+ * preempt (the release before's heartbeat function does not), its finish queues the job again
+ * unchanged (outcome and class preempted, an event), the worker then leases its own pool's job, the
+ * preempted attempt does not count against max_attempts, and a cancel requested meanwhile wins.
+ * End to end, with a real rung-worker and the simulated trainer: a long job borrowed from another
+ * pool is stopped for the worker's own pool's job, which runs and succeeds, then the borrowed job
+ * resumes from its checkpoint and succeeds; the worker's log, /metrics and GET /v1/usage say so. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "util.h"
+
+/* Registers fake worker NAME with one GPU (uuid gpu, mib MiB) in POOL, borrowing BORROW (JSON
+ * text, NULL: none); returns its id (heap) or NULL. */
+static char *join(struct harness *h, const char *name, const char *gpu, int mib, const char *pool, const char *borrow)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "test-host", "pool", pool,
+				 "gpus", "uuid", gpu, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", mib);
+	json_t *r;
+	char *id;
+
+	if (borrow)
+		json_object_set_new(body, "borrow", json_loads(borrow, JSON_DECODE_ANY, NULL));
+	r = h_post(h, "/v1/workers", body, &st);
+	id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
+	if (!id)
+		h_diag("register %s: status %ld body %.500s", name, st, h->last_body ? h->last_body : "");
+	json_decref(body);
+	json_decref(r);
+	return id;
+}
+
+/* Submits a job named name of steps steps into pool with recovery.max_attempts max_attempts (0:
+ * the default), as token (NULL: the harness's); returns its id (heap) or NULL. */
+static char *submit(struct harness *h, const char *token, const char *name, int steps, const char *pool, int max_attempts)
+{
+	const char *saved = h->auth_token;
+	json_t *cfg = h_config(name, steps), *extra = json_pack("{s:s}", "pool", pool), *j;
+	char *id;
+
+	if (max_attempts > 0)
+		json_object_set_new(extra, "recovery", json_pack("{s:i}", "max_attempts", max_attempts));
+	if (token)
+		h->auth_token = token;
+	j = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	id = h_id(j, "id");
+	json_decref(j);
+	json_decref(extra);
+	json_decref(cfg);
+	return id;
+}
+
+/* How many attempts one rung_preempt(after_s, 10) call marked (-1 on error). */
+static long long preempt_now(struct harness *h, const char *after_s)
+{
+	const char *p[] = { after_s };
+
+	return h_sql_int(h, "SELECT jsonb_array_length(rung_preempt($1::int, 10))", 1, p);
+}
+
+/* An integer read about one id (one parameter). */
+static long long sql_of(struct harness *h, const char *sql, const char *id)
+{
+	const char *p[] = { id ? id : "0" };
+
+	return h_sql_int(h, sql, 1, p);
+}
+
+/* FACTS of an attempt the worker stopped on a cancel (SIGINT, the trainer said `Job stopped`). */
+static json_t *facts_stopped(void)
+{
+	json_t *f = h_facts_success(10);
+
+	json_object_set_new(f, "cancelled", json_true());
+	json_object_set_new(f, "phase", json_string("train"));
+	json_object_set_new(f, "last_step", json_integer(4));
+	json_object_set_new(f, "steps_done", json_integer(4));
+	return f;
+}
+
+/* FACTS of a CUDA OOM in training at step 3 on a 24 GiB card. */
+static json_t *facts_oom(void)
+{
+	return json_pack("{s:i, s:n, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:[]},"
+			 " s:s, s:i, s:[s]}", "exit_code", 1, "signal", "cancelled", 0, "phase", "train", "oom_phase", "train",
+			 "first_step", 0, "last_step", 3, "steps_done", 3, "total_steps", 10, "signatures", "cuda_oom", 1,
+			 "error_running_job", 1, "oom", "tried_to_allocate_mib", 2048, "total_capacity_mib", 24564,
+			 "free_mib", 1100, "allocated_by_pytorch_mib", 21564, "processes", "error",
+			 "torch.OutOfMemoryError: CUDA out of memory", "duration_ms", 4000, "log_tail",
+			 "torch.OutOfMemoryError: CUDA out of memory");
+}
+
+/* The id of the live token named name (heap) or NULL. */
+static char *token_id(struct harness *h, const char *name)
+{
+	long st = 0;
+	json_t *r = h_get(h, "/v1/tokens", &st), *t;
+	char *id = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(r, "tokens"), i, t)
+		if (!id && !strcmp(h_str(t, "name"), name) && json_is_null(json_object_get(t, "revoked_at")))
+			id = h_id(t, "id");
+	json_decref(r);
+	return id;
+}
+
+/* Sets the submitter token's max_running (JSON text: a number or null); true on 200. */
+static bool submitter_limit(struct harness *h, const char *tid, const char *v)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:o}", "max_running", json_loads(v, JSON_DECODE_ANY, NULL));
+
+	json_decref(h_postf(h, body, &st, "/v1/tokens/%s/limits", tid ? tid : "0"));
+	json_decref(body);
+	return st == 200;
+}
+
+/* Leases on the fake worker; returns the lease (new reference) or NULL; *job (heap) its job. */
+static json_t *lease(struct harness *h, const char *wid, const char *gpu, char **job)
+{
+	long st = 0;
+	json_t *l = h_fake_lease(h, wid, gpu, 2000, &st);
+
+	*job = h_id(l, "job_id");
+	return l;
+}
+
+static void test_protocol(struct harness *h)
+{
+	char *f1 = join(h, "pre-borrower", "GPU-pre-1", 24576, "q-own", "[\"q-lend\"]"), *f2 = NULL;
+	char *l1 = submit(h, NULL, "pre_lend", 10, "q-lend", 2), *o1 = NULL, *o2 = NULL, *tid = NULL, *got = NULL;
+	char *a1 = NULL, *a2 = NULL, *a3 = NULL;
+	json_t *ls = NULL, *ans = NULL, *facts = NULL;
+	long st = 0;
+
+	if (!h_ok(h, f1 && l1, "a worker of pool q-own that borrows from q-lend, and a job of q-lend"))
+		goto out;
+	ls = lease(h, f1, "GPU-pre-1", &got);
+	a1 = h_id(ls, "attempt_id");
+	if (!h_ok(h, got && !strcmp(got, l1) && a1, "the borrower leases q-lend's job (%s)", got ? got : "none"))
+		goto out;
+	h_ok(h, preempt_now(h, "0") == 0, "its own pool has no job: nothing is stopped");
+
+	/* the own pool's job, of an owner paused (max_running 0): it could not run, nothing is stopped */
+	tid = token_id(h, "it-submitter");
+	h_ok(h, submitter_limit(h, tid, "0"), "the submitter's team is paused (max_running 0)");
+	o1 = submit(h, h->submitter_token, "pre_own", 10, "q-own", 0);
+	h_ok(h, o1 && preempt_now(h, "0") == 0, "a job of q-own whose owner is paused: nothing is stopped");
+	h_ok(h, submitter_limit(h, tid, "null"), "the pause is lifted");
+	h_ok(h, preempt_now(h, "3600") == 0, "the borrowed attempt ran less than --preempt-after-s: nothing is stopped");
+	h_ok(h, preempt_now(h, "-1") == 0, "-1 (preemption off): nothing is stopped");
+
+	/* an idle GPU of q-own can take the job: nothing is stopped; drained, it no longer can */
+	f2 = join(h, "pre-idle", "GPU-pre-2", 24576, "q-own", NULL);
+	h_ok(h, f2 && preempt_now(h, "0") == 0, "an idle GPU of q-own may run the job: nothing is stopped");
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", f2 ? f2 : "0"));
+	h_ok(h, st == 200, "the idle host is drained");
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", f1));
+	h_ok(h, st == 200 && preempt_now(h, "0") == 0, "while the borrower itself is drained (it would not take the job): nothing is stopped");
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", f1));
+	h_ok(h, st == 200 && preempt_now(h, "0") == 1, "resumed, its borrowed attempt is marked for preemption");
+	h_ok(h, sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a1) == atoll(o1 ? o1 : "0") &&
+		     sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'preempt_requested'", l1) == 1,
+	     "marked for q-own's job, with an event preempt_requested on the borrowed job");
+	h_ok(h, preempt_now(h, "0") == 0, "a second pass stops nothing more for the same job");
+	ans = h_job(h, o1);
+	{
+		char *pj = h_id(json_object_get(json_object_get(ans, "placement"), "preempting"), "job_id");
+		char *args = xasprintf("show %s", o1 ? o1 : "0"), *show;
+		int rc = -1;
+		h_ok(h, pj && !strcmp(pj, l1), "the waiting job's placement names the borrowed job being stopped for it");
+		show = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && show && strstr(show, "is being stopped on GPU GPU-pre-1 for it (preemption)"),
+		     "rungctl show says so");
+		free(show);
+		free(args);
+		free(pj);
+	}
+	json_decref(ans);
+	{
+		const char *p[] = { a1, h_str(ls, "token") };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM rung_heartbeat_batch(jsonb_build_array(jsonb_build_object("
+				     "'i', 0, 'id', $1::bigint, 'token', $2::text)), 120) WHERE NOT cancel", 2, p) == 1,
+		     "the release before's heartbeat function does not tell it to stop");
+	}
+	ans = h_fake_heartbeat(h, a1, h_str(ls, "token"), &st);
+	h_ok(h, st == 200 && json_is_true(json_object_get(ans, "cancel")) && json_is_true(json_object_get(ans, "preempt")),
+	     "its heartbeat answers cancel and preempt");
+	json_decref(ans);
+	facts = facts_stopped();
+	ans = h_fake_finish(h, a1, h_str(ls, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued") &&
+		     !strcmp(h_str(json_object_get(ans, "decision"), "class"), "preempted") &&
+		     !strcmp(h_str(json_object_get(ans, "decision"), "action"), "requeue_preempted"),
+	     "the stopped attempt's finish queues its job again (class preempted, action requeue_preempted)");
+	json_decref(ans);
+	ans = h_job(h, l1);
+	h_ok(h, ans && !strcmp(h_str(ans, "state"), "queued") &&
+		     sql_of(h, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND current_config IS NULL", l1) == 1 &&
+		     !strncmp(h_str(ans, "next_action"), "run again unchanged", 19),
+	     "the job waits with its config unchanged, and says why (%s)", ans ? h_str(ans, "next_action") : "?");
+	json_decref(ans);
+	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND outcome = 'preempted' AND class = 'preempted'",
+		       a1) == 1, "the attempt's outcome and class are preempted");
+	json_decref(ls);
+	free(got);
+	ls = lease(h, f1, "GPU-pre-1", &got);
+	h_ok(h, got && o1 && !strcmp(got, o1), "the worker's next lease is its own pool's job (%s)", got ? got : "none");
+	{
+		char *aid = h_id(ls, "attempt_id");
+		json_t *ok = h_facts_success(10);
+		ans = h_fake_finish(h, aid ? aid : "0", h_str(ls, "token"), ok, &st);
+		h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "succeeded"), "its own pool's job succeeds there");
+		json_decref(ans);
+		json_decref(ok);
+		free(aid);
+	}
+
+	/* outside the budgets: with max_attempts 2, the OOM of the attempt after the preempted one is retried */
+	json_decref(ls);
+	free(got);
+	ls = lease(h, f1, "GPU-pre-1", &got);
+	a2 = h_id(ls, "attempt_id");
+	h_ok(h, got && !strcmp(got, l1), "then it borrows the preempted job again");
+	json_decref(facts);
+	facts = facts_oom();
+	ans = h_fake_finish(h, a2, h_str(ls, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued"),
+	     "its OOM (attempt 2 of max_attempts 2) is retried: the preempted attempt did not count (%s, %s)",
+	     h_str(ans, "job_state"), h_str(json_object_get(ans, "decision"), "reason"));
+	json_decref(ans);
+
+	/* a cancel requested while the stop is under way wins: the job ends cancelled */
+	json_decref(ls);
+	free(got);
+	ls = lease(h, f1, "GPU-pre-1", &got);
+	a3 = h_id(ls, "attempt_id");
+	o2 = submit(h, NULL, "pre_own_2", 10, "q-own", 0);
+	h_ok(h, got && !strcmp(got, l1) && o2 && preempt_now(h, "0") == 1, "borrowed again, and marked for another job of q-own");
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", l1));
+	json_decref(facts);
+	facts = facts_stopped();
+	ans = h_fake_finish(h, a3 ? a3 : "0", h_str(ls, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "cancelled"), "cancelled meanwhile: the job ends cancelled (%s)",
+	     h_str(ans, "job_state"));
+	json_decref(ans);
+	ans = NULL;
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", o2 ? o2 : "0"));
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", f2 ? f2 : "0"));
+out:
+	json_decref(ls);
+	json_decref(facts);
+	free(f1);
+	free(f2);
+	free(l1);
+	free(o1);
+	free(o2);
+	free(tid);
+	free(got);
+	free(a1);
+	free(a2);
+	free(a3);
+}
+
+/* Two borrowed attempts on two workers of pool s-own, and an owner with room for one job: one stop,
+ * the attempt that started last; with the limit lifted, the second job gets the other. */
+static void test_room(struct harness *h)
+{
+	char *w1 = join(h, "pre-room-1", "GPU-room-1", 24576, "s-own", "[\"s-lend\"]");
+	char *w2 = join(h, "pre-room-2", "GPU-room-2", 24576, "s-own", "[\"s-lend\"]");
+	char *b1 = submit(h, NULL, "room_lend_1", 10, "s-lend", 0), *b2 = submit(h, NULL, "room_lend_2", 10, "s-lend", 0);
+	char *tid = token_id(h, "it-submitter"), *g1 = NULL, *g2 = NULL, *a1 = NULL, *a2 = NULL, *o1 = NULL, *o2 = NULL;
+	json_t *l1 = NULL, *l2 = NULL;
+	long st = 0;
+
+	if (!h_ok(h, w1 && w2 && b1 && b2, "two workers of s-own borrowing from s-lend, two jobs of s-lend"))
+		goto out;
+	l1 = lease(h, w1, "GPU-room-1", &g1);
+	l2 = lease(h, w2, "GPU-room-2", &g2);
+	a1 = h_id(l1, "attempt_id");
+	a2 = h_id(l2, "attempt_id");
+	h_ok(h, a1 && a2, "both borrow a job of s-lend");
+	h_ok(h, submitter_limit(h, tid, "1"), "the submitter's team may run one job");
+	o1 = submit(h, h->submitter_token, "room_own_1", 10, "s-own", 0);
+	o2 = submit(h, h->submitter_token, "room_own_2", 10, "s-own", 0);
+	h_ok(h, o1 && o2 && preempt_now(h, "0") == 1, "two jobs of s-own of that team: one stop, for its one place");
+	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND preempted_at IS NOT NULL", a2) == 1 &&
+		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a2) == atoll(o1 ? o1 : "0"),
+	     "the attempt that started last is stopped, for the older job");
+	h_ok(h, submitter_limit(h, tid, "null"), "the limit is lifted");
+	h_ok(h, preempt_now(h, "0") == 1 &&
+		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a1) == atoll(o2 ? o2 : "0"),
+	     "now the other attempt is stopped, for the second job");
+out:
+	/* nothing of s-own waits after this: no later pass stops anything here */
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", o1 ? o1 : "0"));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", o2 ? o2 : "0"));
+	json_decref(l1);
+	json_decref(l2);
+	free(w1);
+	free(w2);
+	free(b1);
+	free(b2);
+	free(tid);
+	free(g1);
+	free(g2);
+	free(a1);
+	free(a2);
+	free(o1);
+	free(o2);
+}
+
+/* Whether attempt n of job id's log (as shipped) holds text. */
+struct log_has {
+	struct harness *h;
+	const char *id, *text;
+	int n;
+};
+
+static bool log_has(void *arg)
+{
+	struct log_has *l = arg;
+	long st = 0;
+	json_t *r = h_getf(l->h, &st, "/v1/jobs/%s/log?attempt=%d", l->id, l->n);
+	bool ok = st == 200 && strstr(h_str(r, "text"), l->text) != NULL;
+
+	json_decref(r);
+	return ok;
+}
+
+/* With a real rung-worker and the simulated trainer, rungd preempting after 0 s. */
+static void test_real(struct harness *h)
+{
+	static const char *const args[] = { "--pool", "r-video", "--borrow", "r-lend", "--log-interval-ms", "200", NULL };
+	const struct h_worker_opts opts = { .args = args };
+	const char *extra[] = { "--preempt-after-s", "0", NULL };
+	struct h_worker *w = NULL;
+	json_t *cfg = h_config("pre_long", 200), *j = NULL, *body = NULL;
+	char *d = NULL, *v = NULL, *log = NULL, *text = NULL;
+	struct log_has saved = { h, NULL, "Saving at step 20", 1 }, resumed = { h, NULL, "starting from there", 2 };
+	long st = 0;
+
+	h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, extra) == 0, "rungd restarted with --preempt-after-s 0");
+	w = h_worker_start(h, "pre-real", &opts);
+	h_config_set(cfg, "config.process[0].save.save_every", json_integer(10));
+	body = json_pack("{s:O, s:s, s:{s:i}}", "config", cfg, "pool", "r-lend", "recovery", "max_attempts", 1);
+	j = h_post(h, "/v1/jobs", body, &st);
+	d = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	if (!h_ok(h, w && d, "a worker of r-video borrowing from r-lend, and a long job of r-lend (max_attempts 1)"))
+		goto out;
+	saved.id = resumed.id = d;
+	h_ok(h, wait_until(log_has, &saved, 60000), "the borrower runs it and saves a checkpoint");
+	{
+		json_t *vc = h_config("pre_video", 10), *ve = json_pack("{s:s}", "pool", "r-video");
+		j = h_submit(h, vc, ve);
+		v = h_id(j, "id");
+		json_decref(j);
+		json_decref(vc);
+		json_decref(ve);
+	}
+	j = v ? h_wait_job(h, v, "succeeded", 60000) : NULL;
+	h_ok(h, j != NULL, "a job of its own pool r-video is submitted: it runs there and succeeds");
+	json_decref(j);
+	j = h_wait_job(h, d, "succeeded", 90000);
+	h_ok(h, j != NULL, "the borrowed job then runs again and succeeds, max_attempts 1 notwithstanding");
+	json_decref(j);
+	j = NULL;
+	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 1 AND outcome = 'preempted'", d) == 1 &&
+		     sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", d) == 2,
+	     "its first attempt was preempted, its second succeeded");
+	h_ok(h, wait_until(log_has, &resumed, 1) &&
+		     sql_of(h, "SELECT (facts->>'first_step')::int FROM attempts WHERE job_id = $1::bigint AND number = 2", d) > 1,
+	     "the second attempt resumed from the checkpoint");
+	log = h_slurp(w->proc.log_path);
+	h_ok(h, strstr(log, "preempted for a job of this worker's own pool, interrupting trainer") != NULL,
+	     "the worker's log says why it stopped the trainer");
+	text = h_scrape(h);
+	h_ok(h, h_sample(text, "rung_attempts_total{outcome=\"preempted\",class=\"preempted\"}") >= 1,
+	     "/metrics counts the preempted attempt");
+	j = h_getf(h, &st, "/v1/usage");
+	{
+		const json_t *o = json_array_get(json_object_get(j, "owners"), 0);
+		h_ok(h, st == 200 && json_real_value(json_object_get(json_object_get(o, "by_outcome"), "preempted")) +
+						json_integer_value(json_object_get(json_object_get(o, "by_outcome"), "preempted")) > 0,
+		     "GET /v1/usage counts its GPU time as preempted");
+	}
+out:
+	json_decref(j);
+	json_decref(body);
+	json_decref(cfg);
+	free(d);
+	free(v);
+	free(log);
+	free(text);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_preempt");
+	const char *protocol[] = { "--lease-seconds", "120", NULL };
+
+	if (!h_ok(h, h_server_start(h, protocol) == 0, "rungd starts (no preemption timer)"))
+		return h_free(h);
+	test_protocol(h);
+	test_room(h);
+	test_real(h);
+	return h_free(h);
+}
