@@ -55,6 +55,9 @@ const struct cli_cmd cli_cmds[] = {
 		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
 		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"
 		"(kept in the event; it resolves the job's own open escalations, not those about a GPU or host).", cmd_retry },
+	{ "requeue", "requeue JOB [--note TEXT]", "Stops a running job's attempt at its next heartbeat and queues the job again\n"
+		"unchanged (its owner, support, admin): it resumes from its checkpoint, and the stopped attempt does not\n"
+		"count against its budgets.", cmd_requeue },
 	{ "priority", "priority JOB PRIORITY", "Changes a queued, scheduled or running job's priority (lower runs first;\n"
 		"a scheduled job's counts from its start time, a running job's when it is queued again).", cmd_priority },
 	{ "pool", "pool JOB NAME", "Moves a job to another worker pool (any job but a succeeded one): a queued job is claimed\n"
@@ -79,8 +82,10 @@ const struct cli_cmd cli_cmds[] = {
 	{ "workers", "workers", "Lists workers: the pool and the version each registered with (- : a worker from\n"
 		"before versions), the pools it borrows from (BORROWS, in its order; - : none), and a\n"
 		"drained one with who drained it and why.", cmd_workers },
-	{ "drain", "drain WORKER [--note TEXT]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
-		"attempts go on to their end, and it stays drained across its restarts until resumed.", cmd_drain },
+	{ "drain", "drain WORKER [--note TEXT] [--requeue]", "Drains a worker (support/admin): its GPUs get no new lease, its running\n"
+		"attempts go on to their end (with --requeue they stop at their next heartbeat and their jobs are queued\n"
+		"again unchanged, to resume from their checkpoints elsewhere), and it stays drained across its restarts\n"
+		"until resumed.", cmd_drain },
 	{ "resume", "resume WORKER [--note TEXT]", "Puts a drained worker back in service (support/admin).", cmd_resume },
 	{ "gpus", "gpus", "Lists GPUs and their health.", cmd_gpus },
 	{ "owners", "owners", "Lists who runs and waits per owner (the token that submitted the jobs: a team): running,\n"

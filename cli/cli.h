@@ -99,6 +99,7 @@ int cmd_attempts(struct cli *c, int argc, char **argv);
 int cmd_events(struct cli *c, int argc, char **argv);
 int cmd_cancel(struct cli *c, int argc, char **argv);
 int cmd_retry(struct cli *c, int argc, char **argv);
+int cmd_requeue(struct cli *c, int argc, char **argv);
 int cmd_priority(struct cli *c, int argc, char **argv);
 int cmd_pool(struct cli *c, int argc, char **argv);
 int cmd_start(struct cli *c, int argc, char **argv);

@@ -125,19 +125,23 @@ int cmd_report(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
-/* ack, resolve, drain and resume: POST /v1/COLLECTION/ID/VERB {"note"} (need_note: --note is
- * required); prints "THING ID: STATE" or the server's JSON. */
+/* ack, resolve, drain, resume and requeue: POST /v1/COLLECTION/ID/VERB {"note", "requeue"?} (need_note:
+ * --note is required; can_requeue: --requeue is taken, a drain's); prints "THING ID: STATE" (and what
+ * a drain or a requeue does to the running attempts) or the server's JSON. */
 static int note_cmd(struct cli *c, const char *verb, const char *collection, const char *thing, bool need_note,
-	int argc, char **argv)
+	bool can_requeue, int argc, char **argv)
 {
 	const char *note = NULL;
 	char *ops[1], *e = NULL, *path = NULL;
 	json_t *ans = NULL, *body = NULL;
+	int requeue = 0;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "note", .type = ARGS_STRING, .str = &note },
+		{ .name = "requeue", .type = ARGS_FLAG, .flag = &requeue },
 	};
-	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	/* --requeue is in the table for a drain only */
+	int rc = cli_args(c, cli_cmd_named(verb), opts, ARRAY_LEN(opts) - (can_requeue ? 0 : 1), argc, argv, ops, 1, 1);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	if (need_note && !note) {
@@ -150,12 +154,21 @@ static int note_cmd(struct cli *c, const char *verb, const char *collection, con
 		fprintf(c->err, "rungctl %s: --note must be UTF-8 text\n", verb);
 		return CLI_USAGE;
 	}
+	if (requeue)
+		json_object_set_new(body, "requeue", json_true());
 	e = httpc_escape(ops[0]);
 	path = xasprintf("/v1/%s/%s/%s", collection, e, verb);
 	rc = cli_call(c, "POST", path, body, NULL, &ans);
 	if (rc == CLI_OK) {
 		if (c->json) {
 			cli_print_json(c, ans);
+		} else if (!strcmp(verb, "requeue")) {
+			fprintf(c->out, "job %s: its running attempt stops at its next heartbeat; the job is then queued again "
+				"unchanged, outside its budgets\n", ops[0]);
+		} else if (json_is_integer(json_object_get(ans, "requeued"))) {
+			long long n = (long long)json_integer_value(json_object_get(ans, "requeued"));
+			fprintf(c->out, "%s %s: draining (no new leases; %lld running attempt%s stopped at the next heartbeat, "
+				"their jobs queued again unchanged)\n", thing, ops[0], n, n == 1 ? "" : "s");
 		} else {
 			char *st = table_cell(json_object_get(ans, "state"));
 			fprintf(c->out, "%s %s: %s%s\n", thing, ops[0], st,
@@ -172,12 +185,12 @@ static int note_cmd(struct cli *c, const char *verb, const char *collection, con
 
 int cmd_ack(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "ack", "escalations", "escalation", true, argc, argv);
+	return note_cmd(c, "ack", "escalations", "escalation", true, false, argc, argv);
 }
 
 int cmd_resolve(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "resolve", "escalations", "escalation", true, argc, argv);
+	return note_cmd(c, "resolve", "escalations", "escalation", true, false, argc, argv);
 }
 
 int cmd_workers(struct cli *c, int argc, char **argv)
@@ -219,12 +232,17 @@ int cmd_gpus(struct cli *c, int argc, char **argv)
 
 int cmd_drain(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "drain", "workers", "worker", false, argc, argv);
+	return note_cmd(c, "drain", "workers", "worker", false, true, argc, argv);
+}
+
+int cmd_requeue(struct cli *c, int argc, char **argv)
+{
+	return note_cmd(c, "requeue", "jobs", "job", false, false, argc, argv);
 }
 
 int cmd_resume(struct cli *c, int argc, char **argv)
 {
-	return note_cmd(c, "resume", "workers", "worker", false, argc, argv);
+	return note_cmd(c, "resume", "workers", "worker", false, false, argc, argv);
 }
 
 int cmd_gpu_release(struct cli *c, int argc, char **argv)

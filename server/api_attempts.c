@@ -163,22 +163,29 @@ static json_t *server_decision(const json_t *ctx, const char *cls, const char *r
 }
 
 /* The decision for an attempt the worker stopped because rungd preempted it (CTX attempt.preempted,
- * sql/functions/44_preempt.sql): its job is queued again with the config it ran (next_config null
+ * sql/functions/44_preempt.sql: for a job of its worker's own pool, attempt.preempt_for, or on request,
+ * rung_requeue, rule "requeued"): its job is queued again with the config it ran (next_config null
  * keeps current_config), class and outcome "preempted", which the budgets do not count
  * (recovery/policy.c). The rest of recovery_state is kept; its next_action says why it waits. */
 static json_t *preempt_decision(const json_t *ctx)
 {
 	const json_t *a = json_object_get(ctx, "attempt");
+	bool asked = !json_is_integer(json_object_get(a, "preempt_for")); /* rung_requeue: no job waits for it */
 	json_t *d, *rs;
-	char *why = xasprintf("preempted: attempt %lld was stopped so that job %lld of its worker's own pool could "
-			      "run on GPU %s; queued again unchanged (not counted against the budgets)",
-			      (long long)json_integer_value(json_object_get(a, "number")),
-			      (long long)json_integer_value(json_object_get(a, "preempt_for")),
-			      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-");
+	char *why = asked ? xasprintf("preempted: attempt %lld was stopped on request (requeue) on GPU %s; queued again "
+				      "unchanged (not counted against the budgets)",
+				      (long long)json_integer_value(json_object_get(a, "number")),
+				      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-")
+			  : xasprintf("preempted: attempt %lld was stopped so that job %lld of its worker's own pool could "
+				      "run on GPU %s; queued again unchanged (not counted against the budgets)",
+				      (long long)json_integer_value(json_object_get(a, "number")),
+				      (long long)json_integer_value(json_object_get(a, "preempt_for")),
+				      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-");
 
-	d = server_decision(ctx, "preempted", "preempted", "queued", why);
+	d = server_decision(ctx, "preempted", asked ? "requeued" : "preempted", "queued", why);
 	rs = json_deep_copy(json_object_get(d, "recovery_state"));
-	json_object_set_new(rs, "next_action", json_string("run again unchanged: preempted for a job of the GPU's own pool"));
+	json_object_set_new(rs, "next_action", json_string(asked ? "run again unchanged: stopped on request (requeue)"
+								: "run again unchanged: preempted for a job of the GPU's own pool"));
 	json_object_set_new(d, "recovery_state", rs);
 	json_object_set_new(d, "action", json_string("requeue_preempted"));
 	free(why);

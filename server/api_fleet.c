@@ -160,15 +160,21 @@ static void on_drained(PGresult *res, const char *err, void *arg)
 		if (state && !strcmp(state, "online"))
 			lease_announce(h->app->lease); /* its parked long-polls may take work now */
 	}
+	if (json_is_integer(json_object_get(doc, "requeued"))) { /* drain with "requeue" */
+		log_info("worker's attempts requeued", "worker=%s attempts=%lld by=%s", h->param[0],
+			 (long long)json_integer_value(json_object_get(doc, "requeued")), h->who.name[0] ? h->who.name : "?");
+		json_object_set(json_object_get(doc, "worker"), "requeued", json_object_get(doc, "requeued"));
+	}
 	hreq_reply(h, 200, json_incref(json_object_get(doc, "worker")));
 	json_decref(doc);
 }
 
-/* POST /v1/workers/{id}/drain and /resume: one rung_worker_drain statement. */
+/* POST /v1/workers/{id}/drain and /resume: one rung_worker_drain statement; a drain with "requeue":
+ * true also stops the worker's running attempts (rung_worker_requeue), in the same statement. */
 static void worker_drain(struct hreq *h, bool drain)
 {
-	json_t *body = NULL;
-	const char *note;
+	json_t *body = NULL, *requeue;
+	const char *note = NULL;
 	char by[AUTH_NAME_MAX + 32];
 
 	if (http_parse_id(h->param[0]) < 0) {
@@ -177,10 +183,22 @@ static void worker_drain(struct hreq *h, bool drain)
 	}
 	if (hreq_body(h, &body) < 0)
 		return;
-	if (hreq_note(h, body, &note) == 0) {
+	requeue = json_object_get(body, "requeue");
+	if (requeue && !json_is_null(requeue) && (!drain || !json_is_boolean(requeue))) {
+		hreq_error(h, 400, "invalid_request", "requeue",
+			   drain ? "requeue must be true or false" : "requeue is for a drain (a resume takes a note only)");
+		goto out;
+	}
+	if (hreq_note(h, body, &note) < 0)
+		goto out;
+	if (json_is_true(requeue)) { /* its host must be free now: its attempts stop and run again elsewhere */
+		const char *params[3] = { h->param[0], note, hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_worker_drain_requeue, 3, params, on_drained, h);
+	} else {
 		const char *params[4] = { h->param[0], drain ? "true" : "false", note, hreq_by(h, by, sizeof by) };
 		db_exec(h->app->db, sql_worker_drain, 4, params, on_drained, h);
 	}
+out:
 	json_decref(body);
 }
 

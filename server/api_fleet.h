@@ -19,9 +19,11 @@ void api_fleet_workers(struct hreq *h);
 /* GET /v1/owners: per owner (a token's name) its queued and running jobs and its limit, the busiest
  * first (sql/owner_list.sql). */
 void api_fleet_owners(struct hreq *h);
-/* POST /v1/workers/{id}/drain {"note"?}: no new lease on its GPUs, running attempts go on, kept
- * across its restarts; /resume undoes it and wakes the waiters. Both 200 WORKER (repeats change
- * nothing), 400 note, 404 (sql/functions/31_drain.sql). */
+/* POST /v1/workers/{id}/drain {"note"?, "requeue"?}: no new lease on its GPUs, running attempts go on
+ * (with "requeue": true they are stopped at their next heartbeat and their jobs queued again
+ * unchanged, the reply's "requeued" counting them: sql/functions/44_preempt.sql), kept across its
+ * restarts; /resume undoes it and wakes the waiters. Both 200 WORKER (repeats change nothing), 400
+ * note or requeue (not a boolean, or on a resume), 404 (sql/functions/31_drain.sql). */
 void api_fleet_worker_drain(struct hreq *h);
 void api_fleet_worker_resume(struct hreq *h);
 /* GET /healthz (open, polled by load balancers): 200 {"ok": true, "database": "up", "version": rungd's

@@ -963,6 +963,35 @@ out:
 	json_decref(body);
 }
 
+static void on_requeued(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+
+	/* nothing to announce: the job is queued again when its worker reports the stop */
+	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
+		log_info("job requeue asked", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
+	job_change_answer(h, res, err, "only a running job can be requeued (and not while its cancel is under way)", NULL);
+}
+
+void api_jobs_requeue(struct hreq *h)
+{
+	json_t *body = NULL;
+	const char *note;
+	char by[AUTH_NAME_MAX + 32];
+
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return;
+	}
+	if (hreq_body(h, &body) < 0)
+		return;
+	if (hreq_note(h, body, &note) == 0) {
+		const char *params[3] = { h->param[0], hreq_by(h, by, sizeof by), note };
+		db_exec(h->app->db, sql_job_requeue, 3, params, on_requeued, h);
+	}
+	json_decref(body);
+}
+
 static void on_prioritized(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a queued, scheduled or running job's priority can change", NULL);

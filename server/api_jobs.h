@@ -40,6 +40,10 @@ bool api_jobs_cancel_state_ok(const char *state);
  * queued again with fresh budgets (sql/functions/22_job_ops.sql) and the waiters are woken; 400
  * naming from/note, 404, 409 invalid_transition for a job in any other state. */
 void api_jobs_retry(struct hreq *h);
+/* POST /v1/jobs/{id}/requeue {"note"?}: a running job's attempt is stopped at its next heartbeat and
+ * the job queued again unchanged, outside its budgets (rung_requeue, sql/functions/44_preempt.sql);
+ * 400 naming note, 404, 409 invalid_transition when it is not running or its cancel was requested. */
+void api_jobs_requeue(struct hreq *h);
 /* POST /v1/jobs/{id}/priority {"priority"}: a queued, scheduled or running job's priority (lower runs
  * first), with an event; 400 naming priority, 404, 409 invalid_transition for an ended job. */
 void api_jobs_priority(struct hreq *h);

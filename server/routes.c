@@ -37,6 +37,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs/{}/cancel", api_jobs_cancel, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/retry", api_jobs_retry, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/priority", api_jobs_priority, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/jobs/{}/requeue", api_jobs_requeue, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/pool", api_jobs_pool, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/start", api_jobs_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
@@ -85,6 +86,7 @@ static const struct http_route routes[] = {
 	/* the forms that change something (web_act.c): same statements and roles as the API routes */
 	{ "POST", "/ui/jobs/cancel", web_act_jobs_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/retry", web_act_job_retry, AUTH_OPEN, AUTH_SCOPE_NONE },
+	{ "POST", "/ui/jobs/{}/requeue", web_act_job_requeue, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/cancel", web_act_job_cancel, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/start", web_act_job_start, AUTH_OPEN, AUTH_SCOPE_NONE },
 	{ "POST", "/ui/jobs/{}/pool", web_act_job_pool, AUTH_OPEN, AUTH_SCOPE_NONE },

@@ -42,6 +42,7 @@ static const struct act act_retry = { "retry", "job", "/ui/jobs/", true, true };
 static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, false };
 static const struct act act_start = { "start", "job", "/ui/jobs/", true, true };
 static const struct act act_pool = { "move to pool", "job", "/ui/jobs/", true, true };
+static const struct act act_requeue = { "requeue", "job", "/ui/jobs/", true, false };
 static const struct act act_ack = { "acknowledge", "escalation", "/ui/escalations/", true, false };
 static const struct act act_resolve = { "resolve", "escalation", "/ui/escalations/", true, false };
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
@@ -129,6 +130,7 @@ static void on_act(PGresult *res, const char *err, void *arg)
 				a == &act_retry   ? "retried (only a failed or cancelled job can be)"
 				: a == &act_start ? "started early (only a scheduled job can be)"
 				: a == &act_pool  ? "moved (a succeeded job runs nowhere again)"
+				: a == &act_requeue ? "requeued (only a running job can be, and not while its cancel is under way)"
 						  : "changed that way");
 		web_message(h, 409, "Not possible", msg);
 		goto out;
@@ -245,6 +247,19 @@ out:
 	free(pool);
 }
 
+static void do_requeue(struct hreq *h)
+{
+	char *note = NULL, by[AUTH_NAME_MAX + 32];
+
+	if (form_note(h, &note) < 0)
+		return;
+	{
+		const char *params[3] = { h->param[0], hreq_by(h, by, sizeof by), note };
+		act_exec(h, &act_requeue, sql_job_requeue, 3, params);
+	}
+	free(note);
+}
+
 static void escalation_set(struct hreq *h, const struct act *a, const char *state)
 {
 	char *note = NULL;
@@ -327,6 +342,12 @@ void web_act_job_start(struct hreq *h)
 {
 	if (id_ok(h, "job"))
 		act_enter(h, &act_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_start);
+}
+
+void web_act_job_requeue(struct hreq *h)
+{
+	if (id_ok(h, "job"))
+		act_enter(h, &act_requeue, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB, do_requeue);
 }
 
 void web_act_job_pool(struct hreq *h)

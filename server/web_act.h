@@ -13,6 +13,7 @@ struct hreq;
 void web_act_job_retry(struct hreq *h);          /* POST /ui/jobs/{id}/retry    from=&note= */
 void web_act_job_cancel(struct hreq *h);         /* POST /ui/jobs/{id}/cancel */
 void web_act_job_start(struct hreq *h);          /* POST /ui/jobs/{id}/start: a scheduled job queued now */
+void web_act_job_requeue(struct hreq *h);        /* POST /ui/jobs/{id}/requeue  note=: a running job stopped and queued again */
 void web_act_job_pool(struct hreq *h);           /* POST /ui/jobs/{id}/pool     pool=: a move to another pool */
 /* POST /ui/jobs/cancel  state=&owner=&kind=&label=&pool=&confirm= : the jobs that match (as POST
  * /v1/jobs/cancel, at most API_JOBS_CANCEL_MAX): without confirm=1 a page listing them with the

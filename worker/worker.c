@@ -478,7 +478,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 			}
 			if (cancel && !cancelled) {
 				if (preempt)
-					log_info("preempted for a job of this worker's own pool, interrupting trainer",
+					log_info("preempted (its job is queued again), interrupting trainer",
 						 "attempt=%s job=%s gpu=%s", aid, jid, s->gpu.uuid);
 				else
 					log_info("cancel requested, interrupting trainer", "attempt=%s job=%s gpu=%s", aid,

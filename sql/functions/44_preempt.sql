@@ -160,3 +160,69 @@ BEGIN
   END LOOP;
   RETURN v_out;
 END $$;
+
+-- Requeue on request (POST /v1/jobs/{id}/requeue): rung_requeue(job, by, note) marks a running job's
+-- attempt as rung_preempt marks one (preempted_at; preempt_for NULL: no job waits for it), with an
+-- event requeue_requested {"number", "worker_id", "gpu_uuid", "by", "note"}: the worker stops it at
+-- its next heartbeat and the finish queues the job again unchanged, outside its budgets, so that it
+-- resumes from its checkpoint (on another GPU when this one is drained). A second request while the
+-- stop is under way is ok and writes nothing. Returns {"status": "ok"|"conflict", "job"} (conflict:
+-- the job is not running, or its cancel was requested), NULL when there is no such job. The attempt
+-- row alone is written (found through attempts_one_running), no job row is locked: a finish locks
+-- the attempt, then the job, and this must not wait on it the other way round.
+CREATE OR REPLACE FUNCTION rung_requeue(p_job bigint, p_by text, p_note text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  a attempts;
+BEGIN
+  UPDATE attempts t SET preempted_at = now()
+  WHERE t.job_id = p_job AND t.state = 'running' AND t.preempted_at IS NULL
+    AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = p_job)
+  RETURNING * INTO a;
+  IF FOUND THEN
+    INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
+    VALUES (p_job, a.id, 'requeue_requested',
+            'attempt ' || a.number || ' is stopped on request' || coalesce(' by ' || p_by, '')
+            || '; the job is queued again unchanged when it ends' || coalesce(': ' || p_note, ''),
+            jsonb_build_object('number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid, 'by', p_by,
+                               'note', p_note));
+  END IF;
+  SELECT * INTO j FROM jobs WHERE id = p_job;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF a.id IS NULL AND (j.state <> 'running' OR j.cancel_requested
+                       OR NOT EXISTS (SELECT 1 FROM attempts t WHERE t.job_id = p_job AND t.state = 'running'
+                                        AND t.preempted_at IS NOT NULL)) THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;
+
+-- The running attempts of worker P_WORKER stopped on request (POST /v1/workers/{id}/drain with
+-- "requeue": its host must be free now), each as rung_requeue does (an event requeue_requested per
+-- job; the jobs whose cancel was requested are left to end cancelled). Returns how many it marked.
+-- O(running attempts) (attempts_one_running).
+CREATE OR REPLACE FUNCTION rung_worker_requeue(p_worker bigint, p_by text, p_note text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE
+  n int;
+BEGIN
+  WITH m AS (
+    UPDATE attempts t SET preempted_at = now()
+    WHERE t.worker_id = p_worker AND t.state = 'running' AND t.preempted_at IS NULL
+      AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = t.job_id)
+    RETURNING t.id, t.job_id, t.number, t.worker_id, t.gpu_uuid),
+  e AS (
+    INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
+    SELECT m.job_id, m.id, 'requeue_requested',
+           'attempt ' || m.number || ' is stopped on request' || coalesce(' by ' || p_by, '')
+           || ' (its worker is drained); the job is queued again unchanged when it ends' || coalesce(': ' || p_note, ''),
+           jsonb_build_object('number', m.number, 'worker_id', m.worker_id, 'gpu_uuid', m.gpu_uuid, 'by', p_by,
+                              'note', p_note)
+    FROM m ORDER BY m.id
+    RETURNING 1)
+  SELECT count(*) INTO n FROM e;
+  RETURN n;
+END $$;

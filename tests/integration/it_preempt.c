@@ -319,6 +319,144 @@ out:
 	free(o2);
 }
 
+/* Requeue on request: POST /v1/jobs/{id}/requeue (and rungctl requeue) and a drain with "requeue". */
+static void test_requeue(struct harness *h)
+{
+	char *w = join(h, "pre-requeue", "GPU-rq-1", 24576, "t-pool", NULL), *j1 = submit(h, NULL, "rq_one", 10, "t-pool", 1);
+	char *got = NULL, *aid = NULL, *out = NULL, *args = NULL, *other = NULL, *j2 = NULL;
+	json_t *ls = NULL, *ans = NULL, *facts = facts_stopped();
+	long st = 0;
+	int rc = -1;
+
+	if (!h_ok(h, w && j1, "a worker of t-pool and a job there (max_attempts 1)"))
+		goto out;
+	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j1);
+	h_ok(h, st == 409 && !strcmp(h_str(ans, "error"), "invalid_transition"), "a queued job cannot be requeued: 409 (%ld)", st);
+	json_decref(ans);
+	ans = h_post(h, "/v1/jobs/999999/requeue", NULL, &st);
+	h_ok(h, st == 404, "no such job: 404 (%ld)", st);
+	json_decref(ans);
+	ls = lease(h, w, "GPU-rq-1", &got);
+	aid = h_id(ls, "attempt_id");
+	h_ok(h, got && !strcmp(got, j1) && aid, "it runs");
+	{
+		json_t *bad = json_pack("{s:i}", "note", 5);
+		ans = h_postf(h, bad, &st, "/v1/jobs/%s/requeue", j1);
+		h_ok(h, st == 400 && !strcmp(h_str(ans, "field"), "note"), "a note that is not text: 400 naming note (%ld)", st);
+		json_decref(ans);
+		json_decref(bad);
+	}
+	other = h_token_create(h, "submitter", "it-other-team");
+	{
+		const char *saved = h->auth_token;
+		h->auth_token = other;
+		ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j1);
+		h->auth_token = saved;
+		h_ok(h, st == 404, "another team's submitter: 404, as for any job of someone else (%ld)", st);
+		json_decref(ans);
+	}
+	args = xasprintf("requeue %s --note 'move it off this host'", j1);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "its running attempt stops at its next heartbeat"),
+	     "rungctl requeue: exit 0 and what happens next (rc %d)", rc);
+	h_ok(h, sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'requeue_requested' "
+			  "AND data->>'note' = 'move it off this host' AND data->>'by' = 'it-admin'", j1) == 1,
+	     "an event requeue_requested with who and why");
+	free(out);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'requeue_requested'", j1) == 1,
+	     "asked again while the stop is under way: ok, nothing more written");
+	ans = h_fake_heartbeat(h, aid, h_str(ls, "token"), &st);
+	h_ok(h, st == 200 && json_is_true(json_object_get(ans, "cancel")) && json_is_true(json_object_get(ans, "preempt")),
+	     "its heartbeat answers cancel and preempt");
+	json_decref(ans);
+	ans = h_fake_finish(h, aid, h_str(ls, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued") &&
+		     !strcmp(h_str(json_object_get(ans, "decision"), "rule"), "requeued") &&
+		     strstr(h_str(json_object_get(ans, "decision"), "reason"), "stopped on request (requeue)"),
+	     "its finish queues the job again, stopped on request (%s)", h_str(json_object_get(ans, "decision"), "reason"));
+	json_decref(ans);
+
+	/* a drain with requeue: the host's running attempt stops; the job, max_attempts 1, runs again and succeeds */
+	json_decref(ls);
+	free(got);
+	free(aid);
+	ls = lease(h, w, "GPU-rq-1", &got);
+	aid = h_id(ls, "attempt_id");
+	h_ok(h, got && !strcmp(got, j1), "it runs again (max_attempts 1: the requeued attempt did not count)");
+	{
+		json_t *bad = json_pack("{s:s}", "requeue", "yes");
+		ans = h_postf(h, bad, &st, "/v1/workers/%s/drain", w);
+		h_ok(h, st == 400 && !strcmp(h_str(ans, "field"), "requeue"), "drain with requeue \"yes\": 400 naming requeue");
+		json_decref(ans);
+		ans = h_postf(h, bad, &st, "/v1/workers/%s/resume", w);
+		h_ok(h, st == 400 && !strcmp(h_str(ans, "field"), "requeue"), "a resume takes no requeue: 400 naming it");
+		json_decref(ans);
+		json_decref(bad);
+	}
+	free(args);
+	args = xasprintf("drain %s --requeue --note 'kernel upgrade'", w);
+	free(out);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "draining (no new leases; 1 running attempt stopped at the next heartbeat"),
+	     "rungctl drain --requeue: drained, and its 1 running attempt stopped (%s)", out ? out : "");
+	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND preempted_at IS NOT NULL AND preempt_for IS NULL", aid) == 1,
+	     "the attempt is marked");
+	ans = h_fake_finish(h, aid, h_str(ls, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued"), "its finish queues the job again");
+	json_decref(ans);
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", w));
+	json_decref(ls);
+	free(got);
+	ls = lease(h, w, "GPU-rq-1", &got);
+	{
+		char *a3 = h_id(ls, "attempt_id");
+		json_t *ok = h_facts_success(10);
+		ans = h_fake_finish(h, a3 ? a3 : "0", h_str(ls, "token"), ok, &st);
+		h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "succeeded"),
+		     "resumed, the worker runs it a third time and it succeeds, max_attempts 1 notwithstanding");
+		json_decref(ans);
+		json_decref(ok);
+		free(a3);
+	}
+	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j1);
+	h_ok(h, st == 409, "a succeeded job cannot be requeued: 409 (%ld)", st);
+	json_decref(ans);
+
+	/* the job page's form */
+	j2 = submit(h, NULL, "rq_page", 10, "t-pool", 0);
+	json_decref(ls);
+	free(got);
+	ls = lease(h, w, "GPU-rq-1", &got);
+	{
+		char *path = xasprintf("/ui/jobs/%s", j2 ? j2 : "0"), *act = xasprintf("/ui/jobs/%s/requeue", j2 ? j2 : "0");
+		long pst = h_browse(h, h->admin_token, "GET", path, NULL, NULL);
+		h_ok(h, got && j2 && !strcmp(got, j2) && pst == 200 && h->last_body &&
+			     strstr(h->last_body, "Requeue (stop, run again unchanged)"),
+		     "a running job's page has a requeue form");
+		pst = h_browse(h, h->admin_token, "POST", act, "note=from+the+page", "Sec-Fetch-Site: same-origin");
+		h_ok(h, pst == 303 && sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'requeue_requested' "
+					 "AND data->>'note' = 'from the page'", j2) == 1,
+		     "its form stops the attempt (303 back to the page, the event with its note) (%ld)", pst);
+		pst = h_browse(h, h->admin_token, "POST", act, "note=x", "Origin: http://evil.example");
+		h_ok(h, pst == 403, "a form from another site: 403 (%ld)", pst);
+		free(path);
+		free(act);
+	}
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", j2 ? j2 : "0"));
+out:
+	json_decref(ls);
+	json_decref(facts);
+	free(w);
+	free(j1);
+	free(got);
+	free(aid);
+	free(out);
+	free(args);
+	free(other);
+	free(j2);
+}
+
 /* Whether attempt n of job id's log (as shipped) holds text. */
 struct log_has {
 	struct harness *h;
@@ -383,7 +521,7 @@ static void test_real(struct harness *h)
 		     sql_of(h, "SELECT (facts->>'first_step')::int FROM attempts WHERE job_id = $1::bigint AND number = 2", d) > 1,
 	     "the second attempt resumed from the checkpoint");
 	log = h_slurp(w->proc.log_path);
-	h_ok(h, strstr(log, "preempted for a job of this worker's own pool, interrupting trainer") != NULL,
+	h_ok(h, strstr(log, "preempted (its job is queued again), interrupting trainer") != NULL,
 	     "the worker's log says why it stopped the trainer");
 	text = h_scrape(h);
 	h_ok(h, h_sample(text, "rung_attempts_total{outcome=\"preempted\",class=\"preempted\"}") >= 1,
@@ -414,6 +552,7 @@ int main(void)
 		return h_free(h);
 	test_protocol(h);
 	test_room(h);
+	test_requeue(h);
 	test_real(h);
 	return h_free(h);
 }

@@ -480,11 +480,18 @@ static void test_actions(void)
 	s = html_take(&b);
 	TAP_OK(s && strstr(s, "action=\"/ui/jobs/8/cancel\"") && !strstr(s, "retry"), "its owner on a queued job: cancel");
 	free(s);
+	json_object_set_new(queued, "state", json_string("running"));
+	html_job_forms(&b, h.who.role, queued);
+	s = html_take(&b);
+	TAP_OK(s && strstr(s, "action=\"/ui/jobs/8/requeue\"") && strstr(s, "action=\"/ui/jobs/8/cancel\""),
+	       "its owner on a running job: requeue and cancel");
+	free(s);
 	json_object_set_new(queued, "cancel_requested", json_true());
 	html_job_forms(&b, h.who.role, queued);
 	s = html_take(&b);
-	TAP_OK(s && !strstr(s, "/cancel"), "a cancel already asked: no second cancel form");
+	TAP_OK(s && !strstr(s, "/cancel") && !strstr(s, "/requeue"), "a cancel already asked: no second cancel form, no requeue");
 	free(s);
+	json_object_set_new(queued, "state", json_string("queued"));
 	json_object_set_new(queued, "state", json_string("succeeded"));
 	html_job_forms(&b, h.who.role, queued);
 	s = html_take(&b);
