@@ -192,6 +192,35 @@ static json_t *preempt_decision(const json_t *ctx)
 	return d;
 }
 
+/* Whether the attempt of CTX was marked for preemption: the CTX's attempt.preempted, or, from a
+ * finish CTX of the release before 029 (an older rungd's function files, put back during a rollout),
+ * which has no such member, the worker's own record (FACTS.preempted: it was told so). */
+static bool preempted(const json_t *ctx, const json_t *facts)
+{
+	const json_t *a = json_object_get(ctx, "attempt");
+
+	if (json_object_get(a, "preempted"))
+		return json_is_true(json_object_get(a, "preempted"));
+	return json_is_true(json_object_get(facts, "preempted"));
+}
+
+/* Whether a trainer told to stop had ended by itself before the stop reached it: its FACTS, read as
+ * if no stop had been asked, are a success. */
+static bool ended_by_itself(const json_t *facts)
+{
+	json_t *f = json_deep_copy(facts), *c;
+	struct classify_in in = { NULL, NULL, 10, false, 0 };
+	bool ok;
+
+	json_object_set_new(f, "cancelled", json_false());
+	in.facts = f;
+	c = classify_run(&in);
+	ok = !strcmp(json_string_value(json_object_get(c, "class")) ?: "", "success");
+	json_decref(c);
+	json_decref(f);
+	return ok;
+}
+
 static void finish_apply(struct finish *f, json_t *decision);
 
 static void finish_applied(struct finish *f, const char *value);
@@ -417,10 +446,13 @@ static void ctx_value(struct finish *f, const char *value)
 		json_object_set(json_object_get(f->ctx, "attempt"), "facts", f->facts);
 	facts = json_object_get(json_object_get(f->ctx, "attempt"), "facts");
 	if (json_is_true(json_object_get(facts, "cancelled")) &&
-	    !json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested")) &&
-	    json_is_true(json_object_get(json_object_get(f->ctx, "attempt"), "preempted"))) {
-		finish_apply(f, preempt_decision(f->ctx));
-		return;
+	    !json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested")) && preempted(f->ctx, facts)) {
+		if (!ended_by_itself(facts)) {
+			finish_apply(f, preempt_decision(f->ctx));
+			return;
+		}
+		/* it finished meanwhile: its own ending decides, as if no stop had been asked */
+		json_object_set_new(facts, "cancelled", json_false());
 	}
 	if (json_is_true(json_object_get(facts, "cancelled")) ||
 	    json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested"))) {

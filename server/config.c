@@ -13,10 +13,10 @@
 
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
-	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_LEASE_SECONDS, O_HEARTBEAT_MS, O_REAP_INTERVAL_MS,
-	O_PREEMPT_AFTER_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL, O_METRICS_HISTORY_MS,
-	O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK, O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS,
-	O_WEBHOOK_TIMEOUT_MS, O_COUNT
+	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_FORCE_FUNCTIONS, O_LEASE_SECONDS, O_HEARTBEAT_MS,
+	O_REAP_INTERVAL_MS, O_PREEMPT_AFTER_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL,
+	O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK,
+	O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS, O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
 
 /* A string, an integer in [lo, hi] and a boolean option: index, flag name, then the rest. */
@@ -30,6 +30,9 @@ static const struct options_desc opts[O_COUNT] = {
 	[O_CONFIG] = { "config", OPTIONS_STR, "FILE", NULL, "read `key = value` lines (keys: the long flags)", NULL,
 		       0, 0, OPTIONS_CONFIG, NULL },
 	B(O_NO_MIGRATE, "no-migrate", "do not apply migrations or function files at start-up"),
+	B(O_FORCE_FUNCTIONS, "force-functions",
+	  "install this release's function files even when a newer release migrated the database (a deliberate "
+	  "rollback; otherwise they are left as the newer release installed them)"),
 	I(O_LEASE_SECONDS, "lease-seconds", "30", 1, 86400, "attempt lease length"),
 	I(O_HEARTBEAT_MS, "heartbeat-ms", "5000", 10, 3600000, "heartbeat interval told to workers"),
 	I(O_REAP_INTERVAL_MS, "reap-interval-ms", "1000", 10, 3600000, "how often expired leases are reaped"),
@@ -103,6 +106,7 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->escalation_webhook = dup_or_null(options_str(&o, O_ESCALATION_WEBHOOK));
 	c->job_webhook = dup_or_null(options_str(&o, O_JOB_WEBHOOK));
 	c->no_migrate = options_bool(&o, O_NO_MIGRATE);
+	c->force_functions = options_bool(&o, O_FORCE_FUNCTIONS);
 	/* The table's ranges keep every value within int. */
 	c->lease_seconds = (int)options_int(&o, O_LEASE_SECONDS);
 	c->heartbeat_ms = (int)options_int(&o, O_HEARTBEAT_MS);

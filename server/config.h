@@ -15,6 +15,7 @@ struct config {
 	char *escalation_webhook;   /* --escalation-webhook URL, or NULL (no delivery) */
 	char *job_webhook;          /* --job-webhook URL, or NULL: no outbox row when a job ends */
 	bool no_migrate;            /* --no-migrate */
+	bool force_functions;       /* --force-functions: install the function files over a newer release's */
 	bool fair_share;            /* --fair-share */
 	bool migrate_only;          /* the `migrate` subcommand */
 	int lease_seconds;          /* --lease-seconds */

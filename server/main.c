@@ -173,7 +173,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (o.migrate_only) {
-		rc = migrate_run(o.database_url, MIGRATE_WAIT_MS) == 0 ? 0 : 1;
+		rc = migrate_run(o.database_url, MIGRATE_WAIT_MS, o.force_functions) == 0 ? 0 : 1;
 		goto out;
 	}
 	if (split_listen(o.listen, &host, &port) < 0) {
@@ -182,7 +182,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (!o.no_migrate && migrate_run(o.database_url, MIGRATE_WAIT_MS) != 0) {
+	if (!o.no_migrate && migrate_run(o.database_url, MIGRATE_WAIT_MS, o.force_functions) != 0) {
 		log_error("migration failed", "url=%s", o.database_url);
 		goto out;
 	}

@@ -449,7 +449,7 @@ static void write_history_counts(struct evbuffer *b, const json_t *doc, double a
 	}
 	metrics_write_head(b, "rung_owner_gpu_seconds_total", "counter",
 			   "GPU seconds of ended attempts per owner (a team's token) and ending: succeeded, oom, failed, "
-			   "cancelled, lost.");
+			   "cancelled, lost, preempted.");
 	json_array_foreach(json_object_get(doc, "owner_gpu_s"), i, v) {
 		const char *labels[] = { "owner", json_string_value(json_object_get(v, "owner")), "outcome",
 					 json_string_value(json_object_get(v, "outcome")), NULL };

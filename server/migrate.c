@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,6 +37,9 @@ static const char migrate_sql_rep_same[] =
 static const char migrate_sql_rep_count[] = "SELECT 1 FROM schema_repeatables HAVING count(*) = $1::int";
 static const char migrate_sql_rep_clear[] = "DELETE FROM schema_repeatables";
 static const char migrate_sql_rep_record[] = "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, md5($2))";
+/* A migration recorded that this build does not know: a newer release migrated the database. */
+static const char migrate_sql_newer[] =
+	"SELECT name FROM schema_migrations WHERE NOT name = ANY ($1::text[]) ORDER BY name DESC LIMIT 1";
 
 /* Postgres NOTICEs ("already exists, skipping") are debug noise here. */
 static void migrate_notice(void *arg, const char *msg)
@@ -195,12 +199,49 @@ rollback:
 
 int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n)
 {
-	return migrate_apply_all(conninfo, wait_ms, list, n, NULL, 0);
+	return migrate_apply_all(conninfo, wait_ms, list, n, NULL, 0, false);
+}
+
+/* The newest migration recorded in schema_migrations that list[0..n) does not name, into out (size
+ * cap): 1 when there is one (a newer release migrated the database), 0 when none, -1 when the query
+ * failed (logged). */
+static int migrate_newer(PGconn *pg, const struct sql_migration *list, size_t n, char *out, size_t cap)
+{
+	size_t len = 0, size = 3, i;
+	char *known;
+	const char *params[1];
+	PGresult *r;
+	int rc = -1;
+
+	/* a text[] literal of the known names, each quoted (names are file names: no quote or backslash) */
+	for (i = 0; i < n; i++)
+		size += strlen(list[i].name) + 3;
+	known = xmalloc(size);
+	known[len++] = '{';
+	for (i = 0; i < n; i++)
+		len += (size_t)snprintf(known + len, size - len, "%s\"%s\"", i ? "," : "", list[i].name);
+	snprintf(known + len, size - len, "}");
+	params[0] = known;
+	r = PQexecParams(pg, migrate_sql_newer, 1, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+		char line[256];
+		log_error("migration failed", "step=check_newer error=\"%s\"",
+			  migrate_errline(line, sizeof line, PQerrorMessage(pg)));
+		goto out;
+	}
+	rc = PQntuples(r) > 0;
+	if (rc)
+		snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
+out:
+	PQclear(r);
+	free(known);
+	return rc;
 }
 
 int migrate_apply_all(const char *conninfo, int wait_ms, const struct sql_migration *list, size_t n,
-	const struct sql_migration *rep, size_t nrep)
+	const struct sql_migration *rep, size_t nrep, bool force_functions)
 {
+	char newer[256] = "";
 	const char *key[1] = { MIGRATE_LOCK_KEY };
 	PGconn *pg = NULL;
 	bool locked = false, found = false;
@@ -230,6 +271,20 @@ int migrate_apply_all(const char *conninfo, int wait_ms, const struct sql_migrat
 		applied++;
 	}
 	log_info("schema up to date", "migrations=%zu applied_now=%zu", n, applied);
+	if (nrep && !force_functions) {
+		/* A newer release migrated this database and installed its functions, which keep this
+		 * release's calls working (README, Upgrading a fleet): an older rungd restarted during a
+		 * rollout must not put its own back under every replica. */
+		int nw = migrate_newer(pg, list, n, newer, sizeof newer);
+		if (nw < 0)
+			goto out;
+		if (nw) {
+			log_warn("functions left as a newer release installed them", "newer_migration=\"%s\" files=%zu "
+				 "hint=\"rungd migrate --force-functions installs this release's (a deliberate rollback)\"",
+				 newer, nrep);
+			nrep = 0;
+		}
+	}
 	if (nrep) {
 		/* After any migration the whole set runs again (a migration may have dropped what a
 		 * function or trigger needed); otherwise only when a file changed, came or went. */
@@ -249,8 +304,8 @@ out:
 	return rc;
 }
 
-int migrate_run(const char *conninfo, int wait_ms)
+int migrate_run(const char *conninfo, int wait_ms, bool force_functions)
 {
 	return migrate_apply_all(conninfo, wait_ms, sql_migrations, sql_migrations_count, sql_repeatables,
-		sql_repeatables_count);
+		sql_repeatables_count, force_functions);
 }

@@ -12,9 +12,9 @@ $$;
 
 -- Marks at most P_LIMIT running attempts for preemption and returns them: [{"attempt_id", "job_id",
 -- "number", "worker_id", "gpu_uuid", "pool", "for_job"}]. A candidate is a running attempt, not yet
--- marked, of a job of another pool than its worker's, on a live worker (online, not drained: a
--- drained one would not take the job it is stopped for) of a pool some worker borrows into, that has
--- run at least P_AFTER_S seconds (a borrowed job always gets that long; it also bounds how often one
+-- marked, of a job of another pool than its worker's whose cancel was not requested, on a GPU not
+-- quarantined of a live worker (online, not drained: a drained one would not take the job it is
+-- stopped for) of a pool some worker borrows into, that has run at least P_AFTER_S seconds (a borrowed job always gets that long; it also bounds how often one
 -- GPU can be stopped when the job it was stopped for is then not taken there). For each such pool
 -- with a queued job, its first 64 queued jobs are weighed in claim order (owners at their limit
 -- passed over: rung_queue_head), each given, in this order:
@@ -22,10 +22,15 @@ $$;
 --     (rung_pool_max_gpu_mib), or when a stop was already made for it and that attempt still runs or
 --     ended less than 5 minutes ago (its GPU went to another job: something this function does not
 --     see blocks it);
---   - an idle GPU that may run it (rung_job_allows) of a live worker that takes the pool's jobs (its
---     own or a borrower): the next claim takes it there, nothing is stopped;
+--   - an idle GPU that may run it of a live worker that takes the pool's jobs (its own or a
+--     borrower): the next claim takes it there, nothing is stopped;
 --   - else the candidate of the pool that started last among those whose GPU may run it (the least
---     work lost): marked, with an event `preempt_requested` on its job.
+--     work lost): marked, with an event `preempt_requested` on its job. Its row is taken with SKIP
+--     LOCKED: heartbeats and finishes lock attempts in id order, this pass in its own, so it never
+--     waits on one (a row held now is passed over; the next pass sees it again).
+-- "May run it" is the claim's rule: rung_job_allows (exclusions, memory floor), and not a GPU its
+-- config failed on since its last retry (40_claim.sql). Nothing is marked while schema_repeatables
+-- lacks this file: a rungd of a release before 029 put its own function files back.
 -- An owner's room (tokens.max_running) is spent as jobs are given a GPU. Read without row locks,
 -- under the advisory lock: a claim that races it at worst makes a stop that was not needed, and the
 -- 5 minutes keep that from repeating. Not weighed: the lease's memory check of a job's first attempt
@@ -40,6 +45,7 @@ DECLARE
   pools text[] := '{}';
   v_job bigint;
   head bigint[];
+  failed_gpus text[];
   q jobs;
   room jsonb;
   capped text[];
@@ -72,6 +78,12 @@ BEGIN
   IF cardinality(pools) = 0 THEN
     RETURN v_out;
   END IF;
+  -- a rungd of a release before 029 restarted during a rollout (or a rollback) put its own function
+  -- files back, and with them a finish that reads a stop as a cancel: no stop until this file is back
+  PERFORM 1 FROM schema_repeatables r WHERE r.name = 'functions/44_preempt';
+  IF NOT FOUND THEN
+    RETURN v_out;
+  END IF;
   PERFORM pg_advisory_xact_lock(rung_preempt_lock());
   room := coalesce((SELECT jsonb_object_agg(t.name, t.max_running - rung_owner_running(t.name))
                     FROM tokens t WHERE t.max_running IS NOT NULL), '{}');
@@ -92,6 +104,14 @@ BEGIN
                     OR coalesce((q.constraints->>'min_gpu_memory_mib')::int, 0) > pool_max;
       CONTINUE WHEN EXISTS (SELECT 1 FROM attempts x WHERE x.preempt_for = q.id
                               AND (x.state = 'running' OR x.ended_at > now() - interval '5 minutes'));
+      -- the GPUs the claim refuses it: those its config failed on since its last retry (40_claim.sql)
+      failed_gpus := '{}';
+      IF q.attempts_count > 0 THEN
+        SELECT coalesce(array_agg(f.gpu_uuid), '{}') INTO failed_gpus FROM attempts f
+        WHERE f.job_id = q.id AND f.outcome = 'failed' AND f.gpu_uuid IS NOT NULL
+          AND f.number > rung_budget_from(q.recovery_state)
+          AND f.config_hash = md5(coalesce(q.current_config, q.target_config)::text);
+      END IF;
       IF NOT loaded THEN   -- the candidates and the busy GPUs, once a job may need them
         loaded := true;
         SELECT coalesce(array_agg(x.id ORDER BY x.started_at DESC, x.id DESC), '{}'),
@@ -104,6 +124,7 @@ BEGIN
               FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN workers w ON w.id = a.worker_id
               LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
               WHERE a.state = 'running' AND a.preempted_at IS NULL AND j.pool <> w.pool AND w.pool = ANY (pools)
+                AND NOT j.cancel_requested AND coalesce(g.state, 'ok') <> 'quarantined'
                 AND rung_worker_live(w.id) AND a.started_at <= now() - make_interval(secs => p_after_s)) x;
         c_taken := array_fill(false, ARRAY[greatest(cardinality(c_id), 1)]);
         SELECT coalesce(array_agg(a.gpu_uuid), '{}') INTO busy FROM attempts a WHERE a.state = 'running' AND a.gpu_uuid IS NOT NULL;
@@ -123,7 +144,8 @@ BEGIN
       END IF;
       hit := NULL;
       FOR k IN 1 .. cardinality(i_gpu) LOOP
-        IF NOT i_taken[k] AND rung_job_allows(q.constraints, i_worker[k], i_gpu[k], i_mem[k]) THEN
+        IF NOT i_taken[k] AND rung_job_allows(q.constraints, i_worker[k], i_gpu[k], i_mem[k])
+           AND i_gpu[k] <> ALL (failed_gpus) THEN
           hit := k;
           EXIT;
         END IF;
@@ -132,16 +154,20 @@ BEGIN
         i_taken[hit] := true;          -- the next claim runs it there: nothing is stopped
       ELSE
         FOR k IN 1 .. cardinality(c_id) LOOP
-          IF NOT c_taken[k] AND c_pool[k] = v_pool AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k]) THEN
+          IF NOT c_taken[k] AND c_pool[k] = v_pool AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k])
+             AND c_gpu[k] <> ALL (failed_gpus) THEN
             hit := k;
             EXIT;
           END IF;
         END LOOP;
         CONTINUE WHEN hit IS NULL;
         c_taken[hit] := true;
-        UPDATE attempts SET preempted_at = now(), preempt_for = q.id
-        WHERE id = c_id[hit] AND state = 'running' AND preempted_at IS NULL;
+        -- never wait on an attempt row: heartbeats and finishes lock theirs in id order, this pass in
+        -- its own; one a statement holds now is passed over (the next pass sees it again)
+        PERFORM 1 FROM attempts t WHERE t.id = c_id[hit] AND t.state = 'running' AND t.preempted_at IS NULL
+        FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
+        UPDATE attempts SET preempted_at = now(), preempt_for = q.id WHERE id = c_id[hit];
         INSERT INTO events (job_id, attempt_id, kind, reason, data)
         VALUES (c_job[hit], c_id[hit], 'preempt_requested',
                 'attempt ' || c_num[hit] || ' is stopped: job ' || q.id || ' of pool ' || v_pool
@@ -209,10 +235,15 @@ LANGUAGE plpgsql AS $$
 DECLARE
   n int;
 BEGIN
-  WITH m AS (
-    UPDATE attempts t SET preempted_at = now()
+  WITH l AS MATERIALIZED (
+    -- locked in id order, as heartbeats and finishes lock theirs: none waits on another in a circle
+    SELECT t.id FROM attempts t
     WHERE t.worker_id = p_worker AND t.state = 'running' AND t.preempted_at IS NULL
       AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = t.job_id)
+    ORDER BY t.id FOR UPDATE),
+  m AS (
+    UPDATE attempts t SET preempted_at = now()
+    FROM l WHERE t.id = l.id AND t.state = 'running' AND t.preempted_at IS NULL
     RETURNING t.id, t.job_id, t.number, t.worker_id, t.gpu_uuid),
   e AS (
     INSERT INTO event_log (job_id, attempt_id, kind, reason, data)

@@ -2740,7 +2740,7 @@ int main(void)
 			pclose(f);
 		url[strcspn(url, "\n")] = 0;
 	}
-	TAP_INT_EQ(migrate_run(url, 10000), 0, "migrations applied (004_batch included)");
+	TAP_INT_EQ(migrate_run(url, 10000, false), 0, "migrations applied (004_batch included)");
 	base = event_base_new();
 	tick = event_new(base, -1, EV_PERSIST, on_tick, NULL);
 	event_add(tick, &tv);

@@ -206,7 +206,7 @@ static void test_embedded(void)
 	TAP_OK(url != NULL, "fresh database for the embedded migrations");
 	if (!url)
 		return;
-	TAP_INT_EQ(migrate_run(url, 5000), 0, "migrate_run applies the embedded migrations");
+	TAP_INT_EQ(migrate_run(url, 5000, false), 0, "migrate_run applies the embedded migrations");
 	for (i = 0; i < sql_migrations_count; i++) {
 		const char *p[1] = { sql_migrations[i].name };
 
@@ -216,7 +216,7 @@ static void test_embedded(void)
 	TAP_INT_EQ(found, sql_migrations_count, "schema_migrations lists every sql_migrations[] name");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_migrations"), sql_migrations_count,
 		"and nothing else");
-	TAP_INT_EQ(migrate_run(url, 5000), 0, "migrate_run again is a no-op");
+	TAP_INT_EQ(migrate_run(url, 5000, false), 0, "migrate_run again is a no-op");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_migrations"), sql_migrations_count,
 		"still one row per migration");
 	free(url);
@@ -297,7 +297,7 @@ static void test_wait(void)
 		return;
 	nowhere = xasprintf("postgresql://postgres@127.0.0.1:%d/postgres", free_port());
 	t0 = util_mono_ms();
-	TAP_INT_EQ(migrate_run(nowhere, 400), -1, "nothing listening: -1");
+	TAP_INT_EQ(migrate_run(nowhere, 400, false), -1, "nothing listening: -1");
 	took = util_mono_ms() - t0;
 	TAP_OK(took >= 400 && took < 3000, "after retrying for about wait_ms");
 	free(nowhere);
@@ -329,6 +329,8 @@ static const char sql_defs[] =
 static void test_repeatables(void)
 {
 	static const struct sql_migration mig[] = { { "001_t", "CREATE TABLE rt (x int);" } };
+	static const struct sql_migration mig2[] = { { "001_t", "CREATE TABLE rt (x int);" },
+						     { "002_t", "CREATE TABLE rt2 (x int);" } };
 	static const struct sql_migration rep_a[] = {
 		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;" },
 		{ "functions/20_b", "CREATE OR REPLACE FUNCTION rung_rt_b() RETURNS int LANGUAGE sql AS $$ SELECT rung_rt_a() + 1 $$;" },
@@ -350,29 +352,38 @@ static void test_repeatables(void)
 	TAP_OK(url != NULL, "fresh database for the repeatable files");
 	if (!url)
 		return;
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2), 0, "migrations, then the repeatable files in order");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2, false), 0, "migrations, then the repeatable files in order");
 	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "2"),
 		"the second file uses what the first created");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 2, "both files recorded");
 	sql_scalar(url, sql_versions, 0, NULL, v1, sizeof v1);
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2), 0, "again, unchanged");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2, false), 0, "again, unchanged");
 	sql_scalar(url, sql_versions, 0, NULL, v2, sizeof v2);
 	TAP_OK(v1[0] && !strcmp(v1, v2), "unchanged files are not applied again (same function versions)");
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2), 0, "a changed file");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2, false), 0, "a changed file");
 	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "11"),
 		"a changed file is applied again");
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_bad, 2), -1, "a failing file: -1");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_bad, 2, false), -1, "a failing file: -1");
 	TAP_OK(sql_scalar(url, "SELECT rung_rt_b()", 0, NULL, n, sizeof n) && !strcmp(n, "11"),
 		"and the whole set is rolled back (the file before it too)");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 0,
 		"and nothing is recorded as applied");
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_commit, 1), -1, "a file that COMMITs itself is refused");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_commit, 1, false), -1, "a file that COMMITs itself is refused");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 0, "and not recorded");
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2), 0, "the set that applied before");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2, false), 0, "the set that applied before");
 	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "10"),
 		"is applied again after a failed run, though its checksums were recorded before it");
-	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 1), 0, "a file removed from the set");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 1, false), 0, "a file removed from the set");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_repeatables"), 1, "is no longer recorded");
+	/* A newer release (one more migration) installs its files; this release, restarted, leaves them */
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig2, 2, rep_b, 2, false), 0, "a newer release: one more migration, its files");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2, false), 0, "this release started again: 0");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "10") &&
+		       count_rows(url, "SELECT count(*) FROM schema_repeatables") == 2,
+	       "the newer release's functions are left in place (not this release's)");
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2, true), 0, "with force_functions (a deliberate rollback)");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "1"),
+	       "this release's functions are installed");
 	free(url);
 	drop_db("rung_mig_rep");
 }
@@ -517,7 +528,7 @@ static void test_upgrade(void)
 		"a:succeeded,b:running,c:failed,d:queued", "one job per state before the upgrade");
 	TAP_OK(sql_scalar(url, sql_data, 0, NULL, before, sizeof before), "a digest of the data before");
 
-	TAP_INT_EQ(migrate_run(url, 5000), 0, "today's migrate upgrades it");
+	TAP_INT_EQ(migrate_run(url, 5000, false), 0, "today's migrate upgrades it");
 	TAP_OK(sql_scalar(url, sql_data, 0, NULL, after, sizeof after) && !strcmp(before, after),
 		"every row of every table is as it was");
 	TAP_INT_EQ(count_rows(url, "SELECT count(*) FROM schema_migrations"), sql_migrations_count,
@@ -565,10 +576,10 @@ static void test_upgrade(void)
 
 	/* Twice is a no-op; a fresh database ends with the same functions and triggers. */
 	sql_scalar(url, sql_versions, 0, NULL, v1, sizeof v1);
-	TAP_INT_EQ(migrate_run(url, 5000), 0, "migrate again");
+	TAP_INT_EQ(migrate_run(url, 5000, false), 0, "migrate again");
 	sql_scalar(url, sql_versions, 0, NULL, v2, sizeof v2);
 	TAP_OK(v1[0] && !strcmp(v1, v2), "a no-op: no function or trigger created again");
-	TAP_INT_EQ(migrate_run(furl, 5000), 0, "a fresh database migrated");
+	TAP_INT_EQ(migrate_run(furl, 5000, false), 0, "a fresh database migrated");
 	defs_up = xmalloc(1 << 20);
 	defs_fresh = xmalloc(1 << 20);
 	TAP_OK(sql_scalar(url, sql_defs, 0, NULL, defs_up, 1 << 20) && sql_scalar(furl, sql_defs, 0, NULL, defs_fresh, 1 << 20)
