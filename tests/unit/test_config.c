@@ -83,6 +83,9 @@ int main(void)
 	unsetenv("RUNG_PREEMPT_AFTER_S");
 	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "no arguments load again");
 	TAP_INT_EQ(c.preempt_after_s, -1, "no preemption by default (preempt-after-s -1)");
+	TAP_OK(!c.force_functions, "function files are not forced over a newer release's by default");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--force-functions", NULL }), CONFIG_OK, "--force-functions loads");
+	TAP_OK(c.force_functions, "and applies");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "600", NULL }), CONFIG_OK,
 		   "--preempt-after-s 600 loads");
 	TAP_INT_EQ(c.preempt_after_s, 600, "and applies");
