@@ -510,13 +510,17 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 	} else {
 		char *waiting = jobtext_placement(job); /* a queued job: its turn, or why no GPU takes it */
 		char *sched = jobtext_scheduled(job);   /* a scheduled one: when it starts */
+		char *stop = jobtext_stopping(job);     /* a running one being stopped: why */
 		print_kv(c, "result", json_object_get(job, "result"));
 		if (sched)
 			fprintf(c->out, "%-17s %s\n", "start", sched);
 		if (waiting)
 			fprintf(c->out, "%-17s %s\n", "queue", waiting);
+		if (stop)
+			fprintf(c->out, "%-17s %s\n", "stop", stop);
 		free(sched);
 		free(waiting);
+		free(stop);
 	}
 	json_array_foreach(attempts, i, a) {
 		const char *as = json_string_value(json_object_get(a, "state"));

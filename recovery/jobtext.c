@@ -137,6 +137,21 @@ char *jobtext_scheduled(const json_t *job)
 	return xasprintf("scheduled: starts at %s (in %s)", when, wait);
 }
 
+char *jobtext_stopping(const json_t *job)
+{
+	const json_t *st = json_object_get(job, "stopping");
+	long long n = (long long)json_integer_value(json_object_get(st, "number"));
+
+	if (!json_is_object(st))
+		return NULL;
+	if (json_is_integer(json_object_get(st, "for_job")))
+		return xasprintf("stopping: attempt %lld is being stopped so that job %lld of its worker's own pool can run on "
+				 "its GPU (preemption); the job is queued again unchanged when it ends", n,
+				 (long long)json_integer_value(json_object_get(st, "for_job")));
+	return xasprintf("stopping: attempt %lld is being stopped on request (requeue); the job is queued again unchanged "
+			 "when it ends", n);
+}
+
 char *jobtext_retried(const json_t *job)
 {
 	const json_t *r = json_object_get(json_object_get(job, "recovery_state"), "retried");

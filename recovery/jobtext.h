@@ -46,6 +46,12 @@ char *jobtext_placement(const json_t *job);
  * not scheduled. Heap string, the caller frees. */
 char *jobtext_scheduled(const json_t *job);
 
+/* "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU
+ * (preemption); the job is queued again unchanged when it ends", or "... is being stopped on request
+ * (requeue); ..." when job (a JOB, borrowed: GET /v1/jobs/{id}'s "stopping", migration 029) has a
+ * running attempt marked for a stop. NULL otherwise. Heap string, the caller frees. */
+char *jobtext_stopping(const json_t *job);
+
 /* "retried by WHO from the current|target config after it was failed|cancelled; budgets count from
  * attempt N: NOTE" when job has recovery_state.retried (POST /v1/jobs/{id}/retry); else NULL. Heap
  * string, the caller frees. */

@@ -828,7 +828,7 @@ void html_job_forms(struct hbuf *b, unsigned role, const json_t *job)
 	}
 	/* a requeue (POST /v1/jobs/{id}/requeue): a running job, stopped and queued again unchanged */
 	if (!strcmp(state, "running") && !json_is_true(json_object_get(job, "cancel_requested")) &&
-	    (is_staff(role) || role == AUTH_SUBMITTER)) {
+	    !json_is_object(json_object_get(job, "stopping")) && (is_staff(role) || role == AUTH_SUBMITTER)) {
 		act_form_open(b, "requeue", "/ui/jobs/", id, "requeue");
 		note_input(b, "why (kept in the event)");
 		html_add(b, "<button type=\"submit\">Requeue (stop, run again unchanged)</button></form>\n");

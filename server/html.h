@@ -112,8 +112,9 @@ void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state,
 /* The forms of the /ui pages that change something (server/web_act.c posts them), for a caller of
  * `role` (enum auth_role bits): each appends nothing when that role may not act or nothing applies.
  * job: a JOB (retry, with from and note, when failed or cancelled, for its owner and staff; "Start
- * now" when scheduled, for its owner and staff; cancel when queued, scheduled or running and no
- * cancel was asked, for its owner and admin); esc: an escalation
+ * now" when scheduled, for its owner and staff; requeue, with a note, when running and neither a
+ * cancel nor a stop was asked, for its owner and staff; cancel when queued, scheduled or running and
+ * no cancel was asked, for its owner and admin; a move to another pool unless succeeded); esc: an escalation
  * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
  * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
 void html_job_forms(struct hbuf *b, unsigned role, const json_t *job);

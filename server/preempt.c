@@ -55,14 +55,14 @@ static void on_done(PGresult *res, const char *err, void *arg)
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct preempt *p = arg;
-	const char *params[2] = { p->after_s, PREEMPT_BATCH };
+	const char *params[3] = { p->after_s, PREEMPT_BATCH, p->app->fair_share ? "true" : "false" };
 
 	(void)fd;
 	(void)what;
 	if (p->app->stopping || p->busy)
 		return;
 	p->busy = true;
-	db_exec(p->app->db, sql_preempt, 2, params, on_done, p);
+	db_exec(p->app->db, sql_preempt, 3, params, on_done, p);
 }
 
 struct preempt *preempt_new(struct app *app)

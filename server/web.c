@@ -838,6 +838,15 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 	dt(b, "attempts", json_object_get(j, "attempts"));
 	if (json_is_true(json_object_get(j, "cancel_requested")))
 		html_add(b, "<dt>cancel</dt><dd>requested</dd>");
+	{
+		char *stop = jobtext_stopping(j); /* preempted or requeued: its attempt is being stopped */
+		if (stop) {
+			html_add(b, "<dt>stop</dt><dd>");
+			html_esc(b, stop);
+			html_add(b, "</dd>");
+		}
+		free(stop);
+	}
 	html_add(b, "<dt>created</dt><dd>");
 	esc_time(b, json_object_get(j, "created_at"));
 	html_add(b, "</dd><dt>updated</dt><dd>");

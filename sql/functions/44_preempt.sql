@@ -17,7 +17,7 @@ $$;
 -- stopped for) of a pool some worker borrows into, that has run at least P_AFTER_S seconds (a borrowed job always gets that long; it also bounds how often one
 -- GPU can be stopped when the job it was stopped for is then not taken there). For each such pool
 -- with a queued job, its first 64 queued jobs are weighed in claim order (owners at their limit
--- passed over: rung_queue_head), each given, in this order:
+-- passed over, and with P_FAIR the fair share's order: rung_queue_head), each given, in this order:
 --   - nothing, when its owner has no room left, when its memory floor is above every GPU of the pool
 --     (rung_pool_max_gpu_mib), or when a stop was already made for it and that attempt still runs or
 --     ended less than 5 minutes ago (its GPU went to another job: something this function does not
@@ -38,7 +38,8 @@ $$;
 -- when none has a job queued (every pass but those where a stop may be due); then the queue's head;
 -- the running attempts and the idle GPUs (O(running + GPUs)) only once a job passed the checks above
 -- (docs/PERFORMANCE.md, round 18).
-CREATE OR REPLACE FUNCTION rung_preempt(p_after_s int, p_limit int) RETURNS jsonb LANGUAGE plpgsql AS $$
+DROP FUNCTION IF EXISTS rung_preempt(int, int);   -- its first form, never released
+CREATE OR REPLACE FUNCTION rung_preempt(p_after_s int, p_limit int, p_fair boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   v_out jsonb := '[]';
   v_pool text;
@@ -57,6 +58,7 @@ DECLARE
   -- the pool's idle GPUs, read when its first job needs them
   i_gpu text[]; i_worker bigint[]; i_mem int[];
   i_taken boolean[];
+  idle_used text[] := '{}';
   i_pool text;
   left_in_pool int;
   pool_max int;
@@ -90,12 +92,14 @@ BEGIN
   capped := coalesce(rung_owners_capped(room), '{}');
   FOREACH v_pool IN ARRAY pools LOOP
     pool_max := rung_pool_max_gpu_mib(v_pool);
-    IF cardinality(capped) = 0 THEN   -- claim order, jobs_claim
+    IF cardinality(capped) = 0 AND NOT p_fair THEN   -- claim order, jobs_claim
       SELECT coalesce(array_agg(c.id ORDER BY c.priority, c.created_at, c.id), '{}') INTO head
       FROM (SELECT c.id, c.priority, c.created_at FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool
             ORDER BY c.priority, c.created_at, c.id LIMIT 64) c;
     ELSE
-      head := rung_queue_head(capped, 64, NULL, v_pool);
+      -- the claim's own order: owners at their limit passed over, a fair share (rungd --fair-share)
+      -- placing each owner's jobs after its running ones
+      head := rung_queue_head(capped, 64, CASE WHEN p_fair THEN rung_owners_running() END, v_pool);
     END IF;
     FOREACH v_job IN ARRAY head LOOP
       EXIT WHEN n >= p_limit;
@@ -140,7 +144,8 @@ BEGIN
               WHERE g.state <> 'quarantined' AND g.uuid <> ALL (busy) OFFSET 0) f
         WHERE (SELECT rung_worker_takes(v_pool, w.pool, w.borrow) FROM workers w WHERE w.id = f.worker_id)
           AND rung_worker_live(f.worker_id);
-        i_taken := array_fill(false, ARRAY[greatest(cardinality(i_gpu), 1)]);
+        -- a GPU given to a job of an earlier pool this pass (a borrower's) stays given
+        i_taken := ARRAY(SELECT u.g = ANY (idle_used) FROM unnest(i_gpu) u(g));
       END IF;
       hit := NULL;
       FOR k IN 1 .. cardinality(i_gpu) LOOP
@@ -152,6 +157,7 @@ BEGIN
       END LOOP;
       IF hit IS NOT NULL THEN
         i_taken[hit] := true;          -- the next claim runs it there: nothing is stopped
+        idle_used := idle_used || i_gpu[hit];
       ELSE
         FOR k IN 1 .. cardinality(c_id) LOOP
           IF NOT c_taken[k] AND c_pool[k] = v_pool AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k])

@@ -124,7 +124,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- JOB (rung_job_json) as GET /v1/jobs/{id} and the web job page show it: a queued job with its
--- "placement" (rung_job_placement), a scheduled one (migration 025) with "starts_in_s", the whole
+-- "placement" (rung_job_placement), a running one being stopped (migration 029) with "stopping":
+-- {"attempt_id", "number", "at", "for_job" (null: a requeue)}, a scheduled one (migration 025) with "starts_in_s", the whole
 -- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
 -- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says. The submit
 -- reply and the lists leave both out (the placement reads every GPU).
@@ -133,6 +134,13 @@ LANGUAGE sql STABLE AS $$
   SELECT rung_job_json(j) || CASE WHEN j.state = 'queued' THEN jsonb_build_object('placement', rung_job_placement(j))
                                   WHEN j.state = 'scheduled' THEN jsonb_build_object('starts_in_s',
                                     greatest(ceil(extract(epoch FROM j.run_after - now())), 0)::bigint)
+                                  -- its running attempt marked for a stop (44_preempt.sql): attempts_one_running
+                                  WHEN j.state = 'running' THEN coalesce((
+                                    SELECT jsonb_build_object('stopping', jsonb_build_object(
+                                             'attempt_id', a.id, 'number', a.number, 'at', a.preempted_at,
+                                             'for_job', a.preempt_for))
+                                    FROM attempts a WHERE a.job_id = j.id AND a.state = 'running'
+                                      AND a.preempted_at IS NOT NULL), '{}')
                                   ELSE '{}' END
 $$;
 

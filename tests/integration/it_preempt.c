@@ -58,12 +58,12 @@ static char *submit(struct harness *h, const char *token, const char *name, int 
 	return id;
 }
 
-/* How many attempts one rung_preempt(after_s, 10) call marked (-1 on error). */
+/* How many attempts one rung_preempt(after_s, 10, no fair share) call marked (-1 on error). */
 static long long preempt_now(struct harness *h, const char *after_s)
 {
 	const char *p[] = { after_s };
 
-	return h_sql_int(h, "SELECT jsonb_array_length(rung_preempt($1::int, 10))", 1, p);
+	return h_sql_int(h, "SELECT jsonb_array_length(rung_preempt($1::int, 10, false))", 1, p);
 }
 
 /* An integer read about one id (one parameter). */
@@ -173,6 +173,19 @@ static void test_protocol(struct harness *h)
 		     sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'preempt_requested'", l1) == 1,
 	     "marked for q-own's job, with an event preempt_requested on the borrowed job");
 	h_ok(h, preempt_now(h, "0") == 0, "a second pass stops nothing more for the same job");
+	{
+		char *args = xasprintf("show %s", l1), *show;
+		int rc = -1;
+		ans = h_job(h, l1);
+		h_ok(h, ans && h_int(json_object_get(ans, "stopping"), "for_job") == atoll(o1 ? o1 : "0"),
+		     "the borrowed job says it is being stopped, and for which job");
+		json_decref(ans);
+		show = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && show && strstr(show, "stop              stopping: attempt 1 is being stopped so that job"),
+		     "rungctl show says so");
+		free(show);
+		free(args);
+	}
 	ans = h_job(h, o1);
 	{
 		char *pj = h_id(json_object_get(json_object_get(ans, "placement"), "preempting"), "job_id");
@@ -382,6 +395,33 @@ out:
 	free(a2);
 }
 
+/* With a fair share, the job a stop is made for is the one the claim would give the GPU: the owner
+ * running the fewest first, not the oldest job. */
+static void test_fair(struct harness *h)
+{
+	char *w = join(h, "pre-fair", "GPU-fair-1", 24576, "x-own", "[\"x-lend\"]");
+	char *l = submit(h, NULL, "fair_lend", 10, "x-lend", 0), *a = NULL, *b = NULL, *got = NULL, *aid = NULL;
+	json_t *ls = lease(h, w, "GPU-fair-1", &got);
+	long st = 0;
+
+	aid = h_id(ls, "attempt_id");
+	a = submit(h, NULL, "fair_admin", 10, "x-own", 0);              /* it-admin runs the borrowed job */
+	b = submit(h, h->submitter_token, "fair_team", 10, "x-own", 0); /* it-submitter runs none */
+	h_ok(h, w && l && got && !strcmp(got, l) && a && b &&
+		     h_sql_int(h, "SELECT jsonb_array_length(rung_preempt(0, 10, true))", 0, NULL) == 1 &&
+		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", aid) == atoll(b),
+	     "with a fair share, the stop is made for the younger job of the owner that runs nothing");
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", a ? a : "0"));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", b ? b : "0"));
+	json_decref(ls);
+	free(w);
+	free(l);
+	free(a);
+	free(b);
+	free(got);
+	free(aid);
+}
+
 /* Requeue on request: POST /v1/jobs/{id}/requeue (and rungctl requeue) and a drain with "requeue". */
 static void test_requeue(struct harness *h)
 {
@@ -501,6 +541,10 @@ static void test_requeue(struct harness *h)
 		h_ok(h, pst == 303 && sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'requeue_requested' "
 					 "AND data->>'note' = 'from the page'", j2) == 1,
 		     "its form stops the attempt (303 back to the page, the event with its note) (%ld)", pst);
+		pst = h_browse(h, h->admin_token, "GET", path, NULL, NULL);
+		h_ok(h, pst == 200 && h->last_body && strstr(h->last_body, "is being stopped on request (requeue)") &&
+			     !strstr(h->last_body, "Requeue (stop, run again unchanged)"),
+		     "the page then says the stop is under way, and offers no second requeue");
 		pst = h_browse(h, h->admin_token, "POST", act, "note=x", "Origin: http://evil.example");
 		h_ok(h, pst == 403, "a form from another site: 403 (%ld)", pst);
 		free(path);
@@ -619,6 +663,7 @@ int main(void)
 	test_protocol(h);
 	test_room(h);
 	test_backoff(h);
+	test_fair(h);
 	test_requeue(h);
 	test_real(h);
 	return h_free(h);

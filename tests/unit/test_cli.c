@@ -1272,6 +1272,25 @@ static void test_scheduled(void)
 		free(t);
 		json_decref(job);
 	}
+	{
+		/* a running job whose attempt is being stopped (migration 029) */
+		json_t *job = json_loads("{\"id\": 7, \"state\": \"running\", \"stopping\": {\"attempt_id\": 12, \"number\": 3, "
+					 "\"at\": \"2026-12-01T22:00:00Z\", \"for_job\": 41}}", 0, NULL);
+		char *t = jobtext_stopping(job);
+		TAP_STR_EQ(t, "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU "
+			      "(preemption); the job is queued again unchanged when it ends", "jobtext: a preemption under way");
+		free(t);
+		json_object_set_new(json_object_get(job, "stopping"), "for_job", json_null());
+		t = jobtext_stopping(job);
+		TAP_STR_EQ(t, "stopping: attempt 3 is being stopped on request (requeue); the job is queued again unchanged "
+			      "when it ends", "jobtext: a requeue under way");
+		free(t);
+		json_object_del(job, "stopping");
+		t = jobtext_stopping(job);
+		TAP_OK(t == NULL, "jobtext: a running job no stop was asked for: nothing");
+		free(t);
+		json_decref(job);
+	}
 }
 
 int main(void)
