@@ -14,6 +14,7 @@
 #include "db.h"
 #include "facts.h"
 #include "http.h"
+#include "jpath.h"
 #include "lease.h"
 #include "log.h"
 #include "memcache.h"
@@ -170,16 +171,21 @@ static json_t *server_decision(const json_t *ctx, const char *cls, const char *r
 static json_t *preempt_decision(const json_t *ctx)
 {
 	const json_t *a = json_object_get(ctx, "attempt");
-	bool asked = !json_is_integer(json_object_get(a, "preempt_for")); /* rung_requeue: no job waits for it */
+	/* rung_requeue: no job waits for it (a pre-029 CTX has no preempt_for at all: a preemption, its job unknown) */
+	bool asked = json_is_null(json_object_get(a, "preempt_for"));
 	json_t *d, *rs;
 	char *why = asked ? xasprintf("preempted: attempt %lld was stopped on request (requeue) on GPU %s; queued again "
 				      "unchanged (not counted against the budgets)",
 				      (long long)json_integer_value(json_object_get(a, "number")),
 				      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-")
-			  : xasprintf("preempted: attempt %lld was stopped so that job %lld of its worker's own pool could "
+			  : json_is_integer(json_object_get(a, "preempt_for"))
+			  ? xasprintf("preempted: attempt %lld was stopped so that job %lld of its worker's own pool could "
 				      "run on GPU %s; queued again unchanged (not counted against the budgets)",
 				      (long long)json_integer_value(json_object_get(a, "number")),
 				      (long long)json_integer_value(json_object_get(a, "preempt_for")),
+				      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-")
+			  : xasprintf("preempted: attempt %lld was stopped on GPU %s; queued again unchanged (not counted "
+				      "against the budgets)", (long long)json_integer_value(json_object_get(a, "number")),
 				      json_string_value(json_object_get(a, "gpu_uuid")) ?: "-");
 
 	d = server_decision(ctx, "preempted", asked ? "requeued" : "preempted", "queued", why);
@@ -204,21 +210,30 @@ static bool preempted(const json_t *ctx, const json_t *facts)
 	return json_is_true(json_object_get(facts, "preempted"));
 }
 
-/* Whether a trainer told to stop had ended by itself before the stop reached it: its FACTS, read as
- * if no stop had been asked, are a success. */
-static bool ended_by_itself(const json_t *facts)
+/* Whether a trainer told to stop had ended by itself before the stop reached it: it ran to its end
+ * (the scanner saw the run finish, phase "done", or its last step is its total) and its FACTS, read
+ * as if no stop had been asked, are a success. A trainer that saved on the interrupt and exited 0
+ * halfway did not end by itself. Returns those FACTS (new reference) when it did, else NULL. */
+static json_t *ended_by_itself(const json_t *facts)
 {
-	json_t *f = json_deep_copy(facts), *c;
+	json_t *f, *c;
 	struct classify_in in = { NULL, NULL, 10, false, 0 };
+	long long last = jpath_int(facts, "last_step", -1), total = jpath_int(facts, "total_steps", -1);
 	bool ok;
 
+	if (strcmp(jpath_str(facts, "phase", ""), "done") && (total <= 0 || last < total))
+		return NULL;
+	f = json_deep_copy(facts);
 	json_object_set_new(f, "cancelled", json_false());
 	in.facts = f;
 	c = classify_run(&in);
 	ok = !strcmp(json_string_value(json_object_get(c, "class")) ?: "", "success");
 	json_decref(c);
-	json_decref(f);
-	return ok;
+	if (!ok) {
+		json_decref(f);
+		return NULL;
+	}
+	return f;
 }
 
 static void finish_apply(struct finish *f, json_t *decision);
@@ -447,12 +462,15 @@ static void ctx_value(struct finish *f, const char *value)
 	facts = json_object_get(json_object_get(f->ctx, "attempt"), "facts");
 	if (json_is_true(json_object_get(facts, "cancelled")) &&
 	    !json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested")) && preempted(f->ctx, facts)) {
-		if (!ended_by_itself(facts)) {
+		json_t *done = ended_by_itself(facts);
+		if (!done) {
 			finish_apply(f, preempt_decision(f->ctx));
 			return;
 		}
-		/* it finished meanwhile: its own ending decides, as if no stop had been asked */
-		json_object_set_new(facts, "cancelled", json_false());
+		/* it finished meanwhile: its own ending decides, as if no stop had been asked (the FACTS stored are
+		 * the worker's, which say a stop was sent) */
+		json_object_set_new(json_object_get(f->ctx, "attempt"), "facts", done);
+		facts = done;
 	}
 	if (json_is_true(json_object_get(facts, "cancelled")) ||
 	    json_is_true(json_object_get(json_object_get(f->ctx, "job"), "cancel_requested"))) {

@@ -153,6 +153,13 @@ static void on_drained(PGresult *res, const char *err, void *arg)
 
 	if (!doc)
 		return;
+	if (json_is_true(json_object_get(doc, "unavailable"))) { /* rung_stops_ready (44_preempt.sql): nothing changed */
+		hreq_error(h, 503, "unavailable", NULL,
+			   "a rungd of a release before this one put its function files back: a drain with requeue cannot stop "
+			   "attempts until a rungd of this release starts again (nothing was changed)");
+		json_decref(doc);
+		return;
+	}
 	if (json_is_true(json_object_get(doc, "changed"))) {
 		const char *state = json_string_value(json_object_get(json_object_get(doc, "worker"), "state"));
 		log_info(state && !strcmp(state, "draining") ? "worker drained" : "worker resumed", "worker=%s by=%s",

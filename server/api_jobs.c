@@ -901,11 +901,13 @@ out:
 	json_decref(body);
 }
 
-/* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority, rung_start_now): 200 with
- * the job when it was "ok", 404 when there is no such job, otherwise 409 naming the job's state and
- * why_not. queued: the change queued the job: logged as that message, and the waiters are woken
- * (NULL: neither). */
-static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, const char *queued)
+/* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority, rung_start_now,
+ * rung_requeue): 200 with the job when it was "ok", 404 when there is no such job, 403 for
+ * "pool_refused", 503 for "unavailable", otherwise 409 naming the job's state and why_not. queued:
+ * the change was made: logged as that message, and, with announce, the waiters are woken (NULL:
+ * neither). */
+static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, const char *queued,
+			      bool announce)
 {
 	json_t *doc = hreq_db_doc(h, res, err, "job");
 	const char *state, *status;
@@ -916,12 +918,17 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
 	if (status && !strcmp(status, "pool_refused")) {
 		pool_refused(h, doc);
+	} else if (status && !strcmp(status, "unavailable")) { /* rung_stops_ready: a requeue, see 44_preempt.sql */
+		hreq_error(h, 503, "unavailable", NULL,
+			   "a rungd of a release before this one put its function files back: a stop cannot be asked for "
+			   "until a rungd of this release starts again");
 	} else if (!status || strcmp(status, "ok")) {
 		hreq_error(h, 409, "invalid_transition", NULL, "job %s is %s: %s", h->param[0], state ? state : "?", why_not);
 	} else {
 		if (queued) {
 			log_info(queued, "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
-			lease_announce(h->app->lease);
+			if (announce)
+				lease_announce(h->app->lease);
 		}
 		hreq_reply(h, 200, json_incref(json_object_get(doc, "job")));
 	}
@@ -931,7 +938,7 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 static void on_retried(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a failed or cancelled job can be retried (submit it again to run a succeeded "
-				      "one again)", "job retried");
+				      "one again)", "job retried", true);
 }
 
 void api_jobs_retry(struct hreq *h)
@@ -965,12 +972,9 @@ out:
 
 static void on_requeued(PGresult *res, const char *err, void *arg)
 {
-	struct hreq *h = arg;
-
 	/* nothing to announce: the job is queued again when its worker reports the stop */
-	if (res && PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 && !PQgetisnull(res, 0, 0))
-		log_info("job requeue asked", "job=%s by=%s", h->param[0], h->who.name[0] ? h->who.name : "?");
-	job_change_answer(h, res, err, "only a running job can be requeued (and not while its cancel is under way)", NULL);
+	job_change_answer(arg, res, err, "only a running job can be requeued (and not while its cancel is under way)",
+			  "job requeue asked", false);
 }
 
 void api_jobs_requeue(struct hreq *h)
@@ -994,7 +998,7 @@ void api_jobs_requeue(struct hreq *h)
 
 static void on_prioritized(PGresult *res, const char *err, void *arg)
 {
-	job_change_answer(arg, res, err, "only a queued, scheduled or running job's priority can change", NULL);
+	job_change_answer(arg, res, err, "only a queued, scheduled or running job's priority can change", NULL, false);
 }
 
 void api_jobs_priority(struct hreq *h)
@@ -1027,7 +1031,7 @@ static void on_pooled(PGresult *res, const char *err, void *arg)
 {
 	/* announced: a queued job's new pool may have a parked GPU */
 	job_change_answer(arg, res, err, "a succeeded job runs nowhere again (submit it again, naming the pool)",
-			  "job moved to another pool");
+			  "job moved to another pool", true);
 }
 
 void api_jobs_pool(struct hreq *h)
@@ -1057,7 +1061,7 @@ out:
 static void on_started(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a scheduled job can be started now (a queued one waits only for a GPU)",
-			  "job started now");
+			  "job started now", true);
 }
 
 void api_jobs_start(struct hreq *h)

@@ -182,6 +182,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (o.force_functions && !o.migrate_only)
+		log_warn("force-functions is set", "hint=\"this rungd installs its function files over a newer release's at "
+			 "every start; meant for one `rungd migrate` of a deliberate rollback\"");
 	if (!o.no_migrate && migrate_run(o.database_url, MIGRATE_WAIT_MS, o.force_functions) != 0) {
 		log_error("migration failed", "url=%s", o.database_url);
 		goto out;

@@ -37,9 +37,10 @@ static const char migrate_sql_rep_same[] =
 static const char migrate_sql_rep_count[] = "SELECT 1 FROM schema_repeatables HAVING count(*) = $1::int";
 static const char migrate_sql_rep_clear[] = "DELETE FROM schema_repeatables";
 static const char migrate_sql_rep_record[] = "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, md5($2))";
-/* A migration recorded that this build does not know: a newer release migrated the database. */
-static const char migrate_sql_newer[] =
-	"SELECT name FROM schema_migrations WHERE NOT name = ANY ($1::text[]) ORDER BY name DESC LIMIT 1";
+/* A migration recorded after the newest this build knows ($1): a newer release migrated the database.
+ * (Names sort in their order; one that sorts before, such as a name a migration had before it was
+ * renamed, is not a newer release's.) */
+static const char migrate_sql_newer[] = "SELECT max(name) FROM schema_migrations WHERE name > $1";
 
 /* Postgres NOTICEs ("already exists, skipping") are debug noise here. */
 static void migrate_notice(void *arg, const char *msg)
@@ -202,39 +203,32 @@ int migrate_apply(const char *conninfo, int wait_ms, const struct sql_migration 
 	return migrate_apply_all(conninfo, wait_ms, list, n, NULL, 0, false);
 }
 
-/* The newest migration recorded in schema_migrations that list[0..n) does not name, into out (size
- * cap): 1 when there is one (a newer release migrated the database), 0 when none, -1 when the query
- * failed (logged). */
+/* The newest migration recorded in schema_migrations that sorts after every name of list[0..n) (n > 0),
+ * into out (size cap): 1 when there is one (a newer release migrated the database), 0 when none, -1
+ * when the query failed (logged). */
 static int migrate_newer(PGconn *pg, const struct sql_migration *list, size_t n, char *out, size_t cap)
 {
-	size_t len = 0, size = 3, i;
-	char *known;
-	const char *params[1];
+	const char *newest = list[0].name, *params[1];
 	PGresult *r;
 	int rc = -1;
+	size_t i;
 
-	/* a text[] literal of the known names, each quoted (names are file names: no quote or backslash) */
-	for (i = 0; i < n; i++)
-		size += strlen(list[i].name) + 3;
-	known = xmalloc(size);
-	known[len++] = '{';
-	for (i = 0; i < n; i++)
-		len += (size_t)snprintf(known + len, size - len, "%s\"%s\"", i ? "," : "", list[i].name);
-	snprintf(known + len, size - len, "}");
-	params[0] = known;
+	for (i = 1; i < n; i++)
+		if (strcmp(list[i].name, newest) > 0)
+			newest = list[i].name;
+	params[0] = newest;
 	r = PQexecParams(pg, migrate_sql_newer, 1, NULL, params, NULL, NULL, 0);
-	if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
 		char line[256];
 		log_error("migration failed", "step=check_newer error=\"%s\"",
 			  migrate_errline(line, sizeof line, PQerrorMessage(pg)));
 		goto out;
 	}
-	rc = PQntuples(r) > 0;
+	rc = !PQgetisnull(r, 0, 0);
 	if (rc)
 		snprintf(out, cap, "%s", PQgetvalue(r, 0, 0));
 out:
 	PQclear(r);
-	free(known);
 	return rc;
 }
 
@@ -271,10 +265,11 @@ int migrate_apply_all(const char *conninfo, int wait_ms, const struct sql_migrat
 		applied++;
 	}
 	log_info("schema up to date", "migrations=%zu applied_now=%zu", n, applied);
-	if (nrep && !force_functions) {
+	if (nrep && n && !applied && !force_functions) {
 		/* A newer release migrated this database and installed its functions, which keep this
 		 * release's calls working (README, Upgrading a fleet): an older rungd restarted during a
-		 * rollout must not put its own back under every replica. */
+		 * rollout must not put its own back under every replica. (A run that applied a migration
+		 * now always applies its files: no newer release has been here.) */
 		int nw = migrate_newer(pg, list, n, newer, sizeof newer);
 		if (nw < 0)
 			goto out;

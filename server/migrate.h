@@ -19,9 +19,9 @@
  * schema_migrations (created if missing), then all of sql_repeatables[], in order and in one
  * transaction, when a migration was applied now or the files differ from those recorded in
  * schema_repeatables (names and md5 of their text). When schema_migrations records a migration
- * this build does not know (a newer release migrated the database), the function files are left
- * as that release installed them (logged), unless force_functions (`rungd migrate
- * --force-functions`, a deliberate rollback). Returns 0 when the schema and functions are
+ * whose name sorts after every one this build knows (a newer release migrated the database), and
+ * none was applied now, the function files are left as that release installed them (logged),
+ * unless force_functions (`rungd migrate --force-functions`, a deliberate rollback). Returns 0 when the schema and functions are
  * current, -1 after logging the reason (connection, or which file failed with Postgres's
  * message; that migration, or the whole repeatable set, is rolled back, earlier migrations stay
  * applied). Idempotent: a second run changes nothing. */

@@ -10,6 +10,15 @@ CREATE OR REPLACE FUNCTION rung_preempt_lock() RETURNS bigint LANGUAGE sql IMMUT
   SELECT 7240532::bigint
 $$;
 
+-- Whether a stop may be asked for now: the function files in place are this release's (or a later
+-- one's), which schema_repeatables records. A rungd of a release before 029 that starts puts its own
+-- files back, and with them a finish that reads a stop as a cancel (and an apply that records it as
+-- failed): rung_preempt makes no stop and a requeue is refused (503) until a rungd of this release
+-- starts again.
+CREATE OR REPLACE FUNCTION rung_stops_ready() RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM schema_repeatables r WHERE r.name = 'functions/44_preempt')
+$$;
+
 -- Marks at most P_LIMIT running attempts for preemption and returns them: [{"attempt_id", "job_id",
 -- "number", "worker_id", "gpu_uuid", "pool", "for_job"}]. A candidate is a running attempt, not yet
 -- marked, of a job of another pool than its worker's whose cancel was not requested, on a GPU not
@@ -80,10 +89,7 @@ BEGIN
   IF cardinality(pools) = 0 THEN
     RETURN v_out;
   END IF;
-  -- a rungd of a release before 029 restarted during a rollout (or a rollback) put its own function
-  -- files back, and with them a finish that reads a stop as a cancel: no stop until this file is back
-  PERFORM 1 FROM schema_repeatables r WHERE r.name = 'functions/44_preempt';
-  IF NOT FOUND THEN
+  IF NOT rung_stops_ready() THEN   -- a pre-029 rungd's function files are in place
     RETURN v_out;
   END IF;
   PERFORM pg_advisory_xact_lock(rung_preempt_lock());
@@ -199,7 +205,8 @@ END $$;
 -- its next heartbeat and the finish queues the job again unchanged, outside its budgets, so that it
 -- resumes from its checkpoint (on another GPU when this one is drained). A second request while the
 -- stop is under way is ok and writes nothing. Returns {"status": "ok"|"conflict", "job"} (conflict:
--- the job is not running, or its cancel was requested), NULL when there is no such job. The attempt
+-- the job is not running, or its cancel was requested), {"status": "unavailable"} while
+-- rung_stops_ready is false, NULL when there is no such job. The attempt
 -- row alone is written (found through attempts_one_running), no job row is locked: a finish locks
 -- the attempt, then the job, and this must not wait on it the other way round.
 CREATE OR REPLACE FUNCTION rung_requeue(p_job bigint, p_by text, p_note text) RETURNS jsonb
@@ -208,6 +215,9 @@ DECLARE
   j jobs;
   a attempts;
 BEGIN
+  IF NOT rung_stops_ready() THEN
+    RETURN CASE WHEN EXISTS (SELECT 1 FROM jobs o WHERE o.id = p_job) THEN jsonb_build_object('status', 'unavailable') END;
+  END IF;
   UPDATE attempts t SET preempted_at = now()
   WHERE t.job_id = p_job AND t.state = 'running' AND t.preempted_at IS NULL
     AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = p_job)
@@ -262,4 +272,27 @@ BEGIN
     RETURNING 1)
   SELECT count(*) INTO n FROM e;
   RETURN n;
+END $$;
+
+-- A drain with "requeue" (POST /v1/workers/{id}/drain): the worker is drained (rung_worker_drain,
+-- 31_drain.sql) and its running attempts stopped (rung_worker_requeue), after every claim under way
+-- has ended and before any other starts: the lock a change of an owner's limit takes
+-- (rung_owner_limits_lock: every claim holds it shared for its transaction), so no claim that read
+-- the worker online leases it an attempt this misses. Returns rung_worker_drain's {"changed",
+-- "worker"} with "requeued": how many it stopped; {"unavailable": true} while rung_stops_ready is
+-- false (nothing changed); NULL when there is no such worker.
+CREATE OR REPLACE FUNCTION rung_worker_drain_requeue(p_worker bigint, p_note text, p_by text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  d jsonb;
+BEGIN
+  IF NOT rung_stops_ready() THEN
+    RETURN CASE WHEN EXISTS (SELECT 1 FROM workers w WHERE w.id = p_worker) THEN jsonb_build_object('unavailable', true) END;
+  END IF;
+  PERFORM pg_advisory_xact_lock(rung_owner_limits_lock());
+  d := rung_worker_drain(p_worker, true, p_note, p_by);
+  IF d IS NULL THEN
+    RETURN NULL;
+  END IF;
+  RETURN d || jsonb_build_object('requeued', rung_worker_requeue(p_worker, p_by, p_note));
 END $$;

@@ -458,6 +458,26 @@ static void test_requeue(struct harness *h)
 		h_ok(h, st == 404, "another team's submitter: 404, as for any job of someone else (%ld)", st);
 		json_decref(ans);
 	}
+	{
+		/* while a pre-029 rungd's function files are in place: 503, nothing written */
+		PGresult *r = h_sql(h, "UPDATE schema_repeatables SET name = 'functions/44_preempt.away' "
+				       "WHERE name = 'functions/44_preempt'", 0, NULL);
+		json_t *rq = json_pack("{s:b}", "requeue", 1);
+		PQclear(r);
+		ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j1);
+		h_ok(h, st == 503 && !strcmp(h_str(ans, "error"), "unavailable"), "requeue while an old release's functions are in place: 503 (%ld)", st);
+		json_decref(ans);
+		ans = h_postf(h, rq, &st, "/v1/workers/%s/drain", w);
+		json_decref(ans);
+		ans = h_getf(h, &st, "/v1/workers");
+		h_ok(h, st == 200 && sql_of(h, "SELECT count(*) FROM workers WHERE id = $1::bigint AND state = 'online'", w) == 1,
+		     "a drain with requeue then: 503, and the worker is not drained");
+		json_decref(ans);
+		json_decref(rq);
+		r = h_sql(h, "UPDATE schema_repeatables SET name = 'functions/44_preempt' WHERE name = 'functions/44_preempt.away'",
+			  0, NULL);
+		PQclear(r);
+	}
 	args = xasprintf("requeue %s --note 'move it off this host'", j1);
 	out = h_rungctl(h, args, &rc);
 	h_ok(h, rc == 0 && out && strstr(out, "its running attempt stops at its next heartbeat"),
@@ -473,6 +493,15 @@ static void test_requeue(struct harness *h)
 	h_ok(h, st == 200 && json_is_true(json_object_get(ans, "cancel")) && json_is_true(json_object_get(ans, "preempt")),
 	     "its heartbeat answers cancel and preempt");
 	json_decref(ans);
+	{
+		/* a trainer that saved on the interrupt and exited 0 halfway, without `Job stopped`: still a stop */
+		json_t *half = h_facts_success(10);
+		json_object_set_new(half, "cancelled", json_true());
+		json_object_set_new(half, "phase", json_string("train"));
+		json_object_set_new(half, "last_step", json_integer(4));
+		json_decref(facts);
+		facts = half;
+	}
 	ans = h_fake_finish(h, aid, h_str(ls, "token"), facts, &st);
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued") &&
 		     !strcmp(h_str(json_object_get(ans, "decision"), "rule"), "requeued") &&
@@ -551,6 +580,9 @@ static void test_requeue(struct harness *h)
 		free(act);
 	}
 	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", j2 ? j2 : "0"));
+	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j2 ? j2 : "0");
+	h_ok(h, st == 409, "a running job whose cancel was requested cannot be requeued: 409 (%ld)", st);
+	json_decref(ans);
 out:
 	json_decref(ls);
 	json_decref(facts);

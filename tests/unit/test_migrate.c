@@ -331,6 +331,8 @@ static void test_repeatables(void)
 	static const struct sql_migration mig[] = { { "001_t", "CREATE TABLE rt (x int);" } };
 	static const struct sql_migration mig2[] = { { "001_t", "CREATE TABLE rt (x int);" },
 						     { "002_t", "CREATE TABLE rt2 (x int);" } };
+	static const struct sql_migration mig3[] = { { "001_t", "CREATE TABLE rt (x int);" },
+						     { "003_t", "CREATE TABLE rt3 (x int);" } };
 	static const struct sql_migration rep_a[] = {
 		{ "functions/10_a", "CREATE OR REPLACE FUNCTION rung_rt_a() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;" },
 		{ "functions/20_b", "CREATE OR REPLACE FUNCTION rung_rt_b() RETURNS int LANGUAGE sql AS $$ SELECT rung_rt_a() + 1 $$;" },
@@ -384,6 +386,17 @@ static void test_repeatables(void)
 	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_a, 2, true), 0, "with force_functions (a deliberate rollback)");
 	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "1"),
 	       "this release's functions are installed");
+	/* an unknown name that sorts before the newest known one (a migration renamed since) is no newer release's */
+	sql_scalar(url, "DELETE FROM schema_migrations WHERE name = '002_t'", 0, NULL, n, sizeof n);
+	sql_scalar(url, "INSERT INTO schema_migrations (name) VALUES ('0005_renamed')", 0, NULL, n, sizeof n);
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig, 1, rep_b, 2, false), 0, "a recorded name older than every known one");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "10"),
+	       "does not stop this release's changed files from being applied");
+	/* a run that applies a migration now applies its files, whatever else is recorded */
+	sql_scalar(url, "INSERT INTO schema_migrations (name) VALUES ('009_later')", 0, NULL, n, sizeof n);
+	TAP_INT_EQ(migrate_apply_all(url, 5000, mig3, 2, rep_a, 2, false), 0, "a run that applies 003_t now");
+	TAP_OK(sql_scalar(url, "SELECT rung_rt_a()", 0, NULL, n, sizeof n) && !strcmp(n, "1"),
+	       "applies its files though a later name is recorded");
 	free(url);
 	drop_db("rung_mig_rep");
 }
