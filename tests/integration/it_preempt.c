@@ -168,7 +168,15 @@ static void test_protocol(struct harness *h)
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", f1));
 	h_ok(h, st == 200 && preempt_now(h, "0") == 0, "while the borrower itself is drained (it would not take the job): nothing is stopped");
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", f1));
-	h_ok(h, st == 200 && preempt_now(h, "0") == 1, "resumed, its borrowed attempt is marked for preemption");
+	{
+		/* a quarantined GPU is not freed for a job (the claim would not lease it there) */
+		PGresult *r = h_sql(h, "UPDATE gpus SET state = 'quarantined' WHERE uuid = 'GPU-pre-1'", 0, NULL);
+		PQclear(r);
+		h_ok(h, st == 200 && preempt_now(h, "0") == 0, "while the borrower's GPU is quarantined: nothing is stopped");
+		r = h_sql(h, "UPDATE gpus SET state = 'ok' WHERE uuid = 'GPU-pre-1'", 0, NULL);
+		PQclear(r);
+	}
+	h_ok(h, preempt_now(h, "0") == 1, "resumed, its GPU ok, its borrowed attempt is marked for preemption");
 	h_ok(h, sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a1) == atoll(o1 ? o1 : "0") &&
 		     sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'preempt_requested'", l1) == 1,
 	     "marked for q-own's job, with an event preempt_requested on the borrowed job");
@@ -439,6 +447,22 @@ static void test_requeue(struct harness *h)
 	ans = h_post(h, "/v1/jobs/999999/requeue", NULL, &st);
 	h_ok(h, st == 404, "no such job: 404 (%ld)", st);
 	json_decref(ans);
+	{
+		/* roles: a submitter may not drain a worker; support may requeue (checked on a queued job: 409, not 403) */
+		char *support = h_token_create(h, "support", "it-support-rq");
+		const char *saved = h->auth_token;
+		h->auth_token = h->submitter_token;
+		ans = h_postf(h, NULL, &st, "/v1/workers/%s/drain", w);
+		h->auth_token = saved;
+		h_ok(h, st == 403, "a submitter's drain: 403 (%ld)", st);
+		json_decref(ans);
+		h->auth_token = support;
+		ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j1);
+		h->auth_token = saved;
+		h_ok(h, st == 409, "support may requeue: a queued job is 409, not 403 (%ld)", st);
+		json_decref(ans);
+		free(support);
+	}
 	ls = lease(h, w, "GPU-rq-1", &got);
 	aid = h_id(ls, "attempt_id");
 	h_ok(h, got && !strcmp(got, j1) && aid, "it runs");
