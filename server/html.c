@@ -983,6 +983,8 @@ void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker)
 	} else {
 		act_form_open(b, "drain", "/ui/workers/", id, "drain");
 		note_input(b, "why (maintenance, ...)");
+		html_add(b, "<label title=\"stop its running jobs now; they run again elsewhere, unchanged\">"
+			    "<input type=\"checkbox\" name=\"requeue\" value=\"on\"> requeue its running jobs</label>");
 		html_add(b, "<button type=\"submit\">Drain</button></form>");
 	}
 }

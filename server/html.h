@@ -116,7 +116,7 @@ void html_cancel_matching_form(struct hbuf *b, unsigned role, const char *state,
  * cancel nor a stop was asked, for its owner and staff; cancel when queued, scheduled or running and
  * no cancel was asked, for its owner and admin; a move to another pool unless succeeded); esc: an escalation
  * (acknowledge when open, resolve until resolved, with a note; staff); gpu: a GPU (release when
- * suspect or quarantined; staff); worker: a WORKER (drain with a note, or resume; staff). */
+ * suspect or quarantined; staff); worker: a WORKER (drain with a note and a "requeue its running jobs" box, or resume; staff). */
 void html_job_forms(struct hbuf *b, unsigned role, const json_t *job);
 void html_escalation_forms(struct hbuf *b, unsigned role, const json_t *esc);
 void html_gpu_form(struct hbuf *b, unsigned role, const json_t *gpu);

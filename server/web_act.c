@@ -117,6 +117,12 @@ static void on_act(PGresult *res, const char *err, void *arg)
 		goto out;
 	}
 	status = json_string_value(json_object_get(doc, "status"));
+	if ((status && !strcmp(status, "unavailable")) || json_is_true(json_object_get(doc, "unavailable"))) {
+		/* a requeue or a drain with requeue while a pre-029 rungd's function files are in place */
+		web_message(h, 503, "Not possible now", "A rungd of a release before this one put its function files back: "
+			    "a stop cannot be asked for until a rungd of this release starts again. Nothing was changed.");
+		goto out;
+	}
 	if (status && !strcmp(status, "pool_refused")) {
 		msg = xasprintf("the job's owner may not use pool %s (its token's pools are set by an admin)",
 				json_string_value(json_object_get(doc, "pool")) ?: "?");
@@ -290,17 +296,25 @@ static void do_release(struct hreq *h)
 	act_exec(h, &act_release, sql_gpu_release, 1, params);
 }
 
+/* A drain (with requeue=on: its running attempts stopped too, as POST /v1/workers/{id}/drain's
+ * "requeue") or a resume. */
 static void worker_drain(struct hreq *h, const struct act *a, bool drain)
 {
-	char *note = NULL, by[AUTH_NAME_MAX + 32];
+	bool too_big;
+	char *note = NULL, *requeue = drain ? form_value(h, "requeue", &too_big) : NULL, by[AUTH_NAME_MAX + 32];
 
 	if (form_note(h, &note) < 0)
-		return;
-	{
+		goto out;
+	if (requeue && !strcmp(requeue, "on")) {
+		const char *params[3] = { h->param[0], note, hreq_by(h, by, sizeof by) };
+		act_exec(h, a, sql_worker_drain_requeue, 3, params);
+	} else {
 		const char *params[4] = { h->param[0], drain ? "true" : "false", note, hreq_by(h, by, sizeof by) };
 		act_exec(h, a, sql_worker_drain, 4, params);
 	}
+out:
 	free(note);
+	free(requeue);
 }
 
 static void do_drain(struct hreq *h)

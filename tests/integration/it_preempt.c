@@ -439,7 +439,7 @@ static void test_fair(struct harness *h)
 static void test_requeue(struct harness *h)
 {
 	char *w = join(h, "pre-requeue", "GPU-rq-1", 24576, "t-pool", NULL), *j1 = submit(h, NULL, "rq_one", 10, "t-pool", 1);
-	char *got = NULL, *aid = NULL, *out = NULL, *args = NULL, *other = NULL, *j2 = NULL;
+	char *got = NULL, *aid = NULL, *out = NULL, *args = NULL, *other = NULL, *j2 = NULL, *j3 = NULL;
 	json_t *ls = NULL, *ans = NULL, *facts = facts_stopped();
 	long st = 0;
 	int rc = -1;
@@ -606,6 +606,38 @@ static void test_requeue(struct harness *h)
 	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/requeue", j2 ? j2 : "0");
 	h_ok(h, st == 409, "a running job whose cancel was requested cannot be requeued: 409 (%ld)", st);
 	json_decref(ans);
+	{
+		char *a2 = h_id(ls, "attempt_id");
+		ans = h_fake_finish(h, a2 ? a2 : "0", h_str(ls, "token"), facts, &st);
+		h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "cancelled"), "its stop ends it cancelled");
+		json_decref(ans);
+		free(a2);
+	}
+
+	/* the GPUs page's drain form with its requeue box; a page's stop while an old release's functions are in place */
+	j3 = submit(h, NULL, "rq_drain_page", 10, "t-pool", 0);
+	json_decref(ls);
+	free(got);
+	ls = lease(h, w, "GPU-rq-1", &got);
+	{
+		char *act = xasprintf("/ui/workers/%s/drain", w), *jact = xasprintf("/ui/jobs/%s/requeue", j3 ? j3 : "0");
+		char *a3 = h_id(ls, "attempt_id");
+		long pst;
+		old_functions(h, true);
+		pst = h_browse(h, h->admin_token, "POST", jact, "note=x", "Sec-Fetch-Site: same-origin");
+		h_ok(h, pst == 503, "the job page's requeue while an old release's functions are in place: 503 (%ld)", pst);
+		old_functions(h, false);
+		pst = h_browse(h, h->admin_token, "POST", act, "note=rack+move&requeue=on", "Sec-Fetch-Site: same-origin");
+		h_ok(h, got && j3 && !strcmp(got, j3) && pst == 303 &&
+			     sql_of(h, "SELECT count(*) FROM workers WHERE id = $1::bigint AND state = 'draining'", w) == 1 &&
+			     sql_of(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND preempted_at IS NOT NULL", a3) == 1,
+		     "the GPUs page's drain with \"requeue its running jobs\": drained, and its attempt stopped (%ld)", pst);
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", j3 ? j3 : "0"));
+		json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", w));
+		free(act);
+		free(jact);
+		free(a3);
+	}
 out:
 	json_decref(ls);
 	json_decref(facts);
@@ -617,6 +649,7 @@ out:
 	free(args);
 	free(other);
 	free(j2);
+	free(j3);
 }
 
 /* Whether attempt n of job id's log (as shipped) holds text. */

@@ -519,7 +519,8 @@ static void test_actions(void)
 	free(s);
 	html_worker_form(&b, h.who.role, worker);
 	s = html_take(&b);
-	TAP_OK(s && strstr(s, "/ui/workers/4/drain") && strstr(s, "name=\"note\""), "an online worker: drain, with a note");
+	TAP_OK(s && strstr(s, "/ui/workers/4/drain") && strstr(s, "name=\"note\"") && strstr(s, "name=\"requeue\""),
+	       "an online worker: drain, with a note and a requeue box");
 	free(s);
 	html_worker_form(&b, h.who.role, drained);
 	s = html_take(&b);
