@@ -177,7 +177,7 @@ static void on_drained(PGresult *res, const char *err, void *arg)
 }
 
 /* POST /v1/workers/{id}/drain and /resume: one rung_worker_drain statement; a drain with "requeue":
- * true also stops the worker's running attempts (rung_worker_requeue), in the same statement. */
+ * true drains it and stops its running attempts in one statement (rung_worker_drain_requeue). */
 static void worker_drain(struct hreq *h, bool drain)
 {
 	json_t *body = NULL, *requeue;

@@ -180,7 +180,7 @@ BEGIN
         FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
         UPDATE attempts SET preempted_at = now(), preempt_for = q.id WHERE id = c_id[hit];
-        INSERT INTO events (job_id, attempt_id, kind, reason, data)
+        INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
         VALUES (c_job[hit], c_id[hit], 'preempt_requested',
                 'attempt ' || c_num[hit] || ' is stopped: job ' || q.id || ' of pool ' || v_pool
                 || ' waits for its GPU; this job is queued again unchanged when it ends',
@@ -199,62 +199,21 @@ BEGIN
   RETURN v_out;
 END $$;
 
--- Requeue on request (POST /v1/jobs/{id}/requeue): rung_requeue(job, by, note) marks a running job's
--- attempt as rung_preempt marks one (preempted_at; preempt_for NULL: no job waits for it), with an
--- event requeue_requested {"number", "worker_id", "gpu_uuid", "by", "note"}: the worker stops it at
--- its next heartbeat and the finish queues the job again unchanged, outside its budgets, so that it
--- resumes from its checkpoint (on another GPU when this one is drained). A second request while the
--- stop is under way is ok and writes nothing. Returns {"status": "ok"|"conflict", "job"} (conflict:
--- the job is not running, or its cancel was requested), {"status": "unavailable"} while
--- rung_stops_ready is false, NULL when there is no such job. The attempt
--- row alone is written (found through attempts_one_running), no job row is locked: a finish locks
--- the attempt, then the job, and this must not wait on it the other way round.
-CREATE OR REPLACE FUNCTION rung_requeue(p_job bigint, p_by text, p_note text) RETURNS jsonb
-LANGUAGE plpgsql AS $$
-DECLARE
-  j jobs;
-  a attempts;
-BEGIN
-  IF NOT rung_stops_ready() THEN
-    RETURN CASE WHEN EXISTS (SELECT 1 FROM jobs o WHERE o.id = p_job) THEN jsonb_build_object('status', 'unavailable') END;
-  END IF;
-  UPDATE attempts t SET preempted_at = now()
-  WHERE t.job_id = p_job AND t.state = 'running' AND t.preempted_at IS NULL
-    AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = p_job)
-  RETURNING * INTO a;
-  IF FOUND THEN
-    INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
-    VALUES (p_job, a.id, 'requeue_requested',
-            'attempt ' || a.number || ' is stopped on request' || coalesce(' by ' || p_by, '')
-            || '; the job is queued again unchanged when it ends' || coalesce(': ' || p_note, ''),
-            jsonb_build_object('number', a.number, 'worker_id', a.worker_id, 'gpu_uuid', a.gpu_uuid, 'by', p_by,
-                               'note', p_note));
-  END IF;
-  SELECT * INTO j FROM jobs WHERE id = p_job;
-  IF NOT FOUND THEN
-    RETURN NULL;
-  END IF;
-  IF a.id IS NULL AND (j.state <> 'running' OR j.cancel_requested
-                       OR NOT EXISTS (SELECT 1 FROM attempts t WHERE t.job_id = p_job AND t.state = 'running'
-                                        AND t.preempted_at IS NOT NULL)) THEN
-    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
-  END IF;
-  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
-END $$;
-
--- The running attempts of worker P_WORKER stopped on request (POST /v1/workers/{id}/drain with
--- "requeue": its host must be free now), each as rung_requeue does (an event requeue_requested per
--- job; the jobs whose cancel was requested are left to end cancelled). Returns how many it marked.
--- O(running attempts) (attempts_one_running).
-CREATE OR REPLACE FUNCTION rung_worker_requeue(p_worker bigint, p_by text, p_note text) RETURNS int
-LANGUAGE plpgsql AS $$
+-- Stops the running attempts P_IDS on request, as rung_preempt stops one (preempted_at; preempt_for
+-- NULL: no job waits for it), those of jobs whose cancel was requested left to end cancelled: the
+-- worker stops each at its next heartbeat and the finish queues its job again unchanged, outside its
+-- budgets. Their rows are locked in id order, as heartbeats and finishes lock theirs, and no job row
+-- is: a finish locks the attempt, then the job, and this must not take them the other way round. An
+-- event requeue_requested {"number", "worker_id", "gpu_uuid", "by", "note"} each (P_DRAINED: asked
+-- by a drain, said in its reason). Returns how many it marked (one already marked is not counted).
+CREATE OR REPLACE FUNCTION rung_requeue_attempts(p_ids bigint[], p_by text, p_note text, p_drained boolean)
+RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
   n int;
 BEGIN
   WITH l AS MATERIALIZED (
-    -- locked in id order, as heartbeats and finishes lock theirs: none waits on another in a circle
     SELECT t.id FROM attempts t
-    WHERE t.worker_id = p_worker AND t.state = 'running' AND t.preempted_at IS NULL
+    WHERE t.id = ANY (p_ids) AND t.state = 'running' AND t.preempted_at IS NULL
       AND NOT (SELECT o.cancel_requested FROM jobs o WHERE o.id = t.job_id)
     ORDER BY t.id FOR UPDATE),
   m AS (
@@ -265,7 +224,8 @@ BEGIN
     INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
     SELECT m.job_id, m.id, 'requeue_requested',
            'attempt ' || m.number || ' is stopped on request' || coalesce(' by ' || p_by, '')
-           || ' (its worker is drained); the job is queued again unchanged when it ends' || coalesce(': ' || p_note, ''),
+           || CASE WHEN p_drained THEN ' (its worker is drained)' ELSE '' END
+           || '; the job is queued again unchanged when it ends' || coalesce(': ' || p_note, ''),
            jsonb_build_object('number', m.number, 'worker_id', m.worker_id, 'gpu_uuid', m.gpu_uuid, 'by', p_by,
                               'note', p_note)
     FROM m ORDER BY m.id
@@ -274,8 +234,39 @@ BEGIN
   RETURN n;
 END $$;
 
+-- Requeue on request (POST /v1/jobs/{id}/requeue): rung_requeue(job, by, note) stops the job's
+-- running attempt (rung_requeue_attempts; found through attempts_one_running), so that it resumes
+-- from its checkpoint (on another GPU when this one is drained). A second request while the stop is
+-- under way is ok and writes nothing. Returns {"status": "ok"|"conflict", "job"} (conflict: the job
+-- is not running, or its cancel was requested), {"status": "unavailable"} while rung_stops_ready is
+-- false, NULL when there is no such job.
+CREATE OR REPLACE FUNCTION rung_requeue(p_job bigint, p_by text, p_note text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  n int;
+BEGIN
+  IF NOT rung_stops_ready() THEN
+    RETURN CASE WHEN EXISTS (SELECT 1 FROM jobs o WHERE o.id = p_job) THEN jsonb_build_object('status', 'unavailable') END;
+  END IF;
+  n := rung_requeue_attempts(ARRAY(SELECT t.id FROM attempts t WHERE t.job_id = p_job AND t.state = 'running'),
+                             p_by, p_note, false);
+  SELECT * INTO j FROM jobs WHERE id = p_job;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF n = 0 AND (j.state <> 'running' OR j.cancel_requested
+                OR NOT EXISTS (SELECT 1 FROM attempts t WHERE t.job_id = p_job AND t.state = 'running'
+                                 AND t.preempted_at IS NOT NULL)) THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;
+
+DROP FUNCTION IF EXISTS rung_worker_requeue(bigint, text, text);   -- never released: rung_requeue_attempts
+
 -- A drain with "requeue" (POST /v1/workers/{id}/drain): the worker is drained (rung_worker_drain,
--- 31_drain.sql) and its running attempts stopped (rung_worker_requeue), after every claim under way
+-- 31_drain.sql) and its running attempts stopped (rung_requeue_attempts; O(running attempts)), after every claim under way
 -- has ended and before any other starts: the lock a change of an owner's limit takes
 -- (rung_owner_limits_lock: every claim holds it shared for its transaction), so no claim that read
 -- the worker online leases it an attempt this misses. Returns rung_worker_drain's {"changed",
@@ -294,5 +285,6 @@ BEGIN
   IF d IS NULL THEN
     RETURN NULL;
   END IF;
-  RETURN d || jsonb_build_object('requeued', rung_worker_requeue(p_worker, p_by, p_note));
+  RETURN d || jsonb_build_object('requeued', rung_requeue_attempts(
+    ARRAY(SELECT t.id FROM attempts t WHERE t.worker_id = p_worker AND t.state = 'running'), p_by, p_note, true));
 END $$;

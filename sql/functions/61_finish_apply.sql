@@ -34,6 +34,14 @@ BEGIN
                                ELSE coalesce(old->'min_gpu_memory_mib', 'null') END);
 END $$;
 
+-- An ended attempt's outcome from its decision's class: succeeded, cancelled, preempted (migration
+-- 029), else failed. The one place the mapping is written (rung_finish_apply and the set-wise
+-- rung_finish_apply_batch, where it is inlined).
+CREATE OR REPLACE FUNCTION rung_attempt_outcome(p_class text) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE p_class WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled'
+                      WHEN 'preempted' THEN 'preempted' ELSE 'failed' END
+$$;
+
 -- Apply a DECISION to the running attempt (id, token): end the attempt, move the job, write
 -- events, mark the GPU, record an env fault, open the escalation with its report ({"markdown",
 -- "json"} or NULL). The job's current config becomes next_config, or NULL when that is the target
@@ -59,8 +67,7 @@ DECLARE
   mark text;
   esc_id bigint;
 BEGIN
-  v_outcome := CASE WHEN cls = 'success' THEN 'succeeded'
-                  WHEN cls = 'cancelled' THEN 'cancelled' WHEN cls = 'preempted' THEN 'preempted' ELSE 'failed' END;
+  v_outcome := rung_attempt_outcome(cls);
   UPDATE attempts SET state = 'ended', outcome = v_outcome, ended_at = now(),
     class = cls, rule = d->>'rule', evidence = d->'evidence', action = d->>'action',
     rung = d->>'rung', changes = d->'changes', facts = p_facts - 'log_tail',

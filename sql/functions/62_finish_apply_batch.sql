@@ -34,8 +34,7 @@ BEGIN
                                              OFFSET 0 FOR UPDATE) t),
     a AS (
       UPDATE attempts t SET state = 'ended',
-        outcome = CASE x.decision->>'class' WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled'
-                                            WHEN 'preempted' THEN 'preempted' ELSE 'failed' END,
+        outcome = rung_attempt_outcome(x.decision->>'class'),
         ended_at = now(), class = x.decision->>'class', rule = x.decision->>'rule',
         evidence = x.decision->'evidence', action = x.decision->>'action', rung = x.decision->>'rung',
         changes = x.decision->'changes', facts = x.facts - 'log_tail',
