@@ -101,6 +101,14 @@ char *jobtext_placement(const json_t *job)
 				"stopped on GPU %s for it (preemption); it runs there next",
 				(long long)json_integer_value(json_object_get(pre, "job_id")),
 				json_string_value(json_object_get(pre, "gpu_uuid")) ?: "?");
+	} else if (json_is_object(json_object_get(p, "held"))) { /* the checkpoint hold, recovery/resume.h */
+		const json_t *held = json_object_get(p, "held");
+		char wait[32];
+		when_format_wait((long long)json_integer_value(json_object_get(held, "in_s")), wait, sizeof wait);
+		why = xasprintf("waiting for worker %lld: its host has the checkpoint attempt %lld saved, so the job resumes "
+				"there instead of starting over; the other workers' GPUs may take it in %s",
+				(long long)json_integer_value(json_object_get(held, "worker_id")),
+				(long long)json_integer_value(json_object_get(held, "attempt")), wait);
 	} else if (json_is_integer(json_object_get(p, "owner_max_running")) &&
 	    json_integer_value(json_object_get(p, "owner_running")) >= json_integer_value(json_object_get(p, "owner_max_running")))
 		why = owner_why(job, p); /* the claim passes over it whatever the GPUs */

@@ -35,7 +35,10 @@ char *jobtext_pool_wait(const json_t *job);
  * now (max_running 0)"), followed by the place in the queue; before all that, when a borrowed attempt
  * is being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
  * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
- * runs there next", then the place. NULL when the job has no
+ * runs there next", then the place; next, while it is held for the worker whose host has its
+ * checkpoint (placement "held", recovery/resume.h): "waiting for worker W: its host has the checkpoint
+ * attempt N saved, so the job resumes there instead of starting over; the other workers' GPUs may take
+ * it in 1m30s", then the place. NULL when the job has no
  * placement (it is not queued). Heap string, the caller frees. */
 char *jobtext_placement(const json_t *job);
 

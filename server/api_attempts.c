@@ -21,6 +21,7 @@
 #include "memmodel.h"
 #include "policy.h"
 #include "report.h"
+#include "resume.h"
 #include "sql.h"
 #include "util.h"
 
@@ -323,10 +324,16 @@ static json_t *finish_observation(const struct finish *f, const json_t *decision
 	return obs;
 }
 
-/* Applies `decision` (stolen) with the report when it escalates: queued for the next coalesced
- * rung_finish_apply_batch() statement. */
+/* Applies `decision` (stolen) with the report when it escalates, and the checkpoint hold when the
+ * job is queued again after a checkpoint on a live host (recovery/resume.h, --resume-hold-s): queued
+ * for the next coalesced rung_finish_apply_batch() statement. */
 static void finish_apply(struct finish *f, json_t *decision)
 {
+	if (f->ctx && decision) {
+		json_t *hold = resume_hold(f->ctx, decision, f->h->app->resume_hold_s);
+		resume_hold_attach(decision, hold);
+		json_decref(hold);
+	}
 	json_decref(f->decision);
 	json_decref(f->report);
 	f->report = NULL;

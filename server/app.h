@@ -39,6 +39,7 @@ struct app {
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */
 	int preempt_after_s;           /* --preempt-after-s (-1: no preemption) */
+	int resume_hold_s;             /* --resume-hold-s (0: no checkpoint hold, recovery/resume.h) */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
 	bool fair_share;               /* --fair-share: the claim shares GPUs among owners */
 	int quarantine_min_s;          /* --quarantine-min-s: minimum quarantine before a health check lifts it */

@@ -22,6 +22,7 @@ struct config {
 	int heartbeat_ms;           /* --heartbeat-ms */
 	int reap_interval_ms;       /* --reap-interval-ms */
 	int preempt_after_s;        /* --preempt-after-s (-1: never) */
+	int resume_hold_s;          /* --resume-hold-s (0: no checkpoint hold) */
 	int poll_fallback_ms;       /* --poll-fallback-ms */
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */

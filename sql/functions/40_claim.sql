@@ -23,7 +23,9 @@ DECLARE
   cfg jsonb;
 BEGIN
   UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
-                  next_action = NULL
+                  next_action = NULL,
+                  -- a checkpoint hold ends with the lease (rung_job_allows)
+                  constraints = CASE WHEN constraints ? 'hold' THEN constraints - 'hold' ELSE constraints END
   WHERE id = p_job AND state = 'queued'
   RETURNING * INTO j;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
@@ -175,17 +177,30 @@ BEGIN
                 ORDER BY x.pri, x.place, x.at, x.id LIMIT p_n) x);
 END $$;
 
+-- Whether constraints P_CONS hold their job for a worker other than P_WORKER now: a checkpoint hold
+-- ("hold" {"worker_id", "until"}, rung_job_allows) not yet past. The one place the rule is written
+-- in SQL (the claim round's in-memory check, 41_claim_batch.sql, calls it too).
+CREATE OR REPLACE FUNCTION rung_held_elsewhere(p_cons jsonb, p_worker bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce((p_cons->'hold'->>'worker_id')::bigint <> p_worker
+                  AND (p_cons->'hold'->>'until')::timestamptz > now(), false)
+$$;
+
 -- Whether a job with constraints P_CONS may run on GPU P_GPU (P_MEM MiB) of worker P_WORKER: it
--- excludes neither and asks no more memory than the GPU has. One expression, STABLE as to_jsonb is,
--- so that the planner inlines it into rung_claim's scans (a call per queued job read cost three
--- times as much);
--- rung_claim_batch (41_claim_batch.sql) checks the same in memory.
+-- excludes neither and asks no more memory than the GPU has, and it is not held for another worker
+-- (the checkpoint hold, recovery/resume.h: "hold" {"worker_id", "until"}, written by a finish that
+-- queued the job again, rung_merge_constraints, and dropped by the lease; past its "until" it holds
+-- nothing, and rungd's parked long-polls retry within --poll-fallback-ms). One expression, STABLE as
+-- to_jsonb and now() are, so that the planner inlines it into rung_claim's scans (a call per queued
+-- job read cost three times as much); rung_claim_batch (41_claim_batch.sql) checks the same in
+-- memory.
 CREATE OR REPLACE FUNCTION rung_job_allows(p_cons jsonb, p_worker bigint, p_gpu text, p_mem int) RETURNS boolean
 LANGUAGE sql STABLE AS $$
   SELECT NOT coalesce(p_cons->'exclude_gpus' ? p_gpu, false)
      AND NOT coalesce(p_cons->'exclude_workers' @> to_jsonb(p_worker), false)
      AND NOT coalesce(p_cons->'exclude_workers' ? p_worker::text, false)
      AND coalesce((p_cons->>'min_gpu_memory_mib')::int, 0) <= p_mem
+     AND NOT rung_held_elsewhere(p_cons, p_worker)
 $$;
 
 -- rung_claim_pick's walk beyond its head: the job of pool p_pool, of an owner not in p_capped, not

@@ -6,8 +6,8 @@
 -- queued jobs (jobs_claim and jobs_claim_owner lead with the pool, so a GPU never reads another
 -- pool's queue).
 -- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, each with every rule of
--- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions and
--- minimum memory, its owner below its max_running, never a config that failed on this GPU, SKIP
+-- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions,
+-- minimum memory and checkpoint hold, its owner below its max_running, never a config that failed on this GPU, SKIP
 -- LOCKED). Owner limits (migration 020) cost nothing when no token has one; otherwise the round
 -- locks the limited tokens first (rung_owner_room), leaves owners at their limit out of its scan
 -- (reading the other owners' queues instead: rung_queue_head, migration 021) and counts its own
@@ -232,7 +232,9 @@ BEGIN
            AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
            AND NOT coalesce(cons[k]->'exclude_workers' @> to_jsonb(w_worker[n]), false)
            AND NOT coalesce(cons[k]->'exclude_workers' ? w_worker[n]::text, false)
-           AND coalesce((cons[k]->>'min_gpu_memory_mib')::int, 0) <= w_mem[n] THEN
+           AND coalesce((cons[k]->>'min_gpu_memory_mib')::int, 0) <= w_mem[n]
+           -- (the `?` first: a job without a hold costs no call)
+           AND NOT (cons[k] ? 'hold' AND rung_held_elsewhere(cons[k], w_worker[n])) THEN
           fits := true;
           IF coalesce(failed->(ids[k]::text) ? w_gpu[n], false) THEN
             IF cur_hash[k] IS NULL THEN
@@ -325,7 +327,10 @@ BEGIN
     SELECT * FROM unnest(c_i, c_job, c_worker, c_gpu, c_before, c_mem) AS c(i, job_id, worker_id, gpu, before, mem)),
   j AS (
     UPDATE jobs SET state = 'running', attempts_count = attempts_count + 1, updated_at = now(),
-                    next_action = NULL
+                    next_action = NULL,
+                    -- a checkpoint hold ends with the lease (rung_job_allows, 40_claim.sql)
+                    constraints = CASE WHEN jobs.constraints ? 'hold' THEN jobs.constraints - 'hold'
+                                       ELSE jobs.constraints END
     -- `IS TRUE`: the planner cannot match it to jobs_claim's predicate, so it probes these few
     -- jobs by primary key instead of reading the whole queue through that index
     FROM c WHERE jobs.id = c.job_id AND jobs.id = ANY (c_job) AND (jobs.state = 'queued') IS TRUE

@@ -111,6 +111,13 @@ LANGUAGE sql STABLE AS $$
     || coalesce((SELECT jsonb_build_object('owner_max_running', t.max_running, 'owner_running',
                                            rung_owner_running(j.owner))
                  FROM tokens t WHERE t.name = j.owner AND t.max_running IS NOT NULL), '{}')
+    -- held for the worker whose host has its checkpoint (recovery/resume.h), while the hold lasts
+    || CASE WHEN rung_held_elsewhere(j.constraints, 0)
+            THEN jsonb_build_object('held', jsonb_build_object(
+                   'worker_id', (j.constraints->'hold'->>'worker_id')::bigint,
+                   'until', j.constraints->'hold'->'until', 'attempt', j.constraints->'hold'->'attempt',
+                   'in_s', greatest(ceil(extract(epoch FROM (j.constraints->'hold'->>'until')::timestamptz - now())), 0)::bigint))
+            ELSE '{}' END
     -- a borrowed attempt being stopped for it (rung_preempt, migration 029): attempts_preempt_for
     || coalesce((SELECT jsonb_build_object('preempting', jsonb_build_object('attempt_id', x.id, 'job_id', x.job_id,
                                                                             'worker_id', x.worker_id, 'gpu_uuid', x.gpu_uuid))

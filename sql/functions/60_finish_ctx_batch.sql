@@ -38,6 +38,9 @@ LANGUAGE sql STABLE AS $$
       'outcome', NULL, 'class', NULL, 'action', NULL, 'rung', NULL, 'facts', x.facts,
       -- marked by rung_preempt (migration 029): a stop the worker reports as cancelled queues the job again
       'preempted', a.preempted_at IS NOT NULL, 'preempt_for', a.preempt_for,
+      -- its worker's state: a re-queued job waits for an online worker's GPUs when its checkpoint is
+      -- on that host (the checkpoint hold, recovery/resume.h), never for a draining one's
+      'worker_state', (SELECT w.state FROM workers w WHERE w.id = a.worker_id),
       'duration_ms', coalesce((x.facts->>'duration_ms')::bigint,
                               (extract(epoch FROM (now() - a.started_at)) * 1000)::bigint)),
     'gpu', jsonb_build_object(

@@ -9,8 +9,22 @@ $$;
 -- Union of two constraint objects: exclusions accumulate, the newest min_gpu_memory_mib wins. A
 -- decision that adds no constraint (most of them: every success) skips the two aggregate queries:
 -- only merges write constraints, so a job's lists are already distinct and sorted (jsonb_agg
--- DISTINCT), and the merge of nothing is their copy.
-CREATE OR REPLACE FUNCTION rung_merge_constraints(old jsonb, new jsonb) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
+-- DISTINCT), and the merge of nothing is their copy. The checkpoint hold (recovery/resume.h) is the
+-- new decision's alone: {"worker_id", "seconds", "attempt", "path"} becomes "hold" with "until" (now
+-- plus the seconds, by the database's clock, which every claim reads); a decision without one
+-- leaves none (an attempt ran since the last). STABLE for that now().
+CREATE OR REPLACE FUNCTION rung_merge_constraints(old jsonb, new jsonb) RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN rung_merge_exclusions(old, new)
+         || CASE WHEN jsonb_typeof(new->'hold') = 'object' AND jsonb_typeof(new->'hold'->'seconds') = 'number'
+                 THEN jsonb_build_object('hold', ((new->'hold') - 'seconds')
+                                                 || jsonb_build_object('until', now() + make_interval(
+                                                      secs => (new->'hold'->>'seconds')::double precision)))
+                 ELSE '{}' END;
+END $$;
+
+-- rung_merge_constraints' exclusions and memory floor (its comment).
+CREATE OR REPLACE FUNCTION rung_merge_exclusions(old jsonb, new jsonb) RETURNS jsonb LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   IF coalesce(jsonb_typeof(new->'exclude_gpus') <> 'array' OR jsonb_array_length(new->'exclude_gpus') = 0, true)
      AND coalesce(jsonb_typeof(new->'exclude_workers') <> 'array' OR jsonb_array_length(new->'exclude_workers') = 0, true)

@@ -92,6 +92,14 @@ int main(void)
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "-2", NULL }), CONFIG_ERROR,
 		   "--preempt-after-s -2 refused");
 	TAP_OK(has(err, "preempt-after-s") && has(err, "-1 to 604800"), "its error names the flag and the range");
+	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "no arguments load again");
+	TAP_INT_EQ(c.resume_hold_s, 120, "a job waits up to 120 s for its checkpoint's host by default (resume-hold-s)");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--resume-hold-s", "0", NULL }), CONFIG_OK,
+		   "--resume-hold-s 0 (no hold) loads");
+	TAP_INT_EQ(c.resume_hold_s, 0, "and applies");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--resume-hold-s", "-1", NULL }), CONFIG_ERROR,
+		   "--resume-hold-s -1 refused");
+	TAP_OK(has(err, "resume-hold-s") && has(err, "0 to 86400"), "its error names the flag and the range");
 
 	setenv("RUNG_CONFIG", tmpl, 1);
 	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "RUNG_CONFIG names the file");

@@ -1,0 +1,269 @@
+/* Integration: the checkpoint hold (rungd --resume-hold-s, recovery/resume.h). Over the protocol,
+ * with two fake workers: a job queued again after an attempt that saved a checkpoint is held for
+ * that attempt's worker (its constraints' "hold", its placement's "held" and sentence), the other
+ * worker's lease gets nothing while the hold's worker's gets it, the lease drops the hold, an OOM
+ * before the next save still holds it for the checkpoint's host, a draining worker gets no hold, a
+ * hold past its end lets any worker take the job (a parked long-poll is served without a new
+ * request), and --resume-hold-s 0 holds nothing. End to end, with two real rung-workers and the
+ * simulated trainer: a job that runs out of memory while sampling, after a checkpoint, runs again on
+ * the same host and resumes from it, while the other worker waits idle. */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "jobtext.h"
+#include "jpath.h"
+#include "util.h"
+
+/* FACTS of a CUDA OOM in training at step last on a 24 GiB card; saved: the checkpoint the run
+ * saved before it (NULL: none). */
+static json_t *facts_oom(int last, const char *saved)
+{
+	json_t *f = json_pack("{s:i, s:n, s:b, s:s, s:s, s:i, s:i, s:i, s:i, s:{s:i, s:i}, s:{s:i, s:i, s:i, s:i, s:[]},"
+			      " s:s, s:i, s:[s]}", "exit_code", 1, "signal", "cancelled", 0, "phase", "train", "oom_phase",
+			      "train", "first_step", 0, "last_step", last, "steps_done", last, "total_steps", 100,
+			      "signatures", "cuda_oom", 1, "error_running_job", 1, "oom", "tried_to_allocate_mib", 2048,
+			      "total_capacity_mib", 24564, "free_mib", 1100, "allocated_by_pytorch_mib", 21564,
+			      "processes", "error", "torch.OutOfMemoryError: CUDA out of memory", "duration_ms", 4000,
+			      "log_tail", "torch.OutOfMemoryError: CUDA out of memory");
+
+	json_object_set_new(f, "saved_path", saved ? json_string(saved) : json_null());
+	return f;
+}
+
+/* Leases on fake worker wid's GPU, waiting up to wait_ms; returns the lease (new reference) or NULL
+ * (the status in *st). */
+static json_t *lease(struct harness *h, const char *wid, const char *gpu, int wait_ms, long *st)
+{
+	return h_fake_lease(h, wid, gpu, wait_ms, st);
+}
+
+/* Finishes the lease with facts (stolen); true on 200. */
+static bool finish(struct harness *h, const json_t *l, json_t *facts)
+{
+	long st = 0;
+	char *aid = h_id(l, "attempt_id");
+	json_t *r = h_fake_finish(h, aid ? aid : "0", h_str(l, "token"), facts, &st);
+
+	json_decref(r);
+	json_decref(facts);
+	free(aid);
+	return st == 200;
+}
+
+/* The job's constraints.hold.worker_id, or -1 when it has no hold. */
+static long long hold_worker(struct harness *h, const char *id)
+{
+	json_t *j = h_job(h, id);
+	long long w = jpath_int(j, "constraints.hold.worker_id", -1);
+
+	json_decref(j);
+	return w;
+}
+
+/* Submits a job of 100 steps named name, without scale-up (its success ends it); returns its id
+ * (heap) or NULL. */
+static char *submit(struct harness *h, const char *name)
+{
+	json_t *cfg = h_config(name, 100), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *j = h_submit(h, cfg, extra);
+	char *id = h_id(j, "id");
+
+	json_decref(j);
+	json_decref(extra);
+	json_decref(cfg);
+	return id;
+}
+
+static void test_hold(struct harness *h, const char *a, const char *b)
+{
+	char *id = submit(h, "res_hold"), *jid = NULL, *why = NULL;
+	json_t *l = NULL, *j = NULL;
+	long st = 0;
+	long long aw = a ? strtoll(a, NULL, 10) : 0;
+
+	if (!h_ok(h, id != NULL, "a job is submitted"))
+		return;
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	jid = h_id(l, "job_id");
+	if (!h_ok(h, l && jid && !strcmp(jid, id), "worker A leases it"))
+		goto out;
+	h_ok(h, finish(h, l, facts_oom(30, "/w/jobs/1/output/res_hold/res_hold_000000020.safetensors")),
+	     "attempt 1 ends: out of memory at step 30, after a checkpoint at step 20");
+	json_decref(l);
+	l = NULL;
+	j = h_job(h, id);
+	h_ok(h, !strcmp(h_str(j, "state"), "queued") && jpath_int(j, "constraints.hold.worker_id", -1) == aw &&
+		     jpath_int(j, "constraints.hold.attempt", -1) == 1 &&
+		     json_is_string(jpath_get(j, "constraints.hold.until")) &&
+		     !strcmp(jpath_str(j, "constraints.hold.path", ""), "/w/jobs/1/output/res_hold/res_hold_000000020.safetensors"),
+	     "it is queued again, held for worker A (the attempt that saved, the file, until when)");
+	h_ok(h, jpath_int(j, "placement.held.worker_id", -1) == aw && jpath_int(j, "placement.held.in_s", -1) > 0 &&
+		     jpath_int(j, "placement.held.in_s", -1) <= 60,
+	     "its placement says so, with the seconds left (%lld)", jpath_int(j, "placement.held.in_s", -1));
+	why = jobtext_placement(j);
+	h_ok(h, why && strstr(why, "its host has the checkpoint attempt 1 saved") && strstr(why, "resumes there"),
+	     "and rungctl show and the job page say why it waits: %s", why ? why : "(none)");
+	json_decref(j);
+	j = NULL;
+
+	l = lease(h, b, "GPU-res-b", 300, &st);
+	h_ok(h, l == NULL && st != 200, "worker B's lease gets nothing while the hold lasts (status %ld)", st);
+	json_decref(l);
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	free(jid);
+	jid = h_id(l, "job_id");
+	if (!h_ok(h, l && jid && !strcmp(jid, id) && jpath_int(l, "number", 0) == 2, "worker A's lease gets it: attempt 2"))
+		goto out;
+	h_ok(h, hold_worker(h, id) == -1, "the lease drops the hold");
+	h_ok(h, finish(h, l, facts_oom(22, NULL)), "attempt 2 ends: out of memory at step 22, before its next save");
+	json_decref(l);
+	l = NULL;
+	j = h_job(h, id);
+	h_ok(h, jpath_int(j, "constraints.hold.worker_id", -1) == aw && jpath_int(j, "constraints.hold.attempt", -1) == 1,
+	     "held for worker A again: the newest checkpoint is still attempt 1's, on that host");
+	json_decref(j);
+	j = NULL;
+
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	if (!h_ok(h, l && jpath_int(l, "number", 0) == 3, "worker A leases attempt 3"))
+		goto out;
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", a));
+	h_ok(h, st == 200, "worker A is drained while attempt 3 runs");
+	h_ok(h, finish(h, l, facts_oom(40, "/w/jobs/1/output/res_hold/res_hold_000000030.safetensors")),
+	     "attempt 3 ends: out of memory after a checkpoint");
+	json_decref(l);
+	l = NULL;
+	h_ok(h, hold_worker(h, id) == -1, "no hold for a draining worker");
+	l = lease(h, b, "GPU-res-b", 2000, &st);
+	free(jid);
+	jid = h_id(l, "job_id");
+	h_ok(h, l && jid && !strcmp(jid, id), "worker B leases it at once");
+	if (l)
+		finish(h, l, h_facts_success(100));
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", a));
+out:
+	json_decref(l);
+	json_decref(j);
+	free(id);
+	free(jid);
+	free(why);
+}
+
+/* rungd restarted with --resume-hold-s 2: a hold ends and a parked long-poll of another worker
+ * gets the job; then --resume-hold-s 0 holds nothing. */
+static void test_end(struct harness *h, const char *a, const char *b)
+{
+	const char *two[] = { "--resume-hold-s", "2", NULL }, *zero[] = { "--resume-hold-s", "0", NULL };
+	char *id = NULL, *jid = NULL;
+	json_t *l = NULL;
+	long st = 0;
+
+	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, two) == 0, "rungd restarted with --resume-hold-s 2"))
+		return;
+	id = submit(h, "res_end");
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	if (!h_ok(h, id && l, "worker A leases a new job"))
+		goto out;
+	finish(h, l, facts_oom(30, "/w/jobs/2/output/res_end/res_end_000000020.safetensors"));
+	json_decref(l);
+	if (!h_ok(h, hold_worker(h, id) == strtoll(a, NULL, 10), "it is held for worker A after an OOM past a checkpoint")) {
+		json_t *j = h_job(h, id);
+		h_diag_json("job", j);
+		json_decref(j);
+	}
+	/* one request, parked while the hold lasts: served once it ends (rungd's long-poll retries) */
+	l = lease(h, b, "GPU-res-b", 15000, &st);
+	jid = h_id(l, "job_id");
+	h_ok(h, l && jid && !strcmp(jid, id), "worker B's one long-poll gets it once the 2 s hold ends (status %ld)", st);
+	if (l)
+		finish(h, l, h_facts_success(100));
+	json_decref(l);
+	l = NULL;
+	free(id);
+	free(jid);
+	id = jid = NULL;
+
+	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, zero) == 0, "rungd restarted with --resume-hold-s 0"))
+		goto out;
+	id = submit(h, "res_zero");
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	if (!h_ok(h, id && l, "worker A leases a third job"))
+		goto out;
+	finish(h, l, facts_oom(30, "/w/jobs/3/output/res_zero/res_zero_000000020.safetensors"));
+	json_decref(l);
+	h_ok(h, hold_worker(h, id) == -1, "--resume-hold-s 0: no hold");
+	l = lease(h, b, "GPU-res-b", 2000, &st);
+	jid = h_id(l, "job_id");
+	h_ok(h, l && jid && !strcmp(jid, id), "worker B leases it at once");
+	if (l)
+		finish(h, l, h_facts_success(100));
+out:
+	json_decref(l);
+	free(id);
+	free(jid);
+}
+
+/* Two real workers, the simulated trainer, the default hold. */
+static void test_real(struct harness *h)
+{
+	json_t *cfg = h_config("res_real", 60), *j = NULL, *atts = NULL;
+	struct h_worker *w1, *w2;
+	char *id = NULL;
+	const json_t *a1, *a2;
+
+	h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, NULL) == 0, "rungd restarted with the default hold");
+	w1 = h_worker_start(h, "res-real-1", NULL);
+	w2 = h_worker_start(h, "res-real-2", NULL);
+	/* a 2048² preview at step 20 runs out of memory (it_recovery's sample_oom), after the save at 10 */
+	h_config_set(cfg, "config.process[0].save.save_every", json_integer(10));
+	h_config_set(cfg, "config.process[0].sample.sample_every", json_integer(20));
+	h_config_set(cfg, "config.process[0].sample.width", json_integer(2048));
+	h_config_set(cfg, "config.process[0].sample.height", json_integer(2048));
+	h_config_set(cfg, "config.process[0].train.skip_first_sample", json_true());
+	j = h_submit(h, cfg, NULL);
+	id = h_id(j, "id");
+	json_decref(j);
+	j = NULL;
+	if (!h_ok(h, w1 && w2 && id, "two workers, and a job whose 2048² preview at step 20 does not fit"))
+		goto out;
+	j = h_wait_job(h, id, "succeeded", 120000);
+	h_ok(h, j != NULL, "the job succeeds");
+	atts = h_getf(h, &(long){ 0 }, "/v1/jobs/%s/attempts", id);
+	a1 = json_array_get(json_object_get(atts, "attempts"), 0);
+	a2 = json_array_get(json_object_get(atts, "attempts"), 1);
+	h_ok(h, a1 && a2 && !strcmp(h_str(a1, "class"), "oom_sample"), "attempt 1 ran out of memory while sampling (%s)",
+	     a1 ? h_str(a1, "class") : "-");
+	h_ok(h, a1 && a2 && json_equal(json_object_get(a1, "worker_id"), json_object_get(a2, "worker_id")),
+	     "attempt 2 ran on attempt 1's worker, though the other worker was idle");
+	h_ok(h, a2 && jpath_int(a2, "facts.first_step", 0) >= 10 && jpath_int(a2, "facts.signatures.resuming", 0) >= 1,
+	     "and resumed from its checkpoint (first step %lld)", a2 ? jpath_int(a2, "facts.first_step", 0) : -1);
+out:
+	json_decref(j);
+	json_decref(atts);
+	json_decref(cfg);
+	free(id);
+}
+
+int main(void)
+{
+	struct harness *h = h_new("it_resume");
+	const char *hold[] = { "--resume-hold-s", "60", NULL };
+	char *a = NULL, *b = NULL;
+
+	if (!h_ok(h, h_server_start(h, hold) == 0, "rungd starts with --resume-hold-s 60"))
+		return h_free(h);
+	a = h_fake_register(h, "res-a", "GPU-res-a", 24564);
+	b = h_fake_register(h, "res-b", "GPU-res-b", 24564);
+	if (h_ok(h, a && b, "two fake workers register")) {
+		test_hold(h, a, b);
+		test_end(h, a, b);
+	}
+	json_decref(h_postf(h, NULL, &(long){ 0 }, "/v1/workers/%s/drain", a ? a : "0"));
+	json_decref(h_postf(h, NULL, &(long){ 0 }, "/v1/workers/%s/drain", b ? b : "0"));
+	test_real(h);
+	free(a);
+	free(b);
+	return h_free(h);
+}
