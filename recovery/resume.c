@@ -55,9 +55,11 @@ json_t *resume_hold(const json_t *ctx, const json_t *decision, int hold_s)
 	const json_t *worker = json_object_get(a, "worker_id"), *home;
 	const char *cls = jpath_str(decision, "class", ""), *name;
 
-	if (hold_s <= 0 || strcmp(jpath_str(decision, "job_state", ""), "queued") != 0 ||
-	    !strcmp(cls, "env_fault") || !strcmp(cls, "host_oom") || !json_is_integer(worker) ||
-	    strcmp(jpath_str(a, "worker_state", ""), "online") != 0)
+	if (hold_s <= 0 || strcmp(jpath_str(decision, "job_state", ""), "queued") != 0 || strncmp(cls, "oom_", 4) != 0 ||
+	    !json_is_integer(worker) || strcmp(jpath_str(a, "worker_state", ""), "online") != 0)
+		return NULL;
+	/* the ladder's end sends the job to a bigger GPU (requeue_bigger): not this host's */
+	if (jpath_int(decision, "constraints.min_gpu_memory_mib", 0) > jpath_int(a, "gpu_memory_mib", 0))
 		return NULL;
 	if (!json_is_object(next))
 		next = jpath_get(ctx, "job.current_config");

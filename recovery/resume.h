@@ -11,8 +11,12 @@
  * (the worker whose host holds the job's newest checkpoint, how long the others leave the job to it,
  * the number of the attempt that saved it and the file it named). A hold is made when all of these
  * hold (ctx is a resolved CTX, policy_ctx_resolve; decision the one to apply):
- *   - hold_s > 0 and the decision queues the job again (job_state "queued");
- *   - its class is not one that moves the job off the host on purpose (env_fault, host_oom);
+ *   - hold_s > 0 and the decision queues the job again (job_state "queued") after an out-of-memory
+ *     error (class oom_*): an OOM retry keeps the config's name so that AI Toolkit resumes. Not
+ *     after a move off the host on purpose (env_fault, host_oom), nor after a preemption or a
+ *     requeue on request (class preempted: the stop was made to free that GPU, or to move the job);
+ *   - the decision's memory floor (constraints.min_gpu_memory_mib, the ladder's requeue_bigger) is
+ *     not above the attempt's GPU (CTX attempt.gpu_memory_mib): a bigger GPU is elsewhere;
  *   - the attempt that just ended, or the newest one before it, saved a checkpoint (FACTS.saved_path)
  *     under the config name the next attempt runs (decision next_config, else the job's current
  *     config): AI Toolkit resumes by config.name, so a scale-up's new name starts afresh;

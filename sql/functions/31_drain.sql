@@ -18,7 +18,8 @@ $$;
 -- rung_worker_drain(worker, drain, note, by): P_DRAIN true drains the worker (state 'draining',
 -- drain = {"at", "by", "note"}, a fleet event worker_drained), false resumes it (state 'online',
 -- drain NULL, an event worker_resumed). Repeating either is a no-op. Returns {"changed": bool,
--- "worker": WORKER}, or NULL when there is no such worker. rungd wakes the waiters after a resume
+-- "worker": WORKER}, or NULL when there is no such worker. A drain also ends the checkpoint holds
+-- for the worker (recovery/resume.h): those jobs may run elsewhere at once. rungd wakes the waiters after a resume
 -- commits (lease_announce): the worker's parked long-polls may now take work.
 CREATE OR REPLACE FUNCTION rung_worker_drain(p_worker bigint, p_drain boolean, p_note text, p_by text)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -40,6 +41,14 @@ BEGIN
     UPDATE workers SET state = 'draining', drain = jsonb_build_object('at', now(), 'by', p_by, 'note', p_note)
     WHERE id = p_worker RETURNING * INTO w;
     v_changed := true;
+    -- the queued jobs held for its checkpoints (recovery/resume.h) may run elsewhere now; SKIP LOCKED:
+    -- a claim round locks jobs before workers, this the other way round (a job it holds is leased or
+    -- passed over by that round, and a lease drops the hold)
+    UPDATE jobs SET constraints = constraints - 'hold'
+    WHERE id IN (SELECT h.id FROM jobs h
+                 WHERE h.state = 'queued' AND h.constraints ? 'hold'
+                   AND (h.constraints->'hold'->>'worker_id')::bigint = p_worker
+                 FOR UPDATE SKIP LOCKED);
   ELSIF NOT p_drain AND w.state = 'draining' THEN
     UPDATE workers SET state = 'online', drain = NULL WHERE id = p_worker RETURNING * INTO w;
     v_changed := true;

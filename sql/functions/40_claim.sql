@@ -178,7 +178,8 @@ BEGIN
 END $$;
 
 -- Whether constraints P_CONS hold their job for a worker other than P_WORKER now: a checkpoint hold
--- ("hold" {"worker_id", "until"}, rung_job_allows) not yet past. The one place the rule is written
+-- ("hold" {"worker_id", "until"}, rung_job_allows) not yet past (P_WORKER 0, no worker's id: whether a
+-- hold is in force at all). The one place the rule is written
 -- in SQL (the claim round's in-memory check, 41_claim_batch.sql, calls it too).
 CREATE OR REPLACE FUNCTION rung_held_elsewhere(p_cons jsonb, p_worker bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$

@@ -28,7 +28,7 @@ $$;
 -- with a queued job, its first 64 queued jobs are weighed in claim order (owners at their limit
 -- passed over, and with P_FAIR the fair share's order: rung_queue_head), each given, in this order:
 --   - nothing, when its owner has no room left, when its memory floor is above every GPU of the pool
---     (rung_pool_max_gpu_mib), or when a stop was already made for it and that attempt still runs or
+--     (rung_pool_max_gpu_mib), while a checkpoint hold keeps it for one worker (40_claim.sql), or when a stop was already made for it and that attempt still runs or
 --     ended less than 5 minutes ago (its GPU went to another job: something this function does not
 --     see blocks it);
 --   - an idle GPU that may run it of a live worker that takes the pool's jobs (its own or a
@@ -111,7 +111,10 @@ BEGIN
       EXIT WHEN n >= p_limit;
       SELECT * INTO q FROM jobs j WHERE j.id = v_job AND j.state = 'queued';
       CONTINUE WHEN NOT FOUND OR coalesce((room->>q.owner)::int, 1) <= 0
-                    OR coalesce((q.constraints->>'min_gpu_memory_mib')::int, 0) > pool_max;
+                    OR coalesce((q.constraints->>'min_gpu_memory_mib')::int, 0) > pool_max
+                    -- held for its checkpoint's host (recovery/resume.h): it waits for that worker's
+                    -- GPUs, or for the hold's end, not for a stop
+                    OR rung_held_elsewhere(q.constraints, 0);
       CONTINUE WHEN EXISTS (SELECT 1 FROM attempts x WHERE x.preempt_for = q.id
                               AND (x.state = 'running' OR x.ended_at > now() - interval '5 minutes'));
       -- the GPUs the claim refuses it: those its config failed on since its last retry (40_claim.sql)

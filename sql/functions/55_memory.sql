@@ -81,7 +81,7 @@ $$;
 
 -- Where queued job J could run now (GET /v1/jobs/{id}, the web job page): {"pool": its pool,
 -- "gpus": how many GPUs of its pool (migration 026), not quarantined, on live workers, meet its
--- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers),
+-- constraints as a claim reads them (min_gpu_memory_mib, exclude_gpus, exclude_workers; not the hold),
 -- "draining_gpus": how many more would on drained workers of its pool or of one that borrows from
 -- it (resumed, it takes the job; migration 028), "borrowing_gpus": how many
 -- on live workers of other pools that borrow from its pool would when their own pool has no work
@@ -89,7 +89,9 @@ $$;
 -- wrong pool, or to one with no host yet),
 -- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU (a borrower's counted), "ahead": how many queued
 -- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql), "preempting"?: {"attempt_id",
--- "job_id", "worker_id", "gpu_uuid"} of a borrowed attempt being stopped for it (44_preempt.sql)}. 0 GPUs: it waits,
+-- "job_id", "worker_id", "gpu_uuid"} of a borrowed attempt being stopped for it (44_preempt.sql), "held"?:
+-- {"worker_id", "until", "attempt", "in_s"} while a checkpoint hold leaves it to that worker's GPUs
+-- (recovery/resume.h; the counts above do not weigh the hold)}. 0 GPUs: it waits,
 -- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
 -- was raised by requeue_bigger or started_bigger and the big host left). A claim may still refuse a
 -- GPU it counts (a config that failed there). O(GPUs + jobs ahead): for one job's page, not for a

@@ -96,8 +96,10 @@ BEGIN
   SELECT state, cancel_requested INTO j_state, j_cancel FROM jobs WHERE id = a_job FOR UPDATE;
   IF j_cancel AND new_state = 'queued' THEN
     new_state := 'cancelled';
+    -- (no checkpoint hold: the job does not wait for a GPU)
     d := d || jsonb_build_object('job_state', 'cancelled', 'next_config', NULL,
-                                 'reason', 'cancelled: ' || coalesce(d->>'reason', ''));
+                                 'reason', 'cancelled: ' || coalesce(d->>'reason', ''),
+                                 'constraints', (d->'constraints') - 'hold');
   END IF;
   IF new_state NOT IN ('queued', 'succeeded', 'failed', 'cancelled') THEN
     RAISE EXCEPTION 'decision job_state % is not a job state', new_state;

@@ -57,8 +57,10 @@ BEGIN
       SELECT a.*, lj.state AS old_state, dd, coalesce(dd->>'job_state', 'failed') AS new_state
       FROM a JOIN lj ON lj.id = a.job_id,
       LATERAL (SELECT CASE WHEN lj.cancel_requested AND coalesce(a.decision->>'job_state', 'failed') = 'queued'
+                           -- (no checkpoint hold: the job does not wait for a GPU)
                            THEN a.decision || jsonb_build_object('job_state', 'cancelled', 'next_config', NULL,
-                                                                 'reason', 'cancelled: ' || coalesce(a.decision->>'reason', ''))
+                                                                 'reason', 'cancelled: ' || coalesce(a.decision->>'reason', ''),
+                                                                 'constraints', (a.decision->'constraints') - 'hold')
                            ELSE a.decision END AS dd) c),
     uj AS (
       UPDATE jobs SET

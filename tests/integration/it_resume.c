@@ -126,29 +126,140 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 	json_decref(j);
 	j = NULL;
 
-	l = lease(h, a, "GPU-res-a", 2000, &st);
-	if (!h_ok(h, l && jpath_int(l, "number", 0) == 3, "worker A leases attempt 3"))
-		goto out;
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", a));
-	h_ok(h, st == 200, "worker A is drained while attempt 3 runs");
+	h_ok(h, st == 200 && hold_worker(h, id) == -1, "draining worker A ends the hold");
+	l = lease(h, b, "GPU-res-b", 2000, &st);
+	free(jid);
+	jid = h_id(l, "job_id");
+	if (!h_ok(h, l && jid && !strcmp(jid, id) && jpath_int(l, "number", 0) == 3,
+		  "so worker B leases it at once: attempt 3"))
+		goto out;
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", b));
+	h_ok(h, st == 200, "worker B is drained while attempt 3 runs");
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", a));
 	h_ok(h, finish(h, l, facts_oom(40, "/w/jobs/1/output/res_hold/res_hold_000000030.safetensors")),
 	     "attempt 3 ends: out of memory after a checkpoint");
 	json_decref(l);
 	l = NULL;
 	h_ok(h, hold_worker(h, id) == -1, "no hold for a draining worker");
-	l = lease(h, b, "GPU-res-b", 2000, &st);
+	l = lease(h, a, "GPU-res-a", 2000, &st);
 	free(jid);
 	jid = h_id(l, "job_id");
-	h_ok(h, l && jid && !strcmp(jid, id), "worker B leases it at once");
+	h_ok(h, l && jid && !strcmp(jid, id), "worker A, resumed, leases it at once");
 	if (l)
 		finish(h, l, h_facts_success(100));
-	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", a));
+	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", b));
 out:
 	json_decref(l);
 	json_decref(j);
 	free(id);
 	free(jid);
 	free(why);
+}
+
+/* Registers fake worker NAME in pool POOL with GPUs "GPU-NAME-0" and "GPU-NAME-1", borrowing BORROW
+ * (JSON text, NULL: none); returns its id (heap) or NULL. */
+static char *join2(struct harness *h, const char *name, const char *pool, const char *borrow)
+{
+	long st = 0;
+	char g0[64], g1[64];
+	json_t *body, *r;
+	char *id;
+
+	snprintf(g0, sizeof g0, "GPU-%s-0", name);
+	snprintf(g1, sizeof g1, "GPU-%s-1", name);
+	body = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}, {s:s, s:i, s:s, s:i}]}", "name", name, "host", name,
+			 "pool", pool, "gpus", "uuid", g0, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", 24564,
+			 "uuid", g1, "index", 1, "name", "NVIDIA Sim", "memory_total_mib", 24564);
+	if (borrow)
+		json_object_set_new(body, "borrow", json_loads(borrow, JSON_DECODE_ANY, NULL));
+	r = h_post(h, "/v1/workers", body, &st);
+	id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
+	json_decref(body);
+	json_decref(r);
+	return id;
+}
+
+/* A preemption pass makes no stop for a held job: worker H (pool rp, borrowing from rq) runs a job
+ * of rq on one GPU while its own pool's job, held for it after an OOM, waits; worker X of rp is idle
+ * (the hold keeps the job from it). Without the pass's rule it would stop H's borrowed job. */
+static void test_preempt(struct harness *h)
+{
+	char *hid = join2(h, "res-h", "rp", "[\"rq\"]"), *xid = join2(h, "res-x", "rp", NULL);
+	json_t *cfg = h_config("res_own", 100), *ex = json_pack("{s:s, s:{s:b}}", "pool", "rp", "recovery", "scale_up", 0);
+	json_t *j = h_submit(h, cfg, ex), *l1 = NULL, *l2 = NULL;
+	char *own = h_id(j, "id"), *borrowed = NULL, *got = NULL, *first = NULL;
+	const char *p[1];
+	long st = 0;
+
+	json_decref(j);
+	j = NULL;
+	if (!h_ok(h, hid && xid && own, "workers H (rp, borrowing rq) and X (rp), a job of rp"))
+		goto out;
+	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	got = h_id(l1, "job_id");
+	if (!h_ok(h, l1 && got && !strcmp(got, own), "H's first GPU leases its own pool's job"))
+		goto out;
+	json_decref(ex);
+	ex = json_pack("{s:s}", "pool", "rq");
+	json_decref(cfg);
+	cfg = h_config("res_borrowed", 100);
+	j = h_submit(h, cfg, ex);
+	borrowed = h_id(j, "id");
+	l2 = lease(h, hid, "GPU-res-h-1", 2000, &st);
+	free(got);
+	got = h_id(l2, "job_id");
+	if (!h_ok(h, l2 && got && borrowed && !strcmp(got, borrowed), "H's second GPU borrows a job of rq"))
+		goto out;
+	finish(h, l1, facts_oom(30, "/w/jobs/9/output/res_own/res_own_000000020.safetensors"));
+	json_decref(l1);
+	l1 = NULL;
+	h_ok(h, hold_worker(h, own) == strtoll(hid, NULL, 10), "the own pool's job ran out of memory and is held for H");
+	/* H's freed GPU takes a job of rp that comes first (priority 10): H has no idle GPU now */
+	json_decref(j);
+	json_decref(ex);
+	ex = json_pack("{s:s, s:i}", "pool", "rp", "priority", 10);
+	json_decref(cfg);
+	cfg = h_config("res_first", 100);
+	j = h_submit(h, cfg, ex);
+	free(first);
+	first = h_id(j, "id");
+	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	free(got);
+	got = h_id(l1, "job_id");
+	h_ok(h, l1 && got && first && !strcmp(got, first), "H's freed GPU leases a job of rp of a higher priority");
+	h_ok(h, h_sql_int(h, "SELECT jsonb_array_length(rung_preempt(0, 10, false))", 0, NULL) == 0,
+	     "a preemption pass stops nothing for the held job (X is idle, the hold keeps the job for H)");
+	if (l1)
+		finish(h, l1, h_facts_success(100));
+	json_decref(l1);
+	l1 = NULL;
+	p[0] = borrowed;
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND preempted_at IS NOT NULL", 1, p) == 0,
+	     "H's borrowed job is not marked");
+	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	free(got);
+	got = h_id(l1, "job_id");
+	h_ok(h, l1 && got && !strcmp(got, own), "H's first GPU takes the held job again");
+	if (l1)
+		finish(h, l1, h_facts_success(100));
+	finish(h, l2, h_facts_success(100));
+out:
+	json_decref(j);
+	json_decref(l1);
+	json_decref(l2);
+	json_decref(cfg);
+	json_decref(ex);
+	if (hid)
+		json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", hid));
+	if (xid)
+		json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", xid));
+	free(hid);
+	free(xid);
+	free(own);
+	free(borrowed);
+	free(got);
+	free(first);
 }
 
 /* rungd restarted with --resume-hold-s 2: a hold ends and a parked long-poll of another worker
@@ -258,6 +369,7 @@ int main(void)
 	b = h_fake_register(h, "res-b", "GPU-res-b", 24564);
 	if (h_ok(h, a && b, "two fake workers register")) {
 		test_hold(h, a, b);
+		test_preempt(h);
 		test_end(h, a, b);
 	}
 	json_decref(h_postf(h, NULL, &(long){ 0 }, "/v1/workers/%s/drain", a ? a : "0"));

@@ -25,7 +25,7 @@ static json_t *base_ctx(void)
 /* A decision that queues the job again after an OOM in training, config unchanged in name. */
 static json_t *base_decision(void)
 {
-	return json_loads("{\"class\": \"oom_early_train\", \"job_state\": \"queued\","
+	return json_loads("{\"class\": \"oom_train_early\", \"job_state\": \"queued\","
 			  " \"next_config\": {\"config\": {\"name\": \"lora_a\", \"process\": []}},"
 			  " \"constraints\": {\"exclude_gpus\": [], \"exclude_workers\": [], \"min_gpu_memory_mib\": null}}",
 			  0, NULL);
@@ -83,8 +83,16 @@ static const struct hold_case cases[] = {
 	  "job.constraints.exclude_workers", "[\"7\"]", NULL, NULL, 120, -1, 0 },
 	{ "the decision excludes the GPU: no hold", "attempt.facts.saved_path", "\"/w/a.safetensors\"", NULL, NULL,
 	  "constraints.exclude_gpus", "[\"GPU-7a\"]", 120, -1, 0 },
-	{ "a preemption queues it again (server decision, no next_config): held", "attempt.facts.saved_path",
-	  "\"/w/a.safetensors\"", NULL, NULL, "class", "\"preempted\"", 120, 7, 2 },
+	{ "a preemption or a requeue on request (class preempted): no hold, the stop freed that GPU",
+	  "attempt.facts.saved_path", "\"/w/a.safetensors\"", NULL, NULL, "class", "\"preempted\"", 120, -1, 0 },
+	{ "an OOM while sampling: held", "attempt.facts.saved_path", "\"/w/a.safetensors\"", NULL, NULL, "class",
+	  "\"oom_sample\"", 120, 7, 2 },
+	{ "the ladder's end sends it to a bigger GPU (floor above this GPU's 24564 MiB): no hold",
+	  "attempt.facts.saved_path", "\"/w/a.safetensors\"", "attempt.gpu_memory_mib", "24564",
+	  "constraints.min_gpu_memory_mib", "24565", 120, -1, 0 },
+	{ "a floor this GPU meets (from an earlier bigger-GPU move): held", "attempt.facts.saved_path",
+	  "\"/w/a.safetensors\"", "attempt.gpu_memory_mib", "49152", "constraints.min_gpu_memory_mib", "24565", 120, 7,
+	  2 },
 };
 
 static void set(json_t *root, const char *path, const char *value)
