@@ -15,7 +15,8 @@
 -- of a fair share among owners (rung_queue_head: within a priority, the owner running the fewest
 -- first), this round's choices counted. One index scan locks the
 -- first n unlocked queued jobs (n = items); each GPU takes the first of them, in claim order, that
--- it may run; a GPU that may run none of them falls back to rung_claim's own scan when more jobs
+-- it may run (but for a job of no worse a priority held for its worker by a checkpoint hold, which
+-- it takes first: recovery/resume.h); a GPU that may run none of them falls back to rung_claim's own scan when more jobs
 -- may be queued beyond them. Fresh items must come first: once nothing is left to claim, the items
 -- that are not fresh (parked: their worker and GPU were checked by an earlier round) are skipped
 -- without a write.
@@ -74,8 +75,11 @@ DECLARE
   ids bigint[];
   cons jsonb[];
   cown text[];      -- their owners
-  cpri int[];       -- with a fair share: their priorities and ages
+  cpri int[];       -- their priorities and ages
   cat timestamptz[];
+  chome bigint[];   -- per candidate: the worker a checkpoint hold keeps it for now (recovery/resume.h), else NULL
+  homed boolean;    -- some candidate is held for some worker
+  remaining_free int; -- the candidates not taken and held for no worker
   fb_owner text;    -- the owner of a job rung_claim started
   reran bigint[];     -- the candidates that ran before
   reran_from int[];   -- per reran candidate: recovery_state.budget_from (0 before any retry)
@@ -127,8 +131,10 @@ BEGIN
            array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id),
            array_agg(x.owner ORDER BY x.priority, x.created_at, x.id),
            array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0),
-           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0) -- aligned with reran
-    INTO ids, cons, cown, reran, reran_from
+           array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0), -- aligned with reran
+           array_agg(x.priority ORDER BY x.priority, x.created_at, x.id),
+           array_agg(x.created_at ORDER BY x.priority, x.created_at, x.id) -- aligned with ids, as cpri
+    INTO ids, cons, cown, reran, reran_from, cpri, cat
     FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
                  rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
           WHERE c.state = 'queued' AND c.pool = p_pool
@@ -158,7 +164,37 @@ BEGIN
   -- more jobs may be queued beyond the candidates (a waiter that may run none of them looks further,
   -- with rung_claim): the scan, or the head, was full
   full_scan := greatest(ncand, cardinality(head)) >= np;
+  -- the queued jobs held for these waiters' workers (a checkpoint hold, recovery/resume.h) that the
+  -- scan did not reach, after the candidates: one probe of jobs_held (migration 030), which holds
+  -- only held jobs. A GPU of the hold's worker takes its held job before a job of the same priority
+  -- ahead of it (below); no other GPU may take it while the hold lasts.
+  PERFORM 1 FROM jobs c
+  WHERE c.state = 'queued' AND c.constraints ? 'hold' AND (c.constraints->'hold'->>'worker_id')::bigint = ANY (w_worker)
+  LIMIT 1;
+  IF FOUND THEN
+    SELECT ids || coalesce(array_agg(x.id ORDER BY x.priority, x.created_at, x.id), '{}'),
+           cons || coalesce(array_agg(x.constraints ORDER BY x.priority, x.created_at, x.id), '{}'),
+           cown || coalesce(array_agg(x.owner ORDER BY x.priority, x.created_at, x.id), '{}'),
+           cpri || coalesce(array_agg(x.priority ORDER BY x.priority, x.created_at, x.id), '{}'),
+           cat || coalesce(array_agg(x.created_at ORDER BY x.priority, x.created_at, x.id), '{}'),
+           reran || coalesce(array_agg(x.id ORDER BY x.id) FILTER (WHERE x.attempts_count > 0), '{}'),
+           reran_from || coalesce(array_agg(x.budget_from ORDER BY x.id) FILTER (WHERE x.attempts_count > 0), '{}')
+    INTO ids, cons, cown, cpri, cat, reran, reran_from
+    FROM (SELECT c.id, c.priority, c.created_at, c.constraints, c.owner, c.attempts_count,
+                 rung_budget_from(c.recovery_state) AS budget_from FROM jobs c
+          WHERE c.state = 'queued' AND c.constraints ? 'hold'
+            AND (c.constraints->'hold'->>'worker_id')::bigint = ANY (w_worker)
+            AND c.pool = p_pool AND c.id <> ALL (coalesce(ids, '{}')) AND rung_held_elsewhere(c.constraints, 0)
+          ORDER BY c.id FOR UPDATE SKIP LOCKED) x;
+  END IF;
+  ncand := coalesce(array_length(ids, 1), 0);
+  -- the checkpoint holds in force among the candidates (most rounds: none)
+  SELECT array_agg(CASE WHEN x.c ? 'hold' AND rung_held_elsewhere(x.c, 0) THEN (x.c->'hold'->>'worker_id')::bigint END
+                   ORDER BY x.n)
+  INTO chome FROM unnest(cons) WITH ORDINALITY AS x(c, n);
+  homed := ncand > 0 AND EXISTS (SELECT 1 FROM unnest(chome) hh WHERE hh IS NOT NULL);
   remaining := ncand;
+  remaining_free := (SELECT count(*) FROM unnest(chome) hh WHERE hh IS NULL)::int;
   taken := array_fill(false, ARRAY[greatest(ncand, 1)]);
   cur_hash := array_fill(NULL::text, ARRAY[greatest(ncand, 1)]);
   IF reran IS NOT NULL THEN
@@ -178,8 +214,10 @@ BEGIN
   END IF;
 
   FOR n IN 1 .. np LOOP
-    IF NOT w_fresh[n] AND remaining = 0 AND NOT full_scan THEN
-      EXIT; -- nothing left to claim, and (fresh items first) only parked waiters remain
+    IF NOT w_fresh[n] AND NOT full_scan THEN
+      EXIT WHEN remaining = 0; -- nothing left to claim, and (fresh items first) only parked waiters remain
+      -- what is left is held for other workers: a parked waiter of none of them is not looked up
+      CONTINUE WHEN remaining_free = 0 AND NOT coalesce(w_worker[n] = ANY (chome), false);
     END IF;
     IF n > looked THEN
       -- the first time: every fresh waiter and as many parked ones as there are candidates; later,
@@ -227,6 +265,13 @@ BEGIN
       END LOOP;
       k := first_free;
       WHILE k <= ncand LOOP
+        -- past the first job it may run (no fair share), only a job held for its worker, of no worse a
+        -- priority, is still weighed (its config is not hashed for nothing)
+        IF chosen IS NOT NULL AND NOT p_fair
+           AND (chome[k] IS DISTINCT FROM w_worker[n] OR cpri[k] > cpri[chosen]) THEN
+          k := k + 1;
+          CONTINUE;
+        END IF;
         IF NOT taken[k]
            AND coalesce((room->>cown[k])::int, 1) > 0 -- its owner's place may have gone this round
            AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
@@ -243,12 +288,26 @@ BEGIN
             END IF;
             fits := NOT (failed->(ids[k]::text)->w_gpu[n] ? cur_hash[k]);
           END IF;
-          IF fits AND NOT p_fair THEN
+          IF fits AND NOT p_fair AND NOT homed THEN
             chosen := k; -- the first in claim order
             EXIT;
+          ELSIF fits AND NOT p_fair THEN
+            -- the first in claim order, but for a job of no worse a priority held for this worker
+            -- further on (its checkpoint is on this host: delay scheduling's local task first)
+            IF chosen IS NULL THEN
+              chosen := k;
+              EXIT WHEN chome[k] IS NOT DISTINCT FROM w_worker[n] OR NOT coalesce(w_worker[n] = ANY (chome), false);
+            ELSE
+              -- held for this worker, no worse a priority (the loop's first test): held jobs the scan
+              -- did not reach come after the candidates, and one queued again since the scan may be of
+              -- a better priority
+              chosen := k;
+              EXIT;
+            END IF;
           ELSIF fits AND (chosen IS NULL
-                          OR (cpri[k], coalesce((running->>cown[k])::int, 0), cat[k], ids[k])
-                             < (cpri[chosen], coalesce((running->>cown[chosen])::int, 0), cat[chosen], ids[chosen])) THEN
+                          OR (cpri[k], chome[k] IS DISTINCT FROM w_worker[n], coalesce((running->>cown[k])::int, 0), cat[k], ids[k])
+                             < (cpri[chosen], chome[chosen] IS DISTINCT FROM w_worker[n],
+                                coalesce((running->>cown[chosen])::int, 0), cat[chosen], ids[chosen])) THEN
             -- a fair share: of the candidates this GPU may run, the one whose owner runs the fewest
             -- now (this round's choices counted), oldest first; not the head's order, which
             -- assumed each owner's earlier jobs would be taken
@@ -260,6 +319,9 @@ BEGIN
       IF chosen IS NOT NULL THEN
         taken[chosen] := true;
         remaining := remaining - 1;
+        IF chome[chosen] IS NULL THEN
+          remaining_free := remaining_free - 1;
+        END IF;
         IF room ? cown[chosen] THEN
           room := jsonb_set(room, ARRAY[cown[chosen]], to_jsonb((room->>cown[chosen])::int - 1));
         END IF;

@@ -157,6 +157,52 @@ out:
 	free(why);
 }
 
+/* The hold's worker takes its held job before an older job of the same priority (the older one was
+ * scheduled, then started: ahead in claim order); the other worker takes the older one. */
+static void test_prefer(struct harness *h, const char *a, const char *b)
+{
+	json_t *cfg = h_config("res_older", 100), *ex = json_pack("{s:i, s:{s:b}}", "start_in_s", 3600,
+								   "recovery", "scale_up", 0);
+	json_t *j = h_submit(h, cfg, ex), *l = NULL;
+	char *older = h_id(j, "id"), *held = submit(h, "res_held"), *got = NULL;
+	long st = 0;
+
+	json_decref(j);
+	j = NULL;
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	got = h_id(l, "job_id");
+	if (!h_ok(h, older && held && got && !strcmp(got, held), "an older job waits for its start time; worker A leases a newer one"))
+		goto out;
+	finish(h, l, facts_oom(30, "/w/jobs/5/output/res_held/res_held_000000020.safetensors"));
+	json_decref(l);
+	l = NULL;
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/start", older));
+	j = h_job(h, older);
+	h_ok(h, st == 200 && hold_worker(h, held) == strtoll(a, NULL, 10) && jpath_int(j, "placement.ahead", -1) == 0,
+	     "the newer one is held for A; the older one, started now, is first in the queue");
+	l = lease(h, a, "GPU-res-a", 2000, &st);
+	free(got);
+	got = h_id(l, "job_id");
+	h_ok(h, l && got && !strcmp(got, held), "worker A takes its held job first (its checkpoint is on A's host)");
+	if (l)
+		finish(h, l, h_facts_success(100));
+	json_decref(l);
+	l = lease(h, b, "GPU-res-b", 2000, &st);
+	free(got);
+	got = h_id(l, "job_id");
+	h_ok(h, l && got && !strcmp(got, older), "worker B takes the older job");
+	if (l)
+		finish(h, l, h_facts_success(100));
+out:
+	json_decref(l);
+	json_decref(j);
+	json_decref(ex);
+	json_decref(cfg);
+	free(older);
+	free(held);
+	free(got);
+}
+
 /* Registers fake worker NAME in pool POOL with GPUs "GPU-NAME-0" and "GPU-NAME-1", borrowing BORROW
  * (JSON text, NULL: none); returns its id (heap) or NULL. */
 static char *join2(struct harness *h, const char *name, const char *pool, const char *borrow)
@@ -369,6 +415,7 @@ int main(void)
 	b = h_fake_register(h, "res-b", "GPU-res-b", 24564);
 	if (h_ok(h, a && b, "two fake workers register")) {
 		test_hold(h, a, b);
+		test_prefer(h, a, b);
 		test_preempt(h);
 		test_end(h, a, b);
 	}
