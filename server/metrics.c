@@ -455,6 +455,12 @@ static void write_history_counts(struct evbuffer *b, const json_t *doc, double a
 					 json_string_value(json_object_get(v, "outcome")), NULL };
 		metrics_write_sample(b, "rung_owner_gpu_seconds_total", labels, jnum(v, "s"));
 	}
+	metrics_write_head(b, "rung_resumed_attempts_total", "counter",
+			   "Ended attempts that resumed from a checkpoint (the trainer said so) instead of starting over.");
+	metrics_write_sample(b, "rung_resumed_attempts_total", NULL, jnum(json_object_get(doc, "resumed"), "attempts"));
+	metrics_write_head(b, "rung_resumed_steps_total", "counter",
+			   "Training steps those attempts did not run again: the steps they resumed from.");
+	metrics_write_sample(b, "rung_resumed_steps_total", NULL, jnum(json_object_get(doc, "resumed"), "steps"));
 	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
 	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
 		const char *labels[] = { "rung", key, NULL };

@@ -48,6 +48,13 @@ BEGIN
                                ELSE coalesce(old->'min_gpu_memory_mib', 'null') END);
 END $$;
 
+-- The step an attempt resumed from (attempts.resumed_step, migration 031): FACTS first_step when its
+-- trainer said it resumed (the resuming signature), else NULL.
+CREATE OR REPLACE FUNCTION rung_resumed_step(p_facts jsonb) RETURNS int LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN coalesce((p_facts->'signatures'->>'resuming')::int, 0) > 0 AND (p_facts->>'first_step')::int > 0
+              THEN (p_facts->>'first_step')::int END
+$$;
+
 -- An ended attempt's outcome from its decision's class: succeeded, cancelled, preempted (migration
 -- 029), else failed. The one place the mapping is written (rung_finish_apply and the set-wise
 -- rung_finish_apply_batch, where it is inlined).
@@ -84,7 +91,7 @@ BEGIN
   v_outcome := rung_attempt_outcome(cls);
   UPDATE attempts SET state = 'ended', outcome = v_outcome, ended_at = now(),
     class = cls, rule = d->>'rule', evidence = d->'evidence', action = d->>'action',
-    rung = d->>'rung', changes = d->'changes', facts = p_facts - 'log_tail',
+    rung = d->>'rung', changes = d->'changes', facts = p_facts - 'log_tail', resumed_step = rung_resumed_step(p_facts),
     log_tail = coalesce(p_facts->'log_tail', '[]'),
     phase = coalesce(p_facts->>'phase', phase),
     step = coalesce((p_facts->>'last_step')::int, step),

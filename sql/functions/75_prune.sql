@@ -62,6 +62,11 @@ BEGIN
         UNION ALL
         SELECT 'rung', a.rung, '', count(*) FROM attempts a WHERE a.job_id = ANY (ids) AND a.rung IS NOT NULL GROUP BY 2
         UNION ALL
+        SELECT 'resumed', 'attempts', '', count(*) FROM attempts a WHERE a.job_id = ANY (ids) AND a.resumed_step IS NOT NULL
+        UNION ALL
+        SELECT 'resumed', 'steps', '', coalesce(sum(a.resumed_step), 0) FROM attempts a
+        WHERE a.job_id = ANY (ids) AND a.resumed_step IS NOT NULL
+        UNION ALL
         SELECT 'lease_wait_le', b::text, '', (SELECT count(*) FROM pw WHERE pw.w <= b) FROM unnest(p_bounds) b
         UNION ALL
         SELECT 'lease_wait', 'sum', '', coalesce(sum(pw.w), 0) FROM pw

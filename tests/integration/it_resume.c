@@ -366,6 +366,7 @@ out:
 static void test_real(struct harness *h)
 {
 	json_t *cfg = h_config("res_real", 60), *j = NULL, *atts = NULL;
+	char *text = NULL;
 	struct h_worker *w1, *w2;
 	char *id = NULL;
 	const json_t *a1, *a2;
@@ -396,7 +397,13 @@ static void test_real(struct harness *h)
 	     "attempt 2 ran on attempt 1's worker, though the other worker was idle");
 	h_ok(h, a2 && jpath_int(a2, "facts.first_step", 0) >= 10 && jpath_int(a2, "facts.signatures.resuming", 0) >= 1,
 	     "and resumed from its checkpoint (first step %lld)", a2 ? jpath_int(a2, "facts.first_step", 0) : -1);
+	text = h_scrape(h);
+	h_ok(h, h_sample(text, "rung_resumed_attempts_total") == 1 &&
+		     h_sample(text, "rung_resumed_steps_total") == (double)jpath_int(a2, "facts.first_step", -1),
+	     "/metrics counts the resumed attempt and the steps it did not run again (%.0f)",
+	     h_sample(text, "rung_resumed_steps_total"));
 out:
+	free(text);
 	json_decref(j);
 	json_decref(atts);
 	json_decref(cfg);
