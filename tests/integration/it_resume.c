@@ -2,11 +2,13 @@
  * with two fake workers: a job queued again after an attempt that saved a checkpoint is held for
  * that attempt's worker (its constraints' "hold", its placement's "held" and sentence), the other
  * worker's lease gets nothing while the hold's worker's gets it, the lease drops the hold, an OOM
- * before the next save still holds it for the checkpoint's host, a draining worker gets no hold, a
- * hold past its end lets any worker take the job (a parked long-poll is served without a new
+ * before the next save still holds it for the checkpoint's host, a drain ends the hold and a
+ * draining worker gets none, the hold's worker takes its held job before an older one of the same
+ * priority (in claim order and under --fair-share), a preemption pass stops nothing for a held job,
+ * a hold past its end lets any worker take the job (a parked long-poll is served without a new
  * request), and --resume-hold-s 0 holds nothing. End to end, with two real rung-workers and the
  * simulated trainer: a job that runs out of memory while sampling, after a checkpoint, runs again on
- * the same host and resumes from it, while the other worker waits idle. */
+ * the same host and resumes from it, and /metrics counts the resume and the steps it spared. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,7 +415,7 @@ out:
 int main(void)
 {
 	struct harness *h = h_new("it_resume");
-	const char *hold[] = { "--resume-hold-s", "60", NULL };
+	const char *hold[] = { "--resume-hold-s", "60", NULL }, *fair[] = { "--fair-share", "--resume-hold-s", "60", NULL };
 	char *a = NULL, *b = NULL;
 
 	if (!h_ok(h, h_server_start(h, hold) == 0, "rungd starts with --resume-hold-s 60"))
@@ -423,6 +425,10 @@ int main(void)
 	if (h_ok(h, a && b, "two fake workers register")) {
 		test_hold(h, a, b);
 		test_prefer(h, a, b);
+		/* the same under a fair share: the held job is the first of its priority for its worker */
+		if (h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, fair) == 0,
+			 "rungd restarted with --fair-share --resume-hold-s 60"))
+			test_prefer(h, a, b);
 		test_preempt(h);
 		test_end(h, a, b);
 	}
