@@ -54,6 +54,24 @@ static bool finish(struct harness *h, const json_t *l, json_t *facts)
 	return st == 200;
 }
 
+/* Leases on fake worker wid's GPU, waiting up to wait_ms, and finishes what it got with a success;
+ * true when the lease was of job want. */
+static bool leases_done(struct harness *h, const char *wid, const char *gpu, int wait_ms, const char *want)
+{
+	long st = 0;
+	json_t *l = lease(h, wid, gpu, wait_ms, &st);
+	char *got = h_id(l, "job_id");
+	bool ok = l && got && want && !strcmp(got, want);
+
+	if (l)
+		finish(h, l, h_facts_success(100));
+	if (!ok)
+		h_diag("lease on %s: status %ld, job %s (wanted %s)", gpu, st, got ? got : "-", want ? want : "-");
+	json_decref(l);
+	free(got);
+	return ok;
+}
+
 /* The job's constraints.hold.worker_id, or -1 when it has no hold. */
 static long long hold_worker(struct harness *h, const char *id)
 {
@@ -144,12 +162,7 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 	json_decref(l);
 	l = NULL;
 	h_ok(h, hold_worker(h, id) == -1, "no hold for a draining worker");
-	l = lease(h, a, "GPU-res-a", 2000, &st);
-	free(jid);
-	jid = h_id(l, "job_id");
-	h_ok(h, l && jid && !strcmp(jid, id), "worker A, resumed, leases it at once");
-	if (l)
-		finish(h, l, h_facts_success(100));
+	h_ok(h, leases_done(h, a, "GPU-res-a", 2000, id), "worker A, resumed, leases it at once");
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/resume", b));
 out:
 	json_decref(l);
@@ -182,19 +195,8 @@ static void test_prefer(struct harness *h, const char *a, const char *b)
 	j = h_job(h, older);
 	h_ok(h, st == 200 && hold_worker(h, held) == strtoll(a, NULL, 10) && jpath_int(j, "placement.ahead", -1) == 0,
 	     "the newer one is held for A; the older one, started now, is first in the queue");
-	l = lease(h, a, "GPU-res-a", 2000, &st);
-	free(got);
-	got = h_id(l, "job_id");
-	h_ok(h, l && got && !strcmp(got, held), "worker A takes its held job first (its checkpoint is on A's host)");
-	if (l)
-		finish(h, l, h_facts_success(100));
-	json_decref(l);
-	l = lease(h, b, "GPU-res-b", 2000, &st);
-	free(got);
-	got = h_id(l, "job_id");
-	h_ok(h, l && got && !strcmp(got, older), "worker B takes the older job");
-	if (l)
-		finish(h, l, h_facts_success(100));
+	h_ok(h, leases_done(h, a, "GPU-res-a", 2000, held), "worker A takes its held job first (its checkpoint is on A's host)");
+	h_ok(h, leases_done(h, b, "GPU-res-b", 2000, older), "worker B takes the older job");
 out:
 	json_decref(l);
 	json_decref(j);
@@ -315,7 +317,7 @@ out:
 static void test_end(struct harness *h, const char *a, const char *b)
 {
 	const char *two[] = { "--resume-hold-s", "2", NULL }, *zero[] = { "--resume-hold-s", "0", NULL };
-	char *id = NULL, *jid = NULL;
+	char *id = NULL;
 	json_t *l = NULL;
 	long st = 0;
 
@@ -327,22 +329,16 @@ static void test_end(struct harness *h, const char *a, const char *b)
 		goto out;
 	finish(h, l, facts_oom(30, "/w/jobs/2/output/res_end/res_end_000000020.safetensors"));
 	json_decref(l);
+	l = NULL;
 	if (!h_ok(h, hold_worker(h, id) == strtoll(a, NULL, 10), "it is held for worker A after an OOM past a checkpoint")) {
 		json_t *j = h_job(h, id);
 		h_diag_json("job", j);
 		json_decref(j);
 	}
 	/* one request, parked while the hold lasts: served once it ends (rungd's long-poll retries) */
-	l = lease(h, b, "GPU-res-b", 15000, &st);
-	jid = h_id(l, "job_id");
-	h_ok(h, l && jid && !strcmp(jid, id), "worker B's one long-poll gets it once the 2 s hold ends (status %ld)", st);
-	if (l)
-		finish(h, l, h_facts_success(100));
-	json_decref(l);
-	l = NULL;
+	h_ok(h, leases_done(h, b, "GPU-res-b", 15000, id), "worker B's one long-poll gets it once the 2 s hold ends");
 	free(id);
-	free(jid);
-	id = jid = NULL;
+	id = NULL;
 
 	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, zero) == 0, "rungd restarted with --resume-hold-s 0"))
 		goto out;
@@ -352,16 +348,12 @@ static void test_end(struct harness *h, const char *a, const char *b)
 		goto out;
 	finish(h, l, facts_oom(30, "/w/jobs/3/output/res_zero/res_zero_000000020.safetensors"));
 	json_decref(l);
+	l = NULL;
 	h_ok(h, hold_worker(h, id) == -1, "--resume-hold-s 0: no hold");
-	l = lease(h, b, "GPU-res-b", 2000, &st);
-	jid = h_id(l, "job_id");
-	h_ok(h, l && jid && !strcmp(jid, id), "worker B leases it at once");
-	if (l)
-		finish(h, l, h_facts_success(100));
+	h_ok(h, leases_done(h, b, "GPU-res-b", 2000, id), "worker B leases it at once");
 out:
 	json_decref(l);
 	free(id);
-	free(jid);
 }
 
 /* Two real workers, the simulated trainer, the default hold. */
