@@ -30,6 +30,14 @@ DECLARE
   v_why text;
   v_json jsonb;
 BEGIN
+  IF p_drain THEN
+    -- the queued jobs held for its checkpoints (recovery/resume.h), locked before the worker's row and
+    -- waited for: a claim round locks jobs (SKIP LOCKED, never waiting) before workers, so one that
+    -- holds such a job now is let finish (a lease then drops the hold) instead of keeping it past the drain
+    PERFORM 1 FROM jobs h
+    WHERE h.state = 'queued' AND h.constraints ? 'hold' AND (h.constraints->'hold'->>'worker_id')::bigint = p_worker
+    ORDER BY h.id FOR UPDATE;
+  END IF;
   SELECT * INTO w FROM workers WHERE id = p_worker FOR UPDATE;
   IF NOT FOUND THEN
     RETURN NULL;
@@ -41,9 +49,9 @@ BEGIN
     UPDATE workers SET state = 'draining', drain = jsonb_build_object('at', now(), 'by', p_by, 'note', p_note)
     WHERE id = p_worker RETURNING * INTO w;
     v_changed := true;
-    -- the queued jobs held for its checkpoints (recovery/resume.h) may run elsewhere now; SKIP LOCKED:
-    -- a claim round locks jobs before workers, this the other way round (a job it holds is leased or
-    -- passed over by that round, and a lease drops the hold)
+    -- the queued jobs held for its checkpoints may run elsewhere now: those locked above, and (SKIP
+    -- LOCKED: this transaction holds the worker's row now, which a claim round may be waiting for) one
+    -- held since by a finish that read the worker online, unless a round holds it
     UPDATE jobs SET constraints = constraints - 'hold'
     WHERE id IN (SELECT h.id FROM jobs h
                  WHERE h.state = 'queued' AND h.constraints ? 'hold'
