@@ -164,8 +164,9 @@ static void on_drained(PGresult *res, const char *err, void *arg)
 		const char *state = json_string_value(json_object_get(json_object_get(doc, "worker"), "state"));
 		log_info(state && !strcmp(state, "draining") ? "worker drained" : "worker resumed", "worker=%s by=%s",
 			 h->param[0], h->who.name[0] ? h->who.name : "?");
-		if (state && !strcmp(state, "online"))
-			lease_announce(h->app->lease); /* its parked long-polls may take work now */
+		/* resumed: its parked long-polls may take work now; drained: the jobs held for its checkpoints
+		 * (recovery/resume.h) may run elsewhere now */
+		lease_announce(h->app->lease);
 	}
 	if (json_is_integer(json_object_get(doc, "requeued"))) { /* drain with "requeue" */
 		log_info("worker's attempts requeued", "worker=%s attempts=%lld by=%s", h->param[0],

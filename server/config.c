@@ -40,9 +40,9 @@ static const struct options_desc opts[O_COUNT] = {
 	  "stop a job a worker borrowed from another pool once it ran N s, when a job of the worker's own pool "
 	  "waits for its GPU; it is queued again unchanged (-1: never; enable once every replica runs this release)"),
 	I(O_RESUME_HOLD_S, "resume-hold-s", "120", 0, 86400,
-	  "a job queued again after an attempt that saved a checkpoint waits up to N s for a GPU of that worker, "
-	  "so that it resumes there instead of starting over (0: never; set 0 when training_folder is on storage "
-	  "every host mounts)"),
+	  "a job queued again after an out-of-memory error waits up to N s for a GPU of the worker whose host has its "
+	  "checkpoint, so that it resumes there instead of starting over (0: never; set 0 when training_folder is on "
+	  "storage every host mounts)"),
 	I(O_POLL_FALLBACK_MS, "poll-fallback-ms", "2000", 10, 3600000,
 	  "how often parked long-polls retry without a wake-up"),
 	B(O_FAIR_SHARE, "fair-share",

@@ -46,7 +46,7 @@ static const struct act act_requeue = { "requeue", "job", "/ui/jobs/", true, fal
 static const struct act act_ack = { "acknowledge", "escalation", "/ui/escalations/", true, false };
 static const struct act act_resolve = { "resolve", "escalation", "/ui/escalations/", true, false };
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
-static const struct act act_drain = { "drain", "worker", "/ui/gpus", false, false };
+static const struct act act_drain = { "drain", "worker", "/ui/gpus", false, true }; /* its released holds */
 static const struct act act_resume = { "resume", "worker", "/ui/gpus", false, true };
 static const struct act act_cancel_matching = { "cancel matching", "job", "/ui/jobs", false, false };
 

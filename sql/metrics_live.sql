@@ -48,7 +48,8 @@ SELECT jsonb_build_object(
                           NOT EXISTS (SELECT 1 FROM gpus g
                                       WHERE g.state <> 'quarantined'
                                         AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
-                                        AND rung_job_allows(j.constraints, g.worker_id, g.uuid, g.memory_total_mib)
+                                        -- (not the checkpoint hold: it ends; rung_job_placement does not weigh it either)
+                                        AND rung_job_allows(j.constraints - 'hold', g.worker_id, g.uuid, g.memory_total_mib)
                                         AND rung_worker_in_fleet(g.worker_id)
                                         AND (SELECT rung_worker_takes(j.pool, w.pool, w.borrow)
                                              FROM workers w WHERE w.id = g.worker_id))

@@ -166,8 +166,8 @@ BEGIN
   full_scan := greatest(ncand, cardinality(head)) >= np;
   -- the queued jobs held for these waiters' workers (a checkpoint hold, recovery/resume.h) that the
   -- scan did not reach, after the candidates: one probe of jobs_held (migration 030), which holds
-  -- only held jobs. A GPU of the hold's worker takes its held job before a job of the same priority
-  -- ahead of it (below); no other GPU may take it while the hold lasts.
+  -- only held jobs. A GPU of the hold's worker takes its held job before a job of no better a
+  -- priority ahead of it (below); no other GPU may take it while the hold lasts.
   PERFORM 1 FROM jobs c
   WHERE c.state = 'queued' AND c.constraints ? 'hold' AND (c.constraints->'hold'->>'worker_id')::bigint = ANY (w_worker)
   LIMIT 1;

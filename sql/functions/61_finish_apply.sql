@@ -106,7 +106,9 @@ BEGIN
     -- (no checkpoint hold: the job does not wait for a GPU)
     d := d || jsonb_build_object('job_state', 'cancelled', 'next_config', NULL,
                                  'reason', 'cancelled: ' || coalesce(d->>'reason', ''),
-                                 'constraints', (d->'constraints') - 'hold');
+                                 -- (a server decision's constraints are null: no hold to drop)
+                                 'constraints', CASE WHEN jsonb_typeof(d->'constraints') = 'object'
+                                                     THEN (d->'constraints') - 'hold' ELSE d->'constraints' END);
   END IF;
   IF new_state NOT IN ('queued', 'succeeded', 'failed', 'cancelled') THEN
     RAISE EXCEPTION 'decision job_state % is not a job state', new_state;

@@ -60,7 +60,9 @@ BEGIN
                            -- (no checkpoint hold: the job does not wait for a GPU)
                            THEN a.decision || jsonb_build_object('job_state', 'cancelled', 'next_config', NULL,
                                                                  'reason', 'cancelled: ' || coalesce(a.decision->>'reason', ''),
-                                                                 'constraints', (a.decision->'constraints') - 'hold')
+                                                                 'constraints', CASE WHEN jsonb_typeof(a.decision->'constraints') = 'object'
+                                                                                     THEN (a.decision->'constraints') - 'hold'
+                                                                                     ELSE a.decision->'constraints' END)
                            ELSE a.decision END AS dd) c),
     uj AS (
       UPDATE jobs SET

@@ -4,7 +4,8 @@
 -- stays until support resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
 -- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls. Besides
 -- migration 016's kinds: 'attempt_gpu_s' (label1 outcome, label2 class) and 'owner_gpu_s' (label1 the
--- owner, label2 succeeded/oom/failed/cancelled/lost), the GPU seconds of the attempts deleted.
+-- owner, label2 succeeded/oom/failed/cancelled/lost), the GPU seconds of the attempts deleted, and
+-- 'resumed' (label1 attempts/steps, migration 031): the resumed attempts deleted and their steps.
 -- Returns how many jobs it deleted. Only those three end states are ever deleted: a queued,
 -- scheduled (migration 025, however far its start time lies) or running job never is.
 --

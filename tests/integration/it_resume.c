@@ -207,6 +207,57 @@ out:
 	free(got);
 }
 
+/* A cancel that lands between a finish's CTX and its apply turns a re-queue into an end, and drops the
+ * decision's hold. A server decision (a preemption's, a requeue's) has null constraints: the apply, set-wise
+ * (rung_finish_apply_batch) or one by one (rung_finish_apply), must end the job cancelled, not fail. Played
+ * in SQL: the cancel is recorded after the lease, the decision applied by hand. */
+static void test_cancel_race(struct harness *h, const char *a)
+{
+	static const char decision[] =
+		"{\"class\": \"preempted\", \"rule\": \"requeued\", \"evidence\": [], \"action\": \"requeue_preempted\","
+		" \"rung\": null, \"changes\": [], \"next_config\": null, \"job_state\": \"queued\", \"reason\": \"stopped\","
+		" \"constraints\": null, \"gpu\": null, \"escalation\": null, \"recovery_state\": {}}";
+
+	for (int batch = 1; batch >= 0; batch--) {
+		char *id = submit(h, batch ? "res_race_batch" : "res_race_one"), *aid = NULL, *item = NULL;
+		json_t *l = NULL;
+		long st = 0;
+		PGresult *r;
+
+		l = lease(h, a, "GPU-res-a", 2000, &st);
+		aid = h_id(l, "attempt_id");
+		if (!h_ok(h, id && l && aid, "worker A leases a job (%s apply)", batch ? "set-wise" : "one by one"))
+			goto next;
+		{
+			const char *p[] = { id };
+			PQclear(h_sql(h, "UPDATE jobs SET cancel_requested = true WHERE id = $1::bigint", 1, p));
+		}
+		if (batch) {
+			item = xasprintf("[{\"i\": 1, \"id\": %s, \"token\": \"%s\", \"facts\": {\"cancelled\": true},"
+					 " \"decision\": %s}]", aid, h_str(l, "token"), decision);
+			const char *p[] = { item };
+			r = h_sql(h, "SELECT count(*) FROM rung_finish_apply_batch($1::jsonb)", 1, p);
+		} else {
+			const char *p[] = { aid, h_str(l, "token"), decision };
+			r = h_sql(h, "SELECT rung_finish_apply($1::bigint, $2, '{\"cancelled\": true}', $3::jsonb, NULL)->>'job_state'",
+				  3, p);
+		}
+		h_ok(h, r && PQresultStatus(r) == PGRES_TUPLES_OK, "the apply of a re-queue with null constraints, the cancel "
+		     "recorded since, succeeds (%s)", r ? PQresultErrorMessage(r) : "no result");
+		PQclear(r);
+		{
+			const char *p[] = { id };
+			h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE id = $1::bigint AND state = 'cancelled'", 1, p) == 1,
+			     "and the job ends cancelled");
+		}
+	next:
+		json_decref(l);
+		free(id);
+		free(aid);
+		free(item);
+	}
+}
+
 /* Registers fake worker NAME in pool POOL with GPUs "GPU-NAME-0" and "GPU-NAME-1", borrowing BORROW
  * (JSON text, NULL: none); returns its id (heap) or NULL. */
 static char *join2(struct harness *h, const char *name, const char *pool, const char *borrow)
@@ -422,6 +473,7 @@ int main(void)
 			 "rungd restarted with --fair-share --resume-hold-s 60"))
 			test_prefer(h, a, b);
 		test_preempt(h);
+		test_cancel_race(h, a);
 		test_end(h, a, b);
 	}
 	json_decref(h_postf(h, NULL, &(long){ 0 }, "/v1/workers/%s/drain", a ? a : "0"));
