@@ -4,7 +4,7 @@
  * worker's lease gets nothing while the hold's worker's gets it, the lease drops the hold, an OOM
  * before the next save still holds it for the checkpoint's host, a drain ends the hold and a
  * draining worker gets none, the hold's worker takes its held job before an older one of the same
- * priority (in claim order and under --fair-share), a preemption pass stops nothing for a held job,
+ * priority (in claim order, under --fair-share, and while an owner is at its limit), a preemption pass stops nothing for a held job,
  * a hold past its end lets any worker take the job (a parked long-poll is served without a new
  * request), and --resume-hold-s 0 holds nothing. End to end, with two real rung-workers and the
  * simulated trainer: a job that runs out of memory while sampling, after a checkpoint, runs again on
@@ -258,6 +258,26 @@ static void test_cancel_race(struct harness *h, const char *a)
 	}
 }
 
+/* Sets the max_running of the live token named name (JSON text: a number or null); true on 200. */
+static bool limit(struct harness *h, const char *name, const char *v)
+{
+	long st = 0;
+	json_t *r = h_get(h, "/v1/tokens", &st), *t, *body = json_pack("{s:o}", "max_running", json_loads(v, JSON_DECODE_ANY, NULL));
+	char *id = NULL;
+	size_t i;
+
+	json_array_foreach(json_object_get(r, "tokens"), i, t)
+		if (!id && !strcmp(h_str(t, "name"), name) && json_is_null(json_object_get(t, "revoked_at")))
+			id = h_id(t, "id");
+	st = 0;
+	if (id)
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%s/limits", id));
+	json_decref(body);
+	json_decref(r);
+	free(id);
+	return st == 200;
+}
+
 /* Registers fake worker NAME in pool POOL with GPUs "GPU-NAME-0" and "GPU-NAME-1", borrowing BORROW
  * (JSON text, NULL: none); returns its id (heap) or NULL. */
 static char *join2(struct harness *h, const char *name, const char *pool, const char *borrow)
@@ -472,6 +492,11 @@ int main(void)
 		if (h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, fair) == 0,
 			 "rungd restarted with --fair-share --resume-hold-s 60"))
 			test_prefer(h, a, b);
+		/* and while some owner is at its limit (the round reads the queue's head, rung_queue_head) */
+		if (h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, hold) == 0 && limit(h, "it-submitter", "0"),
+			 "rungd restarted without a fair share; the submitter's team is paused (max_running 0)"))
+			test_prefer(h, a, b);
+		h_ok(h, limit(h, "it-submitter", "null"), "the pause is lifted");
 		test_preempt(h);
 		test_cancel_race(h, a);
 		test_end(h, a, b);
