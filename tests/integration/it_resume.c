@@ -125,6 +125,15 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 	why = jobtext_placement(j);
 	h_ok(h, why && strstr(why, "its host has the checkpoint attempt 1 saved") && strstr(why, "resumes there"),
 	     "and rungctl show and the job page say why it waits: %s", why ? why : "(none)");
+	{
+		char *page = xasprintf("/ui/jobs/%s", id);
+		long pst = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, pst == 200 && h->last_body && strstr(h->last_body, "waiting for worker ") &&
+			     strstr(h->last_body, "so the job resumes there instead of starting over") &&
+			     strstr(h->last_body, "res_hold_000000020.safetensors"),
+		     "the job page says so too, and lists the hold among its placement constraints (status %ld)", pst);
+		free(page);
+	}
 	json_decref(j);
 	j = NULL;
 
