@@ -782,15 +782,24 @@ static void on_cancelled(PGresult *res, const char *err, void *arg)
 	hreq_reply_text(h, 200, value);
 }
 
+/* The preamble of an action on one job (POST /v1/jobs/{id}/...): the route's id and the request's JSON
+ * body. 0 with *body (new reference; NULL for an empty body), or -1 once answered: 404 for an id that is
+ * not one, 400 for a malformed body. */
+static int job_action_body(struct hreq *h, json_t **body)
+{
+	*body = NULL;
+	if (http_parse_id(h->param[0]) < 0) {
+		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
+		return -1;
+	}
+	return hreq_body(h, body) < 0 ? -1 : 0;
+}
+
 void api_jobs_cancel(struct hreq *h)
 {
 	json_t *body = NULL;
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0)
+	if (job_action_body(h, &body) < 0)
 		return;
 	json_decref(body);
 	const char *params[1] = { h->param[0] };
@@ -947,11 +956,7 @@ void api_jobs_retry(struct hreq *h)
 	const char *note;
 	char by[AUTH_NAME_MAX + 32];
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0)
+	if (job_action_body(h, &body) < 0)
 		return;
 	from = json_object_get(body, "from");
 	if (from && !json_is_null(from) && (!json_is_string(from) || (strcmp(json_string_value(from), "current") &&
@@ -983,11 +988,7 @@ void api_jobs_requeue(struct hreq *h)
 	const char *note;
 	char by[AUTH_NAME_MAX + 32];
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0)
+	if (job_action_body(h, &body) < 0)
 		return;
 	if (hreq_note(h, body, &note) == 0) {
 		const char *params[3] = { h->param[0], hreq_by(h, by, sizeof by), note };
@@ -1006,11 +1007,7 @@ void api_jobs_priority(struct hreq *h)
 	json_t *body = NULL, *v;
 	char by[AUTH_NAME_MAX + 32], prio[24];
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0)
+	if (job_action_body(h, &body) < 0)
 		return;
 	v = json_object_get(body, "priority");
 	if (!json_is_integer(v) || json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX) {
@@ -1039,11 +1036,7 @@ void api_jobs_pool(struct hreq *h)
 	json_t *body = NULL, *v;
 	char by[AUTH_NAME_MAX + 32];
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0)
+	if (job_action_body(h, &body) < 0)
 		return;
 	v = json_object_get(body, "pool");
 	if (!pool_name_ok(json_string_value(v))) {
@@ -1069,11 +1062,7 @@ void api_jobs_start(struct hreq *h)
 	json_t *body = NULL;
 	char by[AUTH_NAME_MAX + 32];
 
-	if (http_parse_id(h->param[0]) < 0) {
-		hreq_error(h, 404, "not_found", NULL, "no such job: %s", h->param[0]);
-		return;
-	}
-	if (hreq_body(h, &body) < 0) /* an empty body or {}: nothing to read, but a malformed one is a 400 */
+	if (job_action_body(h, &body) < 0) /* an empty body or {}: nothing to read, but a malformed one is a 400 */
 		return;
 	json_decref(body);
 	{

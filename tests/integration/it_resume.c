@@ -34,13 +34,6 @@ static json_t *facts_oom(int last, const char *saved)
 	return f;
 }
 
-/* Leases on fake worker wid's GPU, waiting up to wait_ms; returns the lease (new reference) or NULL
- * (the status in *st). */
-static json_t *lease(struct harness *h, const char *wid, const char *gpu, int wait_ms, long *st)
-{
-	return h_fake_lease(h, wid, gpu, wait_ms, st);
-}
-
 /* Finishes the lease with facts (stolen); true on 200. */
 static bool finish(struct harness *h, const json_t *l, json_t *facts)
 {
@@ -59,7 +52,7 @@ static bool finish(struct harness *h, const json_t *l, json_t *facts)
 static bool leases_done(struct harness *h, const char *wid, const char *gpu, int wait_ms, const char *want)
 {
 	long st = 0;
-	json_t *l = lease(h, wid, gpu, wait_ms, &st);
+	json_t *l = h_fake_lease(h, wid, gpu, wait_ms, &st);
 	char *got = h_id(l, "job_id");
 	bool ok = l && got && want && !strcmp(got, want);
 
@@ -105,7 +98,7 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 
 	if (!h_ok(h, id != NULL, "a job is submitted"))
 		return;
-	l = lease(h, a, "GPU-res-a", 2000, &st);
+	l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
 	jid = h_id(l, "job_id");
 	if (!h_ok(h, l && jid && !strcmp(jid, id), "worker A leases it"))
 		goto out;
@@ -137,10 +130,10 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 	json_decref(j);
 	j = NULL;
 
-	l = lease(h, b, "GPU-res-b", 300, &st);
+	l = h_fake_lease(h, b, "GPU-res-b", 300, &st);
 	h_ok(h, l == NULL && st != 200, "worker B's lease gets nothing while the hold lasts (status %ld)", st);
 	json_decref(l);
-	l = lease(h, a, "GPU-res-a", 2000, &st);
+	l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
 	free(jid);
 	jid = h_id(l, "job_id");
 	if (!h_ok(h, l && jid && !strcmp(jid, id) && jpath_int(l, "number", 0) == 2, "worker A's lease gets it: attempt 2"))
@@ -157,7 +150,7 @@ static void test_hold(struct harness *h, const char *a, const char *b)
 
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", a));
 	h_ok(h, st == 200 && hold_worker(h, id) == -1, "draining worker A ends the hold");
-	l = lease(h, b, "GPU-res-b", 2000, &st);
+	l = h_fake_lease(h, b, "GPU-res-b", 2000, &st);
 	free(jid);
 	jid = h_id(l, "job_id");
 	if (!h_ok(h, l && jid && !strcmp(jid, id) && jpath_int(l, "number", 0) == 3,
@@ -193,7 +186,7 @@ static void test_prefer(struct harness *h, const char *a, const char *b)
 
 	json_decref(j);
 	j = NULL;
-	l = lease(h, a, "GPU-res-a", 2000, &st);
+	l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
 	got = h_id(l, "job_id");
 	if (!h_ok(h, older && held && got && !strcmp(got, held), "an older job waits for its start time; worker A leases a newer one"))
 		goto out;
@@ -233,7 +226,7 @@ static void test_cancel_race(struct harness *h, const char *a)
 		long st = 0;
 		PGresult *r;
 
-		l = lease(h, a, "GPU-res-a", 2000, &st);
+		l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
 		aid = h_id(l, "attempt_id");
 		if (!h_ok(h, id && l && aid, "worker A leases a job (%s apply)", batch ? "set-wise" : "one by one"))
 			goto next;
@@ -326,7 +319,7 @@ static void test_preempt(struct harness *h)
 	j = NULL;
 	if (!h_ok(h, hid && xid && own, "workers H (rp, borrowing rq) and X (rp), a job of rp"))
 		goto out;
-	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	l1 = h_fake_lease(h, hid, "GPU-res-h-0", 2000, &st);
 	got = h_id(l1, "job_id");
 	if (!h_ok(h, l1 && got && !strcmp(got, own), "H's first GPU leases its own pool's job"))
 		goto out;
@@ -336,7 +329,7 @@ static void test_preempt(struct harness *h)
 	cfg = h_config("res_borrowed", 100);
 	j = h_submit(h, cfg, ex);
 	borrowed = h_id(j, "id");
-	l2 = lease(h, hid, "GPU-res-h-1", 2000, &st);
+	l2 = h_fake_lease(h, hid, "GPU-res-h-1", 2000, &st);
 	free(got);
 	got = h_id(l2, "job_id");
 	if (!h_ok(h, l2 && got && borrowed && !strcmp(got, borrowed), "H's second GPU borrows a job of rq"))
@@ -354,7 +347,7 @@ static void test_preempt(struct harness *h)
 	j = h_submit(h, cfg, ex);
 	free(first);
 	first = h_id(j, "id");
-	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	l1 = h_fake_lease(h, hid, "GPU-res-h-0", 2000, &st);
 	free(got);
 	got = h_id(l1, "job_id");
 	h_ok(h, l1 && got && first && !strcmp(got, first), "H's freed GPU leases a job of rp of a higher priority");
@@ -367,7 +360,7 @@ static void test_preempt(struct harness *h)
 	p[0] = borrowed;
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND preempted_at IS NOT NULL", 1, p) == 0,
 	     "H's borrowed job is not marked");
-	l1 = lease(h, hid, "GPU-res-h-0", 2000, &st);
+	l1 = h_fake_lease(h, hid, "GPU-res-h-0", 2000, &st);
 	free(got);
 	got = h_id(l1, "job_id");
 	h_ok(h, l1 && got && !strcmp(got, own), "H's first GPU takes the held job again");
@@ -404,7 +397,7 @@ static char *oom_after_restart(struct harness *h, const char *const *flags, cons
 	if (!h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, flags) == 0, "rungd restarted with %s", what))
 		return NULL;
 	id = submit(h, name);
-	l = lease(h, a, "GPU-res-a", 2000, &st);
+	l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
 	snprintf(path, sizeof path, "/w/jobs/x/output/%s/%s_000000020.safetensors", name, name);
 	if (!h_ok(h, id && l && finish(h, l, facts_oom(30, path)), "worker A leases %s; it runs out of memory past a checkpoint",
 		  name)) {
