@@ -97,9 +97,13 @@ char *jobtext_placement(const json_t *job)
 		snprintf(place, sizeof place, "no job ahead of it in the queue");
 	if (json_is_object(json_object_get(p, "preempting"))) { /* rung_preempt chose a GPU for it */
 		const json_t *pre = json_object_get(p, "preempting");
-		why = xasprintf("waiting for a GPU: job %lld, which that GPU's worker borrowed from another pool, is being "
-				"stopped on GPU %s for it (preemption); it runs there next",
-				(long long)json_integer_value(json_object_get(pre, "job_id")),
+		const char *kind = json_string_value(json_object_get(pre, "why"));
+		char whose[64] = ", which that GPU's worker borrowed from another pool,";
+		if (kind && !strcmp(kind, "priority")) /* rungd --preempt-priority: this job is urgent */
+			snprintf(whose, sizeof whose, ", of a worse priority (%lld),",
+				 (long long)json_integer_value(json_object_get(pre, "priority")));
+		why = xasprintf("waiting for a GPU: job %lld%s is being stopped on GPU %s for it (preemption); it runs there next",
+				(long long)json_integer_value(json_object_get(pre, "job_id")), whose,
 				json_string_value(json_object_get(pre, "gpu_uuid")) ?: "?");
 	} else if (json_is_object(json_object_get(p, "held"))) { /* the checkpoint hold, recovery/resume.h */
 		const json_t *held = json_object_get(p, "held");
@@ -152,10 +156,13 @@ char *jobtext_stopping(const json_t *job)
 
 	if (!json_is_object(st))
 		return NULL;
+	const char *why = json_string_value(json_object_get(st, "why"));
+
 	if (json_is_integer(json_object_get(st, "for_job")))
-		return xasprintf("stopping: attempt %lld is being stopped so that job %lld of its worker's own pool can run on "
-				 "its GPU (preemption); the job is queued again unchanged when it ends", n,
-				 (long long)json_integer_value(json_object_get(st, "for_job")));
+		return xasprintf("stopping: attempt %lld is being stopped so that job %lld%s can run on its GPU (preemption); "
+				 "the job is queued again unchanged when it ends", n,
+				 (long long)json_integer_value(json_object_get(st, "for_job")),
+				 why && !strcmp(why, "priority") ? ", an urgent one," : " of its worker's own pool");
 	return xasprintf("stopping: attempt %lld is being stopped on request (requeue); the job is queued again unchanged "
 			 "when it ends", n);
 }

@@ -32,10 +32,11 @@ char *jobtext_pool_wait(const json_t *job);
  * turn: N jobs ahead of it in the queue", or NULL without "ahead"; whatever the GPUs, when its
  * owner runs as many jobs as its limit allows (placement "owner_max_running", "owner_running"):
  * "waiting for its owner's limit: OWNER runs N jobs, at most M at once" (M 0: "OWNER may run no job
- * now (max_running 0)"), followed by the place in the queue; before all that, when a borrowed attempt
- * is being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
+ * now (max_running 0)"), followed by the place in the queue; before all that, when an attempt is
+ * being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
  * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
- * runs there next", then the place; next, while it is held for the worker whose host has its
+ * runs there next" ("job N, of a worse priority (P), is being stopped ..." when its "why" is
+ * "priority": rungd --preempt-priority), then the place; next, while it is held for the worker whose host has its
  * checkpoint (placement "held", recovery/resume.h): "waiting for worker W: its host has the checkpoint
  * attempt N saved, so the job resumes there instead of starting over; the other workers' GPUs may take
  * it in 1m30s", then the place. NULL when the job has no
@@ -50,7 +51,8 @@ char *jobtext_placement(const json_t *job);
 char *jobtext_scheduled(const json_t *job);
 
 /* "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU
- * (preemption); the job is queued again unchanged when it ends", or "... is being stopped on request
+ * (preemption); the job is queued again unchanged when it ends" ("so that job 41, an urgent one, can
+ * run" when its "why" is "priority": rungd --preempt-priority), or "... is being stopped on request
  * (requeue); ..." when job (a JOB, borrowed: GET /v1/jobs/{id}'s "stopping", migration 029) has a
  * running attempt marked for a stop. NULL otherwise. Heap string, the caller frees. */
 char *jobtext_stopping(const json_t *job);

@@ -663,6 +663,20 @@ static void submit_reply(struct hreq *h, const char *status, long long id, const
 	}
 }
 
+/* Whether the caller may give a job PRIORITY. With rungd --preempt-priority, a priority at that bound
+ * or below is urgent: it stops running jobs of its pool (44_preempt.sql), so a submitter token may not
+ * give one (support and admin may). Else answers 403 naming "priority" and returns false. */
+static bool urgent_allowed(struct hreq *h, long long priority)
+{
+	if (!h->app->has_preempt_priority || priority > h->app->preempt_priority || h->who.role != AUTH_SUBMITTER)
+		return true;
+	hreq_error(h, 403, "forbidden", "priority",
+		   "priority %lld is urgent (%d or below, rungd --preempt-priority): such a job stops running jobs of its "
+		   "pool, so only a support or admin token may give it; use a priority above %d, or ask support to set it",
+		   priority, h->app->preempt_priority, h->app->preempt_priority);
+	return false;
+}
+
 void api_jobs_submit(struct hreq *h)
 {
 	json_t *body = NULL, *recovery = NULL, *config;
@@ -683,6 +697,8 @@ void api_jobs_submit(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
+	if (!urgent_allowed(h, priority))
+		goto out;
 	key = hreq_header(h, "Idempotency-Key");
 	if (key && (strlen(key) == 0 || strlen(key) > IDEM_KEY_MAX_LEN)) {
 		hreq_error(h, 400, "invalid_request", NULL, "Idempotency-Key must be 1 to %d bytes",
@@ -1015,6 +1031,8 @@ void api_jobs_priority(struct hreq *h)
 			   PRIORITY_MIN, PRIORITY_MAX);
 		goto out;
 	}
+	if (!urgent_allowed(h, (long long)json_integer_value(v)))
+		goto out;
 	snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(v));
 	{
 		const char *params[3] = { h->param[0], prio, hreq_by(h, by, sizeof by) };

@@ -39,6 +39,8 @@ struct app {
 	int heartbeat_ms;              /* --heartbeat-ms, told to workers */
 	int reap_interval_ms;          /* --reap-interval-ms */
 	int preempt_after_s;           /* --preempt-after-s (-1: no preemption) */
+	bool has_preempt_priority;     /* --preempt-priority given: urgent jobs stop jobs of their pool */
+	int preempt_priority;          /* --preempt-priority: priorities up to it are urgent (submitters may not give them) */
 	int resume_hold_s;             /* --resume-hold-s (0: no checkpoint hold, recovery/resume.h) */
 	int poll_fallback_ms;          /* --poll-fallback-ms */
 	bool fair_share;               /* --fair-share: the claim shares GPUs among owners */

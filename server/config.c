@@ -14,7 +14,7 @@
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_FORCE_FUNCTIONS, O_LEASE_SECONDS, O_HEARTBEAT_MS,
-	O_REAP_INTERVAL_MS, O_PREEMPT_AFTER_S, O_RESUME_HOLD_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL,
+	O_REAP_INTERVAL_MS, O_PREEMPT_AFTER_S, O_PREEMPT_PRIORITY, O_RESUME_HOLD_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL,
 	O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK,
 	O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS, O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
@@ -39,6 +39,11 @@ static const struct options_desc opts[O_COUNT] = {
 	I(O_PREEMPT_AFTER_S, "preempt-after-s", "-1", -1, 604800,
 	  "stop a job a worker borrowed from another pool once it ran N s, when a job of the worker's own pool "
 	  "waits for its GPU; it is queued again unchanged (-1: never; enable once every replica runs this release)"),
+	[O_PREEMPT_PRIORITY] = { "preempt-priority", OPTIONS_INT, "N",  NULL,
+				 "a queued job of priority N or lower (urgent) may stop a running job of its pool of a higher "
+				 "number once it ran --preempt-after-s, which must be set; only support and admin tokens may give "
+				 "such a priority (unset: priorities stop nothing)",
+				 NULL, -1000000, 1000000, 0, "unset" },
 	I(O_RESUME_HOLD_S, "resume-hold-s", "120", 0, 86400,
 	  "a job queued again after an out-of-memory error waits up to N s for a GPU of the worker whose host has its "
 	  "checkpoint, so that it resumes there instead of starting over (0: never; set 0 when training_folder is on "
@@ -116,6 +121,13 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->heartbeat_ms = (int)options_int(&o, O_HEARTBEAT_MS);
 	c->reap_interval_ms = (int)options_int(&o, O_REAP_INTERVAL_MS);
 	c->preempt_after_s = (int)options_int(&o, O_PREEMPT_AFTER_S);
+	c->has_preempt_priority = options_str(&o, O_PREEMPT_PRIORITY) != NULL;
+	c->preempt_priority = (int)options_int(&o, O_PREEMPT_PRIORITY);
+	if (c->has_preempt_priority && c->preempt_after_s < 0) {
+		*err = xasprintf("--preempt-priority (from %s) needs --preempt-after-s: the least time a job runs before "
+				 "it may be stopped", options_source(&o, O_PREEMPT_PRIORITY));
+		goto out;
+	}
 	c->resume_hold_s = (int)options_int(&o, O_RESUME_HOLD_S);
 	c->poll_fallback_ms = (int)options_int(&o, O_POLL_FALLBACK_MS);
 	c->fair_share = options_bool(&o, O_FAIR_SHARE);

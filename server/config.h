@@ -22,6 +22,8 @@ struct config {
 	int heartbeat_ms;           /* --heartbeat-ms */
 	int reap_interval_ms;       /* --reap-interval-ms */
 	int preempt_after_s;        /* --preempt-after-s (-1: never) */
+	bool has_preempt_priority;  /* --preempt-priority was given (it needs preempt_after_s >= 0) */
+	int preempt_priority;       /* --preempt-priority: priorities up to it are urgent */
 	int resume_hold_s;          /* --resume-hold-s (0: no checkpoint hold) */
 	int poll_fallback_ms;       /* --poll-fallback-ms */
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */

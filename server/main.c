@@ -193,6 +193,8 @@ int main(int argc, char **argv)
 	app.heartbeat_ms = o.heartbeat_ms;
 	app.reap_interval_ms = o.reap_interval_ms;
 	app.preempt_after_s = o.preempt_after_s;
+	app.has_preempt_priority = o.has_preempt_priority;
+	app.preempt_priority = o.preempt_priority;
 	app.resume_hold_s = o.resume_hold_s;
 	app.poll_fallback_ms = o.poll_fallback_ms;
 	app.fair_share = o.fair_share;
@@ -236,10 +238,16 @@ int main(int argc, char **argv)
 	sigint = evsignal_new(app.base, SIGINT, on_signal, &app);
 	event_add(sigterm, NULL);
 	event_add(sigint, NULL);
-	log_info("listening", "version=%s listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d poll_fallback_ms=%d "
-		 "db_pool=%d retain_days=%d fair_share=%d preempt_after_s=%d resume_hold_s=%d", rung_version(), o.listen, o.lease_seconds,
-		 o.heartbeat_ms, o.reap_interval_ms, o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share,
-		 o.preempt_after_s, o.resume_hold_s);
+	{
+		char urgent[24] = "unset";
+		if (o.has_preempt_priority)
+			snprintf(urgent, sizeof urgent, "%d", o.preempt_priority);
+		log_info("listening", "version=%s listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d "
+			 "poll_fallback_ms=%d db_pool=%d retain_days=%d fair_share=%d preempt_after_s=%d preempt_priority=%s "
+			 "resume_hold_s=%d", rung_version(), o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms,
+			 o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share, o.preempt_after_s, urgent,
+			 o.resume_hold_s);
+	}
 	event_base_dispatch(app.base);
 	rc = 0;
 	log_info("stopped", "inflight=%d", app.inflight);

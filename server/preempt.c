@@ -1,6 +1,7 @@
-/* Preemption timer of rungd: runs rung_preempt() (sql/functions/44_preempt.sql) when no earlier
- * run is in flight and logs each attempt it marked; the marked attempts' next heartbeats tell their
- * workers to stop (api_attempts.c). Owns only its timer. */
+/* Preemption timer of rungd: runs rung_preempt_pass() (sql/functions/44_preempt.sql: borrowed work, and
+ * with --preempt-priority the jobs an urgent one waits for) when no earlier run is in flight and logs
+ * each attempt it marked; the marked attempts' next heartbeats tell their workers to stop
+ * (api_attempts.c). Owns only its timer. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct preempt {
 	struct app *app;
 	struct event *timer;
 	char after_s[16];
+	char urgent[16]; /* --preempt-priority as text; "" when unset (a NULL parameter) */
 	bool busy;     /* a statement is in flight */
 	bool orphaned; /* freed while busy: the callback frees the struct */
 };
@@ -42,27 +44,29 @@ static void on_done(PGresult *res, const char *err, void *arg)
 	}
 	list = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	json_array_foreach(list, i, item)
-		log_info("preempting", "job=%lld attempt=%lld worker=%lld gpu=%s pool=%s for_job=%lld",
+		log_info("preempting", "job=%lld attempt=%lld worker=%lld gpu=%s pool=%s for_job=%lld why=%s",
 			 (long long)json_integer_value(json_object_get(item, "job_id")),
 			 (long long)json_integer_value(json_object_get(item, "attempt_id")),
 			 (long long)json_integer_value(json_object_get(item, "worker_id")),
 			 json_string_value(json_object_get(item, "gpu_uuid")) ?: "-",
 			 json_string_value(json_object_get(item, "pool")) ?: "-",
-			 (long long)json_integer_value(json_object_get(item, "for_job")));
+			 (long long)json_integer_value(json_object_get(item, "for_job")),
+			 json_string_value(json_object_get(item, "why")) ?: "-");
 	json_decref(list);
 }
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct preempt *p = arg;
-	const char *params[3] = { p->after_s, PREEMPT_BATCH, p->app->fair_share ? "true" : "false" };
+	const char *params[4] = { p->after_s, PREEMPT_BATCH, p->app->fair_share ? "true" : "false",
+				  *p->urgent ? p->urgent : NULL };
 
 	(void)fd;
 	(void)what;
 	if (p->app->stopping || p->busy)
 		return;
 	p->busy = true;
-	db_exec(p->app->db, sql_preempt, 3, params, on_done, p);
+	db_exec(p->app->db, sql_preempt, 4, params, on_done, p);
 }
 
 struct preempt *preempt_new(struct app *app)
@@ -76,6 +80,8 @@ struct preempt *preempt_new(struct app *app)
 	p = xcalloc(1, sizeof *p);
 	p->app = app;
 	snprintf(p->after_s, sizeof p->after_s, "%d", app->preempt_after_s);
+	if (app->has_preempt_priority)
+		snprintf(p->urgent, sizeof p->urgent, "%d", app->preempt_priority);
 	p->timer = event_new(app->base, -1, EV_PERSIST, on_tick, p);
 	event_add(p->timer, &tv);
 	return p;

@@ -1,6 +1,7 @@
-/* Preemption of borrowed work (rungd --preempt-after-s, migration 029): a timer that asks
- * rung_preempt() which attempts of jobs borrowed from other pools to stop for their worker's own
- * pool's queued jobs. Safe on several replicas (one pass at a time, an advisory lock). */
+/* Preemption (rungd --preempt-after-s, migration 029): a timer that asks rung_preempt_pass() which
+ * attempts to stop: of jobs borrowed from other pools, for their worker's own pool's queued jobs,
+ * and with --preempt-priority of jobs of a worse priority, for an urgent job of their pool. Safe on
+ * several replicas (one pass at a time, an advisory lock). */
 #ifndef RUNG_PREEMPT_H
 #define RUNG_PREEMPT_H
 

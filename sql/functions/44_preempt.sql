@@ -1,8 +1,9 @@
--- Preemption of borrowed work (migration 029, rungd --preempt-after-s): a worker that borrows from
--- other pools (028) gives its GPU back to its own pool when that pool has a queued job the GPU could
--- run and no idle GPU of the pool takes it. rungd's preempt timer (server/preempt.c) calls
--- rung_preempt; the attempt's next heartbeat answers cancel and preempt, the worker stops the trainer,
--- and its finish queues the job again unchanged, outside its budgets (server/api_attempts.c).
+-- Preemption (migration 029, rungd --preempt-after-s): a worker that borrows from other pools (028)
+-- gives its GPU back to its own pool when that pool has a queued job the GPU could run and no idle GPU
+-- of the pool takes it, and with --preempt-priority an urgent job stops a job of its pool of a worse
+-- priority. rungd's preempt timer (server/preempt.c) calls rung_preempt_pass; the attempt's next
+-- heartbeat answers cancel and preempt, the worker stops the trainer, and its finish queues the job
+-- again unchanged, outside its budgets (server/api_attempts.c).
 
 -- The advisory lock that makes one preemption pass at a time, across replicas: a second pass waits,
 -- then sees the first one's marks (a job is preempted for once).
@@ -13,19 +14,25 @@ $$;
 -- Whether a stop may be asked for now: the function files in place are this release's (or a later
 -- one's), which schema_repeatables records. A rungd of a release before 029 that starts puts its own
 -- files back, and with them a finish that reads a stop as a cancel (and an apply that records it as
--- failed): rung_preempt makes no stop and a requeue is refused (503) until a rungd of this release
+-- failed): rung_preempt_pass makes no stop and a requeue is refused (503) until a rungd of this release
 -- starts again.
 CREATE OR REPLACE FUNCTION rung_stops_ready() RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT EXISTS (SELECT 1 FROM schema_repeatables r WHERE r.name = 'functions/44_preempt')
 $$;
 
 -- Marks at most P_LIMIT running attempts for preemption and returns them: [{"attempt_id", "job_id",
--- "number", "worker_id", "gpu_uuid", "pool", "for_job"}]. A candidate is a running attempt, not yet
--- marked, of a job of another pool than its worker's whose cancel was not requested, on a GPU not
--- quarantined of a live worker (online, not drained: a drained one would not take the job it is
--- stopped for) of a pool some worker borrows into, that has run at least P_AFTER_S seconds (a borrowed job always gets that long; it also bounds how often one
--- GPU can be stopped when the job it was stopped for is then not taken there). For each such pool
--- with a queued job, its first 64 queued jobs are weighed in claim order (owners at their limit
+-- "number", "worker_id", "gpu_uuid", "pool", "for_job", "why"}]. A candidate is a running attempt, not
+-- yet marked, whose job's cancel was not requested, on a GPU not quarantined of a live worker (online,
+-- not drained: a drained one would not take the job it is stopped for), that has run at least P_AFTER_S
+-- seconds (every stopped job gets that long; it also bounds how often one GPU can be stopped when the
+-- job it was stopped for is then not taken there), and that is either
+--   - "borrowed": of a job of another pool than its worker's, a worker of a pool some worker borrows
+--     into: a stop for any queued job of the worker's own pool;
+--   - "priority" (P_URGENT not NULL, rungd --preempt-priority): of a job of its worker's own pool whose
+--     priority is above P_URGENT: a stop only for a queued job of that pool of priority P_URGENT or
+--     below (urgent). An urgent job never stops another urgent one, so stops cannot chain.
+-- The pools weighed: those of a borrowing worker with a job queued, and with P_URGENT those with an
+-- urgent job queued. For each, its first 64 queued jobs are weighed in claim order (owners at their limit
 -- passed over, and with P_FAIR the fair share's order: rung_queue_head), each given, in this order:
 --   - nothing, when its owner has no room left, when its memory floor is above every GPU of the pool
 --     (rung_pool_max_gpu_mib), while a checkpoint hold keeps it for one worker (40_claim.sql), or when a stop was already made for it and that attempt still runs or
@@ -33,8 +40,9 @@ $$;
 --     see blocks it);
 --   - an idle GPU that may run it of a live worker that takes the pool's jobs (its own or a
 --     borrower): the next claim takes it there, nothing is stopped;
---   - else the candidate of the pool that started last among those whose GPU may run it (the least
---     work lost): marked, with an event `preempt_requested` on its job. Its row is taken with SKIP
+--   - else, among the candidates of the pool it may stop whose GPU may run it: a borrowed attempt
+--     first, the one that started last (the least work lost); else the attempt of the worst priority,
+--     of those the one that started last: marked, with an event `preempt_requested` on its job. Its row is taken with SKIP
 --     LOCKED: heartbeats and finishes lock attempts in id order, this pass in its own, so it never
 --     waits on one (a row held now is passed over; the next pass sees it again).
 -- "May run it" is the claim's rule: rung_job_allows (exclusions, memory floor), and not a GPU its
@@ -43,12 +51,14 @@ $$;
 -- An owner's room (tokens.max_running) is spent as jobs are given a GPU. Read without row locks,
 -- under the advisory lock: a claim that races it at worst makes a stop that was not needed, and the
 -- 5 minutes keep that from repeating. Not weighed: the lease's memory check of a job's first attempt
--- (server/lease.c), which may still send the job to a bigger GPU. Cost: one probe per borrowing pool
--- when none has a job queued (every pass but those where a stop may be due); then the queue's head;
+-- (server/lease.c), which may still send the job to a bigger GPU. Cost: one probe per pool of a
+-- borrowing worker, and with P_URGENT two per pool with a job queued (every pass but those where a
+-- stop may be due); then the queue's head;
 -- the running attempts and the idle GPUs (O(running + GPUs)) only once a job passed the checks above
 -- (docs/PERFORMANCE.md, round 18).
 DROP FUNCTION IF EXISTS rung_preempt(int, int);   -- its first form, never released
-CREATE OR REPLACE FUNCTION rung_preempt(p_after_s int, p_limit int, p_fair boolean) RETURNS jsonb LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION rung_preempt_pass(p_after_s int, p_limit int, p_fair boolean, p_urgent int) RETURNS jsonb
+LANGUAGE plpgsql AS $$
 DECLARE
   v_out jsonb := '[]';
   v_pool text;
@@ -62,7 +72,9 @@ DECLARE
   loaded boolean := false;
   -- the candidates, the one that started last first
   c_id bigint[]; c_job bigint[]; c_num int[]; c_worker bigint[]; c_gpu text[]; c_mem int[]; c_pool text[];
+  c_prio int[];      -- the candidate's job's priority; NULL for a borrowed one
   c_taken boolean[];
+  urgent boolean;    -- the weighed job may stop a job of its pool of a worse priority
   busy text[];
   -- the pool's idle GPUs, read when its first job needs them
   i_gpu text[]; i_worker bigint[]; i_mem int[];
@@ -86,6 +98,24 @@ BEGIN
       pools := pools || v_pool;
     END IF;
   END LOOP;
+  -- with P_URGENT, the other pools with an urgent job queued: the pools of the queue walked through
+  -- jobs_claim (one index probe per pool, not a scan of the queue), then a probe each
+  IF p_urgent IS NOT NULL THEN
+    FOR v_pool IN
+      WITH RECURSIVE qp(pool) AS (
+        (SELECT c.pool FROM jobs c WHERE c.state = 'queued' ORDER BY c.pool LIMIT 1)
+        UNION ALL
+        SELECT (SELECT c.pool FROM jobs c WHERE c.state = 'queued' AND c.pool > qp.pool ORDER BY c.pool LIMIT 1)
+        FROM qp WHERE qp.pool IS NOT NULL)
+      SELECT qp.pool FROM qp WHERE qp.pool IS NOT NULL AND qp.pool <> ALL (pools)
+    LOOP
+      PERFORM 1 FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool AND c.priority <= p_urgent
+      ORDER BY c.priority, c.created_at, c.id LIMIT 1;
+      IF FOUND THEN
+        pools := pools || v_pool;
+      END IF;
+    END LOOP;
+  END IF;
   IF cardinality(pools) = 0 THEN
     RETURN v_out;
   END IF;
@@ -127,23 +157,33 @@ BEGIN
       END IF;
       IF NOT loaded THEN   -- the candidates and the busy GPUs, once a job may need them
         loaded := true;
-        SELECT coalesce(array_agg(x.id ORDER BY x.started_at DESC, x.id DESC), '{}'),
-               array_agg(x.job_id ORDER BY x.started_at DESC, x.id DESC), array_agg(x.number ORDER BY x.started_at DESC, x.id DESC),
-               array_agg(x.worker_id ORDER BY x.started_at DESC, x.id DESC), array_agg(x.gpu_uuid ORDER BY x.started_at DESC, x.id DESC),
-               array_agg(x.mem ORDER BY x.started_at DESC, x.id DESC), array_agg(x.pool ORDER BY x.started_at DESC, x.id DESC)
-        INTO c_id, c_job, c_num, c_worker, c_gpu, c_mem, c_pool
+        -- in the order they are taken: borrowed ones first, then the worst priority; the one that
+        -- started last first
+        SELECT coalesce(array_agg(x.id ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC), '{}'),
+               array_agg(x.job_id ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.number ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.worker_id ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.gpu_uuid ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.mem ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.pool ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC),
+               array_agg(x.prio ORDER BY x.prio DESC NULLS FIRST, x.started_at DESC, x.id DESC)
+        INTO c_id, c_job, c_num, c_worker, c_gpu, c_mem, c_pool, c_prio
         FROM (SELECT a.id, a.job_id, a.number, a.worker_id, a.gpu_uuid, coalesce(g.memory_total_mib, 0) AS mem, w.pool,
-                     a.started_at
+                     a.started_at, CASE WHEN j.pool = w.pool THEN j.priority END AS prio
               FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN workers w ON w.id = a.worker_id
               LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
-              WHERE a.state = 'running' AND a.preempted_at IS NULL AND j.pool <> w.pool AND w.pool = ANY (pools)
+              WHERE a.state = 'running' AND a.preempted_at IS NULL AND w.pool = ANY (pools)
+                AND (j.pool <> w.pool OR j.priority > p_urgent)
                 AND NOT j.cancel_requested AND coalesce(g.state, 'ok') <> 'quarantined'
                 AND rung_worker_live(w.id) AND a.started_at <= now() - make_interval(secs => p_after_s)) x;
         c_taken := array_fill(false, ARRAY[greatest(cardinality(c_id), 1)]);
         SELECT coalesce(array_agg(a.gpu_uuid), '{}') INTO busy FROM attempts a WHERE a.state = 'running' AND a.gpu_uuid IS NOT NULL;
       END IF;
-      -- no candidate of this pool left: none of its jobs can get a GPU by a stop
-      EXIT WHEN NOT EXISTS (SELECT 1 FROM generate_subscripts(c_id, 1) u(k) WHERE c_pool[u.k] = v_pool AND NOT c_taken[u.k]);
+      urgent := coalesce(q.priority <= p_urgent, false);
+      -- no candidate of this pool left that it may stop: no job after it (none of a better priority)
+      -- can get a GPU by a stop
+      EXIT WHEN NOT EXISTS (SELECT 1 FROM generate_subscripts(c_id, 1) u(k)
+                            WHERE c_pool[u.k] = v_pool AND NOT c_taken[u.k] AND (c_prio[u.k] IS NULL OR urgent));
       IF i_pool IS DISTINCT FROM v_pool THEN   -- GPUs that take the pool's jobs and run nothing
         i_pool := v_pool;
         SELECT coalesce(array_agg(f.uuid ORDER BY f.uuid), '{}'), array_agg(f.worker_id ORDER BY f.uuid),
@@ -169,7 +209,8 @@ BEGIN
         idle_used := idle_used || i_gpu[hit];
       ELSE
         FOR k IN 1 .. cardinality(c_id) LOOP
-          IF NOT c_taken[k] AND c_pool[k] = v_pool AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k])
+          IF NOT c_taken[k] AND c_pool[k] = v_pool AND (c_prio[k] IS NULL OR urgent)
+             AND rung_job_allows(q.constraints, c_worker[k], c_gpu[k], c_mem[k])
              AND c_gpu[k] <> ALL (failed_gpus) THEN
             hit := k;
             EXIT;
@@ -186,12 +227,16 @@ BEGIN
         INSERT INTO event_log (job_id, attempt_id, kind, reason, data)
         VALUES (c_job[hit], c_id[hit], 'preempt_requested',
                 'attempt ' || c_num[hit] || ' is stopped: job ' || q.id || ' of pool ' || v_pool
+                || CASE WHEN c_prio[hit] IS NULL THEN '' ELSE ', of priority ' || q.priority || ' (urgent: '
+                        || p_urgent || ' or below; this job''s is ' || c_prio[hit] || '),' END
                 || ' waits for its GPU; this job is queued again unchanged when it ends',
                 jsonb_build_object('number', c_num[hit], 'worker_id', c_worker[hit], 'gpu_uuid', c_gpu[hit],
-                                   'pool', v_pool, 'for_job', q.id));
+                                   'pool', v_pool, 'for_job', q.id,
+                                   'why', CASE WHEN c_prio[hit] IS NULL THEN 'borrowed' ELSE 'priority' END));
         v_out := v_out || jsonb_build_array(jsonb_build_object(
           'attempt_id', c_id[hit], 'job_id', c_job[hit], 'number', c_num[hit], 'worker_id', c_worker[hit],
-          'gpu_uuid', c_gpu[hit], 'pool', v_pool, 'for_job', q.id));
+          'gpu_uuid', c_gpu[hit], 'pool', v_pool, 'for_job', q.id,
+          'why', CASE WHEN c_prio[hit] IS NULL THEN 'borrowed' ELSE 'priority' END));
         n := n + 1;
       END IF;
       IF room ? q.owner THEN
@@ -201,6 +246,12 @@ BEGIN
   END LOOP;
   RETURN v_out;
 END $$;
+
+-- The pass without urgent priorities (borrowed work only), as a rungd of the release before calls it
+-- while replicas of two releases share the database.
+CREATE OR REPLACE FUNCTION rung_preempt(p_after_s int, p_limit int, p_fair boolean) RETURNS jsonb LANGUAGE sql AS $$
+  SELECT rung_preempt_pass(p_after_s, p_limit, p_fair, NULL)
+$$;
 
 -- Stops the running attempts P_IDS on request, as rung_preempt stops one (preempted_at; preempt_for
 -- NULL: no job waits for it), those of jobs whose cancel was requested left to end cancelled: the

@@ -89,7 +89,8 @@ $$;
 -- wrong pool, or to one with no host yet),
 -- "min_gpu_memory_mib", "fleet_max_gpu_mib": its pool's largest usable GPU (a borrower's counted), "ahead": how many queued
 -- jobs of its pool come before it in claim order (rung_job_ahead, 40_claim.sql), "preempting"?: {"attempt_id",
--- "job_id", "worker_id", "gpu_uuid"} of a borrowed attempt being stopped for it (44_preempt.sql), "held"?:
+-- "job_id", "worker_id", "gpu_uuid", "why", "priority"} of an attempt being stopped for it
+-- (44_preempt.sql; "why" "borrowed" or "priority", "priority" its job's), "held"?:
 -- {"worker_id", "until", "attempt", "in_s"} while a checkpoint hold leaves it to that worker's GPUs
 -- (recovery/resume.h; the counts above do not weigh the hold)}. 0 GPUs: it waits,
 -- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
@@ -120,10 +121,15 @@ LANGUAGE sql STABLE AS $$
                    'until', j.constraints->'hold'->'until', 'attempt', j.constraints->'hold'->'attempt',
                    'in_s', greatest(ceil(extract(epoch FROM (j.constraints->'hold'->>'until')::timestamptz - now())), 0)::bigint))
             ELSE '{}' END
-    -- a borrowed attempt being stopped for it (rung_preempt, migration 029): attempts_preempt_for
-    || coalesce((SELECT jsonb_build_object('preempting', jsonb_build_object('attempt_id', x.id, 'job_id', x.job_id,
-                                                                            'worker_id', x.worker_id, 'gpu_uuid', x.gpu_uuid))
-                 FROM attempts x WHERE x.preempt_for = j.id AND x.state = 'running' LIMIT 1), '{}')
+    -- an attempt being stopped for it (rung_preempt, migration 029): attempts_preempt_for; "why":
+    -- "borrowed" (its job is of another pool than its worker's), else "priority", with that job's
+    -- (rungd --preempt-priority)
+    || coalesce((SELECT jsonb_build_object('preempting', jsonb_build_object(
+                          'attempt_id', x.id, 'job_id', x.job_id, 'worker_id', x.worker_id, 'gpu_uuid', x.gpu_uuid,
+                          'why', CASE WHEN xj.pool <> xw.pool THEN 'borrowed' ELSE 'priority' END,
+                          'priority', xj.priority))
+                 FROM attempts x JOIN jobs xj ON xj.id = x.job_id JOIN workers xw ON xw.id = x.worker_id
+                 WHERE x.preempt_for = j.id AND x.state = 'running' LIMIT 1), '{}')
   FROM gpus g JOIN workers w ON w.id = g.worker_id
   WHERE g.state <> 'quarantined' AND rung_worker_in_fleet(g.worker_id)
     AND g.memory_total_mib >= coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0)
@@ -134,7 +140,8 @@ $$;
 
 -- JOB (rung_job_json) as GET /v1/jobs/{id} and the web job page show it: a queued job with its
 -- "placement" (rung_job_placement), a running one being stopped (migration 029) with "stopping":
--- {"attempt_id", "number", "at", "for_job" (null: a requeue)}, a scheduled one (migration 025) with "starts_in_s", the whole
+-- {"attempt_id", "number", "at", "for_job" (null: a requeue), "why": "requeue", "borrowed" (its job is of
+-- another pool than its worker's) or "priority" (for an urgent job, rungd --preempt-priority)}, a scheduled one (migration 025) with "starts_in_s", the whole
 -- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
 -- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says. The submit
 -- reply and the lists leave both out (the placement reads every GPU).
@@ -147,8 +154,11 @@ LANGUAGE sql STABLE AS $$
                                   WHEN j.state = 'running' THEN coalesce((
                                     SELECT jsonb_build_object('stopping', jsonb_build_object(
                                              'attempt_id', a.id, 'number', a.number, 'at', a.preempted_at,
-                                             'for_job', a.preempt_for))
-                                    FROM attempts a WHERE a.job_id = j.id AND a.state = 'running'
+                                             'for_job', a.preempt_for,
+                                             'why', CASE WHEN a.preempt_for IS NULL THEN 'requeue'
+                                                         WHEN j.pool <> w.pool THEN 'borrowed' ELSE 'priority' END))
+                                    FROM attempts a JOIN workers w ON w.id = a.worker_id
+                                    WHERE a.job_id = j.id AND a.state = 'running'
                                       AND a.preempted_at IS NOT NULL), '{}')
                                   ELSE '{}' END
 $$;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -652,7 +653,11 @@ static json_t *http_do(CURL *c, const char *base, const char *method, const char
 	if (body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-		hl = curl_slist_append(hl, "Content-Type: application/json");
+		bool typed = false; /* the caller's headers name its own Content-Type */
+		for (size_t i = 0; headers && headers[i]; i++)
+			typed = typed || !strncasecmp(headers[i], "Content-Type:", 13);
+		if (!typed)
+			hl = curl_slist_append(hl, "Content-Type: application/json");
 	} else if (!strcmp(method, "POST")) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
@@ -1051,11 +1056,24 @@ int h_pg_start(struct harness *h)
 
 char *h_fake_register(struct harness *h, const char *name, const char *gpu_uuid, int mib)
 {
+	return h_fake_register_pool(h, name, gpu_uuid, mib, NULL, NULL);
+}
+
+char *h_fake_register_pool(struct harness *h, const char *name, const char *gpu_uuid, int mib, const char *pool,
+			   const char *borrow)
+{
 	long st = 0;
 	json_t *body = json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "test-host", "gpus",
 		"uuid", gpu_uuid, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", mib);
-	json_t *r = h_post(h, "/v1/workers", body, &st);
-	char *id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
+	json_t *r;
+	char *id;
+
+	if (pool)
+		json_object_set_new(body, "pool", json_string(pool));
+	if (borrow)
+		json_object_set_new(body, "borrow", json_loads(borrow, JSON_DECODE_ANY, NULL));
+	r = h_post(h, "/v1/workers", body, &st);
+	id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
 	if (!id)
 		h_diag("register %s: status %ld body %.1000s", name, st, h->last_body ? h->last_body : "");
 	json_decref(body);
@@ -1069,6 +1087,18 @@ json_t *h_facts_success(int steps)
 		"exit_code", 0, "signal", "cancelled", 0, "phase", "done", "oom_phase", "first_step", 1, "last_step",
 		steps, "steps_done", steps, "total_steps", steps, "signatures", "oom", "error", "gpu_before",
 		"gpu_after", "duration_ms", 1000, "log_tail", "done");
+}
+
+json_t *h_facts_stopped(int steps, int at)
+{
+	json_t *f = h_facts_success(steps);
+
+	json_object_set_new(f, "cancelled", json_true());
+	json_object_set_new(f, "signatures", json_pack("{s:i}", "job_stopped", 1));
+	json_object_set_new(f, "phase", json_string("train"));
+	json_object_set_new(f, "last_step", json_integer(at));
+	json_object_set_new(f, "steps_done", json_integer(at));
+	return f;
 }
 
 json_t *h_fake_lease(struct harness *h, const char *worker_id, const char *gpu_uuid, int wait_ms, long *status)

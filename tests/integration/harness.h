@@ -116,7 +116,8 @@ char *h_sim_gpus(const char *tag, int n, int mib);
 
 /* HTTP. Each returns the parsed JSON answer (new reference; NULL for an empty or non-JSON body,
  * whose text stays in h->last_body) and stores the status in *status (0 when the request failed
- * at the transport level). headers: extra "Name: value" lines, NULL-terminated, or NULL. */
+ * at the transport level). headers: extra "Name: value" lines, NULL-terminated, or NULL
+ * (a body is sent as application/json unless they name a Content-Type). */
 json_t *h_request(struct harness *h, const char *method, const char *path, const char *body,
 	size_t body_len, const char *const *headers, long *status);
 /* POSTs body (borrowed; NULL posts an empty object). */
@@ -190,6 +191,10 @@ int h_run(struct harness *h, const char *const *argv);
  * protocol tests that must control timing. Registers `name` with one GPU of mib MiB; returns
  * the worker id (heap) or NULL. */
 char *h_fake_register(struct harness *h, const char *name, const char *gpu_uuid, int mib);
+/* The same, joining pool (NULL: none sent, so `default`) and borrowing borrow (a JSON list as text;
+ * NULL: none sent). */
+char *h_fake_register_pool(struct harness *h, const char *name, const char *gpu_uuid, int mib, const char *pool,
+			   const char *borrow);
 /* POST /v1/workers/WID/lease {"gpu_uuid", "wait_ms"}; returns the LEASE (new reference) on 200,
  * else NULL; *status gets the status. */
 json_t *h_fake_lease(struct harness *h, const char *worker_id, const char *gpu_uuid, int wait_ms, long *status);
@@ -200,6 +205,9 @@ json_t *h_fake_finish(struct harness *h, const char *attempt_id, const char *tok
 	long *status);
 /* FACTS for a clean success of `steps` steps; new reference. */
 json_t *h_facts_success(int steps);
+/* FACTS of a trainer of `steps` steps that the worker stopped on a cancel (SIGINT) after step `at`:
+ * it said `Job stopped`; new reference. */
+json_t *h_facts_stopped(int steps, int at);
 
 /* ---- extra rungd replicas (chaos tests addition, owned by it_chaos) ---- */
 /* Starts another rungd (no migrate, no tokens) on a free port against the test database with the

@@ -16,27 +16,6 @@
 #include "harness.h"
 #include "util.h"
 
-/* Registers fake worker NAME with one GPU (uuid gpu, mib MiB) in POOL, borrowing BORROW (JSON
- * text, NULL: none); returns its id (heap) or NULL. */
-static char *join(struct harness *h, const char *name, const char *gpu, int mib, const char *pool, const char *borrow)
-{
-	long st = 0;
-	json_t *body = json_pack("{s:s, s:s, s:s, s:[{s:s, s:i, s:s, s:i}]}", "name", name, "host", "test-host", "pool", pool,
-				 "gpus", "uuid", gpu, "index", 0, "name", "NVIDIA Sim", "memory_total_mib", mib);
-	json_t *r;
-	char *id;
-
-	if (borrow)
-		json_object_set_new(body, "borrow", json_loads(borrow, JSON_DECODE_ANY, NULL));
-	r = h_post(h, "/v1/workers", body, &st);
-	id = (st == 200 || st == 201) ? h_id(r, "id") : NULL;
-	if (!id)
-		h_diag("register %s: status %ld body %.500s", name, st, h->last_body ? h->last_body : "");
-	json_decref(body);
-	json_decref(r);
-	return id;
-}
-
 /* Submits a job named name of steps steps into pool with recovery.max_attempts max_attempts (0:
  * the default), as token (NULL: the harness's); returns its id (heap) or NULL. */
 static char *submit(struct harness *h, const char *token, const char *name, int steps, const char *pool, int max_attempts)
@@ -84,19 +63,6 @@ static long long sql_of(struct harness *h, const char *sql, const char *id)
 	const char *p[] = { id ? id : "0" };
 
 	return h_sql_int(h, sql, 1, p);
-}
-
-/* FACTS of an attempt the worker stopped on a cancel (SIGINT, the trainer said `Job stopped`). */
-static json_t *facts_stopped(void)
-{
-	json_t *f = h_facts_success(10);
-
-	json_object_set_new(f, "cancelled", json_true());
-	json_object_set_new(f, "signatures", json_pack("{s:i}", "job_stopped", 1));
-	json_object_set_new(f, "phase", json_string("train"));
-	json_object_set_new(f, "last_step", json_integer(4));
-	json_object_set_new(f, "steps_done", json_integer(4));
-	return f;
 }
 
 /* FACTS of a CUDA OOM in training at step 3 on a 24 GiB card. */
@@ -149,7 +115,7 @@ static json_t *lease(struct harness *h, const char *wid, const char *gpu, char *
 
 static void test_protocol(struct harness *h)
 {
-	char *f1 = join(h, "pre-borrower", "GPU-pre-1", 24576, "q-own", "[\"q-lend\"]"), *f2 = NULL;
+	char *f1 = h_fake_register_pool(h, "pre-borrower", "GPU-pre-1", 24576, "q-own", "[\"q-lend\"]"), *f2 = NULL;
 	char *l1 = submit(h, NULL, "pre_lend", 10, "q-lend", 2), *o1 = NULL, *o2 = NULL, *tid = NULL, *got = NULL;
 	char *a1 = NULL, *a2 = NULL, *a3 = NULL;
 	json_t *ls = NULL, *ans = NULL, *facts = NULL;
@@ -173,7 +139,7 @@ static void test_protocol(struct harness *h)
 	h_ok(h, preempt_now(h, "-1") == 0, "-1 (preemption off): nothing is stopped");
 
 	/* an idle GPU of q-own can take the job: nothing is stopped; drained, it no longer can */
-	f2 = join(h, "pre-idle", "GPU-pre-2", 24576, "q-own", NULL);
+	f2 = h_fake_register_pool(h, "pre-idle", "GPU-pre-2", 24576, "q-own", NULL);
 	h_ok(h, f2 && preempt_now(h, "0") == 0, "an idle GPU of q-own may run the job: nothing is stopped");
 	json_decref(h_postf(h, NULL, &st, "/v1/workers/%s/drain", f2 ? f2 : "0"));
 	h_ok(h, st == 200, "the idle host is drained");
@@ -197,8 +163,9 @@ static void test_protocol(struct harness *h)
 		char *args = xasprintf("show %s", l1), *show;
 		int rc = -1;
 		ans = h_job(h, l1);
-		h_ok(h, ans && h_int(json_object_get(ans, "stopping"), "for_job") == atoll(o1 ? o1 : "0"),
-		     "the borrowed job says it is being stopped, and for which job");
+		h_ok(h, ans && h_int(json_object_get(ans, "stopping"), "for_job") == atoll(o1 ? o1 : "0") &&
+			     !strcmp(h_str(json_object_get(ans, "stopping"), "why"), "borrowed"),
+		     "the borrowed job says it is being stopped, for which job and why (borrowed)");
 		json_decref(ans);
 		show = h_rungctl(h, args, &rc);
 		h_ok(h, rc == 0 && show && strstr(show, "stop              stopping: attempt 1 is being stopped so that job"),
@@ -230,7 +197,7 @@ static void test_protocol(struct harness *h)
 	h_ok(h, st == 200 && json_is_true(json_object_get(ans, "cancel")) && json_is_true(json_object_get(ans, "preempt")),
 	     "its heartbeat answers cancel and preempt");
 	json_decref(ans);
-	facts = facts_stopped();
+	facts = h_facts_stopped(10, 4);
 	ans = h_fake_finish(h, a1, h_str(ls, "token"), facts, &st);
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "queued") &&
 		     !strcmp(h_str(json_object_get(ans, "decision"), "class"), "preempted") &&
@@ -282,7 +249,7 @@ static void test_protocol(struct harness *h)
 	h_ok(h, got && !strcmp(got, l1) && o2 && preempt_now(h, "0") == 1, "borrowed again, and marked for another job of q-own");
 	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", l1));
 	json_decref(facts);
-	facts = facts_stopped();
+	facts = h_facts_stopped(10, 4);
 	ans = h_fake_finish(h, a3 ? a3 : "0", h_str(ls, "token"), facts, &st);
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "job_state"), "cancelled"), "cancelled meanwhile: the job ends cancelled (%s)",
 	     h_str(ans, "job_state"));
@@ -309,8 +276,8 @@ out:
  * the attempt that started last; with the limit lifted, the second job gets the other. */
 static void test_room(struct harness *h)
 {
-	char *w1 = join(h, "pre-room-1", "GPU-room-1", 24576, "s-own", "[\"s-lend\"]");
-	char *w2 = join(h, "pre-room-2", "GPU-room-2", 24576, "s-own", "[\"s-lend\"]");
+	char *w1 = h_fake_register_pool(h, "pre-room-1", "GPU-room-1", 24576, "s-own", "[\"s-lend\"]");
+	char *w2 = h_fake_register_pool(h, "pre-room-2", "GPU-room-2", 24576, "s-own", "[\"s-lend\"]");
 	char *b1 = submit(h, NULL, "room_lend_1", 10, "s-lend", 0), *b2 = submit(h, NULL, "room_lend_2", 10, "s-lend", 0);
 	char *tid = token_id(h, "it-submitter"), *g1 = NULL, *g2 = NULL, *a1 = NULL, *a2 = NULL, *o1 = NULL, *o2 = NULL;
 	json_t *l1 = NULL, *l2 = NULL;
@@ -358,9 +325,9 @@ out:
  * reached it. */
 static void test_backoff(struct harness *h)
 {
-	char *w = join(h, "pre-backoff", "GPU-bo-1", 24576, "v-own", "[\"v-lend\"]");
+	char *w = h_fake_register_pool(h, "pre-backoff", "GPU-bo-1", 24576, "v-own", "[\"v-lend\"]");
 	char *l = submit(h, NULL, "bo_lend", 10, "v-lend", 0), *o = NULL, *got = NULL, *a1 = NULL, *a2 = NULL;
-	json_t *ls = NULL, *ans = NULL, *stopped = facts_stopped(), *done = h_facts_success(10);
+	json_t *ls = NULL, *ans = NULL, *stopped = h_facts_stopped(10, 4), *done = h_facts_success(10);
 	long st = 0;
 
 	json_object_set_new(done, "cancelled", json_true()); /* told to stop, as the worker reports it */
@@ -412,7 +379,7 @@ out:
  * running the fewest first, not the oldest job. */
 static void test_fair(struct harness *h)
 {
-	char *w = join(h, "pre-fair", "GPU-fair-1", 24576, "x-own", "[\"x-lend\"]");
+	char *w = h_fake_register_pool(h, "pre-fair", "GPU-fair-1", 24576, "x-own", "[\"x-lend\"]");
 	char *l = submit(h, NULL, "fair_lend", 10, "x-lend", 0), *a = NULL, *b = NULL, *got = NULL, *aid = NULL;
 	json_t *ls = lease(h, w, "GPU-fair-1", &got);
 	long st = 0;
@@ -438,9 +405,9 @@ static void test_fair(struct harness *h)
 /* Requeue on request: POST /v1/jobs/{id}/requeue (and rungctl requeue) and a drain with "requeue". */
 static void test_requeue(struct harness *h)
 {
-	char *w = join(h, "pre-requeue", "GPU-rq-1", 24576, "t-pool", NULL), *j1 = submit(h, NULL, "rq_one", 10, "t-pool", 1);
+	char *w = h_fake_register_pool(h, "pre-requeue", "GPU-rq-1", 24576, "t-pool", NULL), *j1 = submit(h, NULL, "rq_one", 10, "t-pool", 1);
 	char *got = NULL, *aid = NULL, *out = NULL, *args = NULL, *other = NULL, *j2 = NULL, *j3 = NULL;
-	json_t *ls = NULL, *ans = NULL, *facts = facts_stopped();
+	json_t *ls = NULL, *ans = NULL, *facts = h_facts_stopped(10, 4);
 	long st = 0;
 	int rc = -1;
 
@@ -512,6 +479,10 @@ static void test_requeue(struct harness *h)
 	out = h_rungctl(h, args, &rc);
 	h_ok(h, rc == 0 && sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'requeue_requested'", j1) == 1,
 	     "asked again while the stop is under way: ok, nothing more written");
+	ans = h_job(h, j1);
+	h_ok(h, ans && !strcmp(h_str(json_object_get(ans, "stopping"), "why"), "requeue"),
+	     "its stopping says why (requeue)");
+	json_decref(ans);
 	ans = h_fake_heartbeat(h, aid, h_str(ls, "token"), &st);
 	h_ok(h, st == 200 && json_is_true(json_object_get(ans, "cancel")) && json_is_true(json_object_get(ans, "preempt")),
 	     "its heartbeat answers cancel and preempt");

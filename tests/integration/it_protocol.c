@@ -231,12 +231,7 @@ static void test_cancel_running(struct harness *h, const char *wid)
 	json_t *r = h_fake_heartbeat(h, aid, h_str(l, "token"), &st);
 	h_ok(h, st == 200 && json_is_true(json_object_get(r, "cancel")), "the next heartbeat says cancel true");
 	json_decref(r);
-	json_t *facts = h_facts_success(20);
-	json_object_set_new(facts, "cancelled", json_true());
-	json_object_set_new(facts, "phase", json_string("train"));
-	json_object_set_new(facts, "steps_done", json_integer(3));
-	json_object_set_new(facts, "last_step", json_integer(3));
-	json_object_set_new(facts, "signatures", json_pack("{s:i}", "job_stopped", 1));
+	json_t *facts = h_facts_stopped(20, 3);
 	r = h_fake_finish(h, aid, h_str(l, "token"), facts, &st);
 	json_decref(r);
 	json_t *j = h_job(h, jid);

@@ -484,6 +484,13 @@ static void test_story_start_lower(void)
 			  "\n  waiting for a GPU: job 41, which that GPU's worker borrowed from another pool, is being stopped on GPU "
 			  "GPU-7 for it (preemption); it runs there next; no job ahead of it in the queue\n",
 			  "story: a borrowed job being stopped for it" },
+			/* rungd --preempt-priority: a job of its own pool, of a worse priority, is being stopped for it */
+			{ "{\"gpus\": 1, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"preempting\": {\"attempt_id\": 9, \"job_id\": 41, \"worker_id\": 2, \"gpu_uuid\": \"GPU-7\", "
+			  "\"why\": \"priority\", \"priority\": 100}}",
+			  "\n  waiting for a GPU: job 41, of a worse priority (100), is being stopped on GPU GPU-7 for it (preemption); "
+			  "it runs there next; no job ahead of it in the queue\n",
+			  "story: a job of a worse priority being stopped for an urgent one" },
 			{ "{\"gpus\": 1, \"pool\": \"h200\", \"other_pools_gpus\": 4, \"min_gpu_memory_mib\": 0, "
 			  "\"fleet_max_gpu_mib\": 81920, \"ahead\": 2}",
 			  "\n  waiting its turn: 2 jobs ahead of it in the queue\n", "story: a GPU in its pool: its turn" },
@@ -1279,6 +1286,12 @@ static void test_scheduled(void)
 		char *t = jobtext_stopping(job);
 		TAP_STR_EQ(t, "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU "
 			      "(preemption); the job is queued again unchanged when it ends", "jobtext: a preemption under way");
+		free(t);
+		json_object_set_new(json_object_get(job, "stopping"), "why", json_string("priority"));
+		t = jobtext_stopping(job);
+		TAP_STR_EQ(t, "stopping: attempt 3 is being stopped so that job 41, an urgent one, can run on its GPU "
+			      "(preemption); the job is queued again unchanged when it ends",
+			   "jobtext: a stop for an urgent job (rungd --preempt-priority)");
 		free(t);
 		json_object_set_new(json_object_get(job, "stopping"), "for_job", json_null());
 		t = jobtext_stopping(job);

@@ -93,6 +93,18 @@ int main(void)
 		   "--preempt-after-s -2 refused");
 	TAP_OK(has(err, "preempt-after-s") && has(err, "-1 to 604800"), "its error names the flag and the range");
 	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "no arguments load again");
+	TAP_OK(!c.has_preempt_priority, "no priority is urgent by default (preempt-priority unset)");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "300", "--preempt-priority", "-5", NULL }),
+		   CONFIG_OK, "--preempt-priority -5 with --preempt-after-s 300 loads");
+	TAP_OK(c.has_preempt_priority && c.preempt_priority == -5, "and applies (-5)");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-priority", "0", NULL }), CONFIG_ERROR,
+		   "--preempt-priority without --preempt-after-s refused");
+	TAP_OK(has(err, "--preempt-priority (from --preempt-priority) needs --preempt-after-s"),
+	       "its error names both flags");
+	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--preempt-after-s", "0", "--preempt-priority", "1000001", NULL }),
+		   CONFIG_ERROR, "--preempt-priority 1000001 refused");
+	TAP_OK(has(err, "preempt-priority") && has(err, "-1000000 to 1000000"), "its error names the flag and the range");
+	TAP_INT_EQ(load(&c, &err, NULL), CONFIG_OK, "no arguments load again");
 	TAP_INT_EQ(c.resume_hold_s, 120, "a job waits up to 120 s for its checkpoint's host by default (resume-hold-s)");
 	TAP_INT_EQ(load(&c, &err, (const char *const[]){ "--resume-hold-s", "0", NULL }), CONFIG_OK,
 		   "--resume-hold-s 0 (no hold) loads");
