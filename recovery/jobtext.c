@@ -193,3 +193,14 @@ char *jobtext_output(const json_t *job)
 				 (long long)json_integer_value(worker));
 	return xasprintf("%s (saved by attempt %lld)", path, n);
 }
+
+char *jobtext_spared(const json_t *resumed)
+{
+	long long n = (long long)json_integer_value(json_object_get(resumed, "attempts"));
+
+	if (n <= 0)
+		return xstrdup("");
+	return xasprintf("; resuming from checkpoints spared about %.1f GPU hours (%lld steps not run again, in %lld "
+			 "attempt%s)", json_number_value(json_object_get(resumed, "gpu_seconds")) / 3600.0,
+			 (long long)json_integer_value(json_object_get(resumed, "steps")), n, n == 1 ? "" : "s");
+}

@@ -2,7 +2,8 @@
  * once: the first claim handed back for a bigger GPU (recovery_state.started_bigger), a queued
  * job's place in the queue and why no usable GPU takes it (the JOB's "placement", GET
  * /v1/jobs/{id}), when a scheduled job starts, the job's last retry (recovery_state.retried) and
- * where its trained file is. Pure: no I/O; the web page escapes them. */
+ * where its trained file is; and what resuming from checkpoints spared, which `rungctl usage` and
+ * the usage page both add to their total. Pure: no I/O; the web page escapes them. */
 #ifndef RUNG_JOBTEXT_H
 #define RUNG_JOBTEXT_H
 
@@ -66,5 +67,11 @@ char *jobtext_retried(const json_t *job);
  * "PATH (saved by attempt N, on worker W's host)"; NULL when job (a JOB, borrowed) names none. Heap
  * string, the caller frees. */
 char *jobtext_output(const json_t *job);
+
+/* "; resuming from checkpoints spared about 1.5 GPU hours (1800 steps not run again, in 2 attempts)"
+ * from GET /v1/usage's "resumed" {"attempts", "steps", "gpu_seconds"} (borrowed; the total's or an
+ * owner's), to end the report's total line; "" when no attempt resumed (or resumed is not an
+ * object). The hours are an estimate (rung_resumed_gpu_s). Heap string, the caller frees. */
+char *jobtext_spared(const json_t *resumed);
 
 #endif

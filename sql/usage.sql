@@ -5,7 +5,9 @@
 -- failure), cancelled, lost (its worker vanished), preempted (stopped for a job of its worker's own
 -- pool: migration 029), and running. $3: one owner, or NULL for all;
 -- $4: labels (jsonb) the jobs carry, or NULL (a sweep's cost: `sweep=ID`). Jobs: those with GPU
--- time in the window, and those that ended in it, succeeded or failed. Reads the attempts that
+-- time in the window, and those that ended in it, succeeded or failed. "resumed": the attempts that
+-- ended in the window after resuming from a checkpoint, the steps they did not run again, and the GPU
+-- seconds that spared, estimated (rung_resumed_gpu_s, 61_finish_apply.sql). Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
 -- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
@@ -18,6 +20,13 @@ a AS MATERIALIZED (
   FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
   WHERE a.started_at < w.hi AND coalesce(a.ended_at, now()) > w.lo
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)),
+resumed AS MATERIALIZED (
+  SELECT j.owner, count(*) AS attempts, sum(a.resumed_step) AS steps,
+         coalesce(sum(rung_resumed_gpu_s(a.facts)), 0) AS gpu_s
+  FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
+  WHERE a.resumed_step IS NOT NULL AND a.ended_at >= w.lo AND a.ended_at < w.hi
+    AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
+  GROUP BY j.owner),
 ended AS MATERIALIZED (
   SELECT j.owner, j.state, count(*) AS n
   FROM jobs j CROSS JOIN w
@@ -38,7 +47,11 @@ per AS (
            'preempted', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'preempted'), 0)::numeric, 1),
            'running', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'running'), 0)::numeric, 1)) AS by_outcome,
          coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'succeeded'), 0) AS jobs_succeeded,
-         coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'failed'), 0) AS jobs_failed
+         coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'failed'), 0) AS jobs_failed,
+         coalesce((SELECT jsonb_build_object('attempts', r.attempts, 'steps', r.steps,
+                                             'gpu_seconds', round(r.gpu_s::numeric, 1))
+                   FROM resumed r WHERE r.owner = o.owner),
+                  '{"attempts": 0, "steps": 0, "gpu_seconds": 0}') AS resumed
   FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
   LEFT JOIN a ON a.owner = o.owner
   GROUP BY o.owner)
@@ -47,10 +60,15 @@ SELECT jsonb_build_object(
   'owners', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', p.owner, 'gpu_seconds', round(p.gpu_seconds::numeric, 1),
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,
-                                                          'jobs_succeeded', p.jobs_succeeded, 'jobs_failed', p.jobs_failed)
+                                                          'jobs_succeeded', p.jobs_succeeded, 'jobs_failed', p.jobs_failed,
+                                                          'resumed', p.resumed)
                                        ORDER BY p.gpu_seconds DESC, p.owner)
                       FROM per p), '[]'),
   'total', (SELECT jsonb_build_object('gpu_seconds', round(coalesce(sum(a.s), 0)::numeric, 1), 'attempts', count(*),
                                       'jobs', count(DISTINCT a.job_id),
-                                      'oom_gpu_seconds', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'oom'), 0)::numeric, 1))
+                                      'oom_gpu_seconds', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'oom'), 0)::numeric, 1),
+                                      'resumed', (SELECT jsonb_build_object(
+                                                    'attempts', coalesce(sum(r.attempts), 0), 'steps', coalesce(sum(r.steps), 0),
+                                                    'gpu_seconds', round(coalesce(sum(r.gpu_s), 0)::numeric, 1))
+                                                  FROM resumed r))
             FROM a))::text

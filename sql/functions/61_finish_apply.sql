@@ -55,6 +55,16 @@ CREATE OR REPLACE FUNCTION rung_resumed_step(p_facts jsonb) RETURNS int LANGUAGE
               THEN (p_facts->>'first_step')::int END
 $$;
 
+-- The GPU seconds a resume spared, estimated: the steps it did not run again (rung_resumed_step) at
+-- the seconds a step took in that attempt (FACTS train_ms over steps_done: the same config, on the
+-- same GPU, sampling and saves included). NULL when the attempt did not resume, ran no step after it,
+-- or came from a worker that does not report train_ms. Read from the stored FACTS (attempts.facts).
+CREATE OR REPLACE FUNCTION rung_resumed_gpu_s(p_facts jsonb) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN jsonb_typeof(p_facts->'train_ms') = 'number' AND (p_facts->>'steps_done')::int > 0
+              THEN rung_resumed_step(p_facts) * (p_facts->>'train_ms')::float8 / 1000.0
+                   / (p_facts->>'steps_done')::float8 END
+$$;
+
 -- An ended attempt's outcome from its decision's class: succeeded, cancelled, preempted (migration
 -- 029), else failed. The one place the mapping is written (rung_finish_apply and the set-wise
 -- rung_finish_apply_batch, where it is inlined).

@@ -469,6 +469,30 @@ static void test_real(struct harness *h)
 		     h_sample(text, "rung_resumed_steps_total") == (double)jpath_int(a2, "facts.first_step", -1),
 	     "/metrics counts the resumed attempt and the steps it did not run again (%.0f)",
 	     h_sample(text, "rung_resumed_steps_total"));
+	{
+		/* what they would have cost: those steps at attempt 2's own seconds per step */
+		double train_s = (double)jpath_int(a2, "facts.train_ms", -1) / 1000.0;
+		double done = (double)jpath_int(a2, "facts.steps_done", 0), first = (double)jpath_int(a2, "facts.first_step", 0);
+		double want = done > 0 ? first * train_s / done : -1, got = h_sample(text, "rung_resumed_gpu_seconds_total");
+		json_t *u = h_getf(h, &(long){ 0 }, "/v1/usage");
+		const json_t *r = json_object_get(json_object_get(u, "total"), "resumed");
+		char *out = NULL;
+		int rc = -1;
+		h_ok(h, train_s > 0 && want > 0 && got > want - 0.01 && got < want + 0.01,
+		     "/metrics prices them at attempt 2's seconds per step: %.2f GPU seconds (%.0f steps x %.3f s / %.0f steps)",
+		     got, first, train_s, done);
+		h_ok(h, h_int(r, "attempts") == 1 && h_int(r, "steps") == (long long)first &&
+			     json_number_value(json_object_get(r, "gpu_seconds")) > want - 0.06 &&
+			     json_number_value(json_object_get(r, "gpu_seconds")) < want + 0.06,
+		     "GET /v1/usage's total says so too (%lld attempts, %lld steps, %.1f s)", h_int(r, "attempts"),
+		     h_int(r, "steps"), json_number_value(json_object_get(r, "gpu_seconds")));
+		out = h_rungctl(h, "usage", &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "; resuming from checkpoints spared about ") &&
+			     strstr(out, "steps not run again, in 1 attempt)"),
+		     "rungctl usage's total line says what resuming spared");
+		free(out);
+		json_decref(u);
+	}
 out:
 	free(text);
 	json_decref(j);

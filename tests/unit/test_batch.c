@@ -1233,12 +1233,15 @@ static void test_prune(void)
 		q1("INSERT INTO event_log (job_id, kind, to_state, reason, at) SELECT id, 'submitted', 'queued', 'x', created_at "
 		   "FROM jobs WHERE name = $1", 1, p);
 		q1("WITH a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, class, "
-		   "rung, started_at, ended_at, resumed_step) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
+		   "rung, started_at, ended_at, resumed_step, facts) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
 		   "ELSE 'ended' END, CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END, "
 		   "CASE WHEN n = 1 THEN 'oom_train_early' ELSE 'nan_loss' END, "
 		   "CASE WHEN n = 1 THEN 'batch_size' END, j.created_at + make_interval(mins => n), "
 		   "CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE j.created_at + make_interval(mins => n + 30 * n) END, "
-		   "CASE WHEN n = 2 AND $2 <> 'running' THEN 500 END "
+		   "CASE WHEN n = 2 AND $2 <> 'running' THEN 500 END, "
+		   /* resumed from step 500, then 100 steps in 20 s: 500 steps spared at 0.2 s each */
+		   "CASE WHEN n = 2 AND $2 <> 'running' THEN '{\"signatures\": {\"resuming\": 1}, \"first_step\": 500, "
+		   "\"steps_done\": 100, \"train_ms\": 20000}'::jsonb END "
 		   "FROM jobs j, generate_series(1, 2) n WHERE j.name = $1 ORDER BY n RETURNING id, job_id) "
 		   "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a", 2, p);
 		/* two owners, so that the GPU seconds per owner are kept per owner */
@@ -1258,8 +1261,9 @@ static void test_prune(void)
 	snprintf(before, sizeof before, "%s", history_counts());
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "2", "30 days: two jobs pruned");
 	TAP_STR_EQ(history_counts(), before, "/metrics' history counts are the same after the prune (metrics_pruned)");
-	TAP_OK(strstr(before, "\"resumed\":{\"attempts\":6,\"steps\":3000}") != NULL,
-	       "the resumed attempts and their steps are among them (six ended attempts resumed from step 500)");
+	TAP_OK(strstr(before, "\"resumed\":{\"attempts\":6,\"gpu_s\":600,\"steps\":3000}") != NULL,
+	       "the resumed attempts, their steps and the GPU seconds spared are among them (six ended attempts resumed "
+	       "from step 500 at 0.2 s a step)");
 	TAP_OK(strstr(before, "\"class\":\"oom_train_early\",\"gpu_s\":12600,") &&
 		       strstr(before, "{\"outcome\":\"oom\",\"owner\":\"team-b\",\"s\":1800}"),
 	       "the history has GPU seconds per outcome and class and per owner");

@@ -1112,9 +1112,31 @@ static void test_usage(void)
 	       "usage: a row per owner in GPU hours, '-' for none");
 	TAP_OK(strstr(s, "LOST  PREEMPTED  RUNNING") && strstr(s, "-     0.5        -"),
 	       "usage: the GPU hours of preempted attempts in their own column");
-	TAP_OK(strstr(s, "3.0 GPU hours in 2 attempts of 1 jobs; 1.0 of them (33%) in attempts that ended in an OOM"),
-	       "usage: the total and the OOM share");
+	TAP_OK(strstr(s, "3.0 GPU hours in 2 attempts of 1 jobs; 1.0 of them (33%) in attempts that ended in an OOM\n"),
+	       "usage: the total and the OOM share, and nothing about resumes when the report has none");
 	free(s);
+	json_object_set_new(json_object_get(doc, "total"), "resumed",
+			    json_pack("{s:i, s:i, s:f}", "attempts", 2, "steps", 1800, "gpu_seconds", 5400.0));
+	s = cmd_usage_text(doc);
+	TAP_OK(strstr(s, "in attempts that ended in an OOM; resuming from checkpoints spared about 1.5 GPU hours (1800 "
+			 "steps not run again, in 2 attempts)\n") != NULL, "usage: what resuming from checkpoints spared");
+	free(s);
+	json_object_set_new(json_object_get(doc, "total"), "resumed",
+			    json_pack("{s:i, s:i, s:f}", "attempts", 0, "steps", 0, "gpu_seconds", 0.0));
+	s = cmd_usage_text(doc);
+	TAP_OK(strstr(s, "ended in an OOM\n") != NULL, "usage: no resume in the window: nothing said");
+	free(s);
+	{
+		json_t *one = json_pack("{s:i, s:i, s:f}", "attempts", 1, "steps", 40, "gpu_seconds", 36.0);
+		s = jobtext_spared(one);
+		TAP_STR_EQ(s, "; resuming from checkpoints spared about 0.0 GPU hours (40 steps not run again, in 1 attempt)",
+			   "jobtext_spared: one attempt, singular");
+		free(s);
+		json_decref(one);
+		s = jobtext_spared(NULL);
+		TAP_STR_EQ(s, "", "jobtext_spared: no resumed object (a rungd before it): nothing");
+		free(s);
+	}
 	json_decref(doc);
 }
 
