@@ -30,7 +30,9 @@ $$;
 --     into: a stop for any queued job of the worker's own pool;
 --   - "priority" (P_URGENT not NULL, rungd --preempt-priority): of a job of its worker's own pool whose
 --     priority is above P_URGENT: a stop only for a queued job of that pool of priority P_URGENT or
---     below (urgent). An urgent job never stops another urgent one, so stops cannot chain.
+--     below (urgent).
+-- With P_URGENT, an urgent job is never a candidate, not even where it runs borrowed: a job stopped
+-- is never urgent, so a stop never leads to another.
 -- The pools weighed: those of a borrowing worker with a job queued, and with P_URGENT those with an
 -- urgent job queued. For each, its first 64 queued jobs are weighed in claim order (owners at their limit
 -- passed over, and with P_FAIR the fair share's order: rung_queue_head), each given, in this order:
@@ -98,8 +100,11 @@ BEGIN
       pools := pools || v_pool;
     END IF;
   END LOOP;
-  -- with P_URGENT, the other pools with an urgent job queued: the pools of the queue walked through
-  -- jobs_claim (one index probe per pool, not a scan of the queue), then a probe each
+  -- with P_URGENT, the other pools with an urgent job queued and a job running that it may stop: the
+  -- pools of the queue walked through jobs_claim (one index probe per pool, not a scan of the queue),
+  -- then a probe each for an urgent job, then the running attempts (attempts_one_running, each job
+  -- read by its key: a join may walk the jobs' key range instead) for a job of a worse priority, so
+  -- that the candidates and the idle GPUs are read only when some job could be stopped
   IF p_urgent IS NOT NULL THEN
     FOR v_pool IN
       WITH RECURSIVE qp(pool) AS (
@@ -111,6 +116,10 @@ BEGIN
     LOOP
       PERFORM 1 FROM jobs c WHERE c.state = 'queued' AND c.pool = v_pool AND c.priority <= p_urgent
       ORDER BY c.priority, c.created_at, c.id LIMIT 1;
+      CONTINUE WHEN NOT FOUND;
+      PERFORM 1 FROM attempts r WHERE r.state = 'running'
+        AND (SELECT o.pool = v_pool AND o.priority > p_urgent FROM jobs o WHERE o.id = r.job_id)
+      ORDER BY r.job_id LIMIT 1;
       IF FOUND THEN
         pools := pools || v_pool;
       END IF;
@@ -173,7 +182,9 @@ BEGIN
               FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN workers w ON w.id = a.worker_id
               LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
               WHERE a.state = 'running' AND a.preempted_at IS NULL AND w.pool = ANY (pools)
-                AND (j.pool <> w.pool OR j.priority > p_urgent)
+                -- borrowed, or of a worse priority than urgent; an urgent job is never stopped, not
+                -- even where it runs borrowed (else it would stop another job once queued again)
+                AND (j.pool <> w.pool OR j.priority > p_urgent) AND NOT coalesce(j.priority <= p_urgent, false)
                 AND NOT j.cancel_requested AND coalesce(g.state, 'ok') <> 'quarantined'
                 AND rung_worker_live(w.id) AND a.started_at <= now() - make_interval(secs => p_after_s)) x;
         c_taken := array_fill(false, ARRAY[greatest(cardinality(c_id), 1)]);

@@ -5,7 +5,7 @@
  * every GPU busy it stops the attempt of the worst priority (the last started of those), once, with
  * an event and a placement that say why; the stopped job is queued again unchanged and the freed GPU
  * leases the urgent job; an urgent job never stops another urgent one; where a worker borrows, a job
- * that is not urgent stops only borrowed work. A submitter token may not give
+ * that is not urgent stops only borrowed work, and never an urgent job that runs borrowed. A submitter token may not give
  * an urgent priority (403 naming priority, nothing stored), support and admin may. End to end, with a
  * real rung-worker and the simulated trainer: a long job is stopped for an urgent one, which runs and
  * succeeds, then the long job resumes from its checkpoint on the same host and succeeds. */
@@ -265,9 +265,13 @@ static void test_mixed(struct harness *h)
 			  "RETURNING 1", q1) == 1 && preempt_now(h, "0", "10") == 0,
 	     "a job of mx of priority 100 (not urgent) that may not run on the borrowed GPU: nothing is stopped");
 	q2 = submit_in(h, NULL, "mx_q2", 10, 100, "mx", &st);
-	h_ok(h, q2 && preempt_now(h, "0", "10") == 1 &&
+	h_ok(h, sql_of(h, "UPDATE jobs SET priority = 5 WHERE id = $1::bigint RETURNING 1", lent) == 1 && q2 &&
+		     preempt_now(h, "0", "10") == 0,
+	     "a second one that may: while the borrowed job is urgent (priority 5), it is not stopped");
+	h_ok(h, sql_of(h, "UPDATE jobs SET priority = 100 WHERE id = $1::bigint RETURNING 1", lent) == 1 &&
+		     preempt_now(h, "0", "10") == 1 &&
 		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a_lent) == atoll(q2 ? q2 : "0"),
-	     "a second one that may: the borrowed attempt is stopped for it");
+	     "of priority 100 again, the borrowed attempt is stopped for it");
 	u = submit_in(h, NULL, "mx_urgent", 10, 1, "mx", &st);
 	h_ok(h, u && preempt_now(h, "0", "10") == 1 &&
 		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a_own) == atoll(u ? u : "0"),
