@@ -16,6 +16,7 @@
 #include "jsondiff.h"
 #include "labels.h"
 #include "pool.h"
+#include "priority.h"
 #include "progress.h"
 #include "story.h"
 #include "sweep.h"
@@ -171,7 +172,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "name", .type = ARGS_STRING, .str = &o.name },
-		{ .name = "priority", .type = ARGS_INT, .num = &o.priority, .min = -1000000, .max = 1000000,
+		{ .name = "priority", .type = ARGS_INT, .num = &o.priority, .min = PRIORITY_MIN, .max = PRIORITY_MAX,
 			.seen = &o.has_priority },
 		{ .name = "no-scale-up", .type = ARGS_FLAG, .flag = &o.no_scale_up },
 		{ .name = "max-attempts", .type = ARGS_INT, .num = &o.max_attempts, .min = 1, .max = 1000 },
@@ -335,14 +336,21 @@ static bool any_pool(const json_t *jobs)
 
 char *cmd_jobs_table(const json_t *jobs)
 {
-	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "ATTEMPTS", "UPDATED", "POOL" };
-	static const char *const keys[] = { "id", "state", "kind", "name", "attempts", "updated_at", "pool" };
-	size_t n = any_pool(jobs) ? ARRAY_LEN(head) : ARRAY_LEN(head) - 1;
-	struct table *t = table_new(n, head);
-	size_t i;
+	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "PRIORITY", "ATTEMPTS", "UPDATED", "POOL" };
+	static const char *const keys[] = { "id", "state", "kind", "name", "priority", "attempts", "updated_at", "pool" };
+	/* PRIORITY and POOL only when some listed job is off the default: a plain queue reads as before */
+	const bool shown[] = { true, true, true, true, priority_any_other(jobs), true, true, any_pool(jobs) };
+	const char *h[ARRAY_LEN(head)], *k[ARRAY_LEN(head)];
+	size_t n = 0, i;
 	json_t *j;
+	for (i = 0; i < ARRAY_LEN(head); i++)
+		if (shown[i]) {
+			h[n] = head[i];
+			k[n++] = keys[i];
+		}
+	struct table *t = table_new(n, h);
 	json_array_foreach(jobs, i, j)
-		add_row_from(t, j, keys, n);
+		add_row_from(t, j, k, n);
 	char *s = table_render(t);
 	table_free(t);
 	return s;

@@ -54,8 +54,8 @@ char *cmd_jobs_path(const char *state, const char *owner, const char *kind, cons
 		    long long limit);
 
 /* Tables as `rungctl jobs` and `rungctl attempts` print them; heap strings the caller frees. The
- * jobs table has a POOL column when a job in it names a pool other than "default" (a fleet without
- * pools reads as before). */
+ * jobs table has a PRIORITY column when a job in it has a priority other than the default (100), and
+ * a POOL column when one names a pool other than "default" (a plain fleet reads as before). */
 char *cmd_jobs_table(const json_t *jobs);
 char *cmd_attempts_table(const json_t *attempts);
 

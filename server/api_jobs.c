@@ -26,6 +26,7 @@
 #include "http.h"
 #include "labels.h"
 #include "pool.h"
+#include "priority.h"
 #include "lease.h"
 #include "log.h"
 #include "sql.h"
@@ -33,8 +34,6 @@
 #include "when.h"
 #include "yamljson.h"
 
-#define PRIORITY_MIN (-1000000)
-#define PRIORITY_MAX 1000000
 #define NAME_MAX_LEN 256
 #define IDEM_KEY_MAX_LEN 256
 #define LIST_DEFAULT 50
@@ -199,7 +198,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		*name = json_string_value(v);
 	}
 	v = json_object_get(body, "priority");
-	*priority = 100;
+	*priority = PRIORITY_DEFAULT;
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v) || json_integer_value(v) < PRIORITY_MIN || json_integer_value(v) > PRIORITY_MAX)
 			return fail(field, message, "priority",

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "priority.h"
 #include "util.h"
 #include "version.h"
 
@@ -43,7 +44,7 @@ static const struct options_desc opts[O_COUNT] = {
 				 "a queued job of priority N or lower (urgent) may stop a running job of its pool of a higher "
 				 "number once it ran --preempt-after-s, which must be set; only support and admin tokens may give "
 				 "such a priority; below 100, the default priority (unset: priorities stop nothing)",
-				 NULL, -1000000, 99, 0, "unset" },
+				 NULL, PRIORITY_MIN, PRIORITY_DEFAULT - 1, 0, "unset" },
 	I(O_RESUME_HOLD_S, "resume-hold-s", "120", 0, 86400,
 	  "a job queued again after an out-of-memory error waits up to N s for a GPU of the worker whose host has its "
 	  "checkpoint, so that it resumes there instead of starting over (0: never; set 0 when training_folder is on "

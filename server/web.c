@@ -28,6 +28,7 @@
 #include "ladder.h"
 #include "log.h"
 #include "pool.h"
+#include "priority.h"
 #include "sql.h"
 #include "util.h"
 #include "version.h"
@@ -507,7 +508,7 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 	const json_t *jobs = json_object_get(doc, "jobs"), *j, *next = json_object_get(doc, "next_cursor");
 	const char *on = w->filter;
 	char *cursor = hreq_query(w->h, "cursor");
-	bool pools = any_pool(jobs);
+	bool pools = any_pool(jobs), prios = priority_any_other(jobs);
 	size_t i;
 
 	html_add(b, "<h1>Jobs</h1>\n");
@@ -527,6 +528,8 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		return;
 	}
 	html_add(b, "<table class=\"jobs\"><thead><tr><th>#</th><th>name</th><th>state</th><th>kind</th><th>owner</th>");
+	if (prios) /* lower runs first; a column only when some listed job is off the default */
+		html_add(b, "<th>priority</th>");
 	if (pools)
 		html_add(b, "<th>pool</th>");
 	html_add(b, "<th>labels</th><th>attempts</th><th>next action</th><th>updated</th></tr></thead><tbody>\n");
@@ -540,6 +543,10 @@ static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *
 		esc_val(b, json_object_get(j, "kind"));
 		html_add(b, "</td><td>");
 		esc_val(b, json_object_get(j, "owner"));
+		if (prios) {
+			html_add(b, "</td><td class=\"num\">");
+			esc_val(b, json_object_get(j, "priority"));
+		}
 		if (pools) {
 			html_add(b, "</td><td class=\"pool\">");
 			esc_val(b, json_object_get(j, "pool"));

@@ -520,7 +520,7 @@ static void test_web_labels(struct harness *h)
 }
 
 /* Worker pools on the pages: /ui/jobs?pool= lists that pool's jobs with a pool column (not shown
- * while every listed job is in default), keeps the filter in the form, the state links and the
+ * while every listed job is in default; a priority column likewise once one has another priority), keeps the filter in the form, the state links and the
  * cancel-matching form (whose review lists the pool's jobs) and refuses a bad name (400); the job
  * page names the pool and why it waits when only other pools have GPUs; the GPUs page shows each
  * worker's pool. */
@@ -544,6 +544,13 @@ static void test_web_pools(struct harness *h)
 	     !strstr(body, ">web-pool-4<"), "?pool=web-h200: its two jobs, not the others (%ld)", st);
 	h_ok(h, strstr(body, "<th>pool</th>") && count_of(body, "<td class=\"pool\">web-h200</td>") == 2,
 	     "a pool column, the jobs being outside default");
+	h_ok(h, !strstr(body, "<th>priority</th>"), "no priority column while every job has the default priority");
+	h_ok(h, h_sql_int(h, "WITH u AS (UPDATE jobs SET priority = 5 WHERE name = 'web-pool-2' RETURNING 1) SELECT count(*) "
+			     "FROM u", 0, NULL) == 1 && page_as(h, h->admin_token, "/ui/jobs?pool=web-h200") == 200 &&
+		     strstr(h->last_body, "<th>priority</th>") && count_of(h->last_body, "<td class=\"num\">5</td>") == 1 &&
+		     count_of(h->last_body, "<td class=\"num\">100</td>") == 1,
+	     "one job at priority 5: a priority column, with each job's");
+	body = h->last_body ? h->last_body : "";
 	h_ok(h, strstr(body, "name=\"pool\" maxlength=\"63\" value=\"web-h200\"") != NULL, "the form shows the filter");
 	h_ok(h, strstr(body, "href=\"/ui/jobs?state=queued&amp;pool=web-h200\"") != NULL, "the state links keep it");
 	h_ok(h, strstr(body, ">queued (2)</a>") != NULL, "the counts are the pool's");

@@ -202,6 +202,19 @@ static void test_job_tables(void)
 		"12  queued  -     -     -         -        default\n"
 		"9   queued  -     -     -         -        h200\n", "jobs table: a POOL column when a job is in another pool");
 	free(s);
+	/* a PRIORITY column only when a listed job has another priority than the default (100) */
+	json_object_set_new(json_array_get(jobs, 0), "priority", json_integer(100));
+	json_object_set_new(json_array_get(jobs, 1), "priority", json_integer(100));
+	s = cmd_jobs_table(jobs);
+	TAP_OK(s && !strstr(s, "PRIORITY"), "jobs table: no PRIORITY column when every job has the default priority");
+	free(s);
+	json_object_set_new(json_array_get(jobs, 1), "priority", json_integer(-5));
+	s = cmd_jobs_table(jobs);
+	TAP_STR_EQ(s, "ID  STATE   KIND  NAME  PRIORITY  ATTEMPTS  UPDATED  POOL\n"
+		"12  queued  -     -     100       -         -        default\n"
+		"9   queued  -     -     -5        -         -        h200\n",
+		"jobs table: a PRIORITY column when a job has another priority, before ATTEMPTS");
+	free(s);
 	json_decref(jobs);
 
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
