@@ -209,6 +209,51 @@ out:
 	free(got);
 }
 
+/* rung_claim as one GPU's claim (the fallback of a round, rung_claim_in) while some owner is at its
+ * limit: rung_claim_pick, through the queue's head and, with a fair share's running counts, through
+ * rung_claim_walk. Neither gives another worker's GPU a job held for worker A; A's gets it. */
+static void test_pick(struct harness *h, const char *a, const char *b)
+{
+	char *id = submit(h, "res_pick"), *got = NULL, *aid = NULL;
+	json_t *l = NULL, *lease = NULL;
+	long st = 0;
+	const char *pb[] = { b }, *pa[] = { a };
+
+	l = h_fake_lease(h, a, "GPU-res-a", 2000, &st);
+	got = h_id(l, "job_id");
+	if (!h_ok(h, id && got && !strcmp(got, id), "worker A leases a job"))
+		goto out;
+	h_ok(h, finish(h, l, facts_oom(30, "/w/jobs/9/output/res_pick/res_pick_000000020.safetensors")) &&
+		     hold_worker(h, id) == strtoll(a, NULL, 10),
+	     "it runs out of memory after a checkpoint: held for worker A");
+	json_decref(l);
+	l = NULL;
+	h_ok(h, h_sql_int(h, "SELECT count(*) WHERE 'it-submitter' = ANY (rung_owners_capped(rung_owner_room()))", 0, NULL) == 1,
+	     "an owner is at its limit, so a one-GPU claim goes through rung_claim_pick");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM rung_claim($1::bigint, 'GPU-res-b', 60, NULL) r WHERE r->>'status' = 'none'",
+			  1, pb) == 1,
+	     "worker B's one-GPU claim, through the queue's head: nothing");
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM rung_claim($1::bigint, 'GPU-res-b', 60, NULL, NULL, '{}'::jsonb) r "
+			     "WHERE r->>'status' = 'none'", 1, pb) == 1,
+	     "nor with a fair share's running counts (rung_claim_walk)");
+	{
+		PGresult *r = h_sql(h, "SELECT rung_claim($1::bigint, 'GPU-res-a', 60, NULL)::text", 1, pa);
+		lease = r && PQntuples(r) == 1 ? json_loads(PQgetvalue(r, 0, 0), 0, NULL) : NULL;
+		PQclear(r);
+	}
+	free(got);
+	got = h_id(json_object_get(lease, "lease"), "job_id");
+	aid = h_id(json_object_get(lease, "lease"), "attempt_id");
+	h_ok(h, got && !strcmp(got, id), "worker A's one-GPU claim gets the held job");
+	h_ok(h, aid && finish(h, json_object_get(lease, "lease"), h_facts_success(100)), "and it succeeds there");
+out:
+	json_decref(l);
+	json_decref(lease);
+	free(id);
+	free(got);
+	free(aid);
+}
+
 /* A cancel that lands between a finish's CTX and its apply turns a re-queue into an end, and drops the
  * decision's hold. A server decision (a preemption's, a requeue's) has null constraints: the apply, set-wise
  * (rung_finish_apply_batch) or one by one (rung_finish_apply), must end the job cancelled, not fail. Played
@@ -520,8 +565,10 @@ int main(void)
 			test_prefer(h, a, b);
 		/* and while some owner is at its limit (the round reads the queue's head, rung_queue_head) */
 		if (h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, hold) == 0 && limit(h, "it-submitter", "0"),
-			 "rungd restarted without a fair share; the submitter's team is paused (max_running 0)"))
+			 "rungd restarted without a fair share; the submitter's team is paused (max_running 0)")) {
 			test_prefer(h, a, b);
+			test_pick(h, a, b);
+		}
 		h_ok(h, limit(h, "it-submitter", "null"), "the pause is lifted");
 		test_preempt(h);
 		test_cancel_race(h, a);
