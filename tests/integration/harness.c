@@ -1089,6 +1089,56 @@ json_t *h_facts_success(int steps)
 		"gpu_after", "duration_ms", 1000, "log_tail", "done");
 }
 
+bool h_log_has(void *arg)
+{
+	struct h_log_has *l = arg;
+	long st = 0;
+	json_t *r = h_getf(l->h, &st, "/v1/jobs/%s/log?attempt=%d", l->id, l->n);
+	bool ok = st == 200 && strstr(h_str(r, "text"), l->text) != NULL;
+
+	json_decref(r);
+	return ok;
+}
+
+char *h_long_job_saved(struct harness *h, const char *name, const char *pool)
+{
+	json_t *cfg = h_config(name, 200), *body, *j;
+	struct h_log_has saved = { h, NULL, "Saving at step 20", 1 };
+	long st = 0;
+	char *id;
+
+	h_config_set(cfg, "config.process[0].save.save_every", json_integer(10));
+	body = json_pack("{s:O, s:{s:i}}", "config", cfg, "recovery", "max_attempts", 1);
+	if (pool)
+		json_object_set_new(body, "pool", json_string(pool));
+	j = h_post(h, "/v1/jobs", body, &st);
+	id = h_id(j, "id");
+	saved.id = id;
+	if (id)
+		h_ok(h, wait_until(h_log_has, &saved, 60000), "a worker runs the long job %s and saves a checkpoint", id);
+	json_decref(j);
+	json_decref(body);
+	json_decref(cfg);
+	return id;
+}
+
+void h_ok_stopped_then_resumed(struct harness *h, const char *id, const char *what)
+{
+	json_t *j = h_wait_job(h, id, "succeeded", 90000);
+	struct h_log_has resumed = { h, id, "starting from there", 2 };
+	const char *p[] = { id };
+
+	h_ok(h, j != NULL, "%s then runs again and succeeds, max_attempts 1 notwithstanding", what);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 1 AND outcome = 'preempted'",
+			  1, p) == 1 && h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", 1, p) == 2,
+	     "%s: its first attempt was preempted, its second succeeded", what);
+	h_ok(h, wait_until(h_log_has, &resumed, 1) &&
+		     h_sql_int(h, "SELECT (facts->>'first_step')::int FROM attempts WHERE job_id = $1::bigint AND number = 2",
+			       1, p) > 1,
+	     "%s: the second attempt resumed from the checkpoint on the same host", what);
+	json_decref(j);
+}
+
 json_t *h_facts_stopped(int steps, int at)
 {
 	json_t *f = h_facts_success(steps);

@@ -203,6 +203,24 @@ json_t *h_fake_lease(struct harness *h, const char *worker_id, const char *gpu_u
 json_t *h_fake_heartbeat(struct harness *h, const char *attempt_id, const char *token, long *status);
 json_t *h_fake_finish(struct harness *h, const char *attempt_id, const char *token, const json_t *facts,
 	long *status);
+/* For wait_until(h_log_has, &l): whether attempt n of job id's log, as shipped (GET
+ * /v1/jobs/{id}/log?attempt=n), holds text. */
+struct h_log_has {
+	struct harness *h;
+	const char *id, *text;
+	int n;
+};
+bool h_log_has(void *arg);
+/* The start of a preemption played with a real worker: submits job NAME of 200 steps with a
+ * checkpoint every 10 and max_attempts 1, into POOL (NULL: none named), and waits up to 60 s for
+ * attempt 1 to save at step 20 (h_ok says so). Returns its id (heap), or NULL when it was not
+ * accepted. */
+char *h_long_job_saved(struct harness *h, const char *name, const char *pool);
+/* The end of a preemption played with a real worker: waits up to 90 s for job id to succeed, then
+ * checks (h_ok, prefixed by what: "the long job") that it ran twice, attempt 1 preempted and attempt
+ * 2 resumed from attempt 1's checkpoint (its log says so; its first step is past 1). */
+void h_ok_stopped_then_resumed(struct harness *h, const char *id, const char *what);
+
 /* FACTS for a clean success of `steps` steps; new reference. */
 json_t *h_facts_success(int steps);
 /* FACTS of a trainer of `steps` steps that the worker stopped on a cancel (SIGINT) after step `at`:

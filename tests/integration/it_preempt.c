@@ -623,24 +623,6 @@ out:
 	free(j3);
 }
 
-/* Whether attempt n of job id's log (as shipped) holds text. */
-struct log_has {
-	struct harness *h;
-	const char *id, *text;
-	int n;
-};
-
-static bool log_has(void *arg)
-{
-	struct log_has *l = arg;
-	long st = 0;
-	json_t *r = h_getf(l->h, &st, "/v1/jobs/%s/log?attempt=%d", l->id, l->n);
-	bool ok = st == 200 && strstr(h_str(r, "text"), l->text) != NULL;
-
-	json_decref(r);
-	return ok;
-}
-
 /* With a real rung-worker and the simulated trainer, rungd preempting after 0 s. */
 static void test_real(struct harness *h)
 {
@@ -648,23 +630,15 @@ static void test_real(struct harness *h)
 	const struct h_worker_opts opts = { .args = args };
 	const char *extra[] = { "--preempt-after-s", "0", NULL };
 	struct h_worker *w = NULL;
-	json_t *cfg = h_config("pre_long", 200), *j = NULL, *body = NULL;
+	json_t *j = NULL;
 	char *d = NULL, *v = NULL, *log = NULL, *text = NULL;
-	struct log_has saved = { h, NULL, "Saving at step 20", 1 }, resumed = { h, NULL, "starting from there", 2 };
 	long st = 0;
 
 	h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, extra) == 0, "rungd restarted with --preempt-after-s 0");
 	w = h_worker_start(h, "pre-real", &opts);
-	h_config_set(cfg, "config.process[0].save.save_every", json_integer(10));
-	body = json_pack("{s:O, s:s, s:{s:i}}", "config", cfg, "pool", "r-lend", "recovery", "max_attempts", 1);
-	j = h_post(h, "/v1/jobs", body, &st);
-	d = h_id(j, "id");
-	json_decref(j);
-	j = NULL;
+	d = w ? h_long_job_saved(h, "pre_long", "r-lend") : NULL;
 	if (!h_ok(h, w && d, "a worker of r-video borrowing from r-lend, and a long job of r-lend (max_attempts 1)"))
 		goto out;
-	saved.id = resumed.id = d;
-	h_ok(h, wait_until(log_has, &saved, 60000), "the borrower runs it and saves a checkpoint");
 	{
 		json_t *vc = h_config("pre_video", 10), *ve = json_pack("{s:s}", "pool", "r-video");
 		j = h_submit(h, vc, ve);
@@ -676,16 +650,8 @@ static void test_real(struct harness *h)
 	j = v ? h_wait_job(h, v, "succeeded", 60000) : NULL;
 	h_ok(h, j != NULL, "a job of its own pool r-video is submitted: it runs there and succeeds");
 	json_decref(j);
-	j = h_wait_job(h, d, "succeeded", 90000);
-	h_ok(h, j != NULL, "the borrowed job then runs again and succeeds, max_attempts 1 notwithstanding");
-	json_decref(j);
 	j = NULL;
-	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 1 AND outcome = 'preempted'", d) == 1 &&
-		     sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", d) == 2,
-	     "its first attempt was preempted, its second succeeded");
-	h_ok(h, wait_until(log_has, &resumed, 1) &&
-		     sql_of(h, "SELECT (facts->>'first_step')::int FROM attempts WHERE job_id = $1::bigint AND number = 2", d) > 1,
-	     "the second attempt resumed from the checkpoint");
+	h_ok_stopped_then_resumed(h, d, "the borrowed job");
 	log = h_slurp(w->proc.log_path);
 	h_ok(h, strstr(log, "preempted (its job is queued again), interrupting trainer") != NULL,
 	     "the worker's log says why it stopped the trainer");
@@ -704,8 +670,6 @@ static void test_real(struct harness *h)
 	}
 out:
 	json_decref(j);
-	json_decref(body);
-	json_decref(cfg);
 	free(d);
 	free(v);
 	free(log);

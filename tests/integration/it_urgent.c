@@ -297,23 +297,6 @@ static void test_mixed(struct harness *h)
 	free(a_own);
 }
 
-struct log_has {
-	struct harness *h;
-	const char *id, *text;
-	int n;
-};
-
-static bool log_has(void *arg)
-{
-	struct log_has *l = arg;
-	long st = 0;
-	json_t *r = h_getf(l->h, &st, "/v1/jobs/%s/log?attempt=%d", l->id, l->n);
-	bool ok = st == 200 && strstr(h_str(r, "text"), l->text) != NULL;
-
-	json_decref(r);
-	return ok;
-}
-
 /* With a real rung-worker and the simulated trainer, rungd preempting after 0 s for priorities 10 and below. */
 static void test_real(struct harness *h)
 {
@@ -321,44 +304,26 @@ static void test_real(struct harness *h)
 	const struct h_worker_opts opts = { .args = args };
 	const char *extra[] = { "--preempt-after-s", "0", "--preempt-priority", "10", NULL };
 	struct h_worker *w = NULL;
-	json_t *cfg = h_config("urg_long", 200), *j = NULL, *body = NULL;
+	json_t *j = NULL;
 	char *d = NULL, *v = NULL, *log = NULL;
-	struct log_has saved = { h, NULL, "Saving at step 20", 1 }, resumed = { h, NULL, "starting from there", 2 };
 	long st = 0;
 
 	h_ok(h, h_server_stop(h, SIGTERM) == 0 && h_server_start(h, extra) == 0,
 	     "rungd restarted with --preempt-after-s 0 --preempt-priority 10");
 	w = h_worker_start(h, "urg-real", &opts);
-	h_config_set(cfg, "config.process[0].save.save_every", json_integer(10));
-	body = json_pack("{s:O, s:{s:i}}", "config", cfg, "recovery", "max_attempts", 1);
-	j = h_post(h, "/v1/jobs", body, &st);
-	d = h_id(j, "id");
-	json_decref(j);
-	j = NULL;
+	d = w ? h_long_job_saved(h, "urg_long", NULL) : NULL;
 	if (!h_ok(h, w && d, "a worker, and a long job of the default priority 100 (max_attempts 1)"))
 		goto out;
-	saved.id = resumed.id = d;
-	h_ok(h, wait_until(log_has, &saved, 60000), "the worker runs it and saves a checkpoint");
 	v = submit(h, NULL, "urg_real", 10, 0, &st);
 	j = v ? h_wait_job(h, v, "succeeded", 60000) : NULL;
 	h_ok(h, j != NULL, "an urgent job (priority 0) is submitted: it runs there and succeeds");
 	json_decref(j);
-	j = h_wait_job(h, d, "succeeded", 90000);
-	h_ok(h, j != NULL, "the long job then runs again and succeeds, max_attempts 1 notwithstanding");
-	json_decref(j);
 	j = NULL;
-	h_ok(h, sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint AND number = 1 AND outcome = 'preempted'", d) == 1 &&
-		     sql_of(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", d) == 2,
-	     "its first attempt was preempted, its second succeeded");
-	h_ok(h, wait_until(log_has, &resumed, 1) &&
-		     sql_of(h, "SELECT (facts->>'first_step')::int FROM attempts WHERE job_id = $1::bigint AND number = 2", d) > 1,
-	     "the second attempt resumed from the checkpoint on the same host");
+	h_ok_stopped_then_resumed(h, d, "the long job");
 	log = h_slurp(h->server.log_path);
 	h_ok(h, log && strstr(log, "why=priority") != NULL, "rungd's log says why it stopped the attempt");
 out:
 	json_decref(j);
-	json_decref(body);
-	json_decref(cfg);
 	free(d);
 	free(v);
 	free(log);
