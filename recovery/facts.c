@@ -37,6 +37,7 @@ static const struct facts_key {
 	{ "peak", FK_PEAK_OR_NULL },         { "stalled_s", FK_COUNT_OR_NULL },
 	{ "saved_path", FK_STR_OR_NULL },    { "train_s_before_oom", FK_COUNT_OR_NULL },
 	{ "preempted", FK_BOOL },            { "train_ms", FK_COUNT_OR_NULL },
+	{ "train_steps", FK_COUNT_OR_NULL },
 };
 
 static const char *const facts_phases[] = { "start", "load", "baseline_sample", "train", "sample", "save", "done" };

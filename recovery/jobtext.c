@@ -197,10 +197,20 @@ char *jobtext_output(const json_t *job)
 char *jobtext_spared(const json_t *resumed)
 {
 	long long n = (long long)json_integer_value(json_object_get(resumed, "attempts"));
+	long long steps = (long long)json_integer_value(json_object_get(resumed, "steps"));
+	/* a report without "priced" (a rungd before it) priced them all */
+	const json_t *pv = json_object_get(resumed, "priced");
+	long long priced = json_is_integer(pv) ? (long long)json_integer_value(pv) : n;
+	double hours = json_number_value(json_object_get(resumed, "gpu_seconds")) / 3600.0;
 
 	if (n <= 0)
 		return xstrdup("");
+	if (priced <= 0) /* none timed: the steps alone */
+		return xasprintf("; resuming from checkpoints spared %lld steps (in %lld attempt%s)", steps, n,
+				 n == 1 ? "" : "s");
+	if (priced < n)
+		return xasprintf("; resuming from checkpoints spared %lld steps in %lld attempts, about %.1f GPU hours for "
+				 "the %lld that timed their steps", steps, n, hours, priced);
 	return xasprintf("; resuming from checkpoints spared about %.1f GPU hours (%lld steps not run again, in %lld "
-			 "attempt%s)", json_number_value(json_object_get(resumed, "gpu_seconds")) / 3600.0,
-			 (long long)json_integer_value(json_object_get(resumed, "steps")), n, n == 1 ? "" : "s");
+			 "attempt%s)", hours, steps, n, n == 1 ? "" : "s");
 }

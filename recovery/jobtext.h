@@ -69,9 +69,12 @@ char *jobtext_retried(const json_t *job);
 char *jobtext_output(const json_t *job);
 
 /* "; resuming from checkpoints spared about 1.5 GPU hours (1800 steps not run again, in 2 attempts)"
- * from GET /v1/usage's "resumed" {"attempts", "steps", "gpu_seconds"} (borrowed; the total's or an
- * owner's), to end the report's total line; "" when no attempt resumed (or resumed is not an
- * object). The hours are an estimate (rung_resumed_gpu_s). Heap string, the caller frees. */
+ * from GET /v1/usage's "resumed" {"attempts", "steps", "priced", "gpu_seconds"} (borrowed; the
+ * total's or an owner's), to end the report's total line. When only some were priced ("priced" <
+ * "attempts": the others did not time their steps): "; ... spared 1800 steps in 3 attempts, about
+ * 0.9 GPU hours for the 2 that timed their steps"; none: "; ... spared 1800 steps (in 3 attempts)".
+ * "" when no attempt resumed (or resumed is not an object). The hours are an estimate
+ * (attempts.resumed_gpu_s). Heap string, the caller frees. */
 char *jobtext_spared(const json_t *resumed);
 
 #endif

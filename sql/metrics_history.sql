@@ -36,11 +36,11 @@ SELECT jsonb_build_object(
                               UNION ALL SELECT label1, label2, n FROM pruned WHERE kind = 'owner_gpu_s') u
                         GROUP BY owner, outcome) s),
   -- attempts that resumed from a checkpoint, the steps they did not run again (migration 031), and
-  -- the GPU seconds that spared, estimated (rung_resumed_gpu_s)
+  -- the GPU seconds that spared, estimated (migration 032)
   'resumed', (SELECT jsonb_build_object(
                 'attempts', count(*) + coalesce((SELECT n FROM pruned WHERE kind = 'resumed' AND label1 = 'attempts'), 0),
                 'steps', coalesce(sum(resumed_step), 0) + coalesce((SELECT n FROM pruned WHERE kind = 'resumed' AND label1 = 'steps'), 0),
-                'gpu_s', coalesce(sum(rung_resumed_gpu_s(facts)), 0)
+                'gpu_s', coalesce(sum(resumed_gpu_s), 0)
                          + coalesce((SELECT n FROM pruned WHERE kind = 'resumed' AND label1 = 'gpu_s'), 0))
               FROM attempts WHERE resumed_step IS NOT NULL),
   'rungs', (SELECT coalesce(jsonb_object_agg(rung, n), '{}')

@@ -6,8 +6,9 @@
 -- pool: migration 029), and running. $3: one owner, or NULL for all;
 -- $4: labels (jsonb) the jobs carry, or NULL (a sweep's cost: `sweep=ID`). Jobs: those with GPU
 -- time in the window, and those that ended in it, succeeded or failed. "resumed": the attempts that
--- ended in the window after resuming from a checkpoint, the steps they did not run again, and the GPU
--- seconds that spared, estimated (rung_resumed_gpu_s, 61_finish_apply.sql). Reads the attempts that
+-- ended in the window after resuming from a checkpoint (ended_at in (since, until], as `a` reads
+-- them), the steps they did not run again, how many of them were priced, and the GPU seconds that
+-- spared, estimated (attempts.resumed_gpu_s, migration 032). Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
 -- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
@@ -21,10 +22,10 @@ a AS MATERIALIZED (
   WHERE a.started_at < w.hi AND coalesce(a.ended_at, now()) > w.lo
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)),
 resumed AS MATERIALIZED (
-  SELECT j.owner, count(*) AS attempts, sum(a.resumed_step) AS steps,
-         coalesce(sum(rung_resumed_gpu_s(a.facts)), 0) AS gpu_s
+  SELECT j.owner, count(*) AS attempts, sum(a.resumed_step) AS steps, count(a.resumed_gpu_s) AS priced,
+         coalesce(sum(a.resumed_gpu_s), 0) AS gpu_s
   FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
-  WHERE a.resumed_step IS NOT NULL AND a.ended_at >= w.lo AND a.ended_at < w.hi
+  WHERE a.resumed_step IS NOT NULL AND a.ended_at > w.lo AND a.ended_at <= w.hi
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
   GROUP BY j.owner),
 ended AS MATERIALIZED (
@@ -48,10 +49,10 @@ per AS (
            'running', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'running'), 0)::numeric, 1)) AS by_outcome,
          coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'succeeded'), 0) AS jobs_succeeded,
          coalesce((SELECT e.n FROM ended e WHERE e.owner = o.owner AND e.state = 'failed'), 0) AS jobs_failed,
-         coalesce((SELECT jsonb_build_object('attempts', r.attempts, 'steps', r.steps,
+         coalesce((SELECT jsonb_build_object('attempts', r.attempts, 'steps', r.steps, 'priced', r.priced,
                                              'gpu_seconds', round(r.gpu_s::numeric, 1))
                    FROM resumed r WHERE r.owner = o.owner),
-                  '{"attempts": 0, "steps": 0, "gpu_seconds": 0}') AS resumed
+                  '{"attempts": 0, "steps": 0, "priced": 0, "gpu_seconds": 0}') AS resumed
   FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
   LEFT JOIN a ON a.owner = o.owner
   GROUP BY o.owner)
@@ -69,6 +70,7 @@ SELECT jsonb_build_object(
                                       'oom_gpu_seconds', round(coalesce(sum(a.s) FILTER (WHERE a.bucket = 'oom'), 0)::numeric, 1),
                                       'resumed', (SELECT jsonb_build_object(
                                                     'attempts', coalesce(sum(r.attempts), 0), 'steps', coalesce(sum(r.steps), 0),
+                                                    'priced', coalesce(sum(r.priced), 0),
                                                     'gpu_seconds', round(coalesce(sum(r.gpu_s), 0)::numeric, 1))
                                                   FROM resumed r))
             FROM a))::text

@@ -409,7 +409,10 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	bool cancelled = false, preempted = false, drain_sent = false, dropped = false;
 	long long stalled_s = 0; /* killed after this long without output (0: not stalled) */
 	int64_t stall_kill_at = 0;
-	int64_t first_step_at = 0; /* when the first training step was seen (0: none yet): FACTS.train_ms */
+	/* the pace of training (FACTS train_ms over train_steps): when the first step was seen and when
+	 * the step last moved, and those steps (0 and -1: none seen yet) */
+	int64_t first_step_at = 0, last_step_at = 0;
+	long long first_step_seen = -1, last_step_seen = -1;
 	bool unkillable = false; /* SIGKILLed as stalled and still not gone (stuck in the driver) */
 	enum slot_state state = SLOT_RUNNING;
 	long long log_sent = 0;  /* bytes of trainer.log rungd has (POST /v1/attempts/{id}/log) */
@@ -460,8 +463,14 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	next_log = util_mono_ms() + w->o.log_interval_ms;
 	while (r && runner_poll(r, 100) == RUNNER_RUNNING) {
 		int64_t now = util_mono_ms();
-		if (!first_step_at && scan_step(sc) >= 0)
-			first_step_at = now;
+		if (scan_step(sc) >= 0 && scan_step(sc) != last_step_seen) {
+			if (!first_step_at) {
+				first_step_at = now;
+				first_step_seen = scan_step(sc);
+			}
+			last_step_at = now;
+			last_step_seen = scan_step(sc);
+		}
 		if (now >= next_sample && now < next_hb) { /* a heartbeat reads the GPU itself */
 			gpu_peak_note(&pk, gpu_used_mib(w->o.smi, s->gpu.uuid), scan_phase_name(scan_phase(sc)),
 				      scan_step(sc));
@@ -557,9 +566,13 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
 	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());
 	json_object_set_new(facts, "duration_ms", json_integer(util_mono_ms() - started));
-	/* how long training ran, first step to the end (to 100 ms): the seconds a step took, which prices
-	 * the steps a resume did not run again (rung_resumed_gpu_s, 61_finish_apply.sql) */
-	json_object_set_new(facts, "train_ms", first_step_at ? json_integer(util_mono_ms() - first_step_at) : json_null());
+	/* the pace of training, from the first step seen to the last one seen (to the loop's poll): what a
+	 * step took here, which prices the steps a resume did not run again (rung_resumed_gpu_s,
+	 * 61_finish_apply.sql); not the end, which may add a save, a teardown or a stall */
+	json_object_set_new(facts, "train_ms",
+			    last_step_seen > first_step_seen ? json_integer(last_step_at - first_step_at) : json_null());
+	json_object_set_new(facts, "train_steps",
+			    last_step_seen > first_step_seen ? json_integer(last_step_seen - first_step_seen) : json_null());
 	json_object_set_new(facts, "peak", gpu_peak_json(&pk));
 	log_info("trainer ended", "attempt=%s job=%s gpu=%s exit_code=%d signal=%d phase=%s cancelled=%d", aid, jid,
 		 s->gpu.uuid, r ? runner_exit_code(r) : -1, r ? runner_signal(r) : 0,

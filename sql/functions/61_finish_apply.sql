@@ -50,19 +50,26 @@ END $$;
 
 -- The step an attempt resumed from (attempts.resumed_step, migration 031): FACTS first_step when its
 -- trainer said it resumed (the resuming signature), else NULL.
+-- The FACTS are checked at the door as counts (up to 2^53), so every cast here goes through numeric
+-- and is bounded: a finish never fails on a figure too large for an int.
 CREATE OR REPLACE FUNCTION rung_resumed_step(p_facts jsonb) RETURNS int LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN coalesce((p_facts->'signatures'->>'resuming')::int, 0) > 0 AND (p_facts->>'first_step')::int > 0
-              THEN (p_facts->>'first_step')::int END
+  SELECT CASE WHEN jsonb_typeof(p_facts->'signatures'->'resuming') = 'number'
+                   AND (p_facts->'signatures'->>'resuming')::numeric > 0
+                   AND jsonb_typeof(p_facts->'first_step') = 'number'
+                   AND (p_facts->>'first_step')::numeric BETWEEN 1 AND 2147483647
+              THEN (p_facts->>'first_step')::numeric::int END
 $$;
 
--- The GPU seconds a resume spared, estimated: the steps it did not run again (rung_resumed_step) at
--- the seconds a step took in that attempt (FACTS train_ms over steps_done: the same config, on the
--- same GPU, sampling and saves included). NULL when the attempt did not resume, ran no step after it,
--- or came from a worker that does not report train_ms. Read from the stored FACTS (attempts.facts).
-CREATE OR REPLACE FUNCTION rung_resumed_gpu_s(p_facts jsonb) RETURNS float8 LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN jsonb_typeof(p_facts->'train_ms') = 'number' AND (p_facts->>'steps_done')::int > 0
-              THEN rung_resumed_step(p_facts) * (p_facts->>'train_ms')::float8 / 1000.0
-                   / (p_facts->>'steps_done')::float8 END
+-- The GPU seconds a resume spared, estimated (attempts.resumed_gpu_s, migration 032): the steps it
+-- did not run again (rung_resumed_step) at the pace of that attempt (FACTS train_ms over train_steps:
+-- rung-worker's timing from the first step it saw to the last; the same config on the same GPU,
+-- periodic samples and saves included). NULL when the attempt did not resume, when fewer than 10
+-- steps were timed (too few to price thousands by), or from a worker that does not time them.
+CREATE OR REPLACE FUNCTION rung_resumed_gpu_s(p_facts jsonb) RETURNS real LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN jsonb_typeof(p_facts->'train_ms') = 'number' AND jsonb_typeof(p_facts->'train_steps') = 'number'
+                   AND (p_facts->>'train_steps')::numeric >= 10 AND (p_facts->>'train_ms')::numeric >= 0
+              THEN (rung_resumed_step(p_facts) * ((p_facts->>'train_ms')::numeric / 1000)
+                    / (p_facts->>'train_steps')::numeric)::real END
 $$;
 
 -- An ended attempt's outcome from its decision's class: succeeded, cancelled, preempted (migration
@@ -102,6 +109,7 @@ BEGIN
   UPDATE attempts SET state = 'ended', outcome = v_outcome, ended_at = now(),
     class = cls, rule = d->>'rule', evidence = d->'evidence', action = d->>'action',
     rung = d->>'rung', changes = d->'changes', facts = p_facts - 'log_tail', resumed_step = rung_resumed_step(p_facts),
+    resumed_gpu_s = rung_resumed_gpu_s(p_facts),
     log_tail = coalesce(p_facts->'log_tail', '[]'),
     phase = coalesce(p_facts->>'phase', phase),
     step = coalesce((p_facts->>'last_step')::int, step),

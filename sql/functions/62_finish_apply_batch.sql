@@ -38,6 +38,7 @@ BEGIN
         ended_at = now(), class = x.decision->>'class', rule = x.decision->>'rule',
         evidence = x.decision->'evidence', action = x.decision->>'action', rung = x.decision->>'rung',
         changes = x.decision->'changes', facts = x.facts - 'log_tail', resumed_step = rung_resumed_step(x.facts),
+        resumed_gpu_s = rung_resumed_gpu_s(x.facts),
         log_tail = coalesce(x.facts->'log_tail', '[]'),
         phase = coalesce(x.facts->>'phase', t.phase),
         step = coalesce((x.facts->>'last_step')::int, t.step),

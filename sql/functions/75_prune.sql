@@ -68,7 +68,7 @@ BEGIN
         SELECT 'resumed', 'steps', '', coalesce(sum(a.resumed_step), 0) FROM attempts a
         WHERE a.job_id = ANY (ids) AND a.resumed_step IS NOT NULL
         UNION ALL
-        SELECT 'resumed', 'gpu_s', '', coalesce(sum(rung_resumed_gpu_s(a.facts)), 0) FROM attempts a
+        SELECT 'resumed', 'gpu_s', '', coalesce(sum(a.resumed_gpu_s), 0) FROM attempts a
         WHERE a.job_id = ANY (ids) AND a.resumed_step IS NOT NULL
         UNION ALL
         SELECT 'lease_wait_le', b::text, '', (SELECT count(*) FROM pw WHERE pw.w <= b) FROM unnest(p_bounds) b

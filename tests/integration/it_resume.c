@@ -515,18 +515,22 @@ static void test_real(struct harness *h)
 	     "/metrics counts the resumed attempt and the steps it did not run again (%.0f)",
 	     h_sample(text, "rung_resumed_steps_total"));
 	{
-		/* what they would have cost: those steps at attempt 2's own seconds per step */
+		/* what they would have cost: those steps at attempt 2's own pace, as the worker timed it */
 		double train_s = (double)jpath_int(a2, "facts.train_ms", -1) / 1000.0;
-		double done = (double)jpath_int(a2, "facts.steps_done", 0), first = (double)jpath_int(a2, "facts.first_step", 0);
+		double done = (double)jpath_int(a2, "facts.train_steps", 0), first = (double)jpath_int(a2, "facts.first_step", 0);
 		double want = done > 0 ? first * train_s / done : -1, got = h_sample(text, "rung_resumed_gpu_seconds_total");
 		json_t *u = h_getf(h, &(long){ 0 }, "/v1/usage");
 		const json_t *r = json_object_get(json_object_get(u, "total"), "resumed");
 		char *out = NULL;
 		int rc = -1;
+		h_ok(h, done >= 10 && train_s * 1000 <= (double)jpath_int(a2, "facts.duration_ms", 0) &&
+			     train_s / done > 0.025 && train_s / done < 0.15,
+		     "the worker timed %.0f steps in %.2f s: %.0f ms a step, the simulated trainer's 50 ms give or take its "
+		     "samples (not its load or its end)", done, train_s, 1000 * train_s / (done > 0 ? done : 1));
 		h_ok(h, train_s > 0 && want > 0 && got > want - 0.01 && got < want + 0.01,
-		     "/metrics prices them at attempt 2's seconds per step: %.2f GPU seconds (%.0f steps x %.3f s / %.0f steps)",
+		     "/metrics prices them at attempt 2's pace: %.2f GPU seconds (%.0f steps x %.3f s / %.0f steps)",
 		     got, first, train_s, done);
-		h_ok(h, h_int(r, "attempts") == 1 && h_int(r, "steps") == (long long)first &&
+		h_ok(h, h_int(r, "attempts") == 1 && h_int(r, "steps") == (long long)first && h_int(r, "priced") == 1 &&
 			     json_number_value(json_object_get(r, "gpu_seconds")) > want - 0.06 &&
 			     json_number_value(json_object_get(r, "gpu_seconds")) < want + 0.06,
 		     "GET /v1/usage's total says so too (%lld attempts, %lld steps, %.1f s)", h_int(r, "attempts"),
@@ -538,6 +542,13 @@ static void test_real(struct harness *h)
 		free(out);
 		json_decref(u);
 	}
+	/* figures a worker may send that no int holds, and too few steps timed: no estimate, no error */
+	h_ok(h, h_sql_int(h, "SELECT count(*) WHERE rung_resumed_step('{\"signatures\": {\"resuming\": 9007199254740991}, "
+			     "\"first_step\": 3000000000}') IS NULL AND rung_resumed_gpu_s('{\"signatures\": {\"resuming\": 1}, "
+			     "\"first_step\": 500, \"train_ms\": 9007199254740991, \"train_steps\": 9}') IS NULL AND "
+			     "rung_resumed_gpu_s('{\"signatures\": {\"resuming\": 1}, \"first_step\": 500, \"train_ms\": 20000, "
+			     "\"train_steps\": 100}') = 100", 0, NULL) == 1,
+	     "a first step past an int prices nothing, nor 9 steps timed; 100 steps in 20 s price 500 at 100 s");
 out:
 	free(text);
 	json_decref(j);

@@ -1233,15 +1233,14 @@ static void test_prune(void)
 		q1("INSERT INTO event_log (job_id, kind, to_state, reason, at) SELECT id, 'submitted', 'queued', 'x', created_at "
 		   "FROM jobs WHERE name = $1", 1, p);
 		q1("WITH a AS (INSERT INTO attempts (job_id, number, config_hash, token, lease_expires_at, state, outcome, class, "
-		   "rung, started_at, ended_at, resumed_step, facts) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
+		   "rung, started_at, ended_at, resumed_step, resumed_gpu_s) SELECT j.id, n, 'h', $1 || n, now(), CASE WHEN $2 = 'running' AND n = 2 THEN 'running' "
 		   "ELSE 'ended' END, CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE 'failed' END, "
 		   "CASE WHEN n = 1 THEN 'oom_train_early' ELSE 'nan_loss' END, "
 		   "CASE WHEN n = 1 THEN 'batch_size' END, j.created_at + make_interval(mins => n), "
 		   "CASE WHEN $2 = 'running' AND n = 2 THEN NULL ELSE j.created_at + make_interval(mins => n + 30 * n) END, "
 		   "CASE WHEN n = 2 AND $2 <> 'running' THEN 500 END, "
-		   /* resumed from step 500, then 100 steps in 20 s: 500 steps spared at 0.2 s each */
-		   "CASE WHEN n = 2 AND $2 <> 'running' THEN '{\"signatures\": {\"resuming\": 1}, \"first_step\": 500, "
-		   "\"steps_done\": 100, \"train_ms\": 20000}'::jsonb END "
+		   /* resumed from step 500 at 0.2 s a step: 100 GPU seconds spared */
+		   "CASE WHEN n = 2 AND $2 <> 'running' THEN 100 END "
 		   "FROM jobs j, generate_series(1, 2) n WHERE j.name = $1 ORDER BY n RETURNING id, job_id) "
 		   "INSERT INTO event_log (job_id, attempt_id, kind, reason) SELECT a.job_id, a.id, 'x', 'x' FROM a", 2, p);
 		/* two owners, so that the GPU seconds per owner are kept per owner */

@@ -1140,10 +1140,24 @@ static void test_usage(void)
 	TAP_OK(strstr(s, "ended in an OOM\n") != NULL, "usage: no resume in the window: nothing said");
 	free(s);
 	{
-		json_t *one = json_pack("{s:i, s:i, s:f}", "attempts", 1, "steps", 40, "gpu_seconds", 36.0);
+		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);
 		s = jobtext_spared(one);
 		TAP_STR_EQ(s, "; resuming from checkpoints spared about 0.0 GPU hours (40 steps not run again, in 1 attempt)",
 			   "jobtext_spared: one attempt, singular");
+		free(s);
+		json_object_set_new(one, "attempts", json_integer(3));
+		json_object_set_new(one, "steps", json_integer(1800));
+		json_object_set_new(one, "priced", json_integer(2));
+		json_object_set_new(one, "gpu_seconds", json_real(3240.0));
+		s = jobtext_spared(one);
+		TAP_STR_EQ(s, "; resuming from checkpoints spared 1800 steps in 3 attempts, about 0.9 GPU hours for the 2 that "
+			      "timed their steps", "jobtext_spared: some attempts did not time their steps: the hours are theirs");
+		free(s);
+		json_object_set_new(one, "priced", json_integer(0));
+		json_object_set_new(one, "gpu_seconds", json_real(0));
+		s = jobtext_spared(one);
+		TAP_STR_EQ(s, "; resuming from checkpoints spared 1800 steps (in 3 attempts)",
+			   "jobtext_spared: none timed (a worker before it): the steps alone, no 0.0 hours");
 		free(s);
 		json_decref(one);
 		s = jobtext_spared(NULL);

@@ -13,7 +13,7 @@ static const char *const good =
 	"          \"allocated_by_pytorch_mib\": null, \"processes\": [{\"pid\": 1234, \"used_mib\": 5816}]},"
 	" \"error\": \"Error running job: CUDA out of memory\","
 	" \"gpu_before\": {\"uuid\": \"GPU-1\", \"memory_total_mib\": 24564, \"memory_used_mib\": 12, \"processes\": []},"
-	" \"gpu_after\": null, \"duration_ms\": 61234, \"train_ms\": 12000, \"log_tail\": [\"a\", \"b\"], \"newer_worker_fact\": [1],"
+	" \"gpu_after\": null, \"duration_ms\": 61234, \"train_ms\": 12000, \"train_steps\": 240, \"log_tail\": [\"a\", \"b\"], \"newer_worker_fact\": [1],"
 	" \"peak\": {\"mib\": 23012, \"phase\": \"train\", \"step\": 3}}";
 
 static void check_bad(const char *key_json, const char *want_field, const char *name)
@@ -70,6 +70,7 @@ int main(void)
 	check_bad("{\"train_s_before_oom\": \"1h\"}", "facts.train_s_before_oom", "facts: train_s_before_oom is not text");
 	check_bad("{\"train_ms\": -5}", "facts.train_ms", "facts: train_ms is a count of milliseconds or null");
 	check_bad("{\"train_ms\": 1.5}", "facts.train_ms", "facts: train_ms is a whole number");
+	check_bad("{\"train_steps\": -1}", "facts.train_steps", "facts: train_steps is a count of steps or null");
 	check_bad("{\"peak\": 5}", "facts.peak", "facts: peak must be an object");
 	check_bad("{\"peak\": {\"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is required");
 	check_bad("{\"peak\": {\"mib\": -3, \"phase\": \"train\"}}", "facts.peak.mib", "facts: peak.mib is non-negative");

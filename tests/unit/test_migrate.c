@@ -473,9 +473,9 @@ static const char sql_data[] =
 	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels,
 	 * 020's tokens.max_running, 023's tokens.expires_at, 024's workers.version, 026's jobs.pool and
 	 * workers.pool, 027's tokens.pools, 028's workers.borrow, 029's attempts.preempted_at and
-	 * preempt_for and 031's attempts.resumed_step are left out */
+	 * preempt_for, 031's attempts.resumed_step and 032's resumed_gpu_s are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
-	"   'mem_obs', 'lease_event_id', 'preempted_at', 'preempt_for', 'resumed_step'])::text, ',' ORDER BY t.id) FROM attempts t),"
+	"   'mem_obs', 'lease_event_id', 'preempted_at', 'preempt_for', 'resumed_step', 'resumed_gpu_s'])::text, ',' ORDER BY t.id) FROM attempts t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version', 'pool', 'borrow'])::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at', 'pools'])::text, ',' ORDER BY t.id) FROM tokens t),"
