@@ -13,8 +13,7 @@ int cmd_usage_time(const char *opt, const char *arg, int64_t now_ms, char **iso,
 
 /* The report as `rungctl usage` prints it: a table of owners (GPU hours in all and by how the
  * attempts ended, attempts, jobs that ended) and a total line with the share lost to OOMs and what
- * resuming from checkpoints spared (jobtext_spared). Heap
- * string. */
+ * resuming from checkpoints spared (jobtext_spared). Heap string. */
 char *cmd_usage_text(const json_t *doc);
 
 #endif

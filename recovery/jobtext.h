@@ -37,8 +37,8 @@ char *jobtext_pool_wait(const json_t *job);
  * being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
  * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
  * runs there next" ("job N, of a worse priority (P), is being stopped ..." when its "why" is
- * "priority": rungd --preempt-priority), then the place; next, while it is held for the worker whose host has its
- * checkpoint (placement "held", recovery/resume.h): "waiting for worker W: its host has the checkpoint
+ * "priority": rungd --preempt-priority), then the place; next, while it is held for the worker whose
+ * host has its checkpoint (placement "held", recovery/resume.h): "waiting for worker W: its host has the checkpoint
  * attempt N saved, so the job resumes there instead of starting over; the other workers' GPUs may take
  * it in 1m30s", then the place. NULL when the job has no
  * placement (it is not queued). Heap string, the caller frees. */

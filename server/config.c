@@ -39,8 +39,9 @@ static const struct options_desc opts[O_COUNT] = {
 	I(O_REAP_INTERVAL_MS, "reap-interval-ms", "1000", 10, 3600000, "how often expired leases are reaped"),
 	I(O_PREEMPT_AFTER_S, "preempt-after-s", "-1", -1, 604800,
 	  "stop a job a worker borrowed from another pool once it ran N s, when a job of the worker's own pool "
-	  "waits for its GPU; it is queued again unchanged (-1: never; enable once every replica runs this release)"),
-	[O_PREEMPT_PRIORITY] = { "preempt-priority", OPTIONS_INT, "N",  NULL,
+	  "waits for its GPU (and with --preempt-priority, a job an urgent one waits for); it is queued again "
+	  "unchanged (-1: never; enable once every replica runs this release)"),
+	[O_PREEMPT_PRIORITY] = { "preempt-priority", OPTIONS_INT, "N", NULL,
 				 "a queued job of priority N or lower (urgent) may stop a running job of its pool of a higher "
 				 "number once it ran --preempt-after-s, which must be set; only support and admin tokens may give "
 				 "such a priority; below 100, the default priority (unset: priorities stop nothing)",

@@ -462,7 +462,8 @@ static void write_history_counts(struct evbuffer *b, const json_t *doc, double a
 			   "Training steps those attempts did not run again: the steps they resumed from.");
 	metrics_write_sample(b, "rung_resumed_steps_total", NULL, jnum(json_object_get(doc, "resumed"), "steps"));
 	metrics_write_head(b, "rung_resumed_gpu_seconds_total", "counter",
-			   "GPU seconds those steps would have taken, estimated at each resumed attempt's own seconds per step.");
+			   "GPU seconds those steps would have taken, estimated at each resumed attempt's own pace (the steps its "
+			   "worker timed).");
 	metrics_write_sample(b, "rung_resumed_gpu_seconds_total", NULL, jnum(json_object_get(doc, "resumed"), "gpu_s"));
 	metrics_write_head(b, "rung_rungs_applied_total", "counter", "Ladder rungs applied, by rung name.");
 	json_object_foreach(json_object_get(doc, "rungs"), key, v) {
