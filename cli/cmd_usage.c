@@ -50,6 +50,43 @@ static void hours(const json_t *v, char *buf, size_t n)
 		snprintf(buf, n, "%.1f", s / 3600.0);
 }
 
+/* The GPU hours of each owner per GPU model, the models in the total's order (the most first), or
+ * NULL when the window's attempts ran on fewer than two models (the main table says it all). Heap. */
+static char *by_gpu_table(const json_t *doc)
+{
+	const json_t *models = json_object_get(json_object_get(doc, "total"), "by_gpu"), *m, *o;
+	size_t nm = json_array_size(models), k, i;
+	const char **head;
+	char **cells;
+	struct table *t;
+	char *s;
+
+	if (nm < 2)
+		return NULL;
+	head = xcalloc(nm + 1, sizeof *head);
+	cells = xcalloc(nm + 1, sizeof *cells);
+	head[0] = "OWNER";
+	json_array_foreach(models, k, m)
+		head[k + 1] = json_string_value(json_object_get(m, "model")) ?: "?";
+	t = table_new(nm + 1, head);
+	json_array_foreach(json_object_get(doc, "owners"), i, o) {
+		cells[0] = xstrdup(json_string_value(json_object_get(o, "owner")) ?: "?");
+		json_array_foreach(models, k, m) {
+			char h[32];
+			hours(json_object_get(json_object_get(o, "by_gpu"), head[k + 1]), h, sizeof h);
+			cells[k + 1] = xstrdup(h);
+		}
+		table_add(t, (const char *const *)cells);
+		for (k = 0; k <= nm; k++)
+			free(cells[k]);
+	}
+	s = table_render(t);
+	table_free(t);
+	free(cells);
+	free(head);
+	return s;
+}
+
 char *cmd_usage_text(const json_t *doc)
 {
 	static const char *const head[] = { "OWNER", "GPU HOURS", "SUCCEEDED", "OOM", "OTHER FAILED", "CANCELLED",
@@ -91,6 +128,13 @@ char *cmd_usage_text(const json_t *doc)
 			      all > 0 ? 100.0 * oom / all : 0.0, spared);
 	free(spared);
 	free(tab);
+	char *models = by_gpu_table(doc);
+	if (models) { /* chargeback: an hour of one card is not an hour of another */
+		char *all_out = xasprintf("%s\nGPU hours by GPU model:\n%s", out, models);
+		free(out);
+		free(models);
+		out = all_out;
+	}
 	return out;
 }
 

@@ -13,7 +13,8 @@ int cmd_usage_time(const char *opt, const char *arg, int64_t now_ms, char **iso,
 
 /* The report as `rungctl usage` prints it: a table of owners (GPU hours in all and by how the
  * attempts ended, attempts, jobs that ended) and a total line with the share lost to OOMs and what
- * resuming from checkpoints spared (jobtext_spared). Heap string. */
+ * resuming from checkpoints spared (jobtext_spared); then, when the window's attempts ran on two GPU
+ * models or more, each owner's GPU hours per model ("GPU hours by GPU model:"). Heap string. */
 char *cmd_usage_text(const json_t *doc);
 
 #endif

@@ -30,6 +30,35 @@ static void hours_cell(struct hbuf *b, const json_t *v)
 		html_printf(b, "<td class=\"num\">%.1f</td>", s / 3600.0);
 }
 
+/* Each owner's GPU hours per GPU model, the models in the total's order (the most first), when the
+ * window's attempts ran on two models or more: chargeback, where an hour of one card is not an hour
+ * of another. */
+static void by_gpu_table(struct hbuf *b, const json_t *doc)
+{
+	const json_t *models = json_object_get(json_object_get(doc, "total"), "by_gpu"), *m, *o;
+	size_t k, i;
+
+	if (json_array_size(models) < 2)
+		return;
+	html_add(b, "<h2>GPU hours by GPU model</h2>\n<table class=\"usage\"><thead><tr><th>owner</th>");
+	json_array_foreach(models, k, m) {
+		html_add(b, "<th>");
+		html_esc(b, json_string_value(json_object_get(m, "model")));
+		html_add(b, "</th>");
+	}
+	html_add(b, "</tr></thead><tbody>\n");
+	json_array_foreach(json_object_get(doc, "owners"), i, o) {
+		html_add(b, "<tr><td>");
+		html_esc(b, json_string_value(json_object_get(o, "owner")));
+		html_add(b, "</td>");
+		json_array_foreach(models, k, m)
+			hours_cell(b, json_object_get(json_object_get(o, "by_gpu"),
+						      json_string_value(json_object_get(m, "model")) ?: ""));
+		html_add(b, "</tr>\n");
+	}
+	html_add(b, "</tbody></table>\n");
+}
+
 void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *owner, int staff)
 {
 	static const char *const buckets[] = { "succeeded", "oom", "failed", "cancelled", "lost", "preempted", "running" };
@@ -90,6 +119,7 @@ void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *o
 	html_esc(b, spared);
 	html_add(b, ". An attempt counts from its lease to its end (a running one to now), cut at the window's start.</p>\n");
 	free(spared);
+	by_gpu_table(b, doc);
 }
 
 /* What the statement's callback needs of the request. */

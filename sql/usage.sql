@@ -8,12 +8,16 @@
 -- time in the window, and those that ended in it, succeeded or failed. "resumed": the attempts that
 -- ended in the window after resuming from a checkpoint (ended_at in (since, until], as `a` reads
 -- them), the steps they did not run again, how many of them were priced, and the GPU seconds that
--- spared, estimated (attempts.resumed_gpu_s, migration 032). Reads the attempts that
+-- spared, estimated (attempts.resumed_gpu_s, migration 032). "by_gpu": the GPU seconds per GPU model
+-- (gpus.name as its worker registered it; "unknown" for an attempt on no known GPU), per owner as an
+-- object {model: seconds} and in the total as a list [{"model", "gpu_seconds"}], the most first: for
+-- chargeback where an hour of one card costs more than another's. Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
 -- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
 a AS MATERIALIZED (
   SELECT j.owner, a.job_id,
+         coalesce(nullif((SELECT g.name FROM gpus g WHERE g.uuid = a.gpu_uuid), ''), 'unknown') AS model,
          CASE WHEN a.state = 'running' THEN 'running'
               WHEN a.outcome = 'failed' AND left(a.class, 4) = 'oom_' THEN 'oom'
               ELSE coalesce(a.outcome, a.state) END AS bucket,
@@ -52,7 +56,10 @@ per AS (
          coalesce((SELECT jsonb_build_object('attempts', r.attempts, 'steps', r.steps, 'priced', r.priced,
                                              'gpu_seconds', round(r.gpu_s::numeric, 1))
                    FROM resumed r WHERE r.owner = o.owner),
-                  '{"attempts": 0, "steps": 0, "priced": 0, "gpu_seconds": 0}') AS resumed
+                  '{"attempts": 0, "steps": 0, "priced": 0, "gpu_seconds": 0}') AS resumed,
+         coalesce((SELECT jsonb_object_agg(m.model, round(m.s::numeric, 1))
+                   FROM (SELECT x.model, sum(x.s) AS s FROM a x WHERE x.owner = o.owner GROUP BY x.model) m),
+                  '{}') AS by_gpu
   FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
   LEFT JOIN a ON a.owner = o.owner
   GROUP BY o.owner)
@@ -62,7 +69,7 @@ SELECT jsonb_build_object(
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,
                                                           'jobs_succeeded', p.jobs_succeeded, 'jobs_failed', p.jobs_failed,
-                                                          'resumed', p.resumed)
+                                                          'resumed', p.resumed, 'by_gpu', p.by_gpu)
                                        ORDER BY p.gpu_seconds DESC, p.owner)
                       FROM per p), '[]'),
   'total', (SELECT jsonb_build_object('gpu_seconds', round(coalesce(sum(a.s), 0)::numeric, 1), 'attempts', count(*),
@@ -72,5 +79,10 @@ SELECT jsonb_build_object(
                                                     'attempts', coalesce(sum(r.attempts), 0), 'steps', coalesce(sum(r.steps), 0),
                                                     'priced', coalesce(sum(r.priced), 0),
                                                     'gpu_seconds', round(coalesce(sum(r.gpu_s), 0)::numeric, 1))
-                                                  FROM resumed r))
+                                                  FROM resumed r),
+                                      'by_gpu', coalesce((SELECT jsonb_agg(jsonb_build_object('model', m.model, 'gpu_seconds',
+                                                                                                  round(m.s::numeric, 1))
+                                                                             ORDER BY m.s DESC, m.model)
+                                                          FROM (SELECT x.model, sum(x.s) AS s FROM a x GROUP BY x.model) m),
+                                                         '[]'))
             FROM a))::text

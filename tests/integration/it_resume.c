@@ -539,6 +539,24 @@ static void test_real(struct harness *h)
 		h_ok(h, rc == 0 && out && strstr(out, "; resuming from checkpoints spared about ") &&
 			     strstr(out, "steps not run again, in 1 attempt)"),
 		     "rungctl usage's total line says what resuming spared");
+		{
+			/* the fake workers' "NVIDIA Sim" earlier, the real worker's simulated RTX 4090 now */
+			const json_t *models = json_object_get(json_object_get(u, "total"), "by_gpu"), *m;
+			double sum = 0, all = json_number_value(json_object_get(json_object_get(u, "total"), "gpu_seconds"));
+			bool sim = false, rtx = false;
+			size_t k;
+			json_array_foreach(models, k, m) {
+				sum += json_number_value(json_object_get(m, "gpu_seconds"));
+				sim = sim || !strcmp(h_str(m, "model"), "NVIDIA Sim");
+				rtx = rtx || !strcmp(h_str(m, "model"), "NVIDIA GeForce RTX 4090");
+			}
+			h_ok(h, sim && rtx && sum > all - 0.05 * (double)json_array_size(models) - 0.05 &&
+				     sum < all + 0.05 * (double)json_array_size(models) + 0.05,
+			     "GET /v1/usage splits the GPU time by GPU model, as the workers registered them (%.1f of %.1f s "
+			     "in %zu models)", sum, all, json_array_size(models));
+			h_ok(h, out && strstr(out, "GPU hours by GPU model:\nOWNER") && strstr(out, "NVIDIA GeForce RTX 4090"),
+			     "and rungctl usage prints each owner's hours per model");
+		}
 		free(out);
 		json_decref(u);
 	}

@@ -1137,7 +1137,18 @@ static void test_usage(void)
 	json_object_set_new(json_object_get(doc, "total"), "resumed",
 			    json_pack("{s:i, s:i, s:f}", "attempts", 0, "steps", 0, "gpu_seconds", 0.0));
 	s = cmd_usage_text(doc);
-	TAP_OK(strstr(s, "ended in an OOM\n") != NULL, "usage: no resume in the window: nothing said");
+	TAP_OK(strstr(s, "ended in an OOM\n") != NULL && !strstr(s, "by GPU model"),
+	       "usage: no resume in the window: nothing said; one GPU model: no table of models");
+	free(s);
+	json_object_set_new(json_object_get(doc, "total"), "by_gpu",
+			    json_pack("[{s:s, s:f}, {s:s, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
+				      "NVIDIA A100 80GB", "gpu_seconds", 3600.0));
+	json_object_set_new(json_array_get(json_object_get(doc, "owners"), 0), "by_gpu",
+			    json_pack("{s:f}", "NVIDIA H200", 10800.0));
+	s = cmd_usage_text(doc);
+	TAP_OK(strstr(s, "ended in an OOM\n\nGPU hours by GPU model:\nOWNER   NVIDIA H200  NVIDIA A100 80GB\n"
+			 "team-a  3.0          -\n") != NULL,
+	       "usage: two GPU models: each owner's hours per model after the total, '-' for none");
 	free(s);
 	{
 		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);
