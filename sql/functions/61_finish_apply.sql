@@ -112,8 +112,9 @@ BEGIN
     resumed_gpu_s = rung_resumed_gpu_s(p_facts),
     log_tail = coalesce(p_facts->'log_tail', '[]'),
     phase = coalesce(p_facts->>'phase', phase),
-    step = coalesce((p_facts->>'last_step')::int, step),
-    total_steps = coalesce((p_facts->>'total_steps')::int, total_steps)
+    -- the door lets counts up to 2^53 through: kept at the int's ceiling, never a failed finish
+    step = coalesce(least((p_facts->>'last_step')::bigint, 2147483647)::int, step),
+    total_steps = coalesce(least((p_facts->>'total_steps')::bigint, 2147483647)::int, total_steps)
   WHERE id = p_attempt AND token = p_token AND state = 'running'
   RETURNING id, job_id, number, outcome, gpu_uuid, config
   INTO a_id, a_job, a_number, a_outcome, a_gpu, a_config;

@@ -41,8 +41,9 @@ BEGIN
         resumed_gpu_s = rung_resumed_gpu_s(x.facts),
         log_tail = coalesce(x.facts->'log_tail', '[]'),
         phase = coalesce(x.facts->>'phase', t.phase),
-        step = coalesce((x.facts->>'last_step')::int, t.step),
-        total_steps = coalesce((x.facts->>'total_steps')::int, t.total_steps),
+        -- counts up to 2^53 pass the door: kept at the int's ceiling (rung_finish_apply does the same)
+        step = coalesce(least((x.facts->>'last_step')::bigint, 2147483647)::int, t.step),
+        total_steps = coalesce(least((x.facts->>'total_steps')::bigint, 2147483647)::int, t.total_steps),
         -- the memory model's data (014): peak from FACTS.peak, the OBSERVATION rungd built; the config's features
         -- once: in mem_obs when there is an OBSERVATION, in mem_features otherwise (coalesce(mem_obs->'features', mem_features))
         peak_mib = least((x.facts->'peak'->>'mib')::bigint, 2147483647)::int, peak_phase = x.facts->'peak'->>'phase',

@@ -338,6 +338,42 @@ out:
 	}
 }
 
+/* FACTS whose counts pass the door (up to 2^53) but hold no int: the finish still lands (the steps
+ * kept at the int's ceiling), the job ends, nothing is left running. */
+static void test_outsized_facts(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("outsized", 20), *job = h_submit(h, cfg, NULL), *facts = h_facts_success(20), *r = NULL;
+	char *jid = h_id(job, "id"), *aid = NULL;
+	long st = 0;
+	json_t *l = h_fake_lease(h, wid, GPU, 2000, &st);
+
+	aid = h_id(l, "attempt_id");
+	if (!h_ok(h, jid && aid, "lease a job (status %ld)", st))
+		goto out;
+	json_object_set_new(facts, "first_step", json_integer(3000000000LL));
+	json_object_set_new(facts, "last_step", json_integer(3000000020LL));
+	json_object_set_new(facts, "total_steps", json_integer(9007199254740991LL));
+	json_object_set_new(facts, "signatures", json_pack("{s:I}", "resuming", (json_int_t)9007199254740991LL));
+	r = h_fake_finish(h, aid, h_str(l, "token"), facts, &st);
+	h_ok(h, st == 200 && !strcmp(h_str(r, "job_state"), "succeeded"),
+	     "a finish whose steps hold no int (3,000,000,020 of 2^53-1): 200, the job succeeds (%ld %.200s)", st,
+	     h->last_body ? h->last_body : "");
+	{
+		const char *p[] = { aid };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND state = 'ended' AND "
+				     "step = 2147483647 AND total_steps = 2147483647 AND resumed_step IS NULL", 1, p) == 1,
+		     "the attempt ended, its steps kept at the int's ceiling, no resume counted from a step past it");
+	}
+out:
+	json_decref(r);
+	json_decref(l);
+	json_decref(facts);
+	json_decref(job);
+	json_decref(cfg);
+	free(jid);
+	free(aid);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_protocol");
@@ -354,6 +390,7 @@ int main(void)
 		test_fenced_finish(h, job_id, lease);
 	test_lost_and_late_finish(h, wid);
 	test_cancel_running(h, wid);
+	test_outsized_facts(h, wid);
 	test_claim_round(h);
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM (SELECT job_id FROM attempts WHERE state = 'running' "
 		"GROUP BY job_id HAVING count(*) > 1) x", 0, NULL) == 0, "never two running attempts of one job");
