@@ -50,6 +50,12 @@ END $$;
 
 -- The step an attempt resumed from (attempts.resumed_step, migration 031): FACTS first_step when its
 -- trainer said it resumed (the resuming signature), else NULL.
+-- A FACTS count (the door lets them through up to 2^53) as an int column holds it: at most the int's
+-- ceiling, NULL for NULL (LEAST alone would turn a missing figure into the ceiling: it skips NULLs).
+CREATE OR REPLACE FUNCTION rung_int_capped(p bigint) RETURNS int LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p IS NOT NULL THEN least(p, 2147483647)::int END
+$$;
+
 -- The FACTS are checked at the door as counts (up to 2^53), so every cast here goes through numeric
 -- and is bounded: a finish never fails on a figure too large for an int.
 CREATE OR REPLACE FUNCTION rung_resumed_step(p_facts jsonb) RETURNS int LANGUAGE sql IMMUTABLE AS $$
@@ -113,8 +119,8 @@ BEGIN
     log_tail = coalesce(p_facts->'log_tail', '[]'),
     phase = coalesce(p_facts->>'phase', phase),
     -- the door lets counts up to 2^53 through: kept at the int's ceiling, never a failed finish
-    step = coalesce(least((p_facts->>'last_step')::bigint, 2147483647)::int, step),
-    total_steps = coalesce(least((p_facts->>'total_steps')::bigint, 2147483647)::int, total_steps)
+    step = coalesce(rung_int_capped((p_facts->>'last_step')::bigint), step),
+    total_steps = coalesce(rung_int_capped((p_facts->>'total_steps')::bigint), total_steps)
   WHERE id = p_attempt AND token = p_token AND state = 'running'
   RETURNING id, job_id, number, outcome, gpu_uuid, config
   INTO a_id, a_job, a_number, a_outcome, a_gpu, a_config;

@@ -42,11 +42,11 @@ BEGIN
         log_tail = coalesce(x.facts->'log_tail', '[]'),
         phase = coalesce(x.facts->>'phase', t.phase),
         -- counts up to 2^53 pass the door: kept at the int's ceiling (rung_finish_apply does the same)
-        step = coalesce(least((x.facts->>'last_step')::bigint, 2147483647)::int, t.step),
-        total_steps = coalesce(least((x.facts->>'total_steps')::bigint, 2147483647)::int, t.total_steps),
+        step = coalesce(rung_int_capped((x.facts->>'last_step')::bigint), t.step),
+        total_steps = coalesce(rung_int_capped((x.facts->>'total_steps')::bigint), t.total_steps),
         -- the memory model's data (014): peak from FACTS.peak, the OBSERVATION rungd built; the config's features
         -- once: in mem_obs when there is an OBSERVATION, in mem_features otherwise (coalesce(mem_obs->'features', mem_features))
-        peak_mib = least((x.facts->'peak'->>'mib')::bigint, 2147483647)::int, peak_phase = x.facts->'peak'->>'phase',
+        peak_mib = rung_int_capped((x.facts->'peak'->>'mib')::bigint), peak_phase = x.facts->'peak'->>'phase',
         mem_features = CASE WHEN x.obs->>'outcome' IN ('fit', 'oom') THEN NULL ELSE x.obs->'features' END, mem_arch = x.obs->>'arch', mem_gpu_mib = (x.obs->>'gpu_mib')::int,
         mem_obs = CASE WHEN x.obs->>'outcome' IN ('fit', 'oom') THEN x.obs END
       FROM x JOIN la ON la.i = x.i
@@ -120,7 +120,7 @@ BEGIN
     IF doc IS NOT NULL AND (jsonb_typeof(e->'obs') = 'object' OR jsonb_typeof(e->'facts'->'peak') = 'object') THEN
       -- the memory model's data (014), on this rare path (escalations, GPU marks) a second write
       UPDATE attempts SET
-        peak_mib = least((e->'facts'->'peak'->>'mib')::bigint, 2147483647)::int, peak_phase = e->'facts'->'peak'->>'phase',
+        peak_mib = rung_int_capped((e->'facts'->'peak'->>'mib')::bigint), peak_phase = e->'facts'->'peak'->>'phase',
         mem_features = CASE WHEN e->'obs'->>'outcome' IN ('fit', 'oom') THEN NULL ELSE e->'obs'->'features' END, mem_arch = e->'obs'->>'arch', mem_gpu_mib = (e->'obs'->>'gpu_mib')::int,
         mem_obs = CASE WHEN e->'obs'->>'outcome' IN ('fit', 'oom') THEN e->'obs' END
       WHERE id = (e->>'id')::bigint;

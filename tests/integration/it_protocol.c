@@ -361,8 +361,10 @@ static void test_outsized_facts(struct harness *h, const char *wid)
 	{
 		const char *p[] = { aid };
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM attempts WHERE id = $1::bigint AND state = 'ended' AND "
-				     "step = 2147483647 AND total_steps = 2147483647 AND resumed_step IS NULL", 1, p) == 1,
-		     "the attempt ended, its steps kept at the int's ceiling, no resume counted from a step past it");
+				     "step = 2147483647 AND total_steps = 2147483647 AND resumed_step IS NULL AND peak_mib IS NULL",
+				     1, p) == 1,
+		     "the attempt ended, its steps kept at the int's ceiling, no resume counted from a step past it, and "
+		     "no peak where the worker reported none");
 	}
 out:
 	json_decref(r);
