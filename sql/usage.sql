@@ -17,12 +17,12 @@
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
 a AS MATERIALIZED (
   SELECT j.owner, a.job_id,
-         coalesce(nullif((SELECT g.name FROM gpus g WHERE g.uuid = a.gpu_uuid), ''), 'unknown') AS model,
+         coalesce(nullif(g.name, ''), 'unknown') AS model,
          CASE WHEN a.state = 'running' THEN 'running'
               WHEN a.outcome = 'failed' AND left(a.class, 4) = 'oom_' THEN 'oom'
               ELSE coalesce(a.outcome, a.state) END AS bucket,
          extract(epoch FROM least(coalesce(a.ended_at, now()), w.hi) - greatest(a.started_at, w.lo))::float8 AS s
-  FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
+  FROM attempts a JOIN jobs j ON j.id = a.job_id LEFT JOIN gpus g ON g.uuid = a.gpu_uuid CROSS JOIN w
   WHERE a.started_at < w.hi AND coalesce(a.ended_at, now()) > w.lo
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)),
 resumed AS MATERIALIZED (
@@ -32,6 +32,8 @@ resumed AS MATERIALIZED (
   WHERE a.resumed_step IS NOT NULL AND a.ended_at > w.lo AND a.ended_at <= w.hi
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
   GROUP BY j.owner),
+-- GPU seconds per owner and GPU model, summed once for the owners' rows and the total's list
+models AS MATERIALIZED (SELECT x.owner, x.model, sum(x.s) AS s FROM a x GROUP BY x.owner, x.model),
 ended AS MATERIALIZED (
   SELECT j.owner, j.state, count(*) AS n
   FROM jobs j CROSS JOIN w
@@ -57,8 +59,7 @@ per AS (
                                              'gpu_seconds', round(r.gpu_s::numeric, 1))
                    FROM resumed r WHERE r.owner = o.owner),
                   '{"attempts": 0, "steps": 0, "priced": 0, "gpu_seconds": 0}') AS resumed,
-         coalesce((SELECT jsonb_object_agg(m.model, round(m.s::numeric, 1))
-                   FROM (SELECT x.model, sum(x.s) AS s FROM a x WHERE x.owner = o.owner GROUP BY x.model) m),
+         coalesce((SELECT jsonb_object_agg(m.model, round(m.s::numeric, 1)) FROM models m WHERE m.owner = o.owner),
                   '{}') AS by_gpu
   FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
   LEFT JOIN a ON a.owner = o.owner
@@ -83,6 +84,6 @@ SELECT jsonb_build_object(
                                       'by_gpu', coalesce((SELECT jsonb_agg(jsonb_build_object('model', m.model, 'gpu_seconds',
                                                                                                   round(m.s::numeric, 1))
                                                                              ORDER BY m.s DESC, m.model)
-                                                          FROM (SELECT x.model, sum(x.s) AS s FROM a x GROUP BY x.model) m),
+                                                          FROM (SELECT m.model, sum(m.s) AS s FROM models m GROUP BY m.model) m),
                                                          '[]'))
             FROM a))::text

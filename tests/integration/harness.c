@@ -918,6 +918,16 @@ json_t *h_submit(struct harness *h, const json_t *config, const json_t *extra)
 	return job;
 }
 
+char *h_submit_id(struct harness *h, const char *name, int steps, const json_t *extra)
+{
+	json_t *cfg = h_config(name, steps), *j = h_submit(h, cfg, extra);
+	char *id = h_id(j, "id");
+
+	json_decref(j);
+	json_decref(cfg);
+	return id;
+}
+
 json_t *h_job(struct harness *h, const char *id)
 {
 	long st = 0;
@@ -1307,6 +1317,21 @@ char *h_rungctl(struct harness *h, const char *args, int *rc)
 
 	free(cmd);
 	return out;
+}
+
+bool h_show_has(struct harness *h, const char *id, const char *text)
+{
+	char *args = xasprintf("show %s", id ? id : "0"), *out;
+	int rc = -1;
+	bool ok;
+
+	out = h_rungctl(h, args, &rc);
+	ok = rc == 0 && out && strstr(out, text);
+	if (!ok)
+		h_diag("rungctl %s: exit %d, wanted \"%s\" in: %.2000s", args, rc, text, out ? out : "");
+	free(out);
+	free(args);
+	return ok;
 }
 
 bool h_changed(const json_t *attempt, const char *suffix)

@@ -165,6 +165,9 @@ int h_config_set(json_t *file, const char *path, json_t *value);
  * (new reference) when the answer is 2xx with a job id, else NULL with diagnostics; a 2xx other
  * than 201 is noted as a diagnostic (h->last_status tells which; tests of submit check it). */
 json_t *h_submit(struct harness *h, const json_t *config, const json_t *extra);
+/* h_submit of h_config(name, steps) with extra (borrowed; NULL: none); returns the job's id (heap)
+ * or NULL. */
+char *h_submit_id(struct harness *h, const char *name, int steps, const json_t *extra);
 /* GET /v1/jobs/ID; new reference or NULL. */
 json_t *h_job(struct harness *h, const char *id);
 /* Waits until the job is in `state` (polling GET) and returns it (new reference), or NULL after
@@ -259,6 +262,8 @@ double h_sample(const char *text, const char *name);
 char *h_shell(struct harness *h, const char *cmd, int *rc);
 /* Runs `rungctl ARGS` (a shell word list) against this rungd with the admin token (h_shell). */
 char *h_rungctl(struct harness *h, const char *args, int *rc);
+/* Whether `rungctl show ID` (as admin) exits 0 and prints text; ID NULL reads as "0". */
+bool h_show_has(struct harness *h, const char *id, const char *text);
 
 /* True when one of the attempt's ladder changes ("changes" of an attempt document) has a path
  * ending in suffix. */

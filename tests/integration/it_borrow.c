@@ -80,13 +80,10 @@ static json_t *first_attempt(struct harness *h, const char *id)
 /* Submits a job of steps steps to pool (NULL: none named) and returns its id (heap) or NULL. */
 static char *submit(struct harness *h, const char *name, int steps, const char *pool)
 {
-	json_t *cfg = h_config(name, steps), *extra = pool ? json_pack("{s:s}", "pool", pool) : NULL;
-	json_t *j = h_submit(h, cfg, extra);
-	char *id = h_id(j, "id");
+	json_t *extra = pool ? json_pack("{s:s}", "pool", pool) : NULL;
+	char *id = h_submit_id(h, name, steps, extra);
 
-	json_decref(j);
 	json_decref(extra);
-	json_decref(cfg);
 	return id;
 }
 

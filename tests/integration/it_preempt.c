@@ -21,19 +21,16 @@
 static char *submit(struct harness *h, const char *token, const char *name, int steps, const char *pool, int max_attempts)
 {
 	const char *saved = h->auth_token;
-	json_t *cfg = h_config(name, steps), *extra = json_pack("{s:s}", "pool", pool), *j;
+	json_t *extra = json_pack("{s:s}", "pool", pool);
 	char *id;
 
 	if (max_attempts > 0)
 		json_object_set_new(extra, "recovery", json_pack("{s:i}", "max_attempts", max_attempts));
 	if (token)
 		h->auth_token = token;
-	j = h_submit(h, cfg, extra);
+	id = h_submit_id(h, name, steps, extra);
 	h->auth_token = saved;
-	id = h_id(j, "id");
-	json_decref(j);
 	json_decref(extra);
-	json_decref(cfg);
 	return id;
 }
 
@@ -159,34 +156,20 @@ static void test_protocol(struct harness *h)
 		     sql_of(h, "SELECT count(*) FROM events WHERE job_id = $1::bigint AND kind = 'preempt_requested'", l1) == 1,
 	     "marked for q-own's job, with an event preempt_requested on the borrowed job");
 	h_ok(h, preempt_now(h, "0") == 0, "a second pass stops nothing more for the same job");
-	{
-		char *args = xasprintf("show %s", l1), *show;
-		int rc = -1;
-		ans = h_job(h, l1);
-		h_ok(h, ans && h_int(json_object_get(ans, "stopping"), "for_job") == atoll(o1 ? o1 : "0") &&
-			     !strcmp(h_str(json_object_get(ans, "stopping"), "why"), "borrowed"),
-		     "the borrowed job says it is being stopped, for which job and why (borrowed)");
-		json_decref(ans);
-		show = h_rungctl(h, args, &rc);
-		h_ok(h, rc == 0 && show && strstr(show, "stop              stopping: attempt 1 is being stopped so that job"),
-		     "rungctl show says so");
-		free(show);
-		free(args);
-	}
+	ans = h_job(h, l1);
+	h_ok(h, ans && h_int(json_object_get(ans, "stopping"), "for_job") == atoll(o1 ? o1 : "0") &&
+		     !strcmp(h_str(json_object_get(ans, "stopping"), "why"), "borrowed"),
+	     "the borrowed job says it is being stopped, for which job and why (borrowed)");
+	json_decref(ans);
+	h_ok(h, h_show_has(h, l1, "stop              stopping: attempt 1 is being stopped so that job"), "rungctl show says so");
 	ans = h_job(h, o1);
 	{
 		char *pj = h_id(json_object_get(json_object_get(ans, "placement"), "preempting"), "job_id");
-		char *args = xasprintf("show %s", o1 ? o1 : "0"), *show;
-		int rc = -1;
 		h_ok(h, pj && !strcmp(pj, l1), "the waiting job's placement names the borrowed job being stopped for it");
-		show = h_rungctl(h, args, &rc);
-		h_ok(h, rc == 0 && show && strstr(show, "is being stopped on GPU GPU-pre-1 for it (preemption)"),
-		     "rungctl show says so");
-		free(show);
-		free(args);
 		free(pj);
 	}
 	json_decref(ans);
+	h_ok(h, h_show_has(h, o1, "is being stopped on GPU GPU-pre-1 for it (preemption)"), "rungctl show says so");
 	{
 		const char *p[] = { a1, h_str(ls, "token") };
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM rung_heartbeat_batch(jsonb_build_array(jsonb_build_object("

@@ -79,13 +79,10 @@ static long long hold_worker(struct harness *h, const char *id)
  * (heap) or NULL. */
 static char *submit(struct harness *h, const char *name)
 {
-	json_t *cfg = h_config(name, 100), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
-	json_t *j = h_submit(h, cfg, extra);
-	char *id = h_id(j, "id");
+	json_t *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	char *id = h_submit_id(h, name, 100, extra);
 
-	json_decref(j);
 	json_decref(extra);
-	json_decref(cfg);
 	return id;
 }
 
