@@ -12,7 +12,7 @@
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
-		"[--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
+		"[--after JOB,JOB] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
@@ -22,6 +22,10 @@ const struct cli_cmd cli_cmds[] = {
 		"`rungctl start JOB` starts it at once): TIME is an RFC 3339 time with its zone\n"
 		"(2026-12-01T22:00:00Z, 2026-12-01T23:00:00+01:00; a past one starts now) or a local time of day\n"
 		"HH:MM (22:00: the next one); DURATION is 90m, 2h, 1d, 1h30m, 45s or bare seconds, at most 365d.\n"
+		"--after JOB,JOB: the job waits, scheduled, until those jobs (up to 32, a submitter's own) have all\n"
+		"succeeded, then is queued (with --at/--in, not before that time either); one that failed or was\n"
+		"cancelled holds it until it is retried and succeeds (`rungctl show` says which; `rungctl start JOB`\n"
+		"starts it at once without them).\n"
 		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
 		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
 		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"

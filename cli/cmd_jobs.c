@@ -3,6 +3,7 @@
  * server's JSON. */
 #include "cmd_jobs.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,8 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "run_after", json_string(o->run_after));
 	else if (o->start_in_s > 0)
 		json_object_set_new(body, "start_in_s", json_integer(o->start_in_s));
+	if (o->after)
+		json_object_set(body, "after", (json_t *)o->after);
 	if (o->no_scale_up)
 		json_object_set_new(rec, "scale_up", json_false());
 	if (o->max_attempts > 0)
@@ -53,6 +56,32 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set(body, "recovery", rec);
 	json_decref(rec);
 	return body;
+}
+
+json_t *cmd_submit_after(const char *ids, char **why)
+{
+	json_t *list = json_array();
+	const char *p = ids;
+
+	*why = NULL;
+	for (;;) {
+		char *end;
+		long long id;
+		if (*p < '0' || *p > '9')
+			goto bad;
+		errno = 0;
+		id = strtoll(p, &end, 10);
+		if (errno || id < 1 || id > 9007199254740991LL || (*end && *end != ',') || json_array_size(list) >= 32)
+			goto bad;
+		json_array_append_new(list, json_integer(id));
+		if (!*end)
+			return list;
+		p = end + 1;
+	}
+bad:
+	json_decref(list);
+	*why = xasprintf("--after %s: give 1 to 32 job ids, comma-separated (--after 12 or --after 12,13)", ids);
+	return NULL;
 }
 
 int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_submit_opts *o, char *buf, size_t n,
@@ -162,12 +191,12 @@ static void submit_warnings(struct cli *c, const json_t *job, json_t **warned)
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
-	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL;
+	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL, *after = NULL;
 	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, i;
 	int dry_run = 0;
 	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
 	bool past;
-	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL;
+	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL, *after_ids = NULL;
 	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
@@ -182,6 +211,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "pool", .type = ARGS_STRING, .str = &o.pool },
 		{ .name = "at", .type = ARGS_STRING, .str = &at },
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
+		{ .name = "after", .type = ARGS_STRING, .str = &after },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
 		{ .name = "link", .type = ARGS_LIST, .list = links, .count = &n_links, .max = ARRAY_LEN(links) },
@@ -203,6 +233,11 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		fprintf(c->err, "rungctl submit: %s\nusage: rungctl %s\n", err, cli_cmd_named("submit")->usage);
 		goto out;
 	}
+	if (after && !(after_ids = cmd_submit_after(after, &err))) {
+		fprintf(c->err, "rungctl submit: %s\n", err);
+		goto out;
+	}
+	o.after = after_ids;
 	if (past)
 		fprintf(c->err, "rungctl submit: warning: --at %s has passed: the job starts now\n", at);
 	config = yamljson_load_file(ops[0], &err);
@@ -301,6 +336,7 @@ out:
 	json_decref(bodies);
 	json_decref(config);
 	json_decref(parsed);
+	json_decref(after_ids);
 	return rc;
 }
 

@@ -127,26 +127,83 @@ char *jobtext_placement(const json_t *job)
 	return out;
 }
 
-char *jobtext_scheduled(const json_t *job)
+/* "job 3 (running)" / "jobs 3 (running), 4 (failed)" for the jobs a scheduled job waits for
+ * (migration 033), and in *stuck (heap, or NULL) the first of them that failed or was cancelled:
+ * "job 4 failed". Heap. */
+static char *waits_for_list(const json_t *job, char **stuck)
 {
-	const char *st = json_string_value(json_object_get(job, "state"));
+	const json_t *ids = json_object_get(job, "waits_for"), *seen = json_object_get(job, "waiting_for"), *v;
+	size_t i, j;
+	char *out = xstrdup(json_array_size(ids) == 1 ? "job " : "jobs ");
+
+	*stuck = NULL;
+	json_array_foreach(ids, i, v) {
+		const char *state = NULL;
+		const json_t *d;
+		char *next;
+		json_array_foreach(seen, j, d)
+			if (json_integer_value(json_object_get(d, "id")) == json_integer_value(v))
+				state = json_string_value(json_object_get(d, "state"));
+		next = state ? xasprintf("%s%s%lld (%s)", out, i ? ", " : "", (long long)json_integer_value(v), state)
+			     : xasprintf("%s%s%lld", out, i ? ", " : "", (long long)json_integer_value(v));
+		free(out);
+		out = next;
+		if (!*stuck && state && (!strcmp(state, "failed") || !strcmp(state, "cancelled")))
+			*stuck = xasprintf("job %lld %s", (long long)json_integer_value(v),
+					   !strcmp(state, "failed") ? "failed" : "was cancelled");
+	}
+	return out;
+}
+
+/* The start time of a scheduled job: "2026-12-01T22:00:00Z (in 2h05m)", "... (due now: it is queued
+ * within a second)" or the time alone without starts_in_s; NULL without a run_after. Heap. */
+static char *start_time(const json_t *job)
+{
 	const char *at = json_string_value(json_object_get(job, "run_after"));
 	const json_t *in = json_object_get(job, "starts_in_s");
 	char when[40], wait[32];
 	int64_t ms;
 
-	if (!st || strcmp(st, "scheduled"))
+	if (!at)
 		return NULL;
-	if (at && util_time_parse(at, &ms) == 0)
+	if (util_time_parse(at, &ms) == 0)
 		when_format_utc(ms, when, sizeof when);
 	else
-		snprintf(when, sizeof when, "%.39s", at ? at : "?");
+		snprintf(when, sizeof when, "%.39s", at);
 	if (!json_is_integer(in))
-		return xasprintf("scheduled: starts at %s", when);
+		return xstrdup(when);
 	if (json_integer_value(in) <= 0)
-		return xasprintf("scheduled: starts at %s (due now: it is queued within a second)", when);
+		return xasprintf("%s (due now: it is queued within a second)", when);
 	when_format_wait((long long)json_integer_value(in), wait, sizeof wait);
-	return xasprintf("scheduled: starts at %s (in %s)", when, wait);
+	return xasprintf("%s (in %s)", when, wait);
+}
+
+char *jobtext_scheduled(const json_t *job)
+{
+	const char *st = json_string_value(json_object_get(job, "state"));
+	const json_t *in = json_object_get(job, "starts_in_s");
+
+	if (!st || strcmp(st, "scheduled"))
+		return NULL;
+	if (json_array_size(json_object_get(job, "waits_for")) > 0) {
+		char *stuck = NULL, *list = waits_for_list(job, &stuck), *start = NULL, *out;
+		/* a start time already past no longer holds it: only the jobs do */
+		if (!json_is_integer(in) || json_integer_value(in) > 0)
+			start = start_time(job);
+		out = xasprintf("scheduled: waits for %s to succeed%s%s%s%s%s", list,
+				stuck ? "; " : "", stuck ? stuck : "",
+				stuck ? ": this job starts only once it is retried and succeeds, or when this one is started now" : "",
+				start ? ", and not before " : "", start ? start : "");
+		free(list);
+		free(stuck);
+		free(start);
+		return out;
+	}
+	{
+		char *start = start_time(job), *out = xasprintf("scheduled: starts at %s", start ? start : "?");
+		free(start);
+		return out;
+	}
 }
 
 char *jobtext_stopping(const json_t *job)

@@ -47,8 +47,12 @@ char *jobtext_placement(const json_t *job);
 /* "scheduled: starts at 2026-12-01T22:00:00Z (in 2h05m)" when job (a JOB, borrowed) is scheduled
  * (migration 025): its run_after in UTC (common/when.h), and the wait from the JOB's "starts_in_s"
  * (GET /v1/jobs/{id}: by the database's clock, so the reader's own clock does not matter): "(due
- * now: it is queued within a second)" at 0, nothing without it (a list's JOB). NULL when the job is
- * not scheduled. Heap string, the caller frees. */
+ * now: it is queued within a second)" at 0, nothing without it (a list's JOB). While it waits for
+ * other jobs (migration 033, "waits_for"): "scheduled: waits for job 3 (running) to succeed" ("jobs
+ * 3 (running), 4 (failed)"; the states from GET's "waiting_for", bare ids without it), then, when one
+ * of them failed or was cancelled, "; job 4 failed: this job starts only once it is retried and
+ * succeeds, or when this one is started now", and with a start time ", and not before T (in W)".
+ * NULL when the job is not scheduled. Heap string, the caller frees. */
 char *jobtext_scheduled(const json_t *job);
 
 /* "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU

@@ -61,7 +61,10 @@ static const struct recovery_key recovery_keys[] = {
 };
 
 static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s",
-					   "pool" };
+					   "pool", "after" };
+
+#define AFTER_MAX 32                     /* jobs a job may run after */
+#define AFTER_ID_MAX 9007199254740991LL  /* 2^53 - 1: an id any JSON reader keeps exact */
 
 static int fail(char **field, char **message, const char *f, char *msg)
 {
@@ -162,6 +165,27 @@ static int check_start(const json_t *body, int64_t *run_after_ms, long long *sta
 	return 0;
 }
 
+/* The jobs a submit runs after (migration 033): absent, null, or a list of 1 to AFTER_MAX job ids
+ * (integers from 1); repeats are dropped by the statement. Whether they exist and are the caller's
+ * the statement says (rung_submit_batch: "after_unknown"). Returns 0, or -1 with *field, *message. */
+static int check_after(const json_t *after, char **field, char **message)
+{
+	size_t i;
+	json_t *v;
+
+	if (!after || json_is_null(after))
+		return 0;
+	if (!json_is_array(after) || json_array_size(after) == 0 || json_array_size(after) > AFTER_MAX)
+		return fail(field, message, "after",
+			    xasprintf("after must be a list of 1 to %d job ids: the jobs that must succeed before this one starts",
+				      AFTER_MAX));
+	json_array_foreach(after, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > AFTER_ID_MAX)
+			return fail(field, message, "after", xasprintf("after[%zu] must be a job id (an integer from 1)", i));
+	}
+	return 0;
+}
+
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message)
 {
@@ -179,7 +203,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		if (!known) {
 			*field = xstrdup(key);
 			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels, run_after, "
-					     "start_in_s, pool)", key);
+					     "start_in_s, pool, after)", key);
 			return -1;
 		}
 	}
@@ -211,6 +235,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 	if (v && !json_is_null(v) && !pool_name_ok(json_string_value(v)))
 		return fail(field, message, "pool", xstrdup("pool must be a pool name: " POOL_NAME_RULE));
 	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
+		return -1;
+	if (check_after(json_object_get(body, "after"), field, message) < 0)
 		return -1;
 	if (check_recovery(json_object_get(body, "recovery"), recovery, field, message) < 0)
 		return -1;
@@ -335,7 +361,7 @@ static int read_yaml_body(struct hreq *h, json_t **out)
 }
 
 /* Checks one query option of a raw submit and stores it in env (name, priority, labels, run_after,
- * start_in_s, pool: api_jobs_check_submit then reads them as the envelope's) or rec (RECOVERY).
+ * start_in_s, pool, after: api_jobs_check_submit then reads them as the envelope's) or rec (RECOVERY).
  * Returns 0, or -1 with *message (heap) saying what the parameter must be. */
 static int query_option(const char *key, const char *val, json_t *env, json_t *rec, char **message)
 {
@@ -385,6 +411,37 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "run_after", json_string(val));
 		return 0;
 	}
+	if (strcmp(key, "after") == 0) { /* after=12,13: the ids, as the envelope's list */
+		json_t *ids = json_array();
+		const char *p = val;
+		while (ids) {
+			char id[24];
+			size_t len = strcspn(p, ",");
+			if (len == 0 || len >= sizeof id || json_array_size(ids) >= AFTER_MAX) {
+				json_decref(ids);
+				ids = NULL;
+				break;
+			}
+			memcpy(id, p, len);
+			id[len] = '\0';
+			if (http_parse_int(id, 1, AFTER_ID_MAX, &n) < 0) {
+				json_decref(ids);
+				ids = NULL;
+				break;
+			}
+			json_array_append_new(ids, json_integer(n));
+			if (!p[len])
+				break;
+			p += len + 1;
+		}
+		if (!ids) {
+			*message = xasprintf("query parameter after must be 1 to %d job ids, comma-separated (after=12,13)",
+					     AFTER_MAX);
+			return -1;
+		}
+		json_object_set_new(env, "after", ids);
+		return 0;
+	}
 	if (strcmp(key, "start_in_s") == 0) {
 		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
 			*message = xasprintf("query parameter start_in_s must be an integer from 1 to %lld (365 days)",
@@ -399,7 +456,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 			k = &recovery_keys[i];
 	if (!k) {
 		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels, run_after, "
-				     "start_in_s, pool or a recovery setting)", key);
+				     "start_in_s, pool, after or a recovery setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {
@@ -528,7 +585,7 @@ int api_jobs_read_submit(struct hreq *h, const char *also, json_t **body, json_t
 struct submit_item {
 	struct hreq *h;
 	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key", "run_after_ms"?,
-				   * "start_in_s"?} */
+				   * "start_in_s"?, "after"?, "after_any"?} */
 	char *text;               /* the statement's item: those and "body", the envelope */
 };
 
@@ -577,6 +634,17 @@ static void pool_refused(struct hreq *h, const json_t *doc)
 	free(list);
 }
 
+/* Answers 400 naming after: job ID, which the submit runs after, does not exist, or (for a submitter)
+ * is not its own; nothing was stored (rung_submit_batch's "after_unknown"). */
+static void after_unknown(struct hreq *h, long long id)
+{
+	if (h->who.role == AUTH_SUBMITTER)
+		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which is not a job of yours "
+			   "(a job runs only after jobs its own owner submitted)", id);
+	else
+		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which does not exist", id);
+}
+
 static void submits_done(void **items, int n, PGresult *res, const char *err, void *arg)
 {
 	bool ok = res && PQresultStatus(res) == PGRES_TUPLES_OK;
@@ -594,6 +662,10 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			json_t *refusal = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
 			pool_refused(s->h, refusal);
 			json_decref(refusal);
+		} else if (!strcmp(PQgetvalue(res, row[i], 1), "after_unknown")) {
+			json_t *doc = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
+			after_unknown(s->h, (long long)json_integer_value(json_object_get(doc, "after")));
+			json_decref(doc);
 		} else {
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
 			const char *lean = PQgetvalue(res, row[i], 3), *target = PQgetvalue(res, row[i], 4);
@@ -725,6 +797,11 @@ void api_jobs_submit(struct hreq *h)
 			json_object_set_new(si->item, "run_after_ms", json_integer(run_after_ms));
 		else if (si->item && start_in_s > 0)
 			json_object_set_new(si->item, "start_in_s", json_integer(start_in_s));
+		/* the jobs it runs after (migration 033): a submitter's must be its own, staff's any */
+		if (si->item && json_is_array(json_object_get(body, "after"))) {
+			json_object_set(si->item, "after", json_object_get(body, "after"));
+			json_object_set_new(si->item, "after_any", json_boolean(h->who.role != AUTH_SUBMITTER));
+		}
 		/* the job's config is body.config: sent once, inside the body */
 		si->text = si->item ? submit_item_text(si->item, body, sent, sent_len) : NULL;
 		if (!si->text) {

@@ -75,10 +75,11 @@ SELECT jsonb_build_object(
                  LEFT JOIN borrowing_by_pool l ON l.pool = p.pool),
   -- jobs waiting for their start time (migration 025), and how late the most overdue of them is:
   -- the scheduler queues a job within about a second of its run_after, so a figure that grows says
-  -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry)
+  -- no rungd runs it (both walk jobs_scheduled: O(scheduled) and one entry); a job that still waits
+  -- for other jobs to succeed (migration 033) is not late, whatever its start time says
   'scheduled', (SELECT count(*) FROM jobs WHERE state = 'scheduled'),
   'scheduled_overdue_s', (SELECT coalesce(greatest(extract(epoch FROM now() - min(run_after))::float8, 0), 0)
-                          FROM jobs WHERE state = 'scheduled'),
+                          FROM jobs WHERE state = 'scheduled' AND waits_for IS NULL),
   'oldest_queued_s', (SELECT coalesce(extract(epoch FROM now() - min(updated_at))::float8, 0)
                       FROM jobs WHERE state = 'queued'),
   'heartbeat_lag_max_s', (SELECT coalesce(max(extract(epoch FROM now() - coalesce(last_heartbeat_at, started_at)))::float8, 0)

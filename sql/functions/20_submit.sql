@@ -81,7 +81,7 @@ BEGIN
 END $$;
 
 -- Submit many jobs: p is [{"i", "name", "owner", "kind", "priority", "recovery", "key", "body",
--- "run_after_ms"?, "start_in_s"?}] (key: the owner-scoped Idempotency-Key or null; body: the request,
+-- "run_after_ms"?, "start_in_s"?, "after"?, "after_any"?}] (key: the owner-scoped Idempotency-Key or null; body: the request,
 -- whose "config" is the job's config; run_after_ms / start_in_s: when it starts, read from the body
 -- by rungd, rung_submit_run_after; a body's own run_after or start_in_s is part of its request
 -- hash, so the same key with another start time is a conflict). Set-wise (rung_submit_set) when no item carries a key; else item by item, in array
@@ -91,7 +91,14 @@ END $$;
 -- pool: rung_submit_pool_warning), target_config as text, current_config as text or NULL when it is
 -- the target) per item; rungd splices the configs into the JOB; or (i,
 -- "pool_refused", NULL, rung_submit_pool_refusal) for an item whose pool its owner may not use
--- (migration 027; a repeated key answers its job as before). No NOTIFY:
+-- (migration 027; a repeated key answers its job as before). An item with "after" (migration 033: the
+-- ids of the jobs it runs after, sorted and distinct, checked by rungd) goes item by item too: each
+-- of those jobs must exist and be its owner's (any owner's with "after_any": staff), else the row is (i,
+-- "after_unknown", NULL, {"after": the first id that is not}) and nothing is stored; they are locked
+-- and marked (jobs.has_dependents, which arms the release trigger: 23_scheduled.sql) before their
+-- states are read, so a finish under way either commits first or sees the new job; the job is
+-- stored 'scheduled' with waits_for the ones not succeeded yet (queued when none is left and it has
+-- no start time ahead). No NOTIFY:
 -- rungd wakes the replicas after the commit (server/lease.c lease_announce: notifying
 -- transactions commit one at a time, never in one shared WAL flush). (Its result columns changed in migration 007: a return type cannot
 -- be replaced, so a database from before that has its old version dropped first.)
@@ -103,9 +110,12 @@ DECLARE
   j jobs;
   h text;
   v_run_after timestamptz;
+  v_after bigint[];
+  v_waits bigint[];
+  v_missing bigint;
   created int := 0;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p) k WHERE jsonb_typeof(k->'key') = 'string') THEN
+  IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p) k WHERE jsonb_typeof(k->'key') = 'string' OR k ? 'after') THEN
     RETURN QUERY SELECT * FROM rung_submit_set(p);
     RETURN;
   END IF;
@@ -124,11 +134,33 @@ BEGIN
       RETURN NEXT;
       CONTINUE;
     END IF;
+    v_after := NULL;
+    v_waits := NULL;
+    IF jsonb_typeof(e->'after') = 'array'
+       AND NOT EXISTS (SELECT 1 FROM jobs k WHERE k.idempotency_key = e->>'key') THEN
+      v_after := ARRAY(SELECT DISTINCT x.v::bigint FROM jsonb_array_elements_text(e->'after') x(v) ORDER BY 1);
+      SELECT min(x) INTO v_missing FROM unnest(v_after) x
+      WHERE NOT EXISTS (SELECT 1 FROM jobs d WHERE d.id = x AND (d.owner = e->>'owner' OR (e->>'after_any')::boolean));
+      IF v_missing IS NOT NULL THEN
+        status := 'after_unknown';
+        job_id := NULL;
+        job := jsonb_build_object('after', v_missing);
+        target := NULL;
+        current := NULL;
+        RETURN NEXT;
+        CONTINUE;
+      END IF;
+      PERFORM 1 FROM jobs d WHERE d.id = ANY (v_after) ORDER BY d.id FOR NO KEY UPDATE;
+      UPDATE jobs d SET has_dependents = true WHERE d.id = ANY (v_after) AND NOT d.has_dependents;
+      v_waits := nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (v_after) AND d.state <> 'succeeded'
+                              ORDER BY d.id), '{}');
+    END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash, labels, state, run_after, pool)
+                      idempotency_key, request_hash, labels, state, run_after, pool, after_ids, waits_for, next_action)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
             NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'),
-            CASE WHEN v_run_after IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after, rung_submit_pool(e->'body'))
+            CASE WHEN v_run_after IS NULL AND v_waits IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after,
+            rung_submit_pool(e->'body'), v_after, v_waits, rung_after_text(v_waits))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN
@@ -136,7 +168,9 @@ BEGIN
       status := CASE WHEN j.request_hash IS DISTINCT FROM h THEN 'conflict' ELSE 'existing' END;
     ELSE
       INSERT INTO event_log (job_id, kind, to_state, reason, data)
-      VALUES (j.id, 'submitted', j.state, 'submitted', rung_submit_event_data(j.kind, j.priority, j.owner, j.run_after));
+      VALUES (j.id, 'submitted', j.state, 'submitted', rung_submit_event_data(j.kind, j.priority, j.owner, j.run_after)
+              || CASE WHEN v_after IS NULL THEN '{}'::jsonb
+                      ELSE jsonb_build_object('after', v_after, 'waits_for', v_waits) END);
       created := created + 1;
       status := 'created';
     END IF;

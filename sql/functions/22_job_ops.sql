@@ -24,6 +24,9 @@
 --     host_oom_repeated) stay open for support, whoever retries (a submitter may retry its own
 --     job, not resolve support's escalations);
 --   - an event `retried` (previous state -> queued) with the same data;
+--   - a job that runs after others (migration 033) and never started: it waits again, in the state
+--     'scheduled', for those of them that have not succeeded yet (one retention deleted no longer
+--     holds it), and is queued only when none is left;
 --   - the ending it takes back stays counted in /metrics' rung_jobs{state} (the ended states count
 --     endings): one more in metrics_pruned (migration 016), as for a job retention deleted.
 -- Returns {"status": "ok", "job": JOB}; {"status": "conflict", "job": JOB} when the job is queued,
@@ -45,6 +48,8 @@ DECLARE
   v_from text := coalesce(p_from, 'current');
   v_story jsonb;
   v_why text;
+  v_waits bigint[];
+  v_state text;
 BEGIN
   IF v_from NOT IN ('current', 'target') THEN
     RAISE EXCEPTION 'rung_retry: from must be current or target, not %', v_from;
@@ -67,15 +72,22 @@ BEGIN
   ORDER BY x.id;
   INSERT INTO metrics_pruned AS m (kind, label1, label2, n) VALUES ('job', j.state, '', 1)
   ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + 1;
+  -- (under the job's row lock: a finish of one of them waits for this to commit, then shrinks the new list)
+  v_waits := CASE WHEN j.waits_for IS NOT NULL
+                  THEN nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (j.waits_for) AND d.state <> 'succeeded'
+                                    ORDER BY d.id), '{}') END;
+  v_state := CASE WHEN v_waits IS NULL THEN 'queued' ELSE 'scheduled' END;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
-  VALUES (j.id, 'retried', j.state, 'queued', v_why, v_story);
-  UPDATE jobs SET state = 'queued', cancel_requested = false, finished_at = NULL, result = NULL, lost_count = 0,
+  VALUES (j.id, 'retried', j.state, v_state, v_why, v_story);
+  UPDATE jobs SET state = v_state, waits_for = v_waits, cancel_requested = false, finished_at = NULL, result = NULL, lost_count = 0,
                   current_config = CASE WHEN v_from = 'target' THEN NULL ELSE current_config END,
                   constraints = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE constraints END,
                   recovery_state = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE recovery_state END
                                    || jsonb_build_object('budget_from', j.attempts_count, 'retried', v_story,
                                                          'next_action', ''),
-                  next_action = 'queued again by a retry from the ' || v_from || ' config; waits for a GPU',
+                  next_action = CASE WHEN v_waits IS NULL
+                                     THEN 'queued again by a retry from the ' || v_from || ' config; waits for a GPU'
+                                     ELSE rung_after_text(v_waits) END,
                   updated_at = now()
   WHERE id = p_job RETURNING * INTO j;
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));

@@ -5,6 +5,66 @@
 -- take a queued job. Once queued it is ordered like any queued job, by (priority, created_at, id):
 -- it has been in line since it was submitted, as a retried job keeps its place (created_at is not
 -- moved: retention's walk, rung_prune, relies on it growing with the id).
+--
+-- Jobs that run after others (migration 033: jobs.after_ids, waits_for) wait in the same state: a job
+-- with jobs left in waits_for is not queued at its start time; the success of the last job it waits
+-- for queues it (rung_after_release, below), or leaves it for its start time when that is still
+-- ahead. A job it waits for that failed or was cancelled holds it until it is retried and succeeds:
+-- the job page names it; cancel the waiting job, or start it at once, to go on without it.
+
+-- The sentence of a job's next_action while it waits for P_IDS: "waits for job 3 to succeed",
+-- "waits for jobs 3, 4 to succeed".
+CREATE OR REPLACE FUNCTION rung_after_text(p_ids bigint[]) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN cardinality(p_ids) = 1 THEN 'waits for job ' || p_ids[1] || ' to succeed'
+              ELSE 'waits for jobs ' || array_to_string(p_ids, ', ') || ' to succeed' END
+$$;
+
+-- Whether a scheduled job still waits for job P_JOB to succeed (jobs_waits_for): retention keeps
+-- such a job, which the waiting one needs.
+CREATE OR REPLACE FUNCTION rung_job_awaited(p_job bigint) RETURNS boolean LANGUAGE sql STABLE AS $$
+  SELECT EXISTS (SELECT 1 FROM jobs w WHERE w.waits_for @> ARRAY[p_job] AND w.waits_for IS NOT NULL
+                                         AND w.state = 'scheduled')
+$$;
+
+-- The trigger on a job's success that some job was submitted to run after (jobs.has_dependents):
+-- it leaves the job out of each dependent's waits_for, under the dependent's row lock, whatever the
+-- dependent's state (a cancelled one retried later then waits only for the rest). A scheduled one
+-- left waiting for nothing is queued, with an event `dependencies_met` (scheduled -> queued, data
+-- {"after", "last"}), unless its start time is still ahead: then the event keeps it scheduled and
+-- the scheduler queues it at that time. No NOTIFY: the finish's reply says "dependents" (61, 62), and
+-- rungd wakes the lease waiters of every replica after the commit (lease_announce). A trigger, not a
+-- call in the two finish paths: the set-wise apply is one statement, whose snapshot may predate a
+-- dependent submitted while it waited for the job's row lock; the trigger's statements take their
+-- own. A submit that names the job locks and marks it first (20_submit.sql), so either the finish
+-- sees the new dependent or the submit sees the success.
+CREATE OR REPLACE FUNCTION rung_after_release() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  WITH w AS (SELECT d.id FROM jobs d WHERE d.waits_for @> ARRAY[NEW.id] AND d.waits_for IS NOT NULL
+             ORDER BY d.id FOR NO KEY UPDATE),
+  up AS (
+    UPDATE jobs j SET
+      waits_for = nullif(array_remove(j.waits_for, NEW.id), '{}'),
+      state = CASE WHEN j.state = 'scheduled' AND j.waits_for = ARRAY[NEW.id]
+                        AND (j.run_after IS NULL OR j.run_after <= now()) THEN 'queued' ELSE j.state END,
+      next_action = CASE WHEN j.state <> 'scheduled' THEN j.next_action
+                         WHEN j.waits_for <> ARRAY[NEW.id] THEN rung_after_text(array_remove(j.waits_for, NEW.id))
+                         WHEN j.run_after > now() THEN NULL
+                         ELSE 'job ' || NEW.id || ' succeeded, the last it ran after; waits for a GPU' END,
+      updated_at = now()
+    FROM w WHERE j.id = w.id
+    RETURNING j.id, j.state, j.waits_for, j.after_ids, j.run_after)
+  INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+  SELECT up.id, 'dependencies_met', 'scheduled', up.state,
+         'job ' || NEW.id || ' succeeded, the last of the jobs it runs after'
+         || CASE WHEN up.state = 'scheduled' THEN '; it waits for its start time' ELSE '' END,
+         jsonb_build_object('after', up.after_ids, 'last', NEW.id)
+  FROM up WHERE up.waits_for IS NULL AND up.state IN ('queued', 'scheduled') ORDER BY up.id;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER jobs_after_release AFTER UPDATE OF state ON jobs
+FOR EACH ROW WHEN (NEW.has_dependents AND NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM NEW.state)
+EXECUTE FUNCTION rung_after_release();
 
 -- rung_start_due(max): the scheduled jobs whose start time has come, the earliest first, at most
 -- P_MAX, each queued (next_action says why) with an event `start_time_reached` (scheduled -> queued,
@@ -13,17 +73,19 @@
 -- that transaction or the next run takes care of it. Returns the jobs it queued with their start
 -- times, in that order; rungd logs them and, when there are any, wakes the waiters after the commit
 -- (lease_announce). Walks jobs_scheduled from its earliest entry and stops at the first start time
--- still ahead, so a run with nothing due reads one index entry.
+-- still ahead, so a run with nothing due reads one index entry; a job whose start time came while it
+-- still waits for other jobs (migration 033) stays, and is passed over on that walk until they
+-- succeed (its start time no longer holds it: the last success queues it).
 CREATE OR REPLACE FUNCTION rung_start_due(p_max int) RETURNS TABLE (job_id bigint, run_after timestamptz)
 LANGUAGE sql AS $$
   WITH due AS (
     SELECT d.id FROM jobs d
-    WHERE d.state = 'scheduled' AND d.run_after <= now()
+    WHERE d.state = 'scheduled' AND d.run_after <= now() AND d.waits_for IS NULL
     ORDER BY d.run_after LIMIT p_max
     FOR UPDATE SKIP LOCKED),
   up AS (
     UPDATE jobs u SET state = 'queued', updated_at = now(), next_action = 'queued at its start time; waits for a GPU'
-    FROM due WHERE u.id = due.id AND u.state = 'scheduled'
+    FROM due WHERE u.id = due.id AND u.state = 'scheduled' AND u.waits_for IS NULL
     RETURNING u.id, u.run_after),
   ev AS (
     INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
@@ -33,14 +95,16 @@ LANGUAGE sql AS $$
   SELECT up.id, up.run_after FROM up ORDER BY up.run_after, up.id
 $$;
 
--- rung_start_now(job, by): a scheduled job queued at once, before its start time, under its row lock,
--- with an event `started_now` (scheduled -> queued, data {"run_after", "by"}). Returns {"status":
+-- rung_start_now(job, by): a scheduled job queued at once, before its start time and without waiting
+-- for the jobs it runs after (its waits_for is cleared; after_ids stays), under its row lock, with an
+-- event `started_now` (scheduled -> queued, data {"run_after", "by", "waits_for"}). Returns {"status":
 -- "ok", "job": JOB}; {"status": "conflict", "job": JOB} when the job is not scheduled (nothing
 -- changes); NULL when there is no such job. rungd wakes the waiters after the commit.
 CREATE OR REPLACE FUNCTION rung_start_now(p_job bigint, p_by text) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   j jobs;
-  v_why text := 'started now' || coalesce(' by ' || p_by, '') || ', before its start time';
+  v_why text;
+  v_waits bigint[];
 BEGIN
   SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
   IF NOT FOUND THEN
@@ -49,9 +113,16 @@ BEGIN
   IF j.state <> 'scheduled' THEN
     RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
   END IF;
-  UPDATE jobs SET state = 'queued', updated_at = now(), next_action = v_why || '; waits for a GPU'
+  v_waits := j.waits_for;
+  v_why := 'started now' || coalesce(' by ' || p_by, '')
+           || CASE WHEN v_waits IS NULL THEN ', before its start time'
+                   WHEN cardinality(v_waits) = 1 THEN ', without waiting for job ' || v_waits[1] || ' to succeed'
+                   ELSE ', without waiting for jobs ' || array_to_string(v_waits, ', ') || ' to succeed' END;
+  UPDATE jobs SET state = 'queued', waits_for = NULL, updated_at = now(), next_action = v_why || '; waits for a GPU'
   WHERE id = p_job RETURNING * INTO j;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
-  VALUES (j.id, 'started_now', 'scheduled', 'queued', v_why, jsonb_build_object('run_after', j.run_after, 'by', p_by));
+  VALUES (j.id, 'started_now', 'scheduled', 'queued', v_why,
+          jsonb_build_object('run_after', j.run_after, 'by', p_by)
+          || CASE WHEN v_waits IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('waits_for', v_waits) END);
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
 END $$;

@@ -143,13 +143,20 @@ $$;
 -- {"attempt_id", "number", "at", "for_job" (null: a requeue), "why": "requeue", "borrowed" (its job is of
 -- another pool than its worker's) or "priority" (for an urgent job, rungd --preempt-priority)}, a scheduled one (migration 025) with "starts_in_s", the whole
 -- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
--- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says. The submit
+-- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says, and, while
+-- it waits for other jobs to succeed (migration 033), "waiting_for": [{"id", "name", "state"}] of each
+-- (a job retention deleted is left out), so that they say which one holds it and whether it failed. The submit
 -- reply and the lists leave both out (the placement reads every GPU).
 CREATE OR REPLACE FUNCTION rung_job_json_placed(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
   SELECT rung_job_json(j) || CASE WHEN j.state = 'queued' THEN jsonb_build_object('placement', rung_job_placement(j))
                                   WHEN j.state = 'scheduled' THEN jsonb_build_object('starts_in_s',
                                     greatest(ceil(extract(epoch FROM j.run_after - now())), 0)::bigint)
+                                    || CASE WHEN j.waits_for IS NULL THEN '{}'::jsonb
+                                            ELSE jsonb_build_object('waiting_for', (
+                                              SELECT coalesce(jsonb_agg(jsonb_build_object('id', d.id, 'name', d.name,
+                                                                                           'state', d.state) ORDER BY d.id), '[]')
+                                              FROM jobs d WHERE d.id = ANY (j.waits_for))) END
                                   -- its running attempt marked for a stop (44_preempt.sql): attempts_one_running
                                   WHEN j.state = 'running' THEN coalesce((
                                     SELECT jsonb_build_object('stopping', jsonb_build_object(

@@ -104,6 +104,7 @@ DECLARE
   a_config jsonb;
   j_state text;
   j_cancel boolean;
+  j_dependents boolean;
   d jsonb := p_decision;
   cls text := p_decision->>'class';
   v_outcome text;
@@ -125,7 +126,7 @@ BEGIN
   RETURNING id, job_id, number, outcome, gpu_uuid, config
   INTO a_id, a_job, a_number, a_outcome, a_gpu, a_config;
   IF NOT FOUND THEN RETURN NULL; END IF;
-  SELECT state, cancel_requested INTO j_state, j_cancel FROM jobs WHERE id = a_job FOR UPDATE;
+  SELECT state, cancel_requested, has_dependents INTO j_state, j_cancel, j_dependents FROM jobs WHERE id = a_job FOR UPDATE;
   IF j_cancel AND new_state = 'queued' THEN
     new_state := 'cancelled';
     -- (no checkpoint hold: the job does not wait for a GPU)
@@ -191,5 +192,8 @@ BEGIN
             jsonb_build_object('escalation_id', esc_id, 'trigger', d->'escalation'->>'trigger'));
   END IF;
   RETURN jsonb_build_object('attempt_id', a_id, 'job_id', a_job, 'job_state', new_state,
-                            'escalation_id', esc_id, 'decision', d);
+                            'escalation_id', esc_id, 'decision', d)
+         -- jobs were submitted to run after this one (migration 033): its success may have queued some
+         -- (the trigger jobs_after_release), so rungd wakes the lease waiters after the commit
+         || CASE WHEN new_state = 'succeeded' AND j_dependents THEN '{"dependents": true}'::jsonb ELSE '{}' END;
 END $$;

@@ -5,7 +5,7 @@
 -- one of the jobs, one INSERT of the events, each row found by primary key, locked in id order
 -- (attempts, then jobs). A decision that marks a GPU, opens an escalation or records an env fault
 -- goes through rung_finish_apply, item by item, after the others. Same fences and results as
--- rung_finish_apply: rows (i, reply), none for an item whose attempt is not the running one with
+-- rung_finish_apply (with its "dependents"): rows (i, reply), none for an item whose attempt is not the running one with
 -- that token. An error in any item fails the whole statement (nothing is applied): rungd then
 -- applies the items one at a time.
 CREATE OR REPLACE FUNCTION rung_finish_apply_batch(p jsonb) RETURNS TABLE (i int, doc jsonb)
@@ -53,10 +53,10 @@ BEGIN
       WHERE t.id = la.id AND t.id = ANY (ARRAY(SELECT la.id FROM la))
       RETURNING x.i, t.id, t.job_id, t.number, t.outcome, t.config, x.decision),
     lj AS MATERIALIZED (
-      SELECT jb.id, jb.state, jb.cancel_requested FROM jobs jb
+      SELECT jb.id, jb.state, jb.cancel_requested, jb.has_dependents FROM jobs jb
       WHERE jb.id = ANY (ARRAY(SELECT a.job_id FROM a)) ORDER BY jb.id FOR UPDATE OF jb),
     d AS MATERIALIZED (
-      SELECT a.*, lj.state AS old_state, dd, coalesce(dd->>'job_state', 'failed') AS new_state
+      SELECT a.*, lj.state AS old_state, lj.has_dependents, dd, coalesce(dd->>'job_state', 'failed') AS new_state
       FROM a JOIN lj ON lj.id = a.job_id,
       LATERAL (SELECT CASE WHEN lj.cancel_requested AND coalesce(a.decision->>'job_state', 'failed') = 'queued'
                            -- (no checkpoint hold: the job does not wait for a GPU)
@@ -102,6 +102,8 @@ BEGIN
     -- RAISE does: the statement fails and rungd applies the items one at a time
     SELECT d.i, jsonb_build_object('attempt_id', d.id, 'job_id', d.job_id, 'job_state', d.new_state,
                                    'escalation_id', NULL, 'decision', d.dd)
+                || CASE WHEN d.new_state = 'succeeded' AND d.has_dependents THEN '{"dependents": true}'::jsonb
+                        ELSE '{}' END
     FROM d;
   END IF;
 

@@ -1,7 +1,8 @@
 -- Retention (--retain-days, server/retention.c): deletes up to P_LIMIT jobs that ended (succeeded,
 -- failed, cancelled) more than P_DAYS days ago, with their attempts (and their trainer output),
 -- events, escalations and webhook deliveries; a job whose escalation is still open or acknowledged
--- stays until support resolves it. What the deleted rows counted in /metrics' history goes to metrics_pruned first
+-- stays until support resolves it, and so does a job that a scheduled job still waits for (migration
+-- 033: it may yet be retried and succeed). What the deleted rows counted in /metrics' history goes to metrics_pruned first
 -- (P_BOUNDS: the lease-wait histogram's bounds, as /metrics passes them), so no counter falls. Besides
 -- migration 016's kinds: 'attempt_gpu_s' (label1 outcome, label2 class) and 'owner_gpu_s' (label1 the
 -- owner, label2 succeeded/oom/failed/cancelled/lost), the GPU seconds of the attempts deleted, and
@@ -26,10 +27,11 @@ BEGIN
   IF p_days IS NULL OR p_days < 1 OR p_limit IS NULL OR p_limit < 1 THEN
     RETURN 0;
   END IF;
-  FOR r IN SELECT j.id, j.state, j.created_at, j.finished_at FROM jobs j ORDER BY j.id LOOP
+  FOR r IN SELECT j.id, j.state, j.created_at, j.finished_at, j.has_dependents FROM jobs j ORDER BY j.id LOOP
     EXIT WHEN r.created_at >= cutoff OR cardinality(cand) >= p_limit;
     IF r.state IN ('succeeded', 'failed', 'cancelled') AND r.finished_at < cutoff
-       AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.job_id = r.id AND e.state <> 'resolved') THEN
+       AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.job_id = r.id AND e.state <> 'resolved')
+       AND NOT (r.has_dependents AND rung_job_awaited(r.id)) THEN
       cand := cand || r.id;
     END IF;
   END LOOP;
@@ -41,6 +43,7 @@ BEGIN
     SELECT j.id FROM jobs j
     WHERE j.id = ANY (cand) AND j.state IN ('succeeded', 'failed', 'cancelled') AND j.finished_at < cutoff
       AND NOT EXISTS (SELECT 1 FROM escalations e WHERE e.job_id = j.id AND e.state <> 'resolved')
+      AND NOT (j.has_dependents AND rung_job_awaited(j.id))
     FOR UPDATE SKIP LOCKED) j;
   IF cardinality(ids) = 0 THEN
     RETURN 0;

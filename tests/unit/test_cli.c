@@ -1340,6 +1340,51 @@ static void test_scheduled(void)
 		json_decref(job);
 	}
 	{
+		/* a job that runs after others (migration 033) */
+		json_t *job = json_loads("{\"id\": 9, \"state\": \"scheduled\", \"run_after\": null, \"after\": [3, 4, 5], "
+					 "\"waits_for\": [4, 5], \"waiting_for\": [{\"id\": 4, \"name\": \"a\", \"state\": \"running\"}, "
+					 "{\"id\": 5, \"name\": \"b\", \"state\": \"queued\"}], \"starts_in_s\": null}", 0, NULL);
+		char *t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for jobs 4 (running), 5 (queued) to succeed", "jobtext: the jobs it waits for, with their states");
+		free(t);
+		json_object_set_new(json_array_get(json_object_get(job, "waiting_for"), 1), "state", json_string("failed"));
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for jobs 4 (running), 5 (failed) to succeed; job 5 failed: this job starts only "
+			      "once it is retried and succeeds, or when this one is started now", "jobtext: one failed: what holds it");
+		free(t);
+		json_object_set_new(job, "waits_for", json_pack("[i]", 4));
+		json_object_set_new(job, "run_after", json_string("2026-12-01T22:00:00Z"));
+		json_object_set_new(job, "starts_in_s", json_integer(3600));
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for job 4 (running) to succeed, and not before 2026-12-01T22:00:00Z (in 1h00m)",
+			   "jobtext: one job left, and a start time ahead");
+		free(t);
+		json_object_set_new(job, "starts_in_s", json_integer(0));
+		json_object_del(job, "waiting_for");
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for job 4 to succeed", "jobtext: a start time past no longer holds it; no states: bare ids");
+		free(t);
+		json_decref(job);
+	}
+	{
+		char *why = NULL;
+		json_t *ids = cmd_submit_after("12,13", &why);
+		char *s = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
+		TAP_STR_EQ(s, "[12,13]", "submit --after 12,13: the ids");
+		free(s);
+		json_decref(ids);
+		static const char *const bad[] = { "", "x", "12,", ",12", "0", "-1", "12,,13", "1.5", "9007199254740992", "12 ",
+						   "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			ids = cmd_submit_after(bad[i], &why);
+			char nm[96];
+			snprintf(nm, sizeof nm, "submit --after \"%.20s\": refused, saying what it takes", bad[i]);
+			TAP_OK(!ids && why && strstr(why, "1 to 32 job ids"), nm);
+			free(why);
+			why = NULL;
+		}
+	}
+	{
 		/* a running job whose attempt is being stopped (migration 029) */
 		json_t *job = json_loads("{\"id\": 7, \"state\": \"running\", \"stopping\": {\"attempt_id\": 12, \"number\": 3, "
 					 "\"at\": \"2026-12-01T22:00:00Z\", \"for_job\": 41}}", 0, NULL);
