@@ -555,6 +555,7 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 		char *waiting = jobtext_placement(job); /* a queued job: its turn, or why no GPU takes it */
 		char *sched = jobtext_scheduled(job);   /* a scheduled one: when it starts */
 		char *stop = jobtext_stopping(job);     /* a running one being stopped: why */
+		char *awaited = jobtext_awaited(job);   /* the jobs that run after it (migration 033) */
 		print_kv(c, "result", json_object_get(job, "result"));
 		if (sched)
 			fprintf(c->out, "%-17s %s\n", "start", sched);
@@ -562,9 +563,12 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 			fprintf(c->out, "%-17s %s\n", "queue", waiting);
 		if (stop)
 			fprintf(c->out, "%-17s %s\n", "stop", stop);
+		if (awaited)
+			fprintf(c->out, "%-17s %s\n", "awaited", awaited);
 		free(sched);
 		free(waiting);
 		free(stop);
+		free(awaited);
 	}
 	json_array_foreach(attempts, i, a) {
 		const char *as = json_string_value(json_object_get(a, "state"));

@@ -182,7 +182,7 @@ static char *started_lower_line(const json_t *job)
 	return out;
 }
 
-/* The verdict's lines for a job that was retried, one whose first claim was handed back for a
+/* The verdict's lines for a job that was retried, one that scheduled jobs wait for, one whose first claim was handed back for a
  * bigger GPU before it ran (and why), a scheduled job: when it starts, and a queued job: its place
  * in the queue, and why when no usable GPU can take it (recovery/jobtext.h); NULL when none. Heap
  * string. */
@@ -190,11 +190,13 @@ static char *placement_lines(const json_t *job)
 {
 	const json_t *sb = json_object_get(json_object_get(job, "recovery_state"), "started_bigger");
 	char *bigger = jobtext_started_bigger(job), *waiting = jobtext_placement(job), *retried = jobtext_retried(job);
-	char *sched = jobtext_scheduled(job);
+	char *sched = jobtext_scheduled(job), *awaited = jobtext_awaited(job);
 	char *out = NULL;
 
 	if (retried)
 		cat(&out, "  %s\n", retried);
+	if (awaited) /* a failed or cancelled job that scheduled jobs still wait for (migration 033) */
+		cat(&out, "  %s\n", awaited);
 	if (bigger) {
 		cat(&out, "  %s\n", bigger);
 		if (str_of(sb, "reason"))
@@ -208,6 +210,7 @@ static char *placement_lines(const json_t *job)
 	free(waiting);
 	free(retried);
 	free(sched);
+	free(awaited);
 	return out;
 }
 

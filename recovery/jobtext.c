@@ -206,6 +206,32 @@ char *jobtext_scheduled(const json_t *job)
 	}
 }
 
+char *jobtext_awaited(const json_t *job)
+{
+	const json_t *by = json_object_get(job, "awaited_by"), *v;
+	const char *st = json_string_value(json_object_get(job, "state"));
+	size_t i, n = json_array_size(by);
+	char *list, *out;
+
+	if (n == 0)
+		return NULL;
+	list = xstrdup(n == 1 ? "job " : "jobs ");
+	json_array_foreach(by, i, v) {
+		char *next = xasprintf("%s%s%lld", list, i ? ", " : "", (long long)json_integer_value(v));
+		free(list);
+		list = next;
+	}
+	out = xasprintf("%s %s for this one to succeed%s", list, n == 1 ? "waits" : "wait",
+			st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))
+				? n == 1 ? ": it starts only once this one is retried and succeeds (or when it is started now); "
+					   "cancel it to drop it"
+					 : ": they start only once this one is retried and succeeds (or when each is started now); "
+					   "cancel them to drop them"
+				: "");
+	free(list);
+	return out;
+}
+
 char *jobtext_stopping(const json_t *job)
 {
 	const json_t *st = json_object_get(job, "stopping");

@@ -55,6 +55,12 @@ char *jobtext_placement(const json_t *job);
  * NULL when the job is not scheduled. Heap string, the caller frees. */
 char *jobtext_scheduled(const json_t *job);
 
+/* "job 7 waits for this one to succeed" ("jobs 7, 8 wait ...") when job (a JOB, borrowed) has
+ * "awaited_by" (GET /v1/jobs/{id}: the scheduled jobs that run after it, migration 033), followed, when
+ * it failed or was cancelled, by ": they start only once it is retried and succeeds (or when each is
+ * started now); cancel them to drop them"; NULL without any. Heap string, the caller frees. */
+char *jobtext_awaited(const json_t *job);
+
 /* "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU
  * (preemption); the job is queued again unchanged when it ends" ("so that job 41, an urgent one, can
  * run" when its "why" is "priority": rungd --preempt-priority), or "... is being stopped on request

@@ -896,6 +896,15 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		html_add(b, "</dd>");
 	}
 	{
+		char *awaited = jobtext_awaited(j); /* migration 033: the scheduled jobs that run after it */
+		if (awaited) {
+			html_add(b, "<dt>awaited</dt><dd class=\"reason\">");
+			html_esc(b, awaited);
+			html_add(b, "</dd>");
+		}
+		free(awaited);
+	}
+	{
 		struct hbuf line = { 0 };
 		if (html_scheduled_line(&line, j)) { /* migration 025: when it starts */
 			html_add(b, "<dt>scheduled</dt><dd class=\"reason\">");

@@ -38,6 +38,16 @@ CREATE OR REPLACE FUNCTION rung_submit_pool_refusal(p_owner text, p_pool text) R
   SELECT jsonb_build_object('pool', p_pool, 'pools', (SELECT to_jsonb(t.pools) FROM tokens t WHERE t.name = p_owner))
 $$;
 
+-- A submit's warnings about the jobs it runs after (migration 033): one {"field": "after", "message"} per
+-- job of P_WAITS (those not succeeded yet) that failed or was cancelled, which holds the new job until
+-- it is retried and succeeds; [] for none.
+CREATE OR REPLACE FUNCTION rung_submit_after_warnings(p_waits bigint[]) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_agg(jsonb_build_object('field', 'after', 'message',
+           'job ' || d.id || CASE d.state WHEN 'failed' THEN ' failed' ELSE ' was cancelled' END
+           || ': this job waits until it is retried and succeeds (or until this job is started now)') ORDER BY d.id), '[]')
+  FROM jobs d WHERE d.id = ANY (p_waits) AND d.state IN ('failed', 'cancelled')
+$$;
+
 -- The set-wise insert, for a batch where no item carries an Idempotency-Key (the common case): one
 -- INSERT of every job and one of their `submitted` events. The ids are drawn first (x is
 -- materialized, so nextval runs once per item) to tie each row back to its item. Only keyed
@@ -176,6 +186,12 @@ BEGIN
     END IF;
     job_id := j.id;
     job := rung_job_json_lean(j) || CASE WHEN status = 'conflict' THEN '{}' ELSE rung_submit_pool_warning(j.pool) END;
+    IF status <> 'conflict' AND j.waits_for IS NOT NULL THEN
+      -- a job it runs after that failed or was cancelled holds it: said at once, beside the pool's
+      job := job || (SELECT CASE WHEN jsonb_array_length(w) = 0 THEN '{}'::jsonb
+                                 ELSE jsonb_build_object('warnings', coalesce(job->'warnings', '[]') || w) END
+                     FROM rung_submit_after_warnings(j.waits_for) w);
+    END IF;
     target := j.target_config::text;
     current := j.current_config::text;
     RETURN NEXT;

@@ -145,7 +145,9 @@ $$;
 -- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
 -- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says, and, while
 -- it waits for other jobs to succeed (migration 033), "waiting_for": [{"id", "name", "state"}] of each
--- (a job retention deleted is left out), so that they say which one holds it and whether it failed. The submit
+-- (a job retention deleted is left out), so that they say which one holds it and whether it failed;
+-- and a job that scheduled jobs wait for (jobs.has_dependents, not succeeded) "awaited_by": their ids,
+-- so that its page says who waits for it (a failed one holds them until it is retried). The submit
 -- reply and the lists leave both out (the placement reads every GPU).
 CREATE OR REPLACE FUNCTION rung_job_json_placed(j jobs) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
@@ -168,6 +170,10 @@ LANGUAGE sql STABLE AS $$
                                     WHERE a.job_id = j.id AND a.state = 'running'
                                       AND a.preempted_at IS NOT NULL), '{}')
                                   ELSE '{}' END
+                           || CASE WHEN j.has_dependents AND j.state <> 'succeeded' THEN coalesce((
+                                SELECT jsonb_build_object('awaited_by', jsonb_agg(w.id ORDER BY w.id))
+                                FROM jobs w WHERE w.waits_for @> ARRAY[j.id] AND w.waits_for IS NOT NULL
+                                  AND w.state = 'scheduled' HAVING count(*) > 0), '{}') ELSE '{}' END
 $$;
 
 -- Whether the OBSERVATION of an attempt of ARCH on a GPU of GPU_MIB that ended at ENDED still

@@ -265,9 +265,29 @@ static void test_cancelled_dep(struct harness *h)
 	     "F after E (cancelled) and A (succeeded): scheduled, after sorted [A, E], waits_for [E] (%ld)", st);
 	if (!f)
 		goto out;
+	{
+		const json_t *w = json_array_get(json_object_get(job, "warnings"), 0);
+		h_ok(h, !strcmp(h_str(w, "field"), "after") && strstr(h_str(w, "message"), "was cancelled: this job waits until it "
+		     "is retried and succeeds"), "the submit's reply warns that E was cancelled (%s)", h_str(w, "message"));
+	}
 	want = xasprintf("scheduled: waits for job %s (cancelled) to succeed; job %s was cancelled: this job starts only "
 			 "once it is retried and succeeds, or when this one is started now", e, e);
 	h_ok(h, h_show_has(h, f, want), "rungctl show F: \"%s\"", want);
+	free(want);
+	got = h_job(h, e);
+	h_ok(h, got && json_array_size(json_object_get(got, "awaited_by")) == 1 &&
+		     json_integer_value(json_array_get(json_object_get(got, "awaited_by"), 0)) == atoll(f),
+	     "GET E: awaited_by [F]");
+	json_decref(got);
+	got = NULL;
+	want = xasprintf("job %s waits for this one to succeed: it starts only once this one is retried and succeeds", f);
+	h_ok(h, h_show_has(h, e, want), "rungctl show E: \"%s\"", want);
+	{
+		char *page = xasprintf("/ui/jobs/%s", e);
+		long pst = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+		h_ok(h, pst == 200 && h->last_body && strstr(h->last_body, want), "E's page says it too (%ld)", pst);
+		free(page);
+	}
 	{
 		const char *p[1] = { e };
 		/* retention walks the jobs in id order and stops at the first one created within its window:
@@ -290,6 +310,9 @@ static void test_cancelled_dep(struct harness *h)
 	json_decref(got);
 	got = h_wait_job(h, f, "succeeded", RUN_MS);
 	h_ok(h, got != NULL, "E succeeded, and then F ran to success");
+	json_decref(got);
+	got = h_job(h, e);
+	h_ok(h, got && !json_object_get(got, "awaited_by"), "GET E, succeeded: no awaited_by");
 out:
 	free(want);
 	json_decref(got);

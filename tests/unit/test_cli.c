@@ -1367,6 +1367,23 @@ static void test_scheduled(void)
 		json_decref(job);
 	}
 	{
+		json_t *job = json_loads("{\"id\": 4, \"state\": \"running\", \"awaited_by\": [9]}", 0, NULL);
+		char *t = jobtext_awaited(job);
+		TAP_STR_EQ(t, "job 9 waits for this one to succeed", "jobtext: who waits for a running job");
+		free(t);
+		json_object_set_new(job, "state", json_string("failed"));
+		json_array_append_new(json_object_get(job, "awaited_by"), json_integer(11));
+		t = jobtext_awaited(job);
+		TAP_STR_EQ(t, "jobs 9, 11 wait for this one to succeed: they start only once this one is retried and succeeds (or "
+			      "when each is started now); cancel them to drop them", "jobtext: a failed job that jobs wait for");
+		free(t);
+		json_object_set_new(job, "awaited_by", json_array());
+		t = jobtext_awaited(job);
+		TAP_OK(t == NULL, "jobtext: nobody waits: nothing");
+		free(t);
+		json_decref(job);
+	}
+	{
 		char *why = NULL;
 		json_t *ids = cmd_submit_after("12,13", &why);
 		char *s = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
