@@ -641,6 +641,10 @@ static void test_real(struct harness *h)
 	text = h_scrape(h);
 	h_ok(h, h_sample(text, "rung_attempts_total{outcome=\"preempted\",class=\"preempted\"}") >= 1,
 	     "/metrics counts the preempted attempt");
+	h_ok(h, h_sample(text, "rung_preempt_stops_total{why=\"borrowed\"}") == 1 &&
+		     h_sample(text, "rung_preempt_stops_total{why=\"priority\"}") == 0,
+	     "and rungd's pass counts the stop it made by why: rung_preempt_stops_total{why=\"borrowed\"} 1, "
+	     "{why=\"priority\"} 0");
 	j = h_getf(h, &st, "/v1/usage");
 	{
 		const json_t *o;

@@ -317,6 +317,13 @@ static void test_real(struct harness *h)
 	h_ok_stopped_then_resumed(h, d, "the long job");
 	log = h_slurp(h->server.log_path);
 	h_ok(h, log && strstr(log, "why=priority") != NULL, "rungd's log says why it stopped the attempt");
+	{
+		char *text = h_scrape(h);
+		h_ok(h, h_sample(text, "rung_preempt_stops_total{why=\"priority\"}") == 1 &&
+			     h_sample(text, "rung_preempt_stops_total{why=\"borrowed\"}") == 0,
+		     "/metrics counts it by why: rung_preempt_stops_total{why=\"priority\"} 1, {why=\"borrowed\"} 0");
+		free(text);
+	}
 out:
 	json_decref(j);
 	free(d);
