@@ -50,8 +50,9 @@ static void hours(const json_t *v, char *buf, size_t n)
 		snprintf(buf, n, "%.1f", s / 3600.0);
 }
 
-/* The GPU hours of each owner per GPU model, the models in the total's order (the most first), or
- * NULL when the window's attempts ran on fewer than two models (the main table says it all). Heap. */
+/* The GPU hours of each owner per GPU model, the models in the total's order (the most first), then
+ * a row "(OOM, all)": the hours OOMs took on each model; or NULL when the window's attempts ran on
+ * fewer than two models (the main table says it all). Heap. */
 static char *by_gpu_table(const json_t *doc)
 {
 	const json_t *models = json_object_get(json_object_get(doc, "total"), "by_gpu"), *m, *o;
@@ -80,6 +81,15 @@ static char *by_gpu_table(const json_t *doc)
 		for (k = 0; k <= nm; k++)
 			free(cells[k]);
 	}
+	cells[0] = xstrdup("(OOM, all)");
+	json_array_foreach(models, k, m) {
+		char h[32];
+		hours(json_object_get(m, "oom_gpu_seconds"), h, sizeof h);
+		cells[k + 1] = xstrdup(h);
+	}
+	table_add(t, (const char *const *)cells);
+	for (k = 0; k <= nm; k++)
+		free(cells[k]);
 	s = table_render(t);
 	table_free(t);
 	free(cells);

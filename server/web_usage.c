@@ -32,7 +32,7 @@ static void hours_cell(struct hbuf *b, const json_t *v)
 
 /* Each owner's GPU hours per GPU model, the models in the total's order (the most first), when the
  * window's attempts ran on two models or more: chargeback, where an hour of one card is not an hour
- * of another. */
+ * of another; then the hours OOMs took on each model, all owners together. */
 static void by_gpu_table(struct hbuf *b, const json_t *doc)
 {
 	const json_t *models = json_object_get(json_object_get(doc, "total"), "by_gpu"), *m, *o;
@@ -56,7 +56,10 @@ static void by_gpu_table(struct hbuf *b, const json_t *doc)
 						      json_string_value(json_object_get(m, "model")) ?: ""));
 		html_add(b, "</tr>\n");
 	}
-	html_add(b, "</tbody></table>\n");
+	html_add(b, "<tr class=\"oom\"><td>OOM, all owners</td>");
+	json_array_foreach(models, k, m)
+		hours_cell(b, json_object_get(m, "oom_gpu_seconds"));
+	html_add(b, "</tr>\n</tbody></table>\n");
 }
 
 void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *owner, int staff)

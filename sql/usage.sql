@@ -10,8 +10,9 @@
 -- them), the steps they did not run again, how many of them were priced, and the GPU seconds that
 -- spared, estimated (attempts.resumed_gpu_s, migration 032). "by_gpu": the GPU seconds per GPU model
 -- (gpus.name as its worker registered it; "unknown" for an attempt on no known GPU), per owner as an
--- object {model: seconds} and in the total as a list [{"model", "gpu_seconds"}], the most first: for
--- chargeback where an hour of one card costs more than another's. Reads the attempts that
+-- object {model: seconds} and in the total as a list [{"model", "gpu_seconds", "oom_gpu_seconds"}], the
+-- most first: for chargeback where an hour of one card costs more than another's, and for which cards
+-- OOMs waste the most. Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
 -- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
@@ -33,7 +34,8 @@ resumed AS MATERIALIZED (
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
   GROUP BY j.owner),
 -- GPU seconds per owner and GPU model, summed once for the owners' rows and the total's list
-models AS MATERIALIZED (SELECT x.owner, x.model, sum(x.s) AS s FROM a x GROUP BY x.owner, x.model),
+models AS MATERIALIZED (SELECT x.owner, x.model, sum(x.s) AS s, coalesce(sum(x.s) FILTER (WHERE x.bucket = 'oom'), 0) AS oom
+                        FROM a x GROUP BY x.owner, x.model),
 ended AS MATERIALIZED (
   SELECT j.owner, j.state, count(*) AS n
   FROM jobs j CROSS JOIN w
@@ -82,8 +84,11 @@ SELECT jsonb_build_object(
                                                     'gpu_seconds', round(coalesce(sum(r.gpu_s), 0)::numeric, 1))
                                                   FROM resumed r),
                                       'by_gpu', coalesce((SELECT jsonb_agg(jsonb_build_object('model', m.model, 'gpu_seconds',
-                                                                                                  round(m.s::numeric, 1))
+                                                                                                  round(m.s::numeric, 1),
+                                                                                                  'oom_gpu_seconds',
+                                                                                                  round(m.oom::numeric, 1))
                                                                              ORDER BY m.s DESC, m.model)
-                                                          FROM (SELECT m.model, sum(m.s) AS s FROM models m GROUP BY m.model) m),
+                                                          FROM (SELECT m.model, sum(m.s) AS s, sum(m.oom) AS oom
+                                                                FROM models m GROUP BY m.model) m),
                                                          '[]'))
             FROM a))::text

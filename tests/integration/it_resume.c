@@ -551,8 +551,18 @@ static void test_real(struct harness *h)
 				     sum < all + 0.05 * (double)json_array_size(models) + 0.05,
 			     "GET /v1/usage splits the GPU time by GPU model, as the workers registered them (%.1f of %.1f s "
 			     "in %zu models)", sum, all, json_array_size(models));
-			h_ok(h, out && strstr(out, "GPU hours by GPU model:\nOWNER") && strstr(out, "NVIDIA GeForce RTX 4090"),
-			     "and rungctl usage prints each owner's hours per model");
+			h_ok(h, out && strstr(out, "GPU hours by GPU model:\nOWNER") && strstr(out, "NVIDIA GeForce RTX 4090") &&
+				     strstr(out, "\n(OOM, all) "),
+			     "and rungctl usage prints each owner's hours per model, and the OOMs' per model");
+			{
+				double oom = 0, all_oom = json_number_value(json_object_get(json_object_get(u, "total"),
+											     "oom_gpu_seconds"));
+				json_array_foreach(models, k, m)
+					oom += json_number_value(json_object_get(m, "oom_gpu_seconds"));
+				h_ok(h, all_oom > 0 && oom > all_oom - 0.05 * (double)json_array_size(models) - 0.05 &&
+					     oom < all_oom + 0.05 * (double)json_array_size(models) + 0.05,
+				     "GET /v1/usage splits the OOMs' GPU time by model too (%.1f of %.1f s)", oom, all_oom);
+			}
 		}
 		free(out);
 		json_decref(u);

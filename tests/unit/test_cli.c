@@ -1141,14 +1141,16 @@ static void test_usage(void)
 	       "usage: no resume in the window: nothing said; one GPU model: no table of models");
 	free(s);
 	json_object_set_new(json_object_get(doc, "total"), "by_gpu",
-			    json_pack("[{s:s, s:f}, {s:s, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
-				      "NVIDIA A100 80GB", "gpu_seconds", 3600.0));
+			    json_pack("[{s:s, s:f, s:f}, {s:s, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0,
+				      "oom_gpu_seconds", 1800.0, "model", "NVIDIA A100 80GB", "gpu_seconds", 3600.0));
 	json_object_set_new(json_array_get(json_object_get(doc, "owners"), 0), "by_gpu",
 			    json_pack("{s:f}", "NVIDIA H200", 10800.0));
 	s = cmd_usage_text(doc);
-	TAP_OK(strstr(s, "ended in an OOM\n\nGPU hours by GPU model:\nOWNER   NVIDIA H200  NVIDIA A100 80GB\n"
-			 "team-a  3.0          -\n") != NULL,
+	TAP_OK(strstr(s, "ended in an OOM\n\nGPU hours by GPU model:\nOWNER       NVIDIA H200  NVIDIA A100 80GB\n"
+			 "team-a      3.0          -\n") != NULL,
 	       "usage: two GPU models: each owner's hours per model after the total, '-' for none");
+	TAP_OK(strstr(s, "\n(OOM, all)  0.5          -\n") != NULL,
+	       "usage: then the hours OOMs took on each model, all owners together");
 	free(s);
 	{
 		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);

@@ -861,8 +861,8 @@ static void test_usage_page(void)
 	free(s);
 	/* two GPU models: each owner's hours per model, the models escaped, in the total's order */
 	json_object_set_new(json_object_get(doc, "total"), "by_gpu",
-			    json_pack("[{s:s, s:f}, {s:s, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
-				      "A<100>", "gpu_seconds", 3600.0));
+			    json_pack("[{s:s, s:f}, {s:s, s:f, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
+				      "A<100>", "gpu_seconds", 3600.0, "oom_gpu_seconds", 720.0));
 	json_object_set_new(json_array_get(json_object_get(doc, "owners"), 0), "by_gpu",
 			    json_pack("{s:f, s:f}", "NVIDIA H200", 7200.0, "A<100>", 3600.0));
 	web_usage_render(&b, doc, 30, NULL, 1);
@@ -871,6 +871,9 @@ static void test_usage_page(void)
 		       strstr(s, "<th>owner</th><th>NVIDIA H200</th><th>A&lt;100&gt;</th>") &&
 		       strstr(s, "<td>team&lt;a&gt;</td><td class=\"num\">2.0</td><td class=\"num\">1.0</td>"),
 	       "usage page: two GPU models: a table of each owner's hours per model, escaped");
+	TAP_OK(strstr(s, "<tr class=\"oom\"><td>OOM, all owners</td><td class=\"num\"><span class=\"muted\">-</span></td>"
+			 "<td class=\"num\">0.2</td></tr>"),
+	       "usage page: then the hours OOMs took on each model");
 	free(s);
 	web_usage_render(&b, doc, 1, NULL, 0);
 	s = html_take(&b);
