@@ -49,12 +49,14 @@ const struct cli_cmd cli_cmds[] = {
 		"recovery state.", cmd_show },
 	{ "attempts", "attempts JOB", "Lists a job's attempts, oldest first.", cmd_attempts },
 	{ "events", "events JOB", "Lists a job's events, oldest first.", cmd_events },
-	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video|--pool NAME "
+	{ "cancel", "cancel JOB | cancel --label K=V,K=V|--owner NAME|--kind image|video|--pool NAME|--after JOB "
 		"[--state queued|scheduled|running|active] [--limit N] [--dry-run]",
 		"Cancels a job (a running one stops at its next heartbeat), or the jobs that match every filter given,\n"
 		"oldest first, at most --limit (1000): those not started yet by default (queued or scheduled),\n"
-		"--state scheduled (only those waiting for their start time), running, or active (all three);\n"
-		"--dry-run lists them and changes nothing. A submitter cancels only its own.", cmd_cancel },
+		"--state scheduled (only those waiting for their start time or for other jobs), running, or active\n"
+		"(all three); --after JOB: the jobs that wait for JOB to succeed, directly or through others (drop\n"
+		"what a failed job holds up); --dry-run lists them and changes nothing. A submitter cancels only its own.",
+		cmd_cancel },
 	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
 		"Queues a failed or cancelled job again (its owner, support, admin), with fresh budgets: from the\n"
 		"config recovery reached (default), or from the submitted one (--from target); --note says why\n"

@@ -725,7 +725,7 @@ out:
 
 /* cancel JOB, or the jobs matching --label/--owner/--kind/--pool (POST /v1/jobs/cancel). */
 static int cancel_matching(struct cli *c, const char *state, const char *owner, const char *label, const char *kind,
-			   const char *pool, long long limit, int dry)
+			   const char *pool, long long after, long long limit, int dry)
 {
 	json_t *body = json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:b}", "state", state, "owner", owner, "label", label,
 				 "kind", kind, "pool", pool, "dry_run", dry), *ans = NULL, *v;
@@ -734,6 +734,8 @@ static int cancel_matching(struct cli *c, const char *state, const char *owner, 
 
 	if (limit > 0)
 		json_object_set_new(body, "limit", json_integer(limit));
+	if (after > 0)
+		json_object_set_new(body, "after", json_integer(after));
 	rc = cli_call(c, "POST", "/v1/jobs/cancel", body, NULL, &ans);
 	if (rc == CLI_OK && c->json) {
 		cli_print_json(c, ans);
@@ -756,12 +758,13 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 {
 	char *ops[1] = { NULL };
 	const char *state = NULL, *owner = NULL, *label = NULL, *kind = NULL, *pool = NULL;
-	long long limit = 0;
+	long long limit = 0, after = 0;
 	int dry = 0;
 	json_t *job = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "state", .type = ARGS_STRING, .str = &state },
+		{ .name = "after", .type = ARGS_INT, .num = &after, .min = 1, .max = 9007199254740991LL },
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
 		{ .name = "label", .type = ARGS_STRING, .str = &label },
 		{ .name = "kind", .type = ARGS_STRING, .str = &kind },
@@ -770,11 +773,12 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry },
 	};
 	int rc = cli_args(c, cli_cmd_named("cancel"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, 1);
-	bool filters = owner || label || kind || pool;
+	bool filters = owner || label || kind || pool || after;
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	if (!ops[0] == !filters || (ops[0] && (state || limit || dry))) {
-		fprintf(c->err, "rungctl: cancel takes a JOB, or --label/--owner/--kind/--pool (with --state, --limit, --dry-run)\n"
+		fprintf(c->err, "rungctl: cancel takes a JOB, or --label/--owner/--kind/--pool/--after (with --state, --limit, "
+				"--dry-run)\n"
 				"usage: rungctl %s\n", cli_cmd_named("cancel")->usage);
 		return CLI_USAGE;
 	}
@@ -783,7 +787,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 		return CLI_USAGE;
 	}
 	if (filters)
-		return cancel_matching(c, state, owner, label, kind, pool, limit, dry);
+		return cancel_matching(c, state, owner, label, kind, pool, after, limit, dry);
 	char *e = httpc_escape(ops[0]);
 	char *path = xasprintf("/v1/jobs/%s/cancel", e);
 	rc = cli_call(c, "POST", path, NULL, NULL, &job);

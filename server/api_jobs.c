@@ -934,9 +934,9 @@ bool api_jobs_cancel_state_ok(const char *state)
 
 void api_jobs_cancel_matching(struct hreq *h)
 {
-	json_t *body = NULL, *labels = NULL, *limit_v, *dry_v;
+	json_t *body = NULL, *labels = NULL, *limit_v, *dry_v, *after_v;
 	const char *state, *owner, *kind, *label, *pool, *scope = NULL, *kind_f = NULL, *field = NULL;
-	char *msg = NULL, *label_json = NULL, limit[24];
+	char *msg = NULL, *label_json = NULL, limit[24], after[24] = "";
 	long long n = API_JOBS_CANCEL_MAX;
 	int code;
 
@@ -969,9 +969,18 @@ void api_jobs_cancel_matching(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", "pool", "pool must be a pool name: " POOL_NAME_RULE);
 		goto out;
 	}
-	if (!owner && !label_json && !kind_f && !pool) {
+	after_v = json_object_get(body, "after"); /* the jobs that wait for this one (migration 033) */
+	if (after_v && !json_is_null(after_v)) {
+		if (!json_is_integer(after_v) || json_integer_value(after_v) < 1 || json_integer_value(after_v) > AFTER_ID_MAX) {
+			hreq_error(h, 400, "invalid_request", "after",
+				   "after must be a job id: the jobs that wait for it to succeed are the ones cancelled");
+			goto out;
+		}
+		snprintf(after, sizeof after, "%lld", (long long)json_integer_value(after_v));
+	}
+	if (!owner && !label_json && !kind_f && !pool && !*after) {
 		hreq_error(h, 400, "invalid_request", NULL,
-			   "name the jobs to cancel: owner, label, kind or pool (no filter would be every job)");
+			   "name the jobs to cancel: owner, label, kind, pool or after (no filter would be every job)");
 		goto out;
 	}
 	limit_v = json_object_get(body, "limit");
@@ -988,12 +997,13 @@ void api_jobs_cancel_matching(struct hreq *h)
 		goto out;
 	}
 	snprintf(limit, sizeof limit, "%lld", n);
-	log_info("jobs cancel", "by=%s state=%s owner=%s label=%s kind=%s pool=%s limit=%s dry_run=%d",
+	log_info("jobs cancel", "by=%s state=%s owner=%s label=%s kind=%s pool=%s after=%s limit=%s dry_run=%d",
 		 h->who.name ? h->who.name : "-", state, scope ? scope : "-", label_json ? label_json : "-",
-		 kind_f ? kind_f : "-", pool ? pool : "-", limit, json_is_true(dry_v));
+		 kind_f ? kind_f : "-", pool ? pool : "-", *after ? after : "-", limit, json_is_true(dry_v));
 	{
-		const char *params[7] = { state, scope, label_json, kind_f, limit, json_is_true(dry_v) ? "true" : "false", pool };
-		db_exec(h->app->db, sql_job_cancel_matching, 7, params, on_cancelled_many, h);
+		const char *params[8] = { state, scope, label_json, kind_f, limit, json_is_true(dry_v) ? "true" : "false", pool,
+					   *after ? after : NULL };
+		db_exec(h->app->db, sql_job_cancel_matching, 8, params, on_cancelled_many, h);
 	}
 out:
 	free(msg);

@@ -550,9 +550,10 @@ static void do_cancel_matching(struct hreq *h)
 	}
 	snprintf(limit, sizeof limit, "%d", API_JOBS_CANCEL_MAX);
 	{
-		const char *params[7] = { m->state && *m->state ? m->state : "queued", scope, label_json, kind, limit,
-					  m->confirm ? "false" : "true", m->pool && *m->pool ? m->pool : NULL };
-		db_exec(h->app->db, sql_job_cancel_matching, 7, params, on_matching, m);
+		/* (no "after" filter on the queue page's form: NULL) */
+		const char *params[8] = { m->state && *m->state ? m->state : "queued", scope, label_json, kind, limit,
+					  m->confirm ? "false" : "true", m->pool && *m->pool ? m->pool : NULL, NULL };
+		db_exec(h->app->db, sql_job_cancel_matching, 8, params, on_matching, m);
 	}
 	m = NULL;
 out:

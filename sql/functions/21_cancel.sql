@@ -25,10 +25,22 @@ BEGIN
   RETURN rung_job_json(j);
 END $$;
 
+-- The jobs that wait for job P_JOB to succeed, directly or through other waiting jobs (migration 033:
+-- each step a probe of jobs_waits_for), in id order; {} for none. A chain cannot loop: a job runs only
+-- after jobs that existed when it was submitted.
+CREATE OR REPLACE FUNCTION rung_jobs_waiting_on(p_job bigint) RETURNS bigint[] LANGUAGE sql STABLE AS $$
+  WITH RECURSIVE w(id) AS (
+    SELECT d.id FROM jobs d WHERE d.waits_for @> ARRAY[p_job] AND d.waits_for IS NOT NULL
+    UNION
+    SELECT d.id FROM w JOIN jobs d ON d.waits_for @> ARRAY[w.id] AND d.waits_for IS NOT NULL)
+  SELECT coalesce(array_agg(w.id ORDER BY w.id), '{}') FROM w
+$$;
+
 -- Cancel many (POST /v1/jobs/cancel): the jobs matching P_FILTER {"state", "owner"?, "labels"?, "kind"?,
--- "pool"?}: in its state ('queued': not started yet, i.e. queued or scheduled; 'scheduled': only those
--- waiting for their start time; 'running'; 'active': all three) with that owner, every one of those
--- labels, that kind and that pool (migration 026; a key absent: any), oldest first, at most P_MAX,
+-- "pool"?, "after"?}: in its state ('queued': not started yet, i.e. queued or scheduled; 'scheduled': only those
+-- waiting for their start time or for other jobs; 'running'; 'active': all three) with that owner, every one of those
+-- labels, that kind and that pool (migration 026) and waiting for job "after" to succeed, directly or
+-- through others (migration 033, rung_jobs_waiting_on; a key absent: any), oldest first, at most P_MAX,
 -- each through rung_cancel (its row lock, transition and event, as one cancel would); a running job
 -- already told to stop is not counted again. P_DRY: only list them. Returns {"ids": [the jobs
 -- cancelled or told to stop, or that would be], "more": whether more match}. One jsonb filter, so
@@ -42,6 +54,7 @@ DECLARE
   v_labels jsonb := CASE WHEN jsonb_typeof(p_filter->'labels') = 'object' THEN p_filter->'labels' END;
   v_kind text := p_filter->>'kind';
   v_pool text := p_filter->>'pool';
+  v_waiting bigint[] := CASE WHEN p_filter ? 'after' THEN rung_jobs_waiting_on((p_filter->>'after')::bigint) END;
   states text[] := CASE v_state WHEN 'active' THEN ARRAY['queued', 'scheduled', 'running']
                                 WHEN 'queued' THEN ARRAY['queued', 'scheduled'] ELSE ARRAY[v_state] END;
   cand bigint[];
@@ -54,7 +67,7 @@ BEGIN
     SELECT j.id FROM jobs j
     WHERE j.state = ANY (states) AND NOT (j.state = 'running' AND j.cancel_requested)
       AND (v_owner IS NULL OR j.owner = v_owner) AND (v_kind IS NULL OR j.kind = v_kind)
-      AND (v_pool IS NULL OR j.pool = v_pool)
+      AND (v_pool IS NULL OR j.pool = v_pool) AND (v_waiting IS NULL OR j.id = ANY (v_waiting))
       AND (v_labels IS NULL OR (j.labels @> v_labels AND j.labels <> '{}'::jsonb)) -- jobs_labels' predicate
     ORDER BY j.id LIMIT p_max + 1) x;
   IF p_dry THEN

@@ -496,6 +496,65 @@ out:
 	free(id2);
 }
 
+/* rungctl cancel --after A: the jobs that wait for A, directly or through others, and no other. */
+static void test_cancel_after(struct harness *h)
+{
+	char *a = later(h, "drop_a", 10), *g = later(h, "drop_g", 10), *b = NULL, *c = NULL, *d = NULL, *args = NULL, *out = NULL;
+	json_t *ea = NULL, *eb = NULL, *eg = NULL, *j = NULL;
+	long st = 0;
+	int rc = 0;
+
+	if (!h_ok(h, a && g, "jobs A and G, to start in an hour"))
+		goto out;
+	ea = after(a, NULL);
+	b = h_submit_id(h, "drop_b", 10, ea);
+	eb = b ? after(b, NULL) : NULL;
+	c = eb ? h_submit_id(h, "drop_c", 10, eb) : NULL;
+	eg = after(g, NULL);
+	d = h_submit_id(h, "drop_d", 10, eg);
+	if (!h_ok(h, b && c && d, "B after A, C after B, D after G"))
+		goto out;
+	args = xasprintf("cancel --after %s --dry-run", a);
+	out = h_rungctl(h, args, &rc);
+	{
+		char *want = xasprintf("would cancel 2 job(s): %s %s\n", b, c);
+		h_ok(h, rc == 0 && out && strstr(out, want), "rungctl cancel --after A --dry-run: B and C, through B (%.200s)", out);
+		free(want);
+	}
+	free(out);
+	free(args);
+	args = xasprintf("cancel --after %s", a);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "cancelled or told to stop: 2 job(s)"), "rungctl cancel --after A (%.200s)", out);
+	{
+		const char *p[4] = { a, b, c, d };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs WHERE (id IN ($2::bigint, $3::bigint) AND state = 'cancelled') OR "
+				     "(id IN ($1::bigint, $4::bigint) AND state = 'scheduled')", 4, p) == 4,
+		     "B and C cancelled; A and D (after G) still scheduled");
+	}
+	{
+		json_t *bad = json_pack("{s:s}", "after", "x");
+		j = h_post(h, "/v1/jobs/cancel", bad, &st);
+		json_decref(bad);
+	}
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after"), "POST /v1/jobs/cancel {\"after\": \"x\"}: 400 naming after (%ld)", st);
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", a));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", g));
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", d));
+out:
+	free(out);
+	free(args);
+	json_decref(j);
+	json_decref(ea);
+	json_decref(eb);
+	json_decref(eg);
+	free(a);
+	free(g);
+	free(b);
+	free(c);
+	free(d);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_after");
@@ -519,6 +578,7 @@ int main(void)
 	test_start_and_retry(h);
 	test_time_and_after(h);
 	test_forms(h);
+	test_cancel_after(h);
 	h_worker_stop(h, w, SIGTERM);
 	h_worker_stop(h, wp, SIGTERM);
 	return h_free(h);
