@@ -370,12 +370,26 @@ static bool any_pool(const json_t *jobs)
 	return false;
 }
 
+/* Whether some listed job still waits for other jobs to succeed (migration 033). */
+static bool any_waiting(const json_t *jobs)
+{
+	size_t i;
+	json_t *j;
+
+	json_array_foreach(jobs, i, j)
+		if (json_array_size(json_object_get(j, "waits_for")) > 0)
+			return true;
+	return false;
+}
+
 char *cmd_jobs_table(const json_t *jobs)
 {
-	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "PRIORITY", "ATTEMPTS", "UPDATED", "POOL" };
-	static const char *const keys[] = { "id", "state", "kind", "name", "priority", "attempts", "updated_at", "pool" };
-	/* PRIORITY and POOL only when some listed job is off the default: a plain queue reads as before */
-	const bool shown[] = { true, true, true, true, priority_any_other(jobs), true, true, any_pool(jobs) };
+	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "PRIORITY", "ATTEMPTS", "UPDATED", "POOL",
+		"WAITS FOR" };
+	static const char *const keys[] = { "id", "state", "kind", "name", "priority", "attempts", "updated_at", "pool",
+		"waits_for" };
+	/* PRIORITY, POOL and WAITS FOR only when some listed job is off the default: a plain queue reads as before */
+	const bool shown[] = { true, true, true, true, priority_any_other(jobs), true, true, any_pool(jobs), any_waiting(jobs) };
 	const char *h[ARRAY_LEN(head)], *k[ARRAY_LEN(head)];
 	size_t n = 0, i;
 	json_t *j;

@@ -215,6 +215,16 @@ static void test_job_tables(void)
 		"9   queued  -     -     -5        -         -        h200\n",
 		"jobs table: a PRIORITY column when a job has another priority, before ATTEMPTS");
 	free(s);
+	/* a WAITS FOR column only when a listed job waits for others to succeed (migration 033) */
+	json_object_set_new(json_array_get(jobs, 0), "waits_for", json_null());
+	json_object_set_new(json_array_get(jobs, 1), "waits_for", json_pack("[i,i]", 4, 7));
+	json_object_set_new(json_array_get(jobs, 1), "state", json_string("scheduled"));
+	s = cmd_jobs_table(jobs);
+	TAP_STR_EQ(s, "ID  STATE      KIND  NAME  PRIORITY  ATTEMPTS  UPDATED  POOL     WAITS FOR\n"
+		"12  queued     -     -     100       -         -        default  -\n"
+		"9   scheduled  -     -     -5        -         -        h200     [4,7]\n",
+		"jobs table: a WAITS FOR column when a job waits for others, last");
+	free(s);
 	json_decref(jobs);
 
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
