@@ -1334,6 +1334,33 @@ bool h_show_has(struct harness *h, const char *id, const char *text)
 	return ok;
 }
 
+bool h_job_leased(void *arg)
+{
+	struct h_job_ref *r = arg;
+	json_t *j = h_job(r->h, r->id);
+	bool yes = j && h_int(j, "attempts") >= 1;
+
+	json_decref(j);
+	return yes;
+}
+
+char *h_event_kinds(struct harness *h, const char *id)
+{
+	long st = 0;
+	json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id), *e;
+	size_t i;
+	char *out = xstrdup("");
+
+	json_array_foreach(json_object_get(ev, "events"), i, e) {
+		char *next = xasprintf("%s%s%s:%s>%s", out, i ? "," : "", h_str(e, "kind"), h_str(e, "from_state"),
+				       h_str(e, "to_state"));
+		free(out);
+		out = next;
+	}
+	json_decref(ev);
+	return out;
+}
+
 bool h_changed(const json_t *attempt, const char *suffix)
 {
 	size_t i;

@@ -264,6 +264,15 @@ char *h_shell(struct harness *h, const char *cmd, int *rc);
 char *h_rungctl(struct harness *h, const char *args, int *rc);
 /* Whether `rungctl show ID` (as admin) exits 0 and prints text; ID NULL reads as "0". */
 bool h_show_has(struct harness *h, const char *id, const char *text);
+/* A job for wait_until's conditions. */
+struct h_job_ref {
+	struct harness *h;
+	const char *id;
+};
+/* For wait_until(h_job_leased, &ref): whether the job has an attempt (it was leased). */
+bool h_job_leased(void *arg);
+/* The kinds of job id's events as "kind:from>to", comma-separated, oldest first (heap). */
+char *h_event_kinds(struct harness *h, const char *id);
 
 /* True when one of the attempt's ladder changes ("changes" of an attempt document) has a path
  * ending in suffix. */

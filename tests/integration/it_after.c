@@ -18,22 +18,6 @@
 #define FAST_MS 8000 /* a released job is leased within this (the wake-up, not a poll) */
 #define RUN_MS 60000 /* a job of a few simulated steps ends within this */
 
-struct leased_arg {
-	struct harness *h;
-	const char *id;
-};
-
-/* Whether the job has an attempt (it was leased). */
-static bool leased(void *arg)
-{
-	struct leased_arg *l = arg;
-	json_t *j = h_job(l->h, l->id);
-	bool yes = j && h_int(j, "attempts") >= 1;
-
-	json_decref(j);
-	return yes;
-}
-
 /* Submits h_config(name, steps) with extra (borrowed; NULL: none); the status in *st, the answer
  * (new reference) returned. */
 static json_t *submit(struct harness *h, const char *name, int steps, const json_t *extra, long *st)
@@ -67,22 +51,13 @@ static json_t *after(const char *a, const char *b)
 	return json_pack("{s:o}", "after", list);
 }
 
-/* The kinds of the job's events as "kind:from>to", comma-separated (heap). */
-static char *event_kinds(struct harness *h, const char *id)
+/* Cancels job id (NULL: nothing); what it answers is another test's business. */
+static void cancel(struct harness *h, const char *id)
 {
 	long st = 0;
-	json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id), *e;
-	size_t i;
-	char *out = xstrdup("");
 
-	json_array_foreach(json_object_get(ev, "events"), i, e) {
-		char *next = xasprintf("%s%s%s:%s>%s", out, i ? "," : "", h_str(e, "kind"), h_str(e, "from_state"),
-				       h_str(e, "to_state"));
-		free(out);
-		out = next;
-	}
-	json_decref(ev);
-	return out;
+	if (id)
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
 }
 
 static long long jobs_count(struct harness *h)
@@ -151,7 +126,7 @@ static void test_bad(struct harness *h)
 		     st, h_str(j, "message"));
 		json_decref(j);
 		h->auth_token = saved;
-		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", mine ? mine : "0"));
+		cancel(h, mine);
 		json_decref(extra);
 		free(mine);
 	}
@@ -171,7 +146,7 @@ static void test_chain(struct harness *h)
 {
 	char *a = later(h, "chain_a", 10), *b = NULL, *kinds = NULL, *page = NULL;
 	json_t *extra = a ? after(a, NULL) : NULL, *job = NULL, *got = NULL;
-	struct leased_arg la = { h, NULL };
+	struct h_job_ref la = { h, NULL };
 	long st = 0;
 	int64_t t0;
 
@@ -207,13 +182,13 @@ static void test_chain(struct harness *h)
 	got = h_wait_job(h, a, "succeeded", RUN_MS);
 	t0 = util_mono_ms();
 	la.id = b;
-	h_ok(h, got && wait_until(leased, &la, FAST_MS), "A succeeded, and B was leased at once by the parked worker of "
+	h_ok(h, got && wait_until(h_job_leased, &la, FAST_MS), "A succeeded, and B was leased at once by the parked worker of "
 	     "its pool (%lld ms: the release's wake-up, not a poll)", (long long)(util_mono_ms() - t0));
 	json_decref(got);
 	got = h_wait_job(h, b, "succeeded", RUN_MS);
 	h_ok(h, got && json_is_null(json_object_get(got, "waits_for")) && json_array_size(json_object_get(got, "after")) == 1,
 	     "B succeeded; waits_for is null, after [A] stays");
-	kinds = event_kinds(h, b);
+	kinds = h_event_kinds(h, b);
 	h_ok(h, strstr(kinds, "submitted:>scheduled,") && strstr(kinds, ",dependencies_met:scheduled>queued,"),
 	     "B's events: submitted to scheduled, dependencies_met scheduled>queued (%s)", kinds);
 	{
@@ -355,17 +330,17 @@ static void test_start_and_retry(struct harness *h)
 	l = h_id(job, "id");
 	if (!l)
 		goto out;
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", l));
+	cancel(h, l);
 	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/retry", l));
-	kinds = event_kinds(h, l);
+	kinds = h_event_kinds(h, l);
 	h_ok(h, st == 200 && strstr(kinds, "retried:cancelled>scheduled"),
 	     "L (after G) cancelled and retried: it waits again, scheduled (%ld %s)", st, kinds);
 	got = h_job(h, l);
 	h_ok(h, got && !strcmp(h_str(got, "state"), "scheduled") &&
 		     json_integer_value(json_array_get(json_object_get(got, "waits_for"), 0)) == atoll(g),
 	     "GET L: scheduled, waits_for [G]");
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", l));
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", g));
+	cancel(h, l);
+	cancel(h, g);
 out:
 	free(kinds);
 	json_decref(ev);
@@ -383,7 +358,7 @@ static void test_time_and_after(struct harness *h)
 {
 	char *k = later(h, "timed_k", 200), *j = NULL;
 	json_t *extra = k ? after(k, NULL) : NULL, *job = NULL, *got = NULL;
-	struct leased_arg la = { h, NULL };
+	struct h_job_ref la = { h, NULL };
 	long st = 0;
 
 	if (!h_ok(h, k != NULL, "job K of 200 steps, to start in an hour"))
@@ -402,7 +377,7 @@ static void test_time_and_after(struct harness *h)
 		     "both start times moved into the past (J's an hour ago)");
 	}
 	la.id = k;
-	h_ok(h, wait_until(leased, &la, FAST_MS), "the scheduler queued K and it runs");
+	h_ok(h, wait_until(h_job_leased, &la, FAST_MS), "the scheduler queued K and it runs");
 	{
 		char *text = h_scrape(h);
 		got = h_job(h, j);
@@ -472,19 +447,16 @@ static void test_forms(struct harness *h)
 		     "rungctl submit --after G,RAW: the job runs after both (%d %.200s)", rc, out);
 		{
 			char *cid = h_id(doc, "id");
-			if (cid)
-				json_decref(h_postf(h, NULL, &st2, "/v1/jobs/%s/cancel", cid));
+			cancel(h, cid);
 			free(cid);
 		}
 		json_decref(doc);
 		free(out);
 		free(args);
 	}
-	if (id1)
-		json_decref(h_postf(h, NULL, &st2, "/v1/jobs/%s/cancel", id1));
-	if (id2)
-		json_decref(h_postf(h, NULL, &st2, "/v1/jobs/%s/cancel", id2));
-	json_decref(h_postf(h, NULL, &st2, "/v1/jobs/%s/cancel", g));
+	cancel(h, id1);
+	cancel(h, id2);
+	cancel(h, g);
 out:
 	json_decref(j1);
 	json_decref(j2);
@@ -538,9 +510,9 @@ static void test_cancel_after(struct harness *h)
 		json_decref(bad);
 	}
 	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after"), "POST /v1/jobs/cancel {\"after\": \"x\"}: 400 naming after (%ld)", st);
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", a));
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", g));
-	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", d));
+	cancel(h, a);
+	cancel(h, g);
+	cancel(h, d);
 out:
 	free(out);
 	free(args);

@@ -19,48 +19,14 @@
 
 #define FAST_MS 8000 /* a due or started job runs within this (the wake-up, not a poll) */
 
-struct not_scheduled {
-	struct harness *h;
-	const char *id;
-};
-
 static bool left_scheduled(void *arg)
 {
-	struct not_scheduled *n = arg;
+	struct h_job_ref *n = arg;
 	json_t *j = h_job(n->h, n->id);
 	bool left = j && strcmp(h_str(j, "state"), "scheduled") != 0;
 
 	json_decref(j);
 	return left;
-}
-
-/* Whether the job has an attempt (it was leased). */
-static bool leased(void *arg)
-{
-	struct not_scheduled *n = arg;
-	json_t *j = h_job(n->h, n->id);
-	bool yes = j && h_int(j, "attempts") >= 1;
-
-	json_decref(j);
-	return yes;
-}
-
-/* The kinds of the job's events, comma-separated (heap). */
-static char *event_kinds(struct harness *h, const char *id)
-{
-	long st = 0;
-	json_t *ev = h_getf(h, &st, "/v1/jobs/%s/events", id), *e;
-	size_t i;
-	char *out = xstrdup("");
-
-	json_array_foreach(json_object_get(ev, "events"), i, e) {
-		char *next = xasprintf("%s%s%s:%s>%s", out, i ? "," : "", h_str(e, "kind"), h_str(e, "from_state"),
-				       h_str(e, "to_state"));
-		free(out);
-		out = next;
-	}
-	json_decref(ev);
-	return out;
 }
 
 /* The time seconds from now by this machine's clock, RFC 3339 in UTC (heap). */
@@ -100,7 +66,7 @@ static void test_release(struct harness *h)
 	json_t *cfg = h_config("later", 10), *now_cfg = h_config("now", 10), *job = NULL, *got = NULL, *other = NULL;
 	json_t *extra = json_pack("{s:i}", "start_in_s", 3600);
 	char *id = NULL, *oid = NULL, *kinds = NULL;
-	struct not_scheduled ns = { h, NULL };
+	struct h_job_ref ns = { h, NULL };
 	long st = submit(h, cfg, extra, &id, &job);
 	int64_t t0;
 	bool ok;
@@ -132,12 +98,12 @@ static void test_release(struct harness *h)
 		h_ok(h, h_sql_int(h, "UPDATE jobs SET run_after = now() - interval '1 second' WHERE id = $1::bigint "
 				     "RETURNING 1", 1, p) == 1, "its run_after moved one second into the past");
 	}
-	ok = wait_until(leased, &ns, FAST_MS);
+	ok = wait_until(h_job_leased, &ns, FAST_MS);
 	h_ok(h, ok, "the scheduler queues it and the parked worker leases it at once (%lld ms)", (long long)(util_mono_ms() - t0));
 	got = h_wait_job(h, id, "succeeded", 60000);
 	h_ok(h, got && h_int(got, "attempts") == 1 && json_is_string(json_object_get(got, "run_after")),
 	     "and it runs to success, keeping its run_after");
-	kinds = event_kinds(h, id);
+	kinds = h_event_kinds(h, id);
 	h_ok(h, strstr(kinds, "submitted:>scheduled,start_time_reached:scheduled>queued,leased:queued>running") == kinds,
 	     "events: submitted to scheduled, start_time_reached to queued, leased (%s)", kinds);
 out:
@@ -158,7 +124,7 @@ static void test_start_now(struct harness *h)
 {
 	json_t *cfg = h_config("start_now", 10), *job = NULL, *ans = NULL, *extra = NULL;
 	char *id = NULL, *sid = NULL, *kinds = NULL, *at = NULL;
-	struct not_scheduled ns = { h, NULL };
+	struct h_job_ref ns = { h, NULL };
 	const char *saved = h->auth_token;
 	long st;
 	int64_t t0;
@@ -174,7 +140,7 @@ static void test_start_now(struct harness *h)
 	t0 = util_mono_ms();
 	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/start", id);
 	h_ok(h, st == 200 && !strcmp(h_str(ans, "state"), "queued"), "POST /start: 200, queued (%ld)", st);
-	ok = wait_until(leased, &ns, FAST_MS);
+	ok = wait_until(h_job_leased, &ns, FAST_MS);
 	h_ok(h, ok, "the parked worker leases it at once (%lld ms)", (long long)(util_mono_ms() - t0));
 	json_decref(ans);
 	ans = h_postf(h, NULL, &st, "/v1/jobs/%s/start", id);
@@ -184,7 +150,7 @@ static void test_start_now(struct harness *h)
 	h_ok(h, st == 404, "start of no such job: 404 (%ld)", st);
 	json_decref(ans);
 	json_decref(h_wait_job(h, id, "succeeded", 60000));
-	kinds = event_kinds(h, id);
+	kinds = h_event_kinds(h, id);
 	h_ok(h, strstr(kinds, "submitted:>scheduled,started_now:scheduled>queued,leased:queued>running") == kinds,
 	     "events: submitted to scheduled, started_now to queued, leased (%s)", kinds);
 	/* a submitter's own job; a worker token may not start jobs */
@@ -368,7 +334,7 @@ static void test_seen(struct harness *h)
 {
 	json_t *cfg = h_config("seen_later", 10), *extra = json_pack("{s:i}", "start_in_s", 7500), *l = NULL;
 	char *id = NULL, *page = NULL, *form = NULL;
-	struct not_scheduled ns = { h, NULL };
+	struct h_job_ref ns = { h, NULL };
 	long st = submit(h, cfg, extra, &id, NULL);
 
 	if (!h_ok(h, st == 201 && id, "a job to start in 2h05m"))
