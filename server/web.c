@@ -503,6 +503,18 @@ static bool any_pool(const json_t *jobs)
 	return false;
 }
 
+/* Links to the jobs of ids (a JSON list of job ids, migration 033): "<a>41</a>, <a>42</a>". */
+static void job_links(struct hbuf *b, const json_t *ids)
+{
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(ids, i, v) {
+		long long id = json_integer_value(v);
+		html_printf(b, "%s<a href=\"/ui/jobs/%lld\">%lld</a>", i ? ", " : "", id, id);
+	}
+}
+
 static void render_queue(struct hbuf *b, const struct web_req *w, const json_t *doc)
 {
 	const json_t *jobs = json_object_get(doc, "jobs"), *j, *next = json_object_get(doc, "next_cursor");
@@ -900,9 +912,16 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		if (awaited) {
 			html_add(b, "<dt>awaited</dt><dd class=\"reason\">");
 			html_esc(b, awaited);
+			html_add(b, " ");
+			job_links(b, json_object_get(j, "awaited_by"));
 			html_add(b, "</dd>");
 		}
 		free(awaited);
+	}
+	if (json_array_size(json_object_get(j, "after")) > 0) { /* the jobs it runs after, each a link */
+		html_add(b, "<dt>runs after</dt><dd>");
+		job_links(b, json_object_get(j, "after"));
+		html_add(b, "</dd>");
 	}
 	{
 		struct hbuf line = { 0 };

@@ -174,6 +174,11 @@ static void test_chain(struct harness *h)
 		page = xasprintf("/ui/jobs/%s", b);
 		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
 		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, want), "the job page says it too (%ld)", st);
+		{
+			char *link = xasprintf("<dt>runs after</dt><dd><a href=\"/ui/jobs/%s\">%s</a></dd>", a, a);
+			h_ok(h, h->last_body && strstr(h->last_body, link), "and links the job it runs after");
+			free(link);
+		}
 		free(want);
 	}
 	/* A starts and succeeds on the default pool's worker; B runs in it-after, whose worker is parked */
@@ -260,7 +265,10 @@ static void test_cancelled_dep(struct harness *h)
 	{
 		char *page = xasprintf("/ui/jobs/%s", e);
 		long pst = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
-		h_ok(h, pst == 200 && h->last_body && strstr(h->last_body, want), "E's page says it too (%ld)", pst);
+		char *link = xasprintf("<a href=\"/ui/jobs/%s\">%s</a></dd>", f, f);
+		h_ok(h, pst == 200 && h->last_body && strstr(h->last_body, want) && strstr(h->last_body, link),
+		     "E's page says it too, with a link to F (%ld)", pst);
+		free(link);
 		free(page);
 	}
 	{
