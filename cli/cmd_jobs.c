@@ -633,6 +633,8 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
 	if (json_is_string(json_object_get(job, "run_after"))) /* scheduled, or was (migration 025) */
 		print_kv(c, "run_after", json_object_get(job, "run_after"));
+	if (json_array_size(json_object_get(job, "after")) > 0) /* the jobs it runs after (migration 033) */
+		print_kv(c, "after", json_object_get(job, "after"));
 	if (json_object_size(json_object_get(job, "labels")) > 0) {
 		char *l = labels_format(json_object_get(job, "labels"));
 		fprintf(c->out, "%-17s %s\n", "labels", l);

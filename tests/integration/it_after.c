@@ -171,6 +171,11 @@ static void test_chain(struct harness *h)
 		free(want);
 		want = xasprintf("scheduled: waits for job %s (scheduled) to succeed", a);
 		h_ok(h, h_show_has(h, b, want), "rungctl show B: \"%s\"", want);
+		{
+			char *line = xasprintf("after             [%s]\n", a);
+			h_ok(h, h_show_has(h, b, line), "and its summary lists the jobs it runs after");
+			free(line);
+		}
 		page = xasprintf("/ui/jobs/%s", b);
 		st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
 		h_ok(h, st == 200 && h->last_body && strstr(h->last_body, want), "the job page says it too (%ld)", st);
