@@ -3,13 +3,13 @@
  * server's JSON. */
 #include "cmd_jobs.h"
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "after.h"
 #include "cli.h"
 #include "cmd_profiles.h"
 #include "jobtext.h"
@@ -60,28 +60,12 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 
 json_t *cmd_submit_after(const char *ids, char **why)
 {
-	json_t *list = json_array();
-	const char *p = ids;
+	json_t *list = after_parse(ids);
 
-	*why = NULL;
-	for (;;) {
-		char *end;
-		long long id;
-		if (*p < '0' || *p > '9')
-			goto bad;
-		errno = 0;
-		id = strtoll(p, &end, 10);
-		if (errno || id < 1 || id > 9007199254740991LL || (*end && *end != ',') || json_array_size(list) >= 32)
-			goto bad;
-		json_array_append_new(list, json_integer(id));
-		if (!*end)
-			return list;
-		p = end + 1;
-	}
-bad:
-	json_decref(list);
-	*why = xasprintf("--after %s: give 1 to 32 job ids, comma-separated (--after 12 or --after 12,13)", ids);
-	return NULL;
+	*why = list ? NULL
+		    : xasprintf("--after %s: give 1 to %d job ids, comma-separated (--after 12 or --after 12,13)", ids,
+				AFTER_MAX);
+	return list;
 }
 
 int cmd_submit_start(const char *at, const char *in, int64_t now_ms, struct cmd_submit_opts *o, char *buf, size_t n,
@@ -780,7 +764,7 @@ int cmd_cancel(struct cli *c, int argc, char **argv)
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "state", .type = ARGS_STRING, .str = &state },
-		{ .name = "after", .type = ARGS_INT, .num = &after, .min = 1, .max = 9007199254740991LL },
+		{ .name = "after", .type = ARGS_INT, .num = &after, .min = 1, .max = AFTER_ID_MAX },
 		{ .name = "owner", .type = ARGS_STRING, .str = &owner },
 		{ .name = "label", .type = ARGS_STRING, .str = &label },
 		{ .name = "kind", .type = ARGS_STRING, .str = &kind },

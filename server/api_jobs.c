@@ -18,6 +18,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "api_jobs.h"
+#include "after.h"
 #include "app.h"
 #include "atconfig.h"
 #include "auth.h"
@@ -63,8 +64,6 @@ static const struct recovery_key recovery_keys[] = {
 static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s",
 					   "pool", "after" };
 
-#define AFTER_MAX 32                     /* jobs a job may run after */
-#define AFTER_ID_MAX 9007199254740991LL  /* 2^53 - 1: an id any JSON reader keeps exact */
 
 static int fail(char **field, char **message, const char *f, char *msg)
 {
@@ -412,28 +411,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		return 0;
 	}
 	if (strcmp(key, "after") == 0) { /* after=12,13: the ids, as the envelope's list */
-		json_t *ids = json_array();
-		const char *p = val;
-		while (ids) {
-			char id[24];
-			size_t len = strcspn(p, ",");
-			if (len == 0 || len >= sizeof id || json_array_size(ids) >= AFTER_MAX) {
-				json_decref(ids);
-				ids = NULL;
-				break;
-			}
-			memcpy(id, p, len);
-			id[len] = '\0';
-			if (http_parse_int(id, 1, AFTER_ID_MAX, &n) < 0) {
-				json_decref(ids);
-				ids = NULL;
-				break;
-			}
-			json_array_append_new(ids, json_integer(n));
-			if (!p[len])
-				break;
-			p += len + 1;
-		}
+		json_t *ids = after_parse(val);
 		if (!ids) {
 			*message = xasprintf("query parameter after must be 1 to %d job ids, comma-separated (after=12,13)",
 					     AFTER_MAX);
