@@ -71,6 +71,10 @@ const struct cli_cmd cli_cmds[] = {
 		"new pool if it is queued again, a failed or cancelled one runs there when retried.", cmd_pool },
 	{ "start", "start JOB", "Starts a scheduled job now, before its start time (its owner, support, admin): it is queued\n"
 		"at once and waits only for a GPU. A job that is not scheduled is refused (exit 1).", cmd_start },
+	{ "after", "after JOB JOB,JOB | after JOB --none", "Sets again the jobs a job not started yet runs after (its owner,\n"
+		"support, admin): it waits, scheduled, until they have all succeeded (--none: for none; it is queued\n"
+		"unless its start time is ahead). A job that names this one, directly or through others, is refused\n"
+		"(both would wait forever), as is a job that started (exit 1).", cmd_after },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"
 		"it led to (against its own config), the verdict as show prints it. Each line is written as it happens,\n"
 		"also into a pipe; in a terminal a progress line shows the speed between the last two step reports\n"

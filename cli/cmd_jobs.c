@@ -909,6 +909,47 @@ int cmd_start(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* after JOB IDS | after JOB --none: POST /v1/jobs/ID/after, the jobs a job not started yet runs after,
+ * set again (migration 033). */
+int cmd_after(struct cli *c, int argc, char **argv)
+{
+	char *ops[2] = { NULL, NULL }, *e = NULL, *path = NULL, *why = NULL;
+	int none = 0;
+	json_t *job = NULL, *body = NULL, *ids = NULL;
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c), { .name = "none", .type = ARGS_FLAG, .flag = &none } };
+	int rc = cli_args(c, cli_cmd_named("after"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 2);
+	if (rc)
+		return rc < 0 ? CLI_OK : rc;
+	if (!ops[1] == !none) {
+		fprintf(c->err, "rungctl after: give the job ids (12,13) or --none, not both\nusage: rungctl %s\n",
+			cli_cmd_named("after")->usage);
+		return CLI_USAGE;
+	}
+	if (ops[1] && !(ids = cmd_submit_after(ops[1], &why))) {
+		fprintf(c->err, "rungctl after: %s\n", why + strlen("--after "));
+		free(why);
+		return CLI_USAGE;
+	}
+	body = json_pack("{s:o}", "after", ids ? ids : json_null());
+	e = httpc_escape(ops[0]);
+	path = xasprintf("/v1/jobs/%s/after", e);
+	rc = cli_call(c, "POST", path, body, NULL, &job);
+	if (rc == CLI_OK) {
+		if (c->json) {
+			cli_print_json(c, job);
+		} else {
+			char *sched = jobtext_scheduled(job);
+			fprintf(c->out, "job %s: %s\n", ops[0], sched ? sched : jpath_str(job, "state", "?"));
+			free(sched);
+		}
+	}
+	json_decref(job);
+	json_decref(body);
+	free(path);
+	free(e);
+	return rc;
+}
+
 /* pool JOB NAME: POST /v1/jobs/ID/pool, the job moved to another worker pool. */
 int cmd_pool(struct cli *c, int argc, char **argv)
 {

@@ -1133,6 +1133,73 @@ out:
 	json_decref(body);
 }
 
+static void on_after_set(PGresult *res, const char *err, void *arg)
+{
+	struct hreq *h = arg;
+	json_t *doc;
+	const char *status;
+
+	if (!res || PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+		job_change_answer(h, res, err, "", NULL, false); /* 404, 503 or 500 */
+		return;
+	}
+	doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+	status = json_string_value(json_object_get(doc, "status"));
+	if (status && !strcmp(status, "after_unknown"))
+		after_unknown(h, (long long)json_integer_value(json_object_get(doc, "after")));
+	else if (status && !strcmp(status, "cycle"))
+		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which waits for job %s itself (directly "
+			   "or through others): both would wait forever", (long long)json_integer_value(json_object_get(doc, "after")),
+			   h->param[0]);
+	else
+		job_change_answer(h, res, err, "only a job not started yet (queued or scheduled) can change the jobs it runs "
+				  "after", "job after changed", true);
+	json_decref(doc);
+}
+
+void api_jobs_after(struct hreq *h)
+{
+	json_t *body = NULL, *v;
+	char by[AUTH_NAME_MAX + 32], *field = NULL, *message = NULL, *ids = NULL;
+
+	if (job_action_body(h, &body) < 0)
+		return;
+	v = json_object_get(body, "after");
+	if (!v) {
+		hreq_error(h, 400, "invalid_request", "after", "after is required: a list of 1 to %d job ids, or null for none",
+			   AFTER_MAX);
+		goto out;
+	}
+	if (check_after(v, &field, &message) < 0) {
+		hreq_error(h, 400, "invalid_request", field, "%s", message);
+		goto out;
+	}
+	if (json_is_array(v)) { /* as a Postgres array: {12,13} */
+		size_t i;
+		json_t *id;
+		ids = xstrdup("{");
+		json_array_foreach(v, i, id) {
+			char *next = xasprintf("%s%s%lld", ids, i ? "," : "", (long long)json_integer_value(id));
+			free(ids);
+			ids = next;
+		}
+		char *closed = xasprintf("%s}", ids);
+		free(ids);
+		ids = closed;
+	}
+	{
+		/* a submitter's job runs only after its own jobs (as at submit); staff's after any */
+		const char *params[4] = { h->param[0], ids, h->who.role == AUTH_SUBMITTER ? h->who.name : NULL,
+					  hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_job_after, 4, params, on_after_set, h);
+	}
+out:
+	free(field);
+	free(message);
+	free(ids);
+	json_decref(body);
+}
+
 static void on_started(PGresult *res, const char *err, void *arg)
 {
 	job_change_answer(arg, res, err, "only a scheduled job can be started now (a queued one waits only for a GPU)",

@@ -55,6 +55,10 @@ void api_jobs_pool(struct hreq *h);
  * and the waiters are woken; 200 with the job, 404, 409 invalid_transition for a job in any other
  * state. */
 void api_jobs_start(struct hreq *h);
+/* POST /v1/jobs/{id}/after {"after": [ids] | null}: the jobs a job not started yet runs after, set
+ * again (migration 033, rung_set_after): 200 the job; 400 naming after (malformed, unknown or not the
+ * submitter's own, or a cycle); 404; 409 once it started. Wakes the lease waiters after the commit. */
+void api_jobs_after(struct hreq *h);
 
 /* A db_exec callback (arg: the struct hreq) for a statement about job param[0] that returns one
  * JSON document: replies it (200), or 404 "no such job" when it is NULL or missing, or what

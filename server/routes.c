@@ -40,6 +40,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs/{}/requeue", api_jobs_requeue, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/pool", api_jobs_pool, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/jobs/{}/start", api_jobs_start, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
+	{ "POST", "/v1/jobs/{}/after", api_jobs_after, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/memory", api_profiles_job, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "POST", "/v1/plan", api_plan, AUTH_SUBMITTER | AUTH_STAFF, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/profiles", api_profiles_list, AUTH_STAFF, AUTH_SCOPE_NONE },

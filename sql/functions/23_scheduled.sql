@@ -126,3 +126,60 @@ BEGIN
           || CASE WHEN v_waits IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('waits_for', v_waits) END);
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
 END $$;
+
+-- rung_set_after(job, after, owner, by): the jobs a job not started yet (queued or scheduled) runs
+-- after, set again (POST /v1/jobs/{id}/after, rungctl after): P_AFTER the new list (NULL or {}: none;
+-- sorted and made distinct here). The jobs named are locked first, then the job (the order a finish's
+-- release takes them in: the job it finishes, then its dependents), and marked (has_dependents) before
+-- their states are read, as a submit does (20_submit.sql). Each must exist and, with P_OWNER, be that
+-- owner's ({"status": "after_unknown", "after": the first that is not}); none may be the job itself or
+-- one that waits for it, directly or through others ({"status": "cycle", "after": that one}: both would
+-- wait forever). The job is then 'scheduled' while some of them have not succeeded or its start time is
+-- ahead, else 'queued', with an event `after_changed` (data {"from", "to", "waits_for", "by"}).
+-- Returns {"status": "ok", "job": JOB}; {"status": "conflict", "job": JOB} when the job has started
+-- or ended (nothing changes); NULL when there is no such job. rungd wakes the waiters after the commit.
+CREATE OR REPLACE FUNCTION rung_set_after(p_job bigint, p_after bigint[], p_owner text, p_by text) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+  j jobs;
+  v_after bigint[] := nullif(ARRAY(SELECT DISTINCT x FROM unnest(p_after) x ORDER BY 1), '{}');
+  v_waits bigint[];
+  v_bad bigint;
+  v_state text;
+  v_why text;
+BEGIN
+  PERFORM 1 FROM jobs d WHERE d.id = ANY (v_after) AND d.id <> p_job ORDER BY d.id FOR NO KEY UPDATE;
+  SELECT * INTO j FROM jobs WHERE id = p_job FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF j.state NOT IN ('queued', 'scheduled') THEN
+    RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
+  END IF;
+  SELECT min(x) INTO v_bad FROM unnest(v_after) x
+  WHERE NOT EXISTS (SELECT 1 FROM jobs d WHERE d.id = x AND (p_owner IS NULL OR d.owner = p_owner));
+  IF v_bad IS NOT NULL THEN
+    RETURN jsonb_build_object('status', 'after_unknown', 'after', v_bad);
+  END IF;
+  SELECT min(x) INTO v_bad FROM unnest(v_after) x WHERE x = p_job OR x = ANY (rung_jobs_waiting_on(p_job));
+  IF v_bad IS NOT NULL THEN
+    RETURN jsonb_build_object('status', 'cycle', 'after', v_bad);
+  END IF;
+  UPDATE jobs d SET has_dependents = true WHERE d.id = ANY (v_after) AND NOT d.has_dependents;
+  v_waits := nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (v_after) AND d.state <> 'succeeded' ORDER BY d.id),
+                    '{}');
+  v_state := CASE WHEN v_waits IS NOT NULL OR j.run_after > now() THEN 'scheduled' ELSE 'queued' END;
+  v_why := CASE WHEN v_after IS NULL THEN 'runs after no job now'
+                ELSE 'runs after job' || CASE WHEN cardinality(v_after) = 1 THEN ' ' ELSE 's ' END
+                     || array_to_string(v_after, ', ') || ' now' END || coalesce(' (set by ' || p_by || ')', '');
+  INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+  VALUES (j.id, 'after_changed', j.state, v_state, v_why,
+          jsonb_build_object('from', j.after_ids, 'to', v_after, 'waits_for', v_waits, 'by', p_by));
+  UPDATE jobs SET after_ids = v_after, waits_for = v_waits, state = v_state, updated_at = now(),
+                  next_action = CASE WHEN v_waits IS NOT NULL THEN rung_after_text(v_waits)
+                                     WHEN v_state = 'queued' AND j.state = 'scheduled' THEN v_why || '; waits for a GPU'
+                                     WHEN v_state = 'scheduled' THEN NULL
+                                     ELSE j.next_action END
+  WHERE id = p_job RETURNING * INTO j;
+  RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));
+END $$;

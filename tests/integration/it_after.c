@@ -540,6 +540,83 @@ out:
 	free(d);
 }
 
+/* POST /v1/jobs/{id}/after and rungctl after: a job not started yet changes the jobs it runs after;
+ * a cycle, an unknown job, a bad body or a job that ran are refused. */
+static void test_set_after(struct harness *h)
+{
+	char *p = later(h, "set_p", 10), *q = NULL, *done = h_submit_id(h, "set_done", 10, NULL), *args = NULL, *out = NULL;
+	char *kinds = NULL;
+	json_t *extra = json_pack("{s:s}", "pool", "it-nowhere"), *j = NULL, *body = NULL;
+	long st = 0;
+	int rc = 0;
+
+	q = h_submit_id(h, "set_q", 10, extra);
+	if (!h_ok(h, p && q && done, "P (in an hour), Q (queued in a pool no worker serves), and a job that runs"))
+		goto out;
+	args = xasprintf("after %s %s", q, p);
+	out = h_rungctl(h, args, &rc);
+	j = h_job(h, q);
+	h_ok(h, rc == 0 && out && strstr(out, "scheduled: waits for job") && j && !strcmp(h_str(j, "state"), "scheduled") &&
+		     json_integer_value(json_array_get(json_object_get(j, "waits_for"), 0)) == atoll(p),
+	     "rungctl after Q P: Q waits, scheduled, for P (%d %.200s)", rc, out);
+	kinds = h_event_kinds(h, q);
+	h_ok(h, strstr(kinds, "after_changed:queued>scheduled") != NULL, "with an event after_changed (%s)", kinds);
+	json_decref(j);
+	body = json_loads("{\"after\": [0]}", 0, NULL);
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", q);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after"), "after [0]: 400 naming after (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	body = json_object();
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", q);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after"), "no after: 400 naming after (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	body = json_pack("{s:[I]}", "after", (json_int_t)987654321);
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", q);
+	h_ok(h, st == 400 && strstr(h_str(j, "message"), "does not exist"), "after a job that does not exist: 400 (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	body = json_pack("{s:[I]}", "after", (json_int_t)atoll(q));
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", p);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after") && strstr(h_str(j, "message"), "wait forever"),
+	     "P after Q, which waits for P: 400, a cycle (%ld %s)", st, h_str(j, "message"));
+	json_decref(j);
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", q);
+	h_ok(h, st == 400 && strstr(h_str(j, "message"), "wait forever"), "Q after itself: 400, a cycle (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	json_decref(h_wait_job(h, done, "succeeded", RUN_MS));
+	body = json_pack("{s:[I]}", "after", (json_int_t)atoll(p));
+	j = h_postf(h, body, &st, "/v1/jobs/%s/after", done);
+	h_ok(h, st == 409, "a job that ran: 409 (%ld)", st);
+	json_decref(j);
+	json_decref(body);
+	body = NULL;
+	free(out);
+	free(args);
+	args = xasprintf("after %s --none", q);
+	out = h_rungctl(h, args, &rc);
+	j = h_job(h, q);
+	h_ok(h, rc == 0 && j && !strcmp(h_str(j, "state"), "queued") && json_is_null(json_object_get(j, "waits_for")) &&
+		     json_is_null(json_object_get(j, "after")),
+	     "rungctl after Q --none: queued again, waiting for no job (%d %.200s)", rc, out);
+	json_decref(j);
+	j = NULL;
+	cancel(h, p);
+	cancel(h, q);
+out:
+	free(kinds);
+	free(out);
+	free(args);
+	json_decref(j);
+	json_decref(body);
+	json_decref(extra);
+	free(p);
+	free(q);
+	free(done);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_after");
@@ -564,6 +641,7 @@ int main(void)
 	test_time_and_after(h);
 	test_forms(h);
 	test_cancel_after(h);
+	test_set_after(h);
 	h_worker_stop(h, w, SIGTERM);
 	h_worker_stop(h, wp, SIGTERM);
 	return h_free(h);
