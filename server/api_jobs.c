@@ -991,8 +991,9 @@ out:
 }
 
 /* Answers a job change's {"status", "job"} (rung_retry, rung_set_priority, rung_start_now,
- * rung_requeue): 200 with the job when it was "ok", 404 when there is no such job, 403 for
- * "pool_refused", 503 for "unavailable", otherwise 409 naming the job's state and why_not. queued:
+ * rung_requeue, rung_set_after): 200 with the job when it was "ok", 404 when there is no such job, 403
+ * for "pool_refused", 503 for "unavailable", 400 naming after for "after_unknown" and "cycle",
+ * otherwise 409 naming the job's state and why_not. queued:
  * the change was made: logged as that message, and, with announce, the waiters are woken (NULL:
  * neither). */
 static void job_change_answer(struct hreq *h, PGresult *res, const char *err, const char *why_not, const char *queued,

@@ -104,9 +104,9 @@ END $$;
 -- (migration 027; a repeated key answers its job as before). An item with "after" (migration 033: the
 -- ids of the jobs it runs after, 1 to 32 as rungd checked them, sorted and made distinct here) goes item by item too: each
 -- of those jobs must exist and be its owner's (any owner's with "after_any": staff), else the row is (i,
--- "after_unknown", NULL, {"after": the first id that is not}) and nothing is stored; they are locked
--- and marked (jobs.has_dependents, which arms the release trigger: 23_scheduled.sql) before their
--- states are read, so a finish under way either commits first or sees the new job; the job is
+-- "after_unknown", NULL, {"after": the first id that is not}: rung_after_unknown) and nothing is
+-- stored; they are armed (rung_after_arm, 23_scheduled.sql: locked and marked before their states are
+-- read, so a finish under way either commits first or sees the new job); the job is
 -- stored 'scheduled' with waits_for the ones not succeeded yet (queued when none is left and it has
 -- no start time ahead). No NOTIFY:
 -- rungd wakes the replicas after the commit (server/lease.c lease_announce: notifying
@@ -149,8 +149,7 @@ BEGIN
     IF jsonb_typeof(e->'after') = 'array'
        AND NOT EXISTS (SELECT 1 FROM jobs k WHERE k.idempotency_key = e->>'key') THEN
       v_after := ARRAY(SELECT DISTINCT x.v::bigint FROM jsonb_array_elements_text(e->'after') x(v) ORDER BY 1);
-      SELECT min(x) INTO v_missing FROM unnest(v_after) x
-      WHERE NOT EXISTS (SELECT 1 FROM jobs d WHERE d.id = x AND (d.owner = e->>'owner' OR (e->>'after_any')::boolean));
+      v_missing := rung_after_unknown(v_after, CASE WHEN (e->>'after_any')::boolean THEN NULL ELSE e->>'owner' END);
       IF v_missing IS NOT NULL THEN
         status := 'after_unknown';
         job_id := NULL;
@@ -160,10 +159,7 @@ BEGIN
         RETURN NEXT;
         CONTINUE;
       END IF;
-      PERFORM 1 FROM jobs d WHERE d.id = ANY (v_after) ORDER BY d.id FOR NO KEY UPDATE;
-      UPDATE jobs d SET has_dependents = true WHERE d.id = ANY (v_after) AND NOT d.has_dependents;
-      v_waits := nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (v_after) AND d.state <> 'succeeded'
-                              ORDER BY d.id), '{}');
+      v_waits := rung_after_arm(v_after);
     END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
                       idempotency_key, request_hash, labels, state, run_after, pool, after_ids, waits_for, next_action)

@@ -12,12 +12,37 @@
 -- ahead. A job it waits for that failed or was cancelled holds it until it is retried and succeeds:
 -- the job page names it; cancel the waiting job, or start it at once, to go on without it.
 
+-- Jobs P_IDS as a sentence names them: "job 3", "jobs 3, 4"; NULL for none.
+CREATE OR REPLACE FUNCTION rung_jobs_text(p_ids bigint[]) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN cardinality(p_ids) = 1 THEN 'job ' || p_ids[1]
+              WHEN cardinality(p_ids) > 1 THEN 'jobs ' || array_to_string(p_ids, ', ') END
+$$;
+
 -- The sentence of a job's next_action while it waits for P_IDS: "waits for job 3 to succeed",
 -- "waits for jobs 3, 4 to succeed".
 CREATE OR REPLACE FUNCTION rung_after_text(p_ids bigint[]) RETURNS text LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN cardinality(p_ids) = 1 THEN 'waits for job ' || p_ids[1] || ' to succeed'
-              ELSE 'waits for jobs ' || array_to_string(p_ids, ', ') || ' to succeed' END
+  SELECT 'waits for ' || rung_jobs_text(p_ids) || ' to succeed'
 $$;
+
+-- The first of the jobs P_AFTER that does not exist or, with P_OWNER, is not that owner's; NULL when
+-- every one may be run after (a submit, 20_submit.sql, and rung_set_after, below).
+CREATE OR REPLACE FUNCTION rung_after_unknown(p_after bigint[], p_owner text) RETURNS bigint LANGUAGE sql STABLE AS $$
+  SELECT min(x) FROM unnest(p_after) x
+  WHERE NOT EXISTS (SELECT 1 FROM jobs d WHERE d.id = x AND (p_owner IS NULL OR d.owner = p_owner))
+$$;
+
+-- Arms the jobs P_AFTER for a job that will run after them, and returns those it must wait for (not
+-- succeeded yet; NULL for none): each is locked (in id order) and marked (has_dependents, which arms
+-- jobs_after_release) before the states are read, so that a finish under way either commits first
+-- (its success is read here) or, waiting for the lock, sees the new dependent when its trigger runs.
+-- The lock is taken even on a job already marked (the UPDATE alone would pass it over). The caller
+-- writes the result as the job's waits_for in the same transaction.
+CREATE OR REPLACE FUNCTION rung_after_arm(p_after bigint[]) RETURNS bigint[] LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM 1 FROM jobs d WHERE d.id = ANY (p_after) ORDER BY d.id FOR NO KEY UPDATE;
+  UPDATE jobs d SET has_dependents = true WHERE d.id = ANY (p_after) AND NOT d.has_dependents;
+  RETURN nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (p_after) AND d.state <> 'succeeded' ORDER BY d.id), '{}');
+END $$;
 
 -- Whether a scheduled job still waits for job P_JOB to succeed (jobs_waits_for): retention keeps
 -- such a job, which the waiting one needs.
@@ -115,9 +140,7 @@ BEGIN
   END IF;
   v_waits := j.waits_for;
   v_why := 'started now' || coalesce(' by ' || p_by, '')
-           || CASE WHEN v_waits IS NULL THEN ', before its start time'
-                   WHEN cardinality(v_waits) = 1 THEN ', without waiting for job ' || v_waits[1] || ' to succeed'
-                   ELSE ', without waiting for jobs ' || array_to_string(v_waits, ', ') || ' to succeed' END;
+           || coalesce(', without waiting for ' || rung_jobs_text(v_waits) || ' to succeed', ', before its start time');
   UPDATE jobs SET state = 'queued', waits_for = NULL, updated_at = now(), next_action = v_why || '; waits for a GPU'
   WHERE id = p_job RETURNING * INTO j;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
@@ -130,8 +153,8 @@ END $$;
 -- rung_set_after(job, after, owner, by): the jobs a job not started yet (queued or scheduled) runs
 -- after, set again (POST /v1/jobs/{id}/after, rungctl after): P_AFTER the new list (NULL or {}: none;
 -- sorted and made distinct here). The jobs named are locked first, then the job (the order a finish's
--- release takes them in: the job it finishes, then its dependents), and marked (has_dependents) before
--- their states are read, as a submit does (20_submit.sql). Each must exist and, with P_OWNER, be that
+-- release takes them in: the job it finishes, then its dependents), and armed as a submit arms them
+-- (rung_after_arm). Each must exist and, with P_OWNER, be that
 -- owner's ({"status": "after_unknown", "after": the first that is not}); none may be the job itself or
 -- one that waits for it, directly or through others ({"status": "cycle", "after": that one}: both would
 -- wait forever). The job is then 'scheduled' while some of them have not succeeded or its start time is
@@ -156,8 +179,7 @@ BEGIN
   IF j.state NOT IN ('queued', 'scheduled') THEN
     RETURN jsonb_build_object('status', 'conflict', 'job', rung_job_json(j));
   END IF;
-  SELECT min(x) INTO v_bad FROM unnest(v_after) x
-  WHERE NOT EXISTS (SELECT 1 FROM jobs d WHERE d.id = x AND (p_owner IS NULL OR d.owner = p_owner));
+  v_bad := rung_after_unknown(v_after, p_owner);
   IF v_bad IS NOT NULL THEN
     RETURN jsonb_build_object('status', 'after_unknown', 'after', v_bad);
   END IF;
@@ -165,13 +187,9 @@ BEGIN
   IF v_bad IS NOT NULL THEN
     RETURN jsonb_build_object('status', 'cycle', 'after', v_bad);
   END IF;
-  UPDATE jobs d SET has_dependents = true WHERE d.id = ANY (v_after) AND NOT d.has_dependents;
-  v_waits := nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (v_after) AND d.state <> 'succeeded' ORDER BY d.id),
-                    '{}');
+  v_waits := rung_after_arm(v_after);
   v_state := CASE WHEN v_waits IS NOT NULL OR j.run_after > now() THEN 'scheduled' ELSE 'queued' END;
-  v_why := CASE WHEN v_after IS NULL THEN 'runs after no job now'
-                ELSE 'runs after job' || CASE WHEN cardinality(v_after) = 1 THEN ' ' ELSE 's ' END
-                     || array_to_string(v_after, ', ') || ' now' END || coalesce(' (set by ' || p_by || ')', '');
+  v_why := 'runs after ' || coalesce(rung_jobs_text(v_after), 'no job') || ' now' || coalesce(' (set by ' || p_by || ')', '');
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
   VALUES (j.id, 'after_changed', j.state, v_state, v_why,
           jsonb_build_object('from', j.after_ids, 'to', v_after, 'waits_for', v_waits, 'by', p_by));

@@ -182,9 +182,10 @@ BEGIN
               FROM attempts a JOIN jobs j ON j.id = a.job_id JOIN workers w ON w.id = a.worker_id
               LEFT JOIN gpus g ON g.uuid = a.gpu_uuid
               WHERE a.state = 'running' AND a.preempted_at IS NULL AND w.pool = ANY (pools)
-                -- borrowed, or of a worse priority than urgent; an urgent job is never stopped, not
-                -- even where it runs borrowed (else it would stop another job once queued again)
-                AND (j.pool <> w.pool OR j.priority > p_urgent) AND NOT coalesce(j.priority <= p_urgent, false)
+                -- with P_URGENT, any job of a worse priority than urgent, borrowed or not; an urgent
+                -- job never, not even where it runs borrowed (else it would stop another job once
+                -- queued again); without it, borrowed work only
+                AND coalesce(j.priority > p_urgent, j.pool <> w.pool)
                 AND NOT j.cancel_requested AND coalesce(g.state, 'ok') <> 'quarantined'
                 AND rung_worker_live(w.id) AND a.started_at <= now() - make_interval(secs => p_after_s)) x;
         c_taken := array_fill(false, ARRAY[greatest(cardinality(c_id), 1)]);

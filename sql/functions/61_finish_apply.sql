@@ -48,16 +48,16 @@ BEGIN
                                ELSE coalesce(old->'min_gpu_memory_mib', 'null') END);
 END $$;
 
--- The step an attempt resumed from (attempts.resumed_step, migration 031): FACTS first_step when its
--- trainer said it resumed (the resuming signature), else NULL.
 -- A FACTS count (the door lets them through up to 2^53) as an int column holds it: at most the int's
 -- ceiling, NULL for NULL (LEAST alone would turn a missing figure into the ceiling: it skips NULLs).
 CREATE OR REPLACE FUNCTION rung_int_capped(p bigint) RETURNS int LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN p IS NOT NULL THEN least(p, 2147483647)::int END
 $$;
 
--- The FACTS are checked at the door as counts (up to 2^53), so every cast here goes through numeric
--- and is bounded: a finish never fails on a figure too large for an int.
+-- The step an attempt resumed from (attempts.resumed_step, migration 031): FACTS first_step when its
+-- trainer said it resumed (the resuming signature), else NULL. The FACTS are checked at the door as
+-- counts (up to 2^53), so every cast here goes through numeric and is bounded: a finish never fails
+-- on a figure too large for an int.
 CREATE OR REPLACE FUNCTION rung_resumed_step(p_facts jsonb) RETURNS int LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN jsonb_typeof(p_facts->'signatures'->'resuming') = 'number'
                    AND (p_facts->'signatures'->>'resuming')::numeric > 0

@@ -2547,6 +2547,89 @@ static void test_pools(void)
  * 10,000 that are not due; rung_start_now; cancel, cancel-matching and priority take scheduled jobs;
  * /metrics' history never counts them as ended, the live counts do count them; retention never
  * deletes one. */
+/* A submit item after job X (rung_submit_batch's item path), as text: {"i", "name", "owner", "kind",
+ * "priority", "recovery", "key", "after", "body"}. Heap. */
+static char *after_item(const char *name, const char *x)
+{
+	return xasprintf("[{\"i\":0,\"name\":\"%s\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,"
+			 "\"recovery\":{},\"key\":null,\"after\":[%s],\"body\":{\"config\":{\"x\":1},\"after\":[%s]}}]",
+			 name, x, x);
+}
+
+/* Jobs that run after others (migration 033) at the SQL level: the single apply path's reply says
+ * "dependents" and the trigger queues the waiting job; a submit that names a job whose success is
+ * being committed by another transaction waits for that commit (the lock rung_after_arm takes even
+ * on a job already marked) and then reads the success, so the new job is queued, not left waiting
+ * for a release that already happened. */
+static void test_after(void)
+{
+	const char *p[4];
+	char wid[32], xid[32], aid[32], tok[80], *items;
+	PGconn *other, *watch;
+	PGresult *r;
+	int waited = 0;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
+	   "CASCADE", 0, NULL);
+	q1("SELECT rung_register('wa', 'h', '[{\"uuid\":\"A-1\",\"memory_total_mib\":24000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wa'", 0, NULL));
+	q1("INSERT INTO jobs (name, owner, kind, target_config, recovery) VALUES ('x', 'o', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	snprintf(xid, sizeof xid, "%s", q1("SELECT id FROM jobs WHERE name = 'x'", 0, NULL));
+	p[0] = wid;
+	snprintf(aid, sizeof aid, "%s", q1("SELECT rung_claim($1::bigint, 'A-1', 30, NULL)->'lease'->>'attempt_id'", 1, p));
+	p[0] = aid;
+	snprintf(tok, sizeof tok, "%s", q1("SELECT token FROM attempts WHERE id = $1::bigint", 1, p));
+	items = after_item("d0", xid);
+	p[0] = items;
+	TAP_STR_EQ(q1("SELECT status || ':' || (job->>'state') FROM rung_submit_batch($1::jsonb)", 1, p), "created:scheduled",
+		   "after: d0 after the running x waits, scheduled");
+	free(items);
+	/* x's success is being committed by another transaction while d1 is submitted after it */
+	other = PQconnectdb(url);
+	watch = PQconnectdb(url);
+	PQclear(PQexec(other, "BEGIN"));
+	p[0] = aid;
+	p[1] = tok;
+	r = PQexecParams(other, "SELECT rung_finish_apply($1::bigint, $2, '{}'::jsonb, '{\"class\": \"success\", "
+			 "\"job_state\": \"succeeded\", \"rule\": \"r\", \"reason\": \"done\"}'::jsonb, NULL)->>'dependents'",
+			 2, NULL, p, NULL, NULL, 0);
+	TAP_STR_EQ(PQresultStatus(r) == PGRES_TUPLES_OK && !PQgetisnull(r, 0, 0) ? PQgetvalue(r, 0, 0) : "-", "true",
+		   "after: rung_finish_apply's reply says dependents: rungd wakes the waiters after the commit");
+	PQclear(r);
+	items = after_item("d1", xid);
+	p[0] = items;
+	TAP_OK(PQsendQueryParams(pg, "SELECT status || ':' || (job->>'state') FROM rung_submit_batch($1::jsonb)", 1, NULL, p,
+				 NULL, NULL, 0) == 1, "after: d1 submitted after x");
+	/* until the submit waits for x's row lock (not a sleep: pg_stat_activity says so) */
+	for (int i = 0; i < 2000 && !waited; i++) {
+		PGresult *w = PQexec(watch, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+					    "AND query LIKE '%rung_submit_batch%'");
+		waited = PQresultStatus(w) == PGRES_TUPLES_OK && atoi(PQgetvalue(w, 0, 0)) > 0;
+		PQclear(w);
+		if (!waited)
+			usleep(5000);
+	}
+	TAP_OK(waited, "after: the submit waits for the finish's lock on x");
+	PQclear(PQexec(other, "COMMIT"));
+	r = PQgetResult(pg);
+	TAP_STR_EQ(PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : PQerrorMessage(pg), "created:queued",
+		   "after: once the finish committed, d1 reads x succeeded and is queued at once");
+	PQclear(r);
+	while ((r = PQgetResult(pg)))
+		PQclear(r);
+	free(items);
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || j.state || ':' || coalesce(j.waits_for::text, '-'), ',' ORDER BY j.id) "
+		      "FROM jobs j WHERE j.name LIKE 'd%'", 0, NULL),
+		   "d0:queued:-,d1:queued:-", "after: d0 was queued by the trigger on x's success, d1 at its submit");
+	TAP_STR_EQ(q1("SELECT string_agg(e.kind || ':' || e.from_state || '>' || e.to_state, ',') FROM events e JOIN jobs j "
+		      "ON j.id = e.job_id WHERE j.name = 'd0' AND e.kind = 'dependencies_met'", 0, NULL),
+		   "dependencies_met:scheduled>queued", "after: d0's event dependencies_met");
+	PQfinish(other);
+	PQfinish(watch);
+	PQfinish(pg);
+}
+
 static void test_scheduled(void)
 {
 	const char *p[3];
@@ -2768,6 +2851,7 @@ int main(void)
 	test_start_bigger();
 	test_retry();
 	test_scheduled();
+	test_after();
 	test_pools();
 	test_borrow();
 	test_drain();
