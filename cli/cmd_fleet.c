@@ -11,9 +11,29 @@
 #include "util.h"
 #include "version.h"
 
+/* An owner's limits per pool (GET /v1/owners' "pool_limits", migration 034: [{"pool", "running",
+ * "max_running"}]) as "h200 1/2,video 0/1": its jobs of each pool running, of the most that may;
+ * "-" when none. Heap. */
+static char *pool_limits_cell(const json_t *list)
+{
+	char *out = NULL;
+	const json_t *l;
+	size_t i;
+
+	json_array_foreach(list, i, l) {
+		char *next = xasprintf("%s%s%s %lld/%lld", out ? out : "", out ? "," : "",
+				       json_string_value(json_object_get(l, "pool")) ?: "?",
+				       (long long)json_integer_value(json_object_get(l, "running")),
+				       (long long)json_integer_value(json_object_get(l, "max_running")));
+		free(out);
+		out = next;
+	}
+	return out ? out : xstrdup("-");
+}
+
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
- * else b), "#k" (the length of the array under k) or ",k" (the names in the array under k joined with
- * ",", "-" when none). */
+ * else b), "#k" (the length of the array under k), ",k" (the names in the array under k joined with
+ * ",", "-" when none) or "/k" (the per-pool limits under k: pool_limits_cell). */
 static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
 	size_t n)
 {
@@ -25,11 +45,14 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 		for (size_t k = 0; k < n; k++) {
 			char *alts = xstrdup(keys[k]), *save = NULL;
 			const json_t *v = NULL;
-			int count = alts[0] == '#', names = alts[0] == ',';
-			for (char *p = strtok_r(alts + count + names, "|", &save); p && !v; p = strtok_r(NULL, "|", &save))
+			int count = alts[0] == '#', names = alts[0] == ',', limits = alts[0] == '/';
+			for (char *p = strtok_r(alts + count + names + limits, "|", &save); p && !v;
+			     p = strtok_r(NULL, "|", &save))
 				v = jpath_get(o, p);
 			if (names) /* an array of names: "a,b", "-" when empty or absent */
 				cells[k] = pool_list_join(v, ",", "-");
+			else if (limits)
+				cells[k] = pool_limits_cell(v);
 			else
 				cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
 			free(alts);
@@ -205,8 +228,9 @@ int cmd_workers(struct cli *c, int argc, char **argv)
 
 int cmd_owners(struct cli *c, int argc, char **argv)
 {
-	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING" };
-	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running" };
+	/* POOL LIMITS: per pool it is limited in, its jobs of that pool running / the most (migration 034) */
+	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING", "POOL LIMITS" };
+	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running", "/pool_limits" };
 	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 

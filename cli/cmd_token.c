@@ -84,6 +84,12 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* A token's limits per pool as a cell: "h200:2,video:0", or "none" (migration 034). Heap. */
+static char *pool_limits_cell(const json_t *t)
+{
+	return pool_limits_text(json_object_get(t, "pool_max_running"), ",", "none");
+}
+
 /* A token's pools as a cell: "a,b", or "any" for none set (migration 027). Heap. */
 static char *pools_cell(const json_t *t)
 {
@@ -92,10 +98,11 @@ static char *pools_cell(const json_t *t)
 
 int cmd_token_list(struct cli *c, int argc, char **argv)
 {
-	/* EXPIRES and POOLS: cmd_token_expires_cell and pools_cell, not a key's value */
-	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "CREATED", "REVOKED", "EXPIRES", "POOLS" };
-	static const char *const keys[] = { "id", "name", "role", "max_running", "created_at", "revoked_at", NULL,
-					    "pools" };
+	/* EXPIRES, POOLS and POOL LIMITS: cmd_token_expires_cell, pools_cell and pool_limits_cell, not a key's value */
+	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "POOL LIMITS", "CREATED", "REVOKED",
+					    "EXPIRES", "POOLS" };
+	static const char *const keys[] = { "id", "name", "role", "max_running", "pool_max_running", "created_at",
+					    "revoked_at", NULL, "pools" };
 	char *ops[1];
 	json_t *ans = NULL, *t;
 	size_t i;
@@ -111,8 +118,10 @@ int cmd_token_list(struct cli *c, int argc, char **argv)
 		json_array_foreach(cli_list(ans, "tokens"), i, t) {
 			char *cells[ARRAY_LEN(keys)];
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
-				cells[k] = !keys[k] ? cmd_token_expires_cell(t)
-					   : !strcmp(keys[k], "pools") ? pools_cell(t) : table_cell(json_object_get(t, keys[k]));
+				cells[k] = !keys[k]			      ? cmd_token_expires_cell(t)
+					   : !strcmp(keys[k], "pools")	      ? pools_cell(t)
+					   : !strcmp(keys[k], "pool_max_running") ? pool_limits_cell(t)
+										  : table_cell(json_object_get(t, keys[k]));
 			table_add(tb, (const char *const *)cells);
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
 				free(cells[k]);
@@ -182,30 +191,38 @@ static int token_set(struct cli *c, const char *id, const char *verb, json_t *bo
 int cmd_token_limit(struct cli *c, int argc, char **argv)
 {
 	char *ops[1], *end = NULL;
-	const char *max = NULL;
-	json_t *body;
-	long long n = -1;
+	const char *max = NULL, *pool = NULL;
+	json_t *n, *body;
+	long long v = -1;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "max-running", .type = ARGS_STRING, .str = &max },
+		{ .name = "pool", .type = ARGS_STRING, .str = &pool },
 	};
 	int rc = cli_args(c, cli_cmd_named("token limit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if (max && strcmp(max, "none")) {
-		n = strtoll(max, &end, 10);
-		if (!*max || *end || n < 0) {
-			fprintf(c->err, "rungctl token limit: --max-running must be a number from 0, or none\n");
-			return CLI_USAGE;
-		}
-	}
 	if (!max) {
 		fprintf(c->err, "rungctl token limit: --max-running N|none is required\n");
 		return CLI_USAGE;
 	}
-	body = n >= 0 ? json_pack("{s:I}", "max_running", (json_int_t)n) : json_pack("{s:n}", "max_running");
-	return token_set(c, ops[0], "limits", body, "max_running", limit_cell);
+	if (strcmp(max, "none")) {
+		v = strtoll(max, &end, 10);
+		if (!*max || *end || v < 0) {
+			fprintf(c->err, "rungctl token limit: --max-running must be a number from 0, or none\n");
+			return CLI_USAGE;
+		}
+	}
+	if (pool && !pool_name_ok(pool)) {
+		fprintf(c->err, "rungctl token limit: --pool \"%s\" is not a pool name: %s\n", pool, POOL_NAME_RULE);
+		return CLI_USAGE;
+	}
+	n = v >= 0 ? json_integer(v) : json_null();
+	/* with --pool, the limit in that pool alone (migration 034); the others stay as they are */
+	body = pool ? json_pack("{s:{s:o}}", "pool_max_running", pool, n) : json_pack("{s:o}", "max_running", n);
+	return pool ? token_set(c, ops[0], "limits", body, "pool_max_running", pool_limits_cell)
+		    : token_set(c, ops[0], "limits", body, "max_running", limit_cell);
 }
 
 int cmd_token_pools(struct cli *c, int argc, char **argv)

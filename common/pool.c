@@ -41,6 +41,22 @@ char *pool_list_join(const json_t *names, const char *sep, const char *none)
 	return out ? out : xstrdup(none);
 }
 
+char *pool_limits_text(const json_t *lim, const char *sep, const char *none)
+{
+	char *out = NULL;
+	const char *pool;
+	json_t *n;
+
+	if (!json_is_object(lim))
+		return xstrdup(none);
+	json_object_foreach((json_t *)lim, pool, n) {
+		char *next = xasprintf("%s%s%s:%lld", out ? out : "", out ? sep : "", pool, (long long)json_integer_value(n));
+		free(out);
+		out = next;
+	}
+	return out ? out : xstrdup(none);
+}
+
 char *pool_borrow_check(const json_t *borrow, const char *own)
 {
 	const json_t *v, *w;

@@ -2,6 +2,7 @@
  * Owns nothing; reads the JOB document it is given. */
 #include "jobtext.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,17 +71,27 @@ static char *waiting_why(const json_t *job, const json_t *p)
 			 min);
 }
 
-/* Why a queued job whose owner is at its max_running waits. Heap string. */
-static char *owner_why(const json_t *job, const json_t *p)
+/* Why a queued job whose owner is at its max_running (pool NULL), or at its limit in the job's pool
+ * (migration 034), waits: max and running from the placement. Heap string. */
+static char *owner_why(const json_t *job, const char *pool, long long max, long long running)
 {
 	const char *owner = json_string_value(json_object_get(job, "owner"));
-	long long max = (long long)json_integer_value(json_object_get(p, "owner_max_running"));
-	long long running = (long long)json_integer_value(json_object_get(p, "owner_running"));
+	char in[96] = "";
 
+	if (pool)
+		snprintf(in, sizeof in, " in pool %s", pool);
 	if (max == 0)
-		return xasprintf("waiting for its owner's limit: %s may run no job now (max_running 0)", owner ? owner : "?");
-	return xasprintf("waiting for its owner's limit: %s runs %lld job%s, at most %lld at once", owner ? owner : "?",
-			 running, running == 1 ? "" : "s", max);
+		return xasprintf("waiting for its owner's limit%s: %s may run no job%s now (max_running 0)", in,
+				 owner ? owner : "?", pool ? " of it" : "");
+	return xasprintf("waiting for its owner's limit%s: %s runs %lld job%s%s, at most %lld at once", in,
+			 owner ? owner : "?", running, running == 1 ? "" : "s", pool ? " of it" : "", max);
+}
+
+/* Whether placement p's owner limit named by key_max (its running jobs under key_running) is spent. */
+static bool owner_spent(const json_t *p, const char *key_max, const char *key_running)
+{
+	return json_is_integer(json_object_get(p, key_max)) &&
+	       json_integer_value(json_object_get(p, key_running)) >= json_integer_value(json_object_get(p, key_max));
 }
 
 char *jobtext_placement(const json_t *job)
@@ -113,10 +124,14 @@ char *jobtext_placement(const json_t *job)
 				"there instead of starting over; the other workers' GPUs may take it in %s",
 				(long long)json_integer_value(json_object_get(held, "worker_id")),
 				(long long)json_integer_value(json_object_get(held, "attempt")), wait);
-	} else if (json_is_integer(json_object_get(p, "owner_max_running")) &&
-	    json_integer_value(json_object_get(p, "owner_running")) >= json_integer_value(json_object_get(p, "owner_max_running")))
-		why = owner_why(job, p); /* the claim passes over it whatever the GPUs */
-	else if (json_integer_value(json_object_get(p, "gpus")) > 0)
+	} else if (owner_spent(p, "owner_max_running", "owner_running")) { /* the claim passes over it whatever the GPUs */
+		why = owner_why(job, NULL, (long long)json_integer_value(json_object_get(p, "owner_max_running")),
+				(long long)json_integer_value(json_object_get(p, "owner_running")));
+	} else if (owner_spent(p, "owner_pool_max_running", "owner_pool_running")) { /* the same, in its pool */
+		why = owner_why(job, json_string_value(json_object_get(p, "pool")) ?: "?",
+				(long long)json_integer_value(json_object_get(p, "owner_pool_max_running")),
+				(long long)json_integer_value(json_object_get(p, "owner_pool_running")));
+	} else if (json_integer_value(json_object_get(p, "gpus")) > 0)
 		return *place ? xasprintf("waiting its turn: %s", place) : NULL;
 	else
 		why = waiting_why(job, p);

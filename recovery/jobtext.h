@@ -33,7 +33,9 @@ char *jobtext_pool_wait(const json_t *job);
  * turn: N jobs ahead of it in the queue", or NULL without "ahead"; whatever the GPUs, when its
  * owner runs as many jobs as its limit allows (placement "owner_max_running", "owner_running"):
  * "waiting for its owner's limit: OWNER runs N jobs, at most M at once" (M 0: "OWNER may run no job
- * now (max_running 0)"), followed by the place in the queue; before all that, when an attempt is
+ * now (max_running 0)"), or its limit in the job's pool ("owner_pool_max_running", "owner_pool_running",
+ * migration 034): "waiting for its owner's limit in pool P: OWNER runs N jobs of it, at most M at
+ * once", followed by the place in the queue; before all that, when an attempt is
  * being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
  * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
  * runs there next" ("job N, of a worse priority (P), is being stopped ..." when its "why" is

@@ -199,19 +199,69 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 	if (!doc)
 		return;
 	{
-		char n[32] = "none";
+		char n[32] = "none", *pools = pool_limits_text(json_object_get(doc, "pool_max_running"), ",", "none");
 		if (json_is_integer(json_object_get(doc, "max_running")))
 			snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
-		log_info("token limit set", "token=%s max_running=%s by=%s", h->param[0], n, h->who.name);
+		log_info("token limit set", "token=%s max_running=%s pool_max_running=%s by=%s", h->param[0], n, pools,
+			 h->who.name);
+		free(pools);
 	}
 	lease_announce(h->app->lease); /* a raised or lifted limit: the parked GPUs of every replica may take its jobs */
 	hreq_reply(h, 200, doc);
 }
 
+const char *api_tokens_check_limits(const json_t *body, char **msg)
+{
+	const char *key, *pool;
+	json_t *v, *n;
+
+	*msg = NULL;
+	if (!json_is_object(body) || (!json_object_get(body, "max_running") && !json_object_get(body, "pool_max_running"))) {
+		*msg = xasprintf("the body is {\"max_running\": N | null, \"pool_max_running\": {\"POOL\": N | null} | "
+				 "null}, with at least one of them");
+		return "max_running";
+	}
+	json_object_foreach((json_t *)body, key, v) {
+		if (!strcmp(key, "max_running")) {
+			if (!api_tokens_limit_ok(v)) {
+				*msg = xasprintf("must be an integer from 0 (none of its jobs starts) to %d, or null (no limit)",
+						 API_TOKENS_MAX_RUNNING);
+				return "max_running";
+			}
+		} else if (!strcmp(key, "pool_max_running")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_object(v) || json_object_size(v) == 0 || json_object_size(v) > API_TOKENS_POOLS_MAX) {
+				*msg = xasprintf("must be an object of 1 to %d pools, each with its limit (an integer from 0 to "
+						 "%d, or null to lift it), or null (no limit in any pool)",
+						 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_RUNNING);
+				return "pool_max_running";
+			}
+			json_object_foreach(v, pool, n) {
+				if (!pool_name_ok(pool)) {
+					*msg = xasprintf("\"%.64s\" is not a pool name: %s", pool, POOL_NAME_RULE);
+					return "pool_max_running";
+				}
+				if (!api_tokens_limit_ok(n)) {
+					*msg = xasprintf("the limit of pool %s must be an integer from 0 (none of its jobs of that "
+							 "pool starts) to %d, or null (no limit there)",
+							 pool, API_TOKENS_MAX_RUNNING);
+					return "pool_max_running";
+				}
+			}
+		} else {
+			*msg = xasprintf("is not a field of a token's limits (max_running, pool_max_running)");
+			return key;
+		}
+	}
+	return NULL;
+}
+
 void api_tokens_limits(struct hreq *h)
 {
-	json_t *body = NULL, *v;
-	char n[32];
+	json_t *body = NULL;
+	const char *field;
+	char *msg = NULL, *text = NULL;
 
 	if (http_parse_id(h->param[0]) < 0) {
 		hreq_error(h, 404, "not_found", NULL, "no such token: %s", h->param[0]);
@@ -219,19 +269,19 @@ void api_tokens_limits(struct hreq *h)
 	}
 	if (hreq_body(h, &body) < 0)
 		return;
-	v = json_object_get(body, "max_running");
-	if (!json_is_object(body) || json_object_size(body) != 1 || !api_tokens_limit_ok(v)) {
-		hreq_error(h, 400, "invalid_request", "max_running",
-			   "the body is {\"max_running\": N} with N from 0 (none of its jobs starts) to %d, or null (no limit)",
-			   API_TOKENS_MAX_RUNNING);
+	field = api_tokens_check_limits(body, &msg);
+	if (field) {
+		hreq_error(h, 400, "invalid_request", field, "%s", msg);
 		goto out;
 	}
-	snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
+	text = json_dumps(body, JSON_COMPACT);
 	{
-		const char *params[2] = { h->param[0], json_is_null(v) ? NULL : n };
+		const char *params[2] = { h->param[0], text };
 		db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
 	}
 out:
+	free(text);
+	free(msg);
 	json_decref(body);
 }
 

@@ -16,8 +16,10 @@ struct hreq;
 void api_tokens_create(struct hreq *h);
 void api_tokens_list(struct hreq *h);
 void api_tokens_revoke(struct hreq *h);
-/* POST /v1/tokens/{id}/limits {"max_running": N|null}: how many of the token's jobs may run at once
- * (0: none starts; null: no limit; migrations/020) -> 200 TOKEN; 400 naming max_running; 404. */
+/* POST /v1/tokens/{id}/limits {"max_running"?: N|null, "pool_max_running"?: {"POOL": N|null}|null}:
+ * how many of the token's jobs may run at once (0: none starts; null: no limit; migrations/020), and
+ * how many of its jobs of each pool named (merged into those set before; migrations/034) -> 200
+ * TOKEN; 400 naming the field (api_tokens_check_limits); 404. */
 void api_tokens_limits(struct hreq *h);
 
 #define API_TOKENS_MAX_RUNNING 1000000 /* a larger limit is no limit: say null */
@@ -35,6 +37,12 @@ const char *api_tokens_expires_param(long long expires_in_s, char buf[32]);
 /* Whether v (borrowed; NULL: absent) is a max_running a token may take: null (no limit) or an
  * integer from 0 to API_TOKENS_MAX_RUNNING. Pure. */
 bool api_tokens_limit_ok(const json_t *v);
+/* The checks of POST /v1/tokens/{id}/limits's body (migration 034): {"max_running"?: N | null,
+ * "pool_max_running"?: {"POOL": N | null, ...} (1 to API_TOKENS_POOLS_MAX pool names) | null}, at
+ * least one of the two, nothing else; each N as api_tokens_limit_ok takes it. Returns NULL when it
+ * is one, else the failing field (static, or a key borrowed from body) and *msg (heap, caller frees)
+ * saying why. Pure. */
+const char *api_tokens_check_limits(const json_t *body, char **msg);
 
 /* `rungd token ...`: argv[0] is "token"; create takes --role, --name and --expires DURATION
  * (common/expiry.h). Prints the new token alone on stdout (details on stderr). Reads --database-url or RUNG_DATABASE_URL. Returns the process exit code (0 ok,

@@ -887,8 +887,10 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		return;
 	}
 	html_add(b, "<table class=\"owners\"><thead><tr><th>owner</th><th>running</th><th>queued</th><th>scheduled</th>"
-		    "<th>max running</th></tr></thead><tbody>\n");
+		    "<th>max running</th><th>per pool</th></tr></thead><tbody>\n");
 	json_array_foreach(owners, i, o) {
+		const json_t *l;
+		size_t k;
 		const char *owner = json_string_value(json_object_get(o, "owner"));
 		const char *keys[] = { "owner" }, *vals[] = { owner };
 		const json_t *max = json_object_get(o, "max_running");
@@ -908,6 +910,17 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		else
 			html_printf(b, "%lld%s", (long long)json_integer_value(max),
 				    running >= json_integer_value(max) ? " <span class=\"state s-queued\">at its limit</span>" : "");
+		html_add(b, "</td><td class=\"pool-limits\">"); /* its limits per pool (migration 034): running/max */
+		if (json_array_size(json_object_get(o, "pool_limits")) == 0)
+			html_add(b, "<span class=\"muted\">none</span>");
+		json_array_foreach(json_object_get(o, "pool_limits"), k, l) {
+			json_int_t n = json_integer_value(json_object_get(l, "running"));
+			json_int_t m = json_integer_value(json_object_get(l, "max_running"));
+			html_add(b, k ? "<br>" : "");
+			html_esc(b, json_string_value(json_object_get(l, "pool")) ?: "?");
+			html_printf(b, " %lld/%lld%s", (long long)n, (long long)m,
+				    n >= m ? " <span class=\"state s-queued\">at its limit</span>" : "");
+		}
 		html_add(b, "</td></tr>\n");
 	}
 	html_add(b, "</tbody></table>\n");

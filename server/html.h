@@ -129,8 +129,8 @@ void html_worker_form(struct hbuf *b, unsigned role, const json_t *worker);
 int html_log_lines(struct hbuf *b, const char *text, int max_lines);
 
 /* The owners table of the GPUs page: owners is rung_owners_summary's array ([{"owner", "queued",
- * "running", "max_running"}]); each owner links to the queue filtered on it, an owner at its limit is
- * marked. Appends a line saying there is none when the array is empty. */
+ * "running", "max_running", "pool_limits": [{"pool", "running", "max_running"}]}]); each owner links
+ * to the queue filtered on it, an owner at its limit (or at one of its pool limits) is marked. Appends a line saying there is none when the array is empty. */
 void html_owners_table(struct hbuf *b, const json_t *owners);
 /* The pools table of the GPUs page: pools is rung_pools_json's array ([{"pool", "queued", "scheduled",
  * "running", "workers", "gpus", "draining_gpus", "borrowing_gpus", "borrowed_by", "borrows",

@@ -300,6 +300,24 @@ static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *his
 	json_decref(counts);
 }
 
+/* Per owner and pool its token limits (rung_owners_summary's "pool_limits", migration 034): a series
+ * {owner, pool} of name, from each limit's key. */
+static void write_owner_pools(struct evbuffer *b, const json_t *owners, const char *name, const char *key,
+			      const char *help)
+{
+	const json_t *o, *l;
+	size_t i, k;
+
+	metrics_write_head(b, name, "gauge", help);
+	json_array_foreach(owners, i, o) {
+		json_array_foreach(json_object_get(o, "pool_limits"), k, l) {
+			const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", "pool",
+						 json_string_value(json_object_get(l, "pool")) ?: "", NULL };
+			metrics_write_sample(b, name, labels, jnum(l, key));
+		}
+	}
+}
+
 /* Per owner (metrics_live.sql's "owners", rung_owners_summary's array): its queued and running jobs,
  * and its token's limit where one is set. A shared cluster's teams are its tokens, so the series are
  * as many as the teams with work or a limit, not as the jobs. */
@@ -326,6 +344,11 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 		if (json_is_integer(json_object_get(o, "max_running")))
 			metrics_write_sample(b, "rung_owner_max_running", labels, jnum(o, "max_running"));
 	}
+	write_owner_pools(b, owners, "rung_owner_pool_max_running", "max_running",
+			  "Per owner and pool it is limited in (tokens' pool limits): how many of its jobs of that pool may "
+			  "run at once.");
+	write_owner_pools(b, owners, "rung_owner_pool_running", "running",
+			  "Per owner and pool it is limited in: how many of its jobs of that pool run now, wherever they run.");
 }
 
 /* Per version (a label value escaped as any other), the live workers that registered with it. */

@@ -20,6 +20,7 @@
 #include "http.h"
 #include "lease.h"
 #include "log.h"
+#include "pool.h"
 #include "sql.h"
 #include "util.h"
 #include "web.h"
@@ -187,6 +188,13 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_printf(b, "%lld%s", (long long)json_integer_value(max), json_integer_value(max) == 0 ? " (paused)" : "");
 	else
 		html_add(b, "none");
+	if (json_is_object(json_object_get(t, "pool_max_running"))) { /* migration 034: set with rungctl token limit --pool */
+		char *pools = pool_limits_text(json_object_get(t, "pool_max_running"), ", ", "");
+		html_add(b, "<br><span class=\"pool-limits\">per pool: ");
+		html_esc(b, pools);
+		html_add(b, "</span>");
+		free(pools);
+	}
 	html_add(b, "</td><td class=\"running\">");
 	html_esc_json(b, json_object_get(t, "running"), "0");
 	html_add(b, "</td><td>");
@@ -204,7 +212,9 @@ void web_tokens_render(struct hbuf *b, const json_t *doc, long long self_id)
 
 	html_printf(b, "<h1>Tokens</h1>\n<p class=\"muted\">The API tokens and the roles they carry (as <code>rungctl token "
 		       "list</code> shows them). A limit caps how many of a token's jobs run at once: empty for none, 0 pauses "
-		       "them; jobs running when it is lowered run to their end. A revoked token is refused at once on this "
+		       "them; jobs running when it is lowered run to their end. A limit per pool (<code>rungctl token limit ID "
+		       "--pool NAME --max-running N</code>) caps its jobs of that pool alone, beside it. A revoked token is "
+		       "refused at once on this "
 		       "server, within %d s on the others (revoking your own logs you out); an expired one on every server from "
 		       "the instant it expires.</p>\n",
 		    AUTH_CACHE_TTL_MS / 1000);
@@ -478,8 +488,9 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 
 static void limits(struct hreq *h)
 {
-	char *text = NULL, n[32];
-	json_t *v = NULL;
+	char *text = NULL, *body_text = NULL;
+	json_t *v = NULL, *body = NULL;
+	const char *params[2] = { h->param[0], NULL };
 
 	if (form_value(h, "max_running", &text) < 0)
 		goto out;
@@ -496,12 +507,12 @@ static void limits(struct hreq *h)
 		free(msg);
 		goto out;
 	}
-	snprintf(n, sizeof n, "%lld", (long long)json_integer_value(v));
-	{
-		const char *params[2] = { h->param[0], json_is_null(v) ? NULL : n };
-		db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
-	}
+	body = json_pack("{s:O}", "max_running", v); /* the per-pool limits stay as they are */
+	params[1] = body_text = json_dumps(body, JSON_COMPACT);
+	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
 out:
+	json_decref(body);
+	free(body_text);
 	json_decref(v);
 	free(text);
 }

@@ -55,11 +55,19 @@ SELECT jsonb_build_object(
                                              FROM workers w WHERE w.id = g.worker_id))
                         ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > m.mib
                         END),
-  -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020): the
-  -- claim passes over them whatever the GPUs. From the per-owner counts below, not a read of its own.
-  -- Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a lease.
-  'owner_capped', (SELECT coalesce(sum((e->>'queued')::bigint), 0) FROM owners o, jsonb_array_elements(o.s) e
-                   WHERE jsonb_typeof(e->'max_running') = 'number' AND (e->>'running')::int >= (e->>'max_running')::int),
+  -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020), or as
+  -- many of their pool's as its limit there allows (migration 034): the claim passes over them
+  -- whatever the GPUs. From the per-owner counts below and the queue's (owner, pool) counts, not a
+  -- read of its own. Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a
+  -- lease.
+  'owner_capped', (SELECT coalesce(sum(q.n), 0)::bigint FROM queued q
+                   WHERE EXISTS (SELECT 1 FROM owners o, jsonb_array_elements(o.s) e
+                                 WHERE e->>'owner' = q.owner
+                                   AND ((jsonb_typeof(e->'max_running') = 'number'
+                                         AND (e->>'running')::int >= (e->>'max_running')::int)
+                                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(e->'pool_limits') l
+                                                   WHERE l->>'pool' = q.pool
+                                                     AND (l->>'running')::int >= (l->>'max_running')::int)))),
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),

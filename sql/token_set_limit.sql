@@ -1,2 +1,2 @@
--- $1 token id, $2 max_running or NULL -> TOKEN or NULL when missing (rung_token_set_limit)
-SELECT rung_token_set_limit($1::bigint, $2::int);
+-- $1 token id, $2 the checked body {"max_running"?, "pool_max_running"?} -> TOKEN or NULL when missing (rung_token_set_limits)
+SELECT rung_token_set_limits($1::bigint, $2::jsonb);

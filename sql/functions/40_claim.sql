@@ -57,10 +57,18 @@ CREATE OR REPLACE FUNCTION rung_owners_running() RETURNS jsonb LANGUAGE sql STAB
         WHERE a.state = 'running' GROUP BY j.owner) r
 $$;
 
+-- How many jobs of pool P_POOL of owner P_OWNER run now (wherever they run: a borrower's host too),
+-- what its limit in that pool counts (tokens.pool_limits, migration 034): O(running).
+CREATE OR REPLACE FUNCTION rung_owner_running_in(p_owner text, p_pool text) RETURNS bigint LANGUAGE sql STABLE AS $$
+  SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id
+  WHERE a.state = 'running' AND o.owner = p_owner AND o.pool = p_pool
+$$;
+
 -- Who runs and waits, per owner (a token's name: a team): [{"owner", "queued", "running",
--- "scheduled", "max_running": its token's limit or null}] for every owner with a queued, running or
--- scheduled job and every live token with a limit, the busiest first (running, then queued, then
--- scheduled, then name). P_QUEUED: the queued jobs per owner, {"owner": n} (GET /metrics reads the
+-- "scheduled", "max_running": its token's limit or null, "pool_limits": [{"pool", "max_running",
+-- "running", "queued"}] for each pool its token limits (migration 034), [] for none}] for every
+-- owner with a queued, running or scheduled job and every live token with a limit, the busiest
+-- first (running, then queued, then scheduled, then name). P_QUEUED: the queued jobs per owner, {"owner": n} (GET /metrics reads the
 -- queue once for them and its depth); NULL: read them here, by jobs_claim_owner (O(queue)). Running:
 -- rung_owners_running, O(running). Scheduled (migration 025: jobs waiting for their start time, which
 -- no claim reads): O(scheduled). GET /v1/owners, rungctl owners, the web GPUs page and /metrics'
@@ -79,42 +87,91 @@ BEGIN
   SELECT coalesce(jsonb_object_agg(q.owner, q.n), '{}') INTO scheduled
   FROM (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'scheduled' GROUP BY c.owner) q;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('owner', o.owner, 'queued', o.queued, 'running', o.running,
-                                                       'scheduled', o.scheduled, 'max_running', t.max_running)
+                                                       'scheduled', o.scheduled, 'max_running', t.max_running,
+                                                       'pool_limits', coalesce(pl.list, '[]'))
                                     ORDER BY o.running DESC, o.queued DESC, o.scheduled DESC, o.owner), '[]')
           FROM (SELECT k.owner, coalesce((queued->>k.owner)::int, 0) AS queued,
                        coalesce((running->>k.owner)::int, 0) AS running,
                        coalesce((scheduled->>k.owner)::int, 0) AS scheduled
                 FROM (SELECT jsonb_object_keys(queued) UNION SELECT jsonb_object_keys(running)
                       UNION SELECT jsonb_object_keys(scheduled)
-                      UNION SELECT l.name FROM tokens l WHERE l.max_running IS NOT NULL AND l.revoked_at IS NULL) k(owner)) o
-          LEFT JOIN tokens t ON t.name = o.owner);
+                      UNION SELECT l.name FROM tokens l
+                      WHERE (l.max_running IS NOT NULL OR l.pool_limits IS NOT NULL) AND l.revoked_at IS NULL) k(owner)) o
+          LEFT JOIN tokens t ON t.name = o.owner
+          -- its limits per pool: queued jobs by jobs_claim_owner (pool, owner), O(its queue there)
+          LEFT JOIN LATERAL (SELECT jsonb_agg(jsonb_build_object(
+                                      'pool', l.key, 'max_running', l.value::int,
+                                      'running', rung_owner_running_in(o.owner, l.key),
+                                      'queued', (SELECT count(*) FROM jobs c
+                                                 WHERE c.state = 'queued' AND c.pool = l.key AND c.owner = o.owner))
+                                    ORDER BY l.key) AS list
+                             FROM jsonb_each_text(t.pool_limits) l) pl ON true);
 END $$;
 
--- The room each owner with a limit (tokens.max_running, migration 020) has left now: {"name":
--- max_running - its running jobs} for every token with a limit, {} when no token has one (then
--- nothing else is read: the claim's cost without limits is one probe of a small table). Locks those
--- token rows (in id order) for the transaction, so that two claims, on one replica or two, cannot
--- both take an owner's last place: a claim round calls it before anything else it locks. It first
--- takes rung_owner_limits_lock shared, so that a token's first limit, whose row no claim has
--- locked, cannot be set while a claim that read no limit for it is still under way (the change
--- waits for it). Running jobs are counted through their running attempts (attempts_one_running),
--- O(running).
-CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
+-- The room each owner with a limit has left now, read without locks: {"name": max_running - its
+-- running jobs} for every token with a max_running (migration 020), and {"name/POOL": N - its
+-- running jobs of pool POOL} for each pool of its pool_limits (migration 034; '/' is in no token or
+-- pool name, so the keys cannot meet); {} when no token has a limit (then nothing else is read). A
+-- job of pool POOL may start while both its owner's keys, where present, are above 0
+-- (rung_room_open); starting it spends one of each (rung_room_take). Running jobs are counted
+-- through their running attempts (attempts_one_running), O(running); per pool only when some token
+-- has a per-pool limit. What the preemption pass weighs (44_preempt.sql); the claim takes it under
+-- locks (rung_owner_room, below).
+CREATE OR REPLACE FUNCTION rung_owner_room_now() RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
   room jsonb;
   running jsonb;
 BEGIN
-  PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
-  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL) THEN
+  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL) THEN
     RETURN '{}';
   END IF;
-  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL ORDER BY t.id FOR NO KEY UPDATE;
   running := rung_owners_running();
   SELECT coalesce(jsonb_object_agg(t.name, t.max_running - coalesce((running->>t.name)::int, 0)), '{}') INTO room
   FROM tokens t
   WHERE t.max_running IS NOT NULL;
+  IF EXISTS (SELECT 1 FROM tokens t WHERE t.pool_limits IS NOT NULL) THEN
+    SELECT room || coalesce(jsonb_object_agg(t.name || '/' || l.key,
+                                             l.value::int - rung_owner_running_in(t.name, l.key)), '{}')
+    INTO room
+    FROM tokens t CROSS JOIN LATERAL jsonb_each_text(t.pool_limits) l
+    WHERE t.pool_limits IS NOT NULL;
+  END IF;
   RETURN room;
 END $$;
+
+-- rung_owner_room_now under the claim's locks: the room each owner with a limit has left, locking
+-- those token rows (in id order) for the transaction, so that two claims, on one replica or two,
+-- cannot both take an owner's last place: a claim round calls it before anything else it locks. It
+-- first takes rung_owner_limits_lock shared, so that a token's first limit, whose row no claim has
+-- locked, cannot be set while a claim that read no limit for it is still under way (the change
+-- waits for it). {} when no token has a limit: the claim's cost without limits is one probe of a
+-- small table.
+CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
+  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL) THEN
+    RETURN '{}';
+  END IF;
+  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL
+  ORDER BY t.id FOR NO KEY UPDATE;
+  RETURN rung_owner_room_now();
+END $$;
+
+-- Whether a room (rung_owner_room's) leaves P_OWNER a place for a job of pool P_POOL: neither its
+-- limit over every pool nor its limit in that pool, where it has them, is spent.
+CREATE OR REPLACE FUNCTION rung_room_open(room jsonb, p_owner text, p_pool text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce((room->>p_owner)::int, 1) > 0 AND coalesce((room->>(p_owner || '/' || p_pool))::int, 1) > 0
+$$;
+
+-- ROOM once a job of P_OWNER of pool P_POOL has been given a GPU: one place fewer under each of the
+-- owner's limits that counts it (rung_room_open's two keys).
+CREATE OR REPLACE FUNCTION rung_room_take(room jsonb, p_owner text, p_pool text) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN room = '{}' THEN room
+              ELSE room || coalesce((SELECT jsonb_object_agg(e.key, e.value::int - 1) FROM jsonb_each_text(room) e
+                                     WHERE e.key IN (p_owner, p_owner || '/' || p_pool)), '{}') END
+$$;
 
 -- How many jobs of OWNER run now: its running attempts (attempts_one_running), O(running). What a
 -- limit (tokens.max_running) is weighed against outside the claim: a job's placement, /metrics.
@@ -122,10 +179,15 @@ CREATE OR REPLACE FUNCTION rung_owner_running(p_owner text) RETURNS bigint LANGU
   SELECT count(*) FROM attempts a JOIN jobs o ON o.id = a.job_id WHERE a.state = 'running' AND o.owner = p_owner
 $$;
 
--- The owners a room (rung_owner_room's) leaves no place for: NULL when there is none.
-CREATE OR REPLACE FUNCTION rung_owners_capped(room jsonb) RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
-  SELECT array_agg(e.key) FROM jsonb_each_text(room) e WHERE e.value::int <= 0
+-- The owners a room (rung_owner_room's) leaves no place for in pool P_POOL, by their limit over every
+-- pool or by their limit in that pool (rung_room_open): NULL when there is none. A claim's scans of
+-- a pool's queue pass over their jobs.
+CREATE OR REPLACE FUNCTION rung_owners_capped_in(room jsonb, p_pool text) RETURNS text[] LANGUAGE sql IMMUTABLE AS $$
+  SELECT array_agg(DISTINCT split_part(e.key, '/', 1)) FROM jsonb_each_text(room) e
+  WHERE e.value::int <= 0 AND (position('/' IN e.key) = 0 OR split_part(e.key, '/', 2) = p_pool)
 $$;
+-- (rung_owners_capped(room), before migration 034, read every key as an owner)
+DROP FUNCTION IF EXISTS rung_owners_capped(jsonb);
 
 -- The owners with queued jobs in pool P_POOL, but for those in P_CAPPED: a skip scan of
 -- jobs_claim_owner (migrations 021, 026), one index probe per owner with queued jobs there, however
@@ -358,7 +420,7 @@ DECLARE
   capped text[] := p_capped;
 BEGIN
   IF capped IS NULL THEN
-    capped := coalesce(rung_owners_capped(rung_owner_room()), '{}');
+    capped := coalesce(rung_owners_capped_in(rung_owner_room(), p_pool), '{}');
   END IF;
   UPDATE workers SET last_seen_at = now(),
                      state = CASE WHEN state = 'offline' THEN 'online' ELSE state END

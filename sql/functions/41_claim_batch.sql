@@ -7,7 +7,8 @@
 -- pool's queue).
 -- p is [{"i", "worker", "gpu", "before", "fresh"}], served in array order, each with every rule of
 -- rung_claim (worker known and online, GPU its own and not quarantined, the job's exclusions,
--- minimum memory and checkpoint hold, its owner below its max_running, never a config that failed on this GPU, SKIP
+-- minimum memory and checkpoint hold, its owner below its max_running and its limit in the pool (migration 034),
+-- never a config that failed on this GPU, SKIP
 -- LOCKED). Owner limits (migration 020) cost nothing when no token has one; otherwise the round
 -- locks the limited tokens first (rung_owner_room), leaves owners at their limit out of its scan
 -- (reading the other owners' queues instead: rung_queue_head, migration 021) and counts its own
@@ -117,7 +118,7 @@ BEGIN
   w_mem := array_fill(NULL::int, ARRAY[np]);
   -- first of all the round's locks: the limited owners' token rows (none without limits)
   room := rung_owner_room();
-  capped := coalesce(rung_owners_capped(room), '{}');
+  capped := coalesce(rung_owners_capped_in(room, p_pool), '{}');
   IF p_fair THEN
     running := rung_owners_running();
   END IF;
@@ -273,7 +274,7 @@ BEGIN
           CONTINUE;
         END IF;
         IF NOT taken[k]
-           AND coalesce((room->>cown[k])::int, 1) > 0 -- its owner's place may have gone this round
+           AND (room = '{}' OR rung_room_open(room, cown[k], p_pool)) -- its owner's place may have gone this round
            AND NOT coalesce(cons[k]->'exclude_gpus' ? w_gpu[n], false)
            AND NOT coalesce(cons[k]->'exclude_workers' @> to_jsonb(w_worker[n]), false)
            AND NOT coalesce(cons[k]->'exclude_workers' ? w_worker[n]::text, false)
@@ -322,9 +323,7 @@ BEGIN
         IF chome[chosen] IS NULL THEN
           remaining_free := remaining_free - 1;
         END IF;
-        IF room ? cown[chosen] THEN
-          room := jsonb_set(room, ARRAY[cown[chosen]], to_jsonb((room->>cown[chosen])::int - 1));
-        END IF;
+        room := rung_room_take(room, cown[chosen], p_pool);
         IF p_fair THEN
           running := jsonb_set(running, ARRAY[cown[chosen]], to_jsonb(coalesce((running->>cown[chosen])::int, 0) + 1));
         END IF;
@@ -340,12 +339,10 @@ BEGIN
         -- (not the jobs this round gave to other GPUs: its SKIP LOCKED does not skip this
         -- transaction's own locks)
         r := rung_claim_in(p_pool, w_worker[n], w_gpu[n], p_lease_s, w_before[n],
-                           coalesce(rung_owners_capped(room), '{}'), running, c_job);
+                           coalesce(rung_owners_capped_in(room, p_pool), '{}'), running, c_job);
         IF (room <> '{}' OR p_fair) AND r->>'status' = 'ok' THEN
           SELECT c.owner INTO fb_owner FROM jobs c WHERE c.id = (r->'lease'->>'job_id')::bigint;
-          IF room ? fb_owner THEN
-            room := jsonb_set(room, ARRAY[fb_owner], to_jsonb((room->>fb_owner)::int - 1));
-          END IF;
+          room := rung_room_take(room, fb_owner, p_pool);
           IF p_fair THEN
             running := jsonb_set(running, ARRAY[fb_owner], to_jsonb(coalesce((running->>fb_owner)::int, 0) + 1));
           END IF;

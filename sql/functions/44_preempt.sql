@@ -50,7 +50,8 @@ $$;
 -- "May run it" is the claim's rule: rung_job_allows (exclusions, memory floor), and not a GPU its
 -- config failed on since its last retry (40_claim.sql). Nothing is marked while schema_repeatables
 -- lacks this file: a rungd of a release before 029 put its own function files back.
--- An owner's room (tokens.max_running) is spent as jobs are given a GPU. Read without row locks,
+-- An owner's room (tokens.max_running, and its limit in the pool: rung_owner_room_now) is spent as
+-- jobs are given a GPU. Read without row locks,
 -- under the advisory lock: a claim that races it at worst makes a stop that was not needed, and the
 -- 5 minutes keep that from repeating. Not weighed: the lease's memory check of a job's first attempt
 -- (server/lease.c), which may still send the job to a bigger GPU. Cost: one probe per pool of a
@@ -132,10 +133,9 @@ BEGIN
     RETURN v_out;
   END IF;
   PERFORM pg_advisory_xact_lock(rung_preempt_lock());
-  room := coalesce((SELECT jsonb_object_agg(t.name, t.max_running - rung_owner_running(t.name))
-                    FROM tokens t WHERE t.max_running IS NOT NULL), '{}');
-  capped := coalesce(rung_owners_capped(room), '{}');
+  room := rung_owner_room_now();
   FOREACH v_pool IN ARRAY pools LOOP
+    capped := coalesce(rung_owners_capped_in(room, v_pool), '{}');
     pool_max := rung_pool_max_gpu_mib(v_pool);
     IF cardinality(capped) = 0 AND NOT p_fair THEN   -- claim order, jobs_claim
       SELECT coalesce(array_agg(c.id ORDER BY c.priority, c.created_at, c.id), '{}') INTO head
@@ -149,7 +149,7 @@ BEGIN
     FOREACH v_job IN ARRAY head LOOP
       EXIT WHEN n >= p_limit;
       SELECT * INTO q FROM jobs j WHERE j.id = v_job AND j.state = 'queued';
-      CONTINUE WHEN NOT FOUND OR coalesce((room->>q.owner)::int, 1) <= 0
+      CONTINUE WHEN NOT FOUND OR NOT rung_room_open(room, q.owner, v_pool)
                     OR coalesce((q.constraints->>'min_gpu_memory_mib')::int, 0) > pool_max
                     -- held for its checkpoint's host (recovery/resume.h): it waits for that worker's
                     -- GPUs, or for the hold's end, not for a stop
@@ -251,9 +251,7 @@ BEGIN
           'why', CASE WHEN c_prio[hit] IS NULL THEN 'borrowed' ELSE 'priority' END));
         n := n + 1;
       END IF;
-      IF room ? q.owner THEN
-        room := jsonb_set(room, ARRAY[q.owner], to_jsonb((room->>q.owner)::int - 1));
-      END IF;
+      room := rung_room_take(room, q.owner, v_pool);
     END LOOP;
   END LOOP;
   RETURN v_out;

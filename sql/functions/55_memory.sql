@@ -114,6 +114,11 @@ LANGUAGE sql STABLE AS $$
     || coalesce((SELECT jsonb_build_object('owner_max_running', t.max_running, 'owner_running',
                                            rung_owner_running(j.owner))
                  FROM tokens t WHERE t.name = j.owner AND t.max_running IS NOT NULL), '{}')
+    -- its owner's limit in its pool (tokens.pool_limits, migration 034) and how many of its jobs of
+    -- that pool run now
+    || coalesce((SELECT jsonb_build_object('owner_pool_max_running', (t.pool_limits->>j.pool)::int,
+                                           'owner_pool_running', rung_owner_running_in(j.owner, j.pool))
+                 FROM tokens t WHERE t.name = j.owner AND t.pool_limits ? j.pool), '{}')
     -- held for the worker whose host has its checkpoint (recovery/resume.h), while the hold lasts
     || CASE WHEN rung_held_elsewhere(j.constraints, 0)
             THEN jsonb_build_object('held', jsonb_build_object(

@@ -42,18 +42,42 @@ BEGIN
   RETURN rung_token_json(t);
 END $$;
 
--- Set the most jobs of token p_id's owner that may run at once (NULL: no limit; 0: none starts), with
--- an event-free audit in the log (rungd logs who set it). Returns TOKEN, or NULL when missing. The
--- claim reads it at its next round (rung_owner_room, 40_claim.sql); jobs running now run on. Waits
--- for the claims under way (rung_owner_limits_lock), so that none of them still goes by the old limit,
--- or by none, once this one committed.
+-- Set the most jobs of token p_id's owner that may run at once (NULL: no limit; 0: none starts):
+-- rung_token_set_limits, below, for max_running alone, by the name and signature the release before
+-- migration 034 calls (its sql/token_set_limit.sql). Returns TOKEN, or NULL when missing.
 CREATE OR REPLACE FUNCTION rung_token_set_limit(p_id bigint, p_max_running int) RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN rung_token_set_limits(p_id, jsonb_build_object('max_running', p_max_running));
+END $$;
+
+-- Set token p_id's limits (POST /v1/tokens/{id}/limits, server/api_tokens.c, which checks the body and
+-- logs who set them: the audit of a limit is rungd's log, not an event):
+-- P_BODY's "max_running" when present (N, or null: none), and its "pool_max_running" when present:
+-- null lifts every per-pool limit; {"POOL": N | null, ...} sets (N) or lifts (null) the limit of
+-- each pool named, leaving the others as they were (migration 034). Returns TOKEN, or NULL when
+-- missing. The claim reads them at its next round (rung_owner_room, 40_claim.sql); jobs running
+-- now run on. Waits for the claims under way (rung_owner_limits_lock), so that none of them still
+-- goes by the old limits, or by none, once this one committed.
+CREATE OR REPLACE FUNCTION rung_token_set_limits(p_id bigint, p_body jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
+  lim jsonb;
 BEGIN
   PERFORM pg_advisory_xact_lock(rung_owner_limits_lock());
-  UPDATE tokens SET max_running = p_max_running WHERE id = p_id RETURNING * INTO t;
+  SELECT * INTO t FROM tokens WHERE id = p_id FOR UPDATE;
   IF NOT FOUND THEN RETURN NULL; END IF;
+  lim := t.pool_limits;
+  IF p_body ? 'pool_max_running' THEN
+    IF jsonb_typeof(p_body->'pool_max_running') = 'object' THEN
+      lim := nullif(jsonb_strip_nulls(coalesce(lim, '{}') || (p_body->'pool_max_running')), '{}');
+    ELSE
+      lim := NULL;
+    END IF;
+  END IF;
+  UPDATE tokens SET max_running = CASE WHEN p_body ? 'max_running' THEN (p_body->>'max_running')::int
+                                       ELSE max_running END,
+                    pool_limits = lim
+  WHERE id = p_id RETURNING * INTO t;
   RETURN rung_token_json(t);
 END $$;
 

@@ -752,7 +752,7 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	path = xasprintf("/v1/tokens/%s/limits", tid);
 	{
 		static const char *const bad[] = { "{\"max_running\": -1}", "{\"max_running\": \"2\"}", "{}",
-						   "{\"max_running\": 1, \"x\": 2}", "{\"max_running\": 1.5}" };
+						   "{\"max_running\": 1.5}", "{\"max_running\": true}" };
 		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
 			r = h_request(h, "POST", path, bad[i], strlen(bad[i]), NULL, &st);
 			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), "max_running"), "limits: %s is a 400 naming max_running (%ld)",
@@ -879,6 +879,163 @@ out:
 	json_decref(done);
 	json_decref(lease);
 	json_decref(body);
+	json_decref(a);
+	json_decref(b);
+	json_decref(ok);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
+/* A limit in one pool (migration 034): the admin caps the submitter at one running job of pool
+ * default with rungctl token limit --pool; its second job waits on a free GPU and every surface says
+ * so (placement, rungctl show, /metrics, GET /v1/owners, rungctl owners and token list, the GPUs
+ * page); lifted with --max-running none, it runs. Bad bodies are 400s naming the field. */
+static void test_pool_limit(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_pool_limit", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *a = NULL, *b = NULL, *r = NULL, *lease = NULL, *second = NULL, *ok = h_facts_success(10);
+	char *tid = NULL, *ida = NULL, *idb = NULL, *path = NULL, *args = NULL, *out = NULL;
+	char *w2 = h_fake_register(h, "ops-plim", "GPU-plim-2", 24576);
+	const char *saved = h->auth_token;
+	long st = 0;
+	int rc = -1;
+
+	{
+		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
+		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
+		PQclear(q);
+	}
+	if (!h_ok(h, tid && w2 && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
+		  "pool limit: the submitter's token, a second GPU, an empty queue"))
+		goto out;
+	path = xasprintf("/v1/tokens/%s/limits", tid);
+	{
+		static const struct {
+			const char *body, *field;
+		} bad[] = {
+			{ "{\"pool_max_running\": {}}", "pool_max_running" },
+			{ "{\"pool_max_running\": [1]}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"H200\": 1}}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"h200\": -1}}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"h200\": \"1\"}}", "pool_max_running" },
+			{ "{\"max_running\": 1, \"x\": 2}", "x" },
+		};
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			r = h_request(h, "POST", path, bad[i].body, strlen(bad[i].body), NULL, &st);
+			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), bad[i].field), "pool limit: %s is a 400 naming %s (%ld)",
+			     bad[i].body, bad[i].field, st);
+			json_decref(r);
+		}
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE pool_limits IS NOT NULL OR max_running IS NOT NULL", 0,
+				  NULL) == 0,
+		     "pool limit: and none of them stored anything");
+	}
+	args = xasprintf("token limit %s --pool default --max-running 1", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "pool_max_running default:1"),
+	     "pool limit: rungctl token limit --pool sets it-submitter's limit in default to 1");
+	free(out);
+	free(args);
+	args = xasprintf("token limit %s --pool NOPE --max-running 1", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2, "pool limit: rungctl refuses a bad pool name before it sends anything (exit %d)", rc);
+	free(out);
+	free(args);
+	args = NULL;
+	h->auth_token = h->submitter_token;
+	a = h_submit(h, cfg, extra);
+	b = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	ida = h_id(a, "id");
+	idb = h_id(b, "id");
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	{
+		char *jid = h_id(lease, "job_id");
+		h_ok(h, jid && ida && !strcmp(jid, ida), "pool limit: the first job leased (%s)", jid ? jid : "none");
+		free(jid);
+	}
+	r = h_fake_lease(h, w2, "GPU-plim-2", 300, &st);
+	h_ok(h, st == 204, "pool limit: a free GPU gets nothing while the first runs (%ld)", st);
+	json_decref(r);
+	r = idb ? h_job(h, idb) : NULL;
+	h_ok(h, jpath_int(r, "placement.owner_pool_max_running", -1) == 1 && jpath_int(r, "placement.owner_pool_running", -1) == 1 &&
+		     !json_object_get(json_object_get(r, "placement"), "owner_max_running"),
+	     "pool limit: the waiting job's placement: its owner runs 1 of 1 in its pool, and has no limit over all");
+	json_decref(r);
+	args = xasprintf("show %s", idb ? idb : "0");
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "waiting for its owner's limit in pool default: it-submitter runs 1 job of it, "
+					      "at most 1 at once"),
+	     "pool limit: rungctl show says why it waits");
+	if (h->failed)
+		h_diag("rungctl show: %s", out ? out : "");
+	free(out);
+	{
+		char *m = h_scrape(h);
+		h_ok(h, m && h_sample(m, "rung_queue_owner_capped") == 1 &&
+			     h_sample(m, "rung_owner_pool_max_running{owner=\"it-submitter\",pool=\"default\"}") == 1 &&
+			     h_sample(m, "rung_owner_pool_running{owner=\"it-submitter\",pool=\"default\"}") == 1,
+		     "pool limit: /metrics counts the waiting job as capped, and the owner's limit and running jobs in the pool");
+		free(m);
+	}
+	{
+		json_t *o = h_get(h, "/v1/owners", &st), *e, *l = NULL;
+		size_t i;
+		json_array_foreach(json_object_get(o, "owners"), i, e)
+			if (!strcmp(h_str(e, "owner"), "it-submitter"))
+				l = json_array_get(json_object_get(e, "pool_limits"), 0);
+		h_ok(h, st == 200 && l && !strcmp(h_str(l, "pool"), "default") && h_int(l, "max_running") == 1 &&
+			     h_int(l, "running") == 1 && h_int(l, "queued") == 1,
+		     "pool limit: GET /v1/owners: in default, 1 running of at most 1, 1 queued (%ld)", st);
+		json_decref(o);
+	}
+	out = h_rungctl(h, "owners", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "POOL LIMITS") && strstr(out, "default 1/1"),
+	     "pool limit: rungctl owners shows default 1/1");
+	free(out);
+	out = h_rungctl(h, "token list", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "POOL LIMITS") && strstr(out, "default:1"),
+	     "pool limit: rungctl token list shows default:1");
+	free(out);
+	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body &&
+		     strstr(h->last_body, "<td class=\"pool-limits\">default 1/1 <span class=\"state s-queued\">at its limit"),
+	     "pool limit: the GPUs page's owners table marks it at its limit in default (%ld)", st);
+	st = h_browse(h, h->admin_token, "GET", "/ui/tokens", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "per pool: default:1"),
+	     "pool limit: the tokens page shows it (%ld)", st);
+	free(args);
+	args = xasprintf("token limit %s --pool default --max-running none", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "pool_max_running none"), "pool limit: lifted with --max-running none");
+	free(out);
+	second = h_fake_lease(h, w2, "GPU-plim-2", 5000, &st);
+	{
+		char *jid = h_id(second, "job_id");
+		h_ok(h, jid && idb && !strcmp(jid, idb), "pool limit: lifted, the second job runs (%s)", jid ? jid : "none");
+		free(jid);
+	}
+	{
+		json_t *done;
+		char *aid = h_id(lease, "attempt_id");
+		done = aid ? h_fake_finish(h, aid, h_str(lease, "token"), ok, &st) : NULL;
+		json_decref(done);
+		free(aid);
+		aid = h_id(second, "attempt_id");
+		done = aid ? h_fake_finish(h, aid, h_str(second, "token"), ok, &st) : NULL;
+		json_decref(done);
+		free(aid);
+	}
+out:
+	h->auth_token = saved;
+	free(args);
+	free(path);
+	free(tid);
+	free(ida);
+	free(idb);
+	free(w2);
+	json_decref(lease);
+	json_decref(second);
 	json_decref(a);
 	json_decref(b);
 	json_decref(ok);
@@ -1356,6 +1513,7 @@ int main(void)
 	test_drain(h, wid);
 	test_priority(h, wid);
 	test_owner_limit(h, wid);
+	test_pool_limit(h, wid);
 	test_web_actions(h, wid, oom);
 	test_web_cancel_matching(h);
 	test_fair_share(h);

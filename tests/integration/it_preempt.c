@@ -132,6 +132,18 @@ static void test_protocol(struct harness *h)
 	o1 = submit(h, h->submitter_token, "pre_own", 10, "q-own", 0);
 	h_ok(h, o1 && preempt_now(h, "0") == 0, "a job of q-own whose owner is paused: nothing is stopped");
 	h_ok(h, submitter_limit(h, tid, "null"), "the pause is lifted");
+	/* paused in q-own alone (migration 034: a limit in one pool): the same */
+	{
+		json_t *body = json_loads("{\"pool_max_running\": {\"q-own\": 0}}", 0, NULL);
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%s/limits", tid ? tid : "0"));
+		json_decref(body);
+		h_ok(h, st == 200 && preempt_now(h, "0") == 0,
+		     "a job of q-own whose owner is paused in q-own alone: nothing is stopped (%ld)", st);
+		body = json_loads("{\"pool_max_running\": null}", 0, NULL);
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%s/limits", tid ? tid : "0"));
+		json_decref(body);
+		h_ok(h, st == 200, "the pause in q-own is lifted (%ld)", st);
+	}
 	h_ok(h, preempt_now(h, "3600") == 0, "the borrowed attempt ran less than --preempt-after-s: nothing is stopped");
 	h_ok(h, preempt_now(h, "-1") == 0, "-1 (preemption off): nothing is stopped");
 

@@ -225,7 +225,7 @@ static void test_pick(struct harness *h, const char *a, const char *b)
 	     "it runs out of memory after a checkpoint: held for worker A");
 	json_decref(l);
 	l = NULL;
-	h_ok(h, h_sql_int(h, "SELECT count(*) WHERE 'it-submitter' = ANY (rung_owners_capped(rung_owner_room()))", 0, NULL) == 1,
+	h_ok(h, h_sql_int(h, "SELECT count(*) WHERE 'it-submitter' = ANY (rung_owners_capped_in(rung_owner_room(), 'default'))", 0, NULL) == 1,
 	     "an owner is at its limit, so a one-GPU claim goes through rung_claim_pick");
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM rung_claim($1::bigint, 'GPU-res-b', 60, NULL) r WHERE r->>'status' = 'none'",
 			  1, pb) == 1,

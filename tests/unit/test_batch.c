@@ -1885,6 +1885,111 @@ static void test_owner_limits(void)
 	PQfinish(pg);
 }
 
+/* Per-pool owner limits (migration 034, rung_owner_room and rung_room_open in 40_claim.sql): a
+ * token's limit in a pool caps its jobs of that pool alone, in the claim round, in its one-GPU
+ * fallback (rung_claim) and beside max_running, which still counts every pool; a borrower's GPU
+ * taking another pool's job counts it there; the placement, the owners' summary and the room say so;
+ * rung_token_set_limits merges a body's pools into those set before. */
+static void test_pool_limits(void)
+{
+	const char *p[2];
+	char wd[32], wh[32], *items, *four;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'pl-%'", 0, NULL);
+	q1("INSERT INTO tokens (name, role, hash) VALUES ('pl-a', 'submitter', repeat('5', 64)), "
+	   "('pl-b', 'submitter', repeat('6', 64))", 0, NULL);
+	q1("SELECT rung_worker_join('{\"name\": \"pd\", \"host\": \"h\", \"pool\": \"default\", \"borrow\": [], \"gpus\": "
+	   "[{\"uuid\": \"PD-1\", \"memory_total_mib\": 24576}]}', NULL, false)", 0, NULL);
+	q1("SELECT rung_worker_join('{\"name\": \"ph\", \"host\": \"h\", \"pool\": \"h200\", \"borrow\": [\"default\"], "
+	   "\"gpus\": [{\"uuid\": \"PH-1\", \"memory_total_mib\": 143771}, {\"uuid\": \"PH-2\", \"memory_total_mib\": 143771}, "
+	   "{\"uuid\": \"PH-3\", \"memory_total_mib\": 143771}]}', NULL, false)", 0, NULL);
+	snprintf(wd, sizeof wd, "%s", q1("SELECT id FROM workers WHERE name = 'pd'", 0, NULL));
+	snprintf(wh, sizeof wh, "%s", q1("SELECT id FROM workers WHERE name = 'ph'", 0, NULL));
+	/* h200: h1, h2 (pl-a), then hb (pl-b); default: d1, d2 (pl-a) */
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery, pool) VALUES "
+	   "('h1', 'pl-a', 'image', 1, '{\"x\":1}', '{}', 'h200'), ('h2', 'pl-a', 'image', 2, '{\"x\":1}', '{}', 'h200'), "
+	   "('hb', 'pl-b', 'image', 3, '{\"x\":1}', '{}', 'h200'), ('d1', 'pl-a', 'image', 4, '{\"x\":1}', '{}', 'default'), "
+	   "('d2', 'pl-a', 'image', 5, '{\"x\":1}', '{}', 'default')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_token_set_limits(id, '{\"pool_max_running\": {\"h200\": 1}}')->>'pool_max_running' "
+		      "FROM tokens WHERE name = 'pl-a'", 0, NULL), "{\"h200\": 1}", "pool limits: pl-a may run 1 job of h200");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"pl-a/h200\": 1}",
+		   "pool limits: the room has its key per pool, none over every pool");
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"PH-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"PH-2\",\"fresh\":true}]", wh, wh);
+	p[0] = items;
+	p[1] = "30";
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:h1,1:ok:hb", "pool limits: two h200 GPUs: h1, then pl-a is at 1 in h200 and h2 waits, hb");
+	p[0] = wh;
+	TAP_STR_EQ(q1("SELECT rung_claim($1::bigint, 'PH-3', 30, NULL)->>'status'", 1, p), "none",
+		   "pool limits: nor does the one-GPU claim start h2");
+	TAP_STR_EQ(q1("SELECT (p->>'owner_pool_max_running') || ':' || (p->>'owner_pool_running') || ':' || "
+		      "coalesce(p->>'owner_max_running', 'none') FROM (SELECT rung_job_placement(j) AS p FROM jobs j "
+		      "WHERE j.name = 'h2') x", 0, NULL), "1:1:none", "pool limits: h2's placement: pl-a runs 1 of 1 in h200");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_job_placement(j)->>'owner_pool_max_running', 'none') FROM jobs j WHERE name = 'd1'",
+		      0, NULL), "none", "pool limits: a job of another pool has no pool limit in its placement");
+	TAP_STR_EQ(q1("SELECT e->'pool_limits' FROM jsonb_array_elements(rung_owners_summary()) e WHERE e->>'owner' = 'pl-a'",
+		      0, NULL), "[{\"pool\": \"h200\", \"queued\": 1, \"running\": 1, \"max_running\": 1}]",
+		   "pool limits: the owners' summary: 1 of h200 running, at most 1, 1 queued");
+	TAP_STR_EQ(q1("SELECT coalesce(array_to_string(rung_owners_capped_in(rung_owner_room_now(), 'h200'), ','), '-') "
+		      "|| ':' || coalesce(array_to_string(rung_owners_capped_in(rung_owner_room_now(), 'default'), ','), '-')",
+		      0, NULL), "pl-a:-", "pool limits: pl-a is capped in h200, not in default");
+	/* the default pool's jobs are not held by it: the borrower's third GPU takes d1 */
+	p[0] = wh;
+	TAP_STR_EQ(q1("WITH c AS MATERIALIZED (SELECT rung_claim_in('default', $1::bigint, 'PH-3', 30, NULL, NULL, NULL, NULL) "
+		      "AS r) SELECT j.name FROM c JOIN jobs j ON j.id = (c.r->'lease'->>'job_id')::bigint", 1, p), "d1",
+		   "pool limits: a job of its other pool starts (on a borrower's GPU)");
+	q1("ROLLBACK", 0, NULL);
+	/* with max_running 2 as well: the default round (first by name) takes d1, the h200 round h1 and hb;
+	 * the borrower's third GPU finds d2, but pl-a runs 2 over every pool */
+	q1("SELECT rung_token_set_limits(id, '{\"max_running\": 2}') FROM tokens WHERE name = 'pl-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"pl-a\": 2, \"pl-a/h200\": 1}",
+		   "pool limits: max_running set beside it, the pool's limit kept");
+	four = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"PH-1\",\"fresh\":true},"
+			 "{\"i\":1,\"worker\":%s,\"gpu\":\"PH-2\",\"fresh\":true},"
+			 "{\"i\":2,\"worker\":%s,\"gpu\":\"PH-3\",\"fresh\":true},"
+			 "{\"i\":3,\"worker\":%s,\"gpu\":\"PD-1\",\"fresh\":true}]", wh, wh, wh, wd);
+	p[0] = four;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, false) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:h1,1:ok:hb,2:none:-,3:ok:d1",
+		   "pool limits: both limits in one round: h1 (h200's 1), hb, d1 (the 2 over every pool), d2 waits");
+	TAP_STR_EQ(q1("SELECT rung_owner_room_now()::text", 0, NULL), "{\"pl-a\": 0, \"pl-a/h200\": 0}",
+		   "pool limits: both spent, counted from the running attempts");
+	q1("ROLLBACK", 0, NULL);
+	/* a fair share reads the queue's head by its owners, capped ones left out */
+	q1("SELECT rung_token_set_limits(id, '{\"max_running\": null}') FROM tokens WHERE name = 'pl-a'", 0, NULL);
+	p[0] = items;
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_round($1::jsonb, $2::int, true) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:h1,1:ok:hb", "pool limits: with a fair share too, h2 waits");
+	q1("ROLLBACK", 0, NULL);
+	/* what the API's body merges */
+	TAP_STR_EQ(q1("SELECT rung_token_set_limits(id, '{\"pool_max_running\": {\"video\": 0}}')->>'pool_max_running' "
+		      "FROM tokens WHERE name = 'pl-a'", 0, NULL), "{\"h200\": 1, \"video\": 0}",
+		   "pool limits: a second pool's is added to the first's");
+	TAP_STR_EQ(q1("SELECT rung_token_set_limits(id, '{\"pool_max_running\": {\"h200\": null}}')->>'pool_max_running' "
+		      "FROM tokens WHERE name = 'pl-a'", 0, NULL), "{\"video\": 0}", "pool limits: null lifts one pool's");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_limits(id, '{\"pool_max_running\": {\"video\": null}}')->>'pool_max_running', "
+		      "'null') FROM tokens WHERE name = 'pl-a'", 0, NULL), "null",
+		   "pool limits: the last one lifted, no per-pool limit is left (NULL, not {})");
+	q1("SELECT rung_token_set_limits(id, '{\"pool_max_running\": {\"h200\": 0, \"default\": 0}}') FROM tokens WHERE name = 'pl-a'",
+	   0, NULL);
+	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_limits(id, '{\"pool_max_running\": null}')->>'pool_max_running', 'null') "
+		      "FROM tokens WHERE name = 'pl-a'", 0, NULL), "null", "pool limits: null lifts them all");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "pool limits: none left, an empty room");
+	q1("DELETE FROM tokens WHERE name LIKE 'pl-%'", 0, NULL);
+	free(items);
+	free(four);
+	PQfinish(pg);
+}
+
 /* The capped walk (migration 021, rung_queue_head and rung_claim in 40_claim.sql): while an owner is
  * at its limit, a claim reads the other owners' queues (jobs_claim_owner) and merges them in claim
  * order: the same jobs, in the same order, as passing over the capped owner's jobs would give, a
@@ -2856,6 +2961,7 @@ int main(void)
 	test_borrow();
 	test_drain();
 	test_owner_limits();
+	test_pool_limits();
 	test_owner_queue();
 	test_fair_share();
 	db_free(db);

@@ -469,6 +469,23 @@ static void test_story_start_lower(void)
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1, "
 			  "\"owner_max_running\": 3, \"owner_running\": 2}",
 			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: below its owner's limit, its turn (near miss)" },
+			/* its owner's limit in its pool (tokens.pool_limits, migration 034) */
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"owner_pool_max_running\": 2, \"owner_pool_running\": 2}",
+			  "\n  waiting for its owner's limit in pool h200: team-a runs 2 jobs of it, at most 2 at once; no job ahead of "
+			  "it in the queue\n",
+			  "story: its owner at its limit in the job's pool" },
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, "
+			  "\"owner_pool_max_running\": 0, \"owner_pool_running\": 0}",
+			  "\n  waiting for its owner's limit in pool h200: team-a may run no job of it now (max_running 0)\n",
+			  "story: its owner paused in the job's pool" },
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 1, "
+			  "\"owner_pool_max_running\": 3, \"owner_pool_running\": 2}",
+			  "\n  waiting its turn: 1 job ahead of it in the queue\n", "story: below its limit in the pool, its turn (near miss)" },
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, "
+			  "\"owner_max_running\": 1, \"owner_running\": 1, \"owner_pool_max_running\": 1, \"owner_pool_running\": 1}",
+			  "\n  waiting for its owner's limit: team-a runs 1 job, at most 1 at once\n",
+			  "story: both limits spent: the one over every pool is named" },
 			/* worker pools: no GPU in its pool, some in others */
 			{ "{\"gpus\": 0, \"pool\": \"h200\", \"other_pools_gpus\": 3, \"min_gpu_memory_mib\": 0, "
 			  "\"fleet_max_gpu_mib\": 0, \"ahead\": 0}",

@@ -156,6 +156,17 @@ static void test_pool_names(void)
 		char *s3 = pool_list_join(none, ",", "any"), *s4 = pool_list_join(NULL, ",", "any");
 		TAP_OK(!strcmp(s1, "a, h200") && !strcmp(s2, "a,?") && !strcmp(s3, "any") && !strcmp(s4, "any"),
 		       "pools: a list joined, a non-string as ?, empty or missing as the word given");
+		json_t *lim = json_loads("{\"h200\": 2, \"video\": 0}", 0, NULL), *empty = json_object();
+		char *l1 = pool_limits_text(lim, ",", "none"), *l2 = pool_limits_text(empty, ",", "none");
+		char *l3 = pool_limits_text(NULL, ", ", "-"), *l4 = pool_limits_text(two, ",", "none");
+		TAP_OK(!strcmp(l1, "h200:2,video:0") && !strcmp(l2, "none") && !strcmp(l3, "-") && !strcmp(l4, "none"),
+		       "pools: limits per pool as POOL:N joined, none for empty, missing or not an object");
+		free(l1);
+		free(l2);
+		free(l3);
+		free(l4);
+		json_decref(lim);
+		json_decref(empty);
 		free(s1);
 		free(s2);
 		free(s3);

@@ -1003,6 +1003,45 @@ static void test_token_expiry(void)
 		}
 	}
 	{
+		/* POST /v1/tokens/{id}/limits (migration 034: per pool too) */
+		static const struct {
+			const char *body, *field;
+		} cases[] = {
+			{ "{\"max_running\": 3}", NULL },
+			{ "{\"max_running\": null}", NULL },
+			{ "{\"pool_max_running\": {\"h200\": 2, \"video\": null}}", NULL },
+			{ "{\"pool_max_running\": null, \"max_running\": 0}", NULL },
+			{ "{}", "max_running" },
+			{ "{\"max_running\": 1000001}", "max_running" },
+			{ "{\"pool_max_running\": {}}", "pool_max_running" },
+			{ "{\"pool_max_running\": 2}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"a/b\": 2}}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"h200\": 2.5}}", "pool_max_running" },
+			{ "{\"pool_max_running\": {\"h200\": 1000001}}", "pool_max_running" },
+			{ "{\"max_running\": 1, \"pools\": [\"a\"]}", "pools" },
+		};
+		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+			json_t *body = json_loads(cases[i].body, 0, NULL);
+			char *msg = NULL, label[160];
+			const char *field = api_tokens_check_limits(body, &msg);
+			snprintf(label, sizeof label, "token limits: %s -> %s", cases[i].body, cases[i].field ? cases[i].field : "ok");
+			TAP_OK(cases[i].field ? field && !strcmp(field, cases[i].field) && msg : !field && !msg, label);
+			free(msg);
+			json_decref(body);
+		}
+		json_t *many = json_object(), *body;
+		char *msg = NULL;
+		for (int i = 0; i <= API_TOKENS_POOLS_MAX; i++) {
+			char name[16];
+			snprintf(name, sizeof name, "p%d", i);
+			json_object_set_new(many, name, json_integer(1));
+		}
+		body = json_pack("{s:o}", "pool_max_running", many);
+		TAP_STR_EQ(api_tokens_check_limits(body, &msg), "pool_max_running", "token limits: 33 pools in one body are too many");
+		free(msg);
+		json_decref(body);
+	}
+	{
 		char buf[32];
 		TAP_OK(api_tokens_expires_param(0, buf) == NULL, "token expiry: never is SQL NULL");
 		TAP_STR_EQ(api_tokens_expires_param(3600, buf), "3600", "token expiry: seconds as text");
