@@ -126,8 +126,8 @@ static void create_form(struct hbuf *b)
 		    AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S, AUTH_NAME_MAX, EXPIRY_MAX_S / DAY_S);
 }
 
-/* The forms of a token not revoked: its limit (empty: none), its expiry (days from now; empty:
- * never) and revoke. */
+/* The forms of a token not revoked: its limit (empty: none), its limit in one pool (a pool name and
+ * a limit, empty: none there; migration 034), its expiry (days from now; empty: never) and revoke. */
 static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 {
 	html_printf(b, "<form method=\"post\" class=\"act limits\" action=\"" TOKENS_PATH "/%s/limits\">"
@@ -137,12 +137,17 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 	if (json_is_integer(max))
 		html_printf(b, "%lld", (long long)json_integer_value(max));
 	html_printf(b, "\"><button type=\"submit\">Set limit</button></form>"
+		       "<form method=\"post\" class=\"act pool-limits\" action=\"" TOKENS_PATH "/%s/limits\">"
+		       "<input type=\"text\" name=\"pool\" required maxlength=\"%d\" placeholder=\"pool\" "
+		       "aria-label=\"pool\"><input type=\"number\" name=\"max_running\" min=\"0\" max=\"%d\" "
+		       "placeholder=\"none\" aria-label=\"most jobs of that pool running at once (empty: none; 0: paused)\">"
+		       "<button type=\"submit\">Set pool limit</button></form>"
 		       "<form method=\"post\" class=\"act expiry\" action=\"" TOKENS_PATH "/%s/expiry\">"
 		       "<input type=\"number\" name=\"expires_in_days\" min=\"1\" max=\"%lld\" placeholder=\"never\" "
 		       "aria-label=\"expires in (days from now; empty: never)\"><button type=\"submit\">Set expiry</button></form>"
 		       "<form method=\"post\" class=\"act revoke\" action=\"" TOKENS_PATH "/%s/revoke\">"
 		       "<button type=\"submit\">Revoke</button></form>",
-		    id, EXPIRY_MAX_S / DAY_S, id);
+		    id, POOL_NAME_MAX, API_TOKENS_MAX_RUNNING, id, EXPIRY_MAX_S / DAY_S, id);
 }
 
 /* A token's expiry cell: "never", the instant, or "expired" and the instant. */
@@ -488,12 +493,16 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 
 static void limits(struct hreq *h)
 {
-	char *text = NULL, *body_text = NULL;
+	char *text = NULL, *body_text = NULL, *pool = NULL;
 	json_t *v = NULL, *body = NULL;
 	const char *params[2] = { h->param[0], NULL };
 
-	if (form_value(h, "max_running", &text) < 0)
+	if (form_value(h, "max_running", &text) < 0 || form_value(h, "pool", &pool) < 0)
 		goto out;
+	if (form_has(h, "pool") && !pool_name_ok(pool)) { /* the pool form's (migration 034) */
+		refuse(h, 400, "Bad request", "pool", "must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
 	if (!text) { /* absent or not decodable: never read as "no limit", which the empty field means */
 		refuse(h, 400, "Bad request", "max_running",
 		       "is required: an integer, or empty for no limit (the form sent none, or one that could not be read)");
@@ -507,7 +516,8 @@ static void limits(struct hreq *h)
 		free(msg);
 		goto out;
 	}
-	body = json_pack("{s:O}", "max_running", v); /* the per-pool limits stay as they are */
+	/* the limit over every pool, the per-pool ones staying as they are; or the one in that pool */
+	body = pool ? json_pack("{s:{s:O}}", "pool_max_running", pool, v) : json_pack("{s:O}", "max_running", v);
 	params[1] = body_text = json_dumps(body, JSON_COMPACT);
 	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
 out:
@@ -515,6 +525,7 @@ out:
 	free(body_text);
 	json_decref(v);
 	free(text);
+	free(pool);
 }
 
 static void on_expiry_set(PGresult *res, const char *err, void *arg)

@@ -26,8 +26,10 @@ void web_tokens_create(struct hreq *h);
 /* POST /ui/tokens/{id}/revoke: sql/token_revoke.sql, forgets the token in this replica's cache at
  * once, 303 to /ui/tokens. */
 void web_tokens_revoke(struct hreq *h);
-/* POST /ui/tokens/{id}/limits  max_running= (empty: no limit; 0: none of its jobs starts):
- * 400 page naming max_running unless web_tokens_limit_value passes api_tokens_limit_ok; else
+/* POST /ui/tokens/{id}/limits  max_running= (empty: no limit; 0: none of its jobs starts), and
+ * pool= for the limit in that pool alone (migration 034; the others stay as they are): 400 page
+ * naming pool unless it is a pool name, or max_running unless web_tokens_limit_value passes
+ * api_tokens_limit_ok; else
  * sql/token_set_limit.sql, wakes the parked waiters once it committed (lease_announce, as the API
  * does), 303 to /ui/tokens. */
 void web_tokens_limits(struct hreq *h);

@@ -899,6 +899,20 @@ static void test_web_tokens(struct harness *h, const char *support)
 	     "web tokens: a limit from another site: 403, unchanged (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", limits, "max_running=", SAME_SITE);
 	h_ok(h, st == 303 && listed_limit(h, "web-limited") == -1, "web tokens: lifted with an empty field (%ld)", st);
+	/* the pool form (migration 034): the limit in that pool alone */
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=h200&max_running=2", SAME_SITE);
+	h_ok(h, st == 303 && listed_limit(h, "web-limited") == -1 &&
+		     h_sql_int(h, "SELECT (pool_limits->>'h200')::int FROM tokens WHERE name = 'web-limited'", 0, NULL) == 2,
+	     "web tokens: the pool form sets 2 in h200, the limit over every pool left as it was (%ld)", st);
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=H200&max_running=2", SAME_SITE);
+	h_ok(h, st == 400 && body_has(h, "<code class=\"field\">pool</code>"), "web tokens: a bad pool name is a 400 naming pool (%ld)",
+	     st);
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=&max_running=2", SAME_SITE);
+	h_ok(h, st == 400 && body_has(h, "<code class=\"field\">pool</code>"), "web tokens: so is an empty one (%ld)", st);
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=h200&max_running=", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND pool_limits IS NULL", 0,
+				      NULL) == 1,
+	     "web tokens: and lifted with an empty limit (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/limits", "max_running=1", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: an unknown token id is a 404 (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/revoke", "", SAME_SITE);

@@ -761,7 +761,7 @@ static void test_tokens(void)
 		" \"revoked_at\": null, \"revoked\": false, \"max_running\": null, \"running\": 0},"
 		"{\"id\": 2, \"name\": \"<img src=x onerror=alert(1)>&\\\"'\", \"role\": \"submitter\","
 		" \"created_at\": \"2025-01-01T11:00:00+00:00\", \"revoked_at\": null, \"revoked\": false,"
-		" \"max_running\": 2, \"running\": 1},"
+		" \"max_running\": 2, \"pool_max_running\": {\"h200\": 1, \"<b>\": 0}, \"running\": 1},"
 		"{\"id\": 3, \"name\": \"old-worker\", \"role\": \"worker\", \"created_at\": \"2025-01-01T12:00:00+00:00\","
 		" \"revoked_at\": \"2025-01-02T03:04:05.678+00:00\", \"revoked\": true, \"max_running\": 0, \"running\": 0}"
 		"]}", 0, NULL);
@@ -778,8 +778,13 @@ static void test_tokens(void)
 		       has(s, "action=\"/ui/tokens/1/limits\"") && has(s, "action=\"/ui/tokens/2/limits\"") &&
 		       !has(s, "/ui/tokens/3/"),
 	       "tokens: revoke and limit forms for the live tokens, none for the revoked one");
-	TAP_INT_EQ(count(s, "name=\"max_running\""), 2, "tokens: a limit field per live token");
-	TAP_OK(has(s, "<td class=\"limit\">none</td>") && has(s, "<td class=\"limit\">2</td>") &&
+	TAP_INT_EQ(count(s, "name=\"max_running\""), 4, "tokens: a limit field per live token, and one for a pool's");
+	TAP_INT_EQ(count(s, "<form method=\"post\" class=\"act pool-limits\" action=\"/ui/tokens/"), 2,
+		   "tokens: a pool limit form (pool and limit) per live token");
+	TAP_OK(has(s, "<td class=\"limit\">2<br><span class=\"pool-limits\">per pool: h200:1, &lt;b&gt;:0</span></td>") &&
+		       !has(s, "<td class=\"limit\">none<br>"),
+	       "tokens: the limits per pool under the limit, escaped; none for a token without");
+	TAP_OK(has(s, "<td class=\"limit\">none</td>") && has(s, "<td class=\"limit\">2<br>") &&
 		       has(s, "<td class=\"limit\">0 (paused)</td>") && has(s, "value=\"2\"><button"),
 	       "tokens: max running as none, N or 0 (paused); the form holds the current limit");
 	TAP_OK(has(s, "<td class=\"running\">1</td>"), "tokens: how many of its jobs run now");
