@@ -68,8 +68,9 @@ $$;
 -- "scheduled", "max_running": its token's limit or null, "pool_limits": [{"pool", "max_running",
 -- "running", "queued"}] for each pool its token limits (migration 034), [] for none}] for every
 -- owner with a queued, running or scheduled job and every live token with a limit, the busiest
--- first (running, then queued, then scheduled, then name). P_QUEUED: the queued jobs per owner, {"owner": n} (GET /metrics reads the
--- queue once for them and its depth); NULL: read them here, by jobs_claim_owner (O(queue)). Running:
+-- first (running, then queued, then scheduled, then name). P_QUEUED: the queued jobs per owner,
+-- {"owner": n} (GET /metrics reads the queue once for them and its depth); NULL: read them here, by
+-- jobs_claim_owner (O(queue)). Running:
 -- rung_owners_running, O(running). Scheduled (migration 025: jobs waiting for their start time, which
 -- no claim reads): O(scheduled). GET /v1/owners, rungctl owners, the web GPUs page and /metrics'
 -- per-owner series.
