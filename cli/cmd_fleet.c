@@ -31,9 +31,27 @@ static char *pool_limits_cell(const json_t *list)
 	return out ? out : xstrdup("-");
 }
 
+/* An owner's GPU-hour quota (GET /v1/owners' "quota", migration 035: {"gpu_hours", "days",
+ * "used_hours", "over"}) as "512.3/500 in 7d (over)": the hours used in its window of the most;
+ * "-" when it has none. Heap. */
+static char *quota_cell(const json_t *q)
+{
+	const json_t *used = json_object_get(q, "used_hours");
+	char u[32] = "?";
+
+	if (!json_is_object(q))
+		return xstrdup("-");
+	if (json_is_number(used))
+		snprintf(u, sizeof u, "%.1f", json_number_value(used));
+	return xasprintf("%s/%g in %lldd%s", u, json_number_value(json_object_get(q, "gpu_hours")),
+			 (long long)json_integer_value(json_object_get(q, "days")),
+			 json_is_true(json_object_get(q, "over")) ? " (over)" : "");
+}
+
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
  * else b), "#k" (the length of the array under k), ",k" (the names in the array under k joined with
- * ",", "-" when none) or "/k" (the per-pool limits under k: pool_limits_cell). */
+ * ",", "-" when none), "/k" (the per-pool limits under k: pool_limits_cell) or "*k" (a GPU-hour quota:
+ * quota_cell). */
 static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
 	size_t n)
 {
@@ -45,14 +63,16 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 		for (size_t k = 0; k < n; k++) {
 			char *alts = xstrdup(keys[k]), *save = NULL;
 			const json_t *v = NULL;
-			int count = alts[0] == '#', names = alts[0] == ',', limits = alts[0] == '/';
-			for (char *p = strtok_r(alts + count + names + limits, "|", &save); p && !v;
+			int count = alts[0] == '#', names = alts[0] == ',', limits = alts[0] == '/', quota = alts[0] == '*';
+			for (char *p = strtok_r(alts + count + names + limits + quota, "|", &save); p && !v;
 			     p = strtok_r(NULL, "|", &save))
 				v = jpath_get(o, p);
 			if (names) /* an array of names: "a,b", "-" when empty or absent */
 				cells[k] = pool_list_join(v, ",", "-");
 			else if (limits)
 				cells[k] = pool_limits_cell(v);
+			else if (quota)
+				cells[k] = quota_cell(v);
 			else
 				cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
 			free(alts);
@@ -229,8 +249,11 @@ int cmd_workers(struct cli *c, int argc, char **argv)
 int cmd_owners(struct cli *c, int argc, char **argv)
 {
 	/* POOL LIMITS: per pool it is limited in, its jobs of that pool running / the most (migration 034) */
-	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING", "POOL LIMITS" };
-	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running", "/pool_limits" };
+	/* GPU HOURS: its quota's hours used in the window of the most (migration 035) */
+	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING", "POOL LIMITS",
+					    "GPU HOURS" };
+	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running", "/pool_limits",
+					    "*quota" };
 	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 

@@ -84,6 +84,16 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+/* A token's GPU-hour quota as a cell: "500 per 7 days", or "none" (migration 035). Heap. */
+static char *quota_cell(const json_t *t)
+{
+	const json_t *h = json_object_get(t, "gpu_hours");
+	long long days = (long long)json_integer_value(json_object_get(t, "gpu_hours_days"));
+
+	return json_is_number(h) ? xasprintf("%g per %lld day%s", json_number_value(h), days, days == 1 ? "" : "s")
+				 : xstrdup("none");
+}
+
 /* A token's limits per pool as a cell: "h200:2,video:0", or "none" (migration 034). Heap. */
 static char *pool_limits_cell(const json_t *t)
 {
@@ -98,11 +108,12 @@ static char *pools_cell(const json_t *t)
 
 int cmd_token_list(struct cli *c, int argc, char **argv)
 {
-	/* EXPIRES, POOLS and POOL LIMITS: cmd_token_expires_cell, pools_cell and pool_limits_cell, not a key's value */
-	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "POOL LIMITS", "CREATED", "REVOKED",
-					    "EXPIRES", "POOLS" };
-	static const char *const keys[] = { "id", "name", "role", "max_running", "pool_max_running", "created_at",
-					    "revoked_at", NULL, "pools" };
+	/* EXPIRES, POOLS, POOL LIMITS and GPU HOURS: cmd_token_expires_cell, pools_cell, pool_limits_cell and
+	 * quota_cell, not a key's value */
+	static const char *const head[] = { "ID", "NAME", "ROLE", "MAX RUNNING", "POOL LIMITS", "GPU HOURS", "CREATED",
+					    "REVOKED", "EXPIRES", "POOLS" };
+	static const char *const keys[] = { "id", "name", "role", "max_running", "pool_max_running", "gpu_hours",
+					    "created_at", "revoked_at", NULL, "pools" };
 	char *ops[1];
 	json_t *ans = NULL, *t;
 	size_t i;
@@ -121,6 +132,7 @@ int cmd_token_list(struct cli *c, int argc, char **argv)
 				cells[k] = !keys[k]			      ? cmd_token_expires_cell(t)
 					   : !strcmp(keys[k], "pools")	      ? pools_cell(t)
 					   : !strcmp(keys[k], "pool_max_running") ? pool_limits_cell(t)
+					   : !strcmp(keys[k], "gpu_hours")	      ? quota_cell(t)
 										  : table_cell(json_object_get(t, keys[k]));
 			table_add(tb, (const char *const *)cells);
 			for (size_t k = 0; k < ARRAY_LEN(keys); k++)
@@ -188,41 +200,77 @@ static int token_set(struct cli *c, const char *id, const char *verb, json_t *bo
 	return rc;
 }
 
+/* Every limit of a token, as `token limit` prints it: "max_running 4, pool_max_running h200:2,
+ * gpu_hours 500 per 7 days" (each "none" when unset). Heap. */
+static char *limits_cell(const json_t *t)
+{
+	char *max = limit_cell(t), *pools = pool_limits_cell(t), *quota = quota_cell(t);
+	char *out = xasprintf("max_running %s, pool_max_running %s, gpu_hours %s", max, pools, quota);
+
+	free(max);
+	free(pools);
+	free(quota);
+	return out;
+}
+
 int cmd_token_limit(struct cli *c, int argc, char **argv)
 {
 	char *ops[1], *end = NULL;
-	const char *max = NULL, *pool = NULL;
-	json_t *n, *body;
-	long long v = -1;
+	const char *max = NULL, *pool = NULL, *hours = NULL, *days = NULL;
+	json_t *body;
+	long long v = -1, d = 0;
+	double h = -1;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
 		{ .name = "max-running", .type = ARGS_STRING, .str = &max },
 		{ .name = "pool", .type = ARGS_STRING, .str = &pool },
+		{ .name = "gpu-hours", .type = ARGS_STRING, .str = &hours },
+		{ .name = "days", .type = ARGS_STRING, .str = &days },
 	};
 	int rc = cli_args(c, cli_cmd_named("token limit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
 
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
-	if (!max) {
-		fprintf(c->err, "rungctl token limit: --max-running N|none is required\n");
+	if (!max && !hours && !days) {
+		fprintf(c->err, "rungctl token limit: give --max-running N|none, --gpu-hours H|none or --days D\n");
 		return CLI_USAGE;
 	}
-	if (strcmp(max, "none")) {
+	if (max && strcmp(max, "none")) {
 		v = strtoll(max, &end, 10);
 		if (!*max || *end || v < 0) {
 			fprintf(c->err, "rungctl token limit: --max-running must be a number from 0, or none\n");
 			return CLI_USAGE;
 		}
 	}
-	if (pool && !pool_name_ok(pool)) {
-		fprintf(c->err, "rungctl token limit: --pool \"%s\" is not a pool name: %s\n", pool, POOL_NAME_RULE);
+	if (pool && (!max || !pool_name_ok(pool))) {
+		fprintf(c->err, "rungctl token limit: --pool needs a pool name (%s) and --max-running\n", POOL_NAME_RULE);
 		return CLI_USAGE;
 	}
-	n = v >= 0 ? json_integer(v) : json_null();
+	if (hours && strcmp(hours, "none")) {
+		h = strtod(hours, &end);
+		if (!*hours || *end || !(h >= 0)) {
+			fprintf(c->err, "rungctl token limit: --gpu-hours must be a number of hours from 0, or none\n");
+			return CLI_USAGE;
+		}
+	}
+	if (days) {
+		d = strtoll(days, &end, 10);
+		if (!*days || *end || d < 1) {
+			fprintf(c->err, "rungctl token limit: --days must be a whole number of days from 1\n");
+			return CLI_USAGE;
+		}
+	}
+	body = json_object();
 	/* with --pool, the limit in that pool alone (migration 034); the others stay as they are */
-	body = pool ? json_pack("{s:{s:o}}", "pool_max_running", pool, n) : json_pack("{s:o}", "max_running", n);
-	return pool ? token_set(c, ops[0], "limits", body, "pool_max_running", pool_limits_cell)
-		    : token_set(c, ops[0], "limits", body, "max_running", limit_cell);
+	if (max && pool)
+		json_object_set_new(body, "pool_max_running", json_pack("{s:o}", pool, v >= 0 ? json_integer(v) : json_null()));
+	else if (max)
+		json_object_set_new(body, "max_running", v >= 0 ? json_integer(v) : json_null());
+	if (hours) /* a GPU-hour quota over the last --days days (migration 035) */
+		json_object_set_new(body, "gpu_hours", h >= 0 ? json_real(h) : json_null());
+	if (days)
+		json_object_set_new(body, "gpu_hours_days", json_integer(d));
+	return token_set(c, ops[0], "limits", body, "limits", limits_cell);
 }
 
 int cmd_token_pools(struct cli *c, int argc, char **argv)

@@ -87,6 +87,19 @@ static char *owner_why(const json_t *job, const char *pool, long long max, long 
 			 owner ? owner : "?", running, running == 1 ? "" : "s", pool ? " of it" : "", max);
 }
 
+/* Why a queued job whose owner is over its GPU-hour quota waits (placement "owner_quota", migration
+ * 035: {"gpu_hours", "days", "used_hours"}). Heap string. */
+static char *quota_why(const json_t *job, const json_t *quota)
+{
+	const char *owner = json_string_value(json_object_get(job, "owner"));
+	long long days = (long long)json_integer_value(json_object_get(quota, "days"));
+
+	return xasprintf("waiting for its owner's GPU-hour quota: %s used %.1f of %g GPU hours in the last %lld day%s; "
+			 "its jobs start again as older hours leave that window (or when an admin raises the quota)",
+			 owner ? owner : "?", json_number_value(json_object_get(quota, "used_hours")),
+			 json_number_value(json_object_get(quota, "gpu_hours")), days, days == 1 ? "" : "s");
+}
+
 /* Whether placement p's owner limit named by key_max (its running jobs under key_running) is spent. */
 static bool owner_spent(const json_t *p, const char *key_max, const char *key_running)
 {
@@ -124,6 +137,8 @@ char *jobtext_placement(const json_t *job)
 				"there instead of starting over; the other workers' GPUs may take it in %s",
 				(long long)json_integer_value(json_object_get(held, "worker_id")),
 				(long long)json_integer_value(json_object_get(held, "attempt")), wait);
+	} else if (json_is_true(json_object_get(json_object_get(p, "owner_quota"), "over"))) { /* and whatever its limits */
+		why = quota_why(job, json_object_get(p, "owner_quota"));
 	} else if (owner_spent(p, "owner_max_running", "owner_running")) { /* the claim passes over it whatever the GPUs */
 		why = owner_why(job, NULL, (long long)json_integer_value(json_object_get(p, "owner_max_running")),
 				(long long)json_integer_value(json_object_get(p, "owner_running")));

@@ -216,9 +216,10 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 	json_t *v, *n;
 
 	*msg = NULL;
-	if (!json_is_object(body) || (!json_object_get(body, "max_running") && !json_object_get(body, "pool_max_running"))) {
+	if (!json_is_object(body) || (!json_object_get(body, "max_running") && !json_object_get(body, "pool_max_running") &&
+				      !json_object_get(body, "gpu_hours") && !json_object_get(body, "gpu_hours_days"))) {
 		*msg = xasprintf("the body is {\"max_running\": N | null, \"pool_max_running\": {\"POOL\": N | null} | "
-				 "null}, with at least one of them");
+				 "null, \"gpu_hours\": H | null, \"gpu_hours_days\": D}, with at least one of them");
 		return "max_running";
 	}
 	json_object_foreach((json_t *)body, key, v) {
@@ -249,8 +250,23 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 					return "pool_max_running";
 				}
 			}
+		} else if (!strcmp(key, "gpu_hours")) { /* migration 035: a quota of GPU hours over gpu_hours_days */
+			if (!json_is_null(v) && (!json_is_number(v) || json_number_value(v) < 0 ||
+						 json_number_value(v) > API_TOKENS_MAX_GPU_HOURS)) {
+				*msg = xasprintf("must be a number of GPU hours from 0 (none of its jobs starts) to %d, or null "
+						 "(no quota)", API_TOKENS_MAX_GPU_HOURS);
+				return "gpu_hours";
+			}
+		} else if (!strcmp(key, "gpu_hours_days")) {
+			if (!json_is_integer(v) || json_integer_value(v) < API_TOKENS_QUOTA_DAYS_MIN ||
+			    json_integer_value(v) > API_TOKENS_QUOTA_DAYS_MAX) {
+				*msg = xasprintf("must be a whole number of days from %d to %d: the window gpu_hours counts",
+						 API_TOKENS_QUOTA_DAYS_MIN, API_TOKENS_QUOTA_DAYS_MAX);
+				return "gpu_hours_days";
+			}
 		} else {
-			*msg = xasprintf("is not a field of a token's limits (max_running, pool_max_running)");
+			*msg = xasprintf("is not a field of a token's limits (max_running, pool_max_running, gpu_hours, "
+					 "gpu_hours_days)");
 			return key;
 		}
 	}

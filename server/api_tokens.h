@@ -23,6 +23,9 @@ void api_tokens_revoke(struct hreq *h);
 void api_tokens_limits(struct hreq *h);
 
 #define API_TOKENS_MAX_RUNNING 1000000 /* a larger limit is no limit: say null */
+#define API_TOKENS_MAX_GPU_HOURS 10000000 /* a quota of GPU hours (migration 035): a larger one is none */
+#define API_TOKENS_QUOTA_DAYS_MIN 1       /* the window a quota counts, in days */
+#define API_TOKENS_QUOTA_DAYS_MAX 90
 
 /* The checks of POST /v1/tokens's body, for the web form too: body is {"role", "name"?,
  * "expires_in_s"?} (borrowed). Returns NULL with *role and *name (borrowed from body; *name NULL
@@ -37,11 +40,12 @@ const char *api_tokens_expires_param(long long expires_in_s, char buf[32]);
 /* Whether v (borrowed; NULL: absent) is a max_running a token may take: null (no limit) or an
  * integer from 0 to API_TOKENS_MAX_RUNNING. Pure. */
 bool api_tokens_limit_ok(const json_t *v);
-/* The checks of POST /v1/tokens/{id}/limits's body (migration 034): {"max_running"?: N | null,
- * "pool_max_running"?: {"POOL": N | null, ...} (1 to API_TOKENS_POOLS_MAX pool names) | null}, at
- * least one of the two, nothing else; each N as api_tokens_limit_ok takes it. Returns NULL when it
- * is one, else the failing field (static, or a key borrowed from body) and *msg (heap, caller frees)
- * saying why. Pure. */
+/* The checks of POST /v1/tokens/{id}/limits's body (migrations 034, 035): {"max_running"?: N | null,
+ * "pool_max_running"?: {"POOL": N | null, ...} (1 to API_TOKENS_POOLS_MAX pool names) | null,
+ * "gpu_hours"?: H (a number, 0 to API_TOKENS_MAX_GPU_HOURS) | null, "gpu_hours_days"?: D (a whole
+ * number, API_TOKENS_QUOTA_DAYS_MIN to _MAX)}, at least one of them, nothing else; each N as
+ * api_tokens_limit_ok takes it. Returns NULL when it is one, else the failing field (static, or a key
+ * borrowed from body) and *msg (heap, caller frees) saying why. Pure. */
 const char *api_tokens_check_limits(const json_t *body, char **msg);
 
 /* `rungd token ...`: argv[0] is "token"; create takes --role, --name and --expires DURATION

@@ -17,6 +17,7 @@ struct reaper;
 struct preempt;
 struct retention;
 struct scheduler;
+struct quota;
 struct auth;
 struct metrics;
 struct webhook;
@@ -32,6 +33,7 @@ struct app {
 	struct preempt *preempt;       /* NULL unless --preempt-after-s */
 	struct retention *retention;   /* NULL unless --retain-days */
 	struct scheduler *scheduler;   /* queues scheduled jobs at their start time (migration 025) */
+	struct quota *quota;           /* reads the owners' GPU-hour quotas (migration 035) */
 	struct auth *auth;             /* token cache, submit buckets, parked counts (auth.c) */
 	struct metrics *metrics;       /* in-process /metrics registry (HTTP latencies) */
 	struct webhook *webhook;       /* escalation webhook delivery, NULL when not configured */

@@ -15,7 +15,7 @@
 /* Indexes into opts[]; the order is the --help order. */
 enum config_opt {
 	O_LISTEN, O_DATABASE_URL, O_CONFIG, O_NO_MIGRATE, O_FORCE_FUNCTIONS, O_LEASE_SECONDS, O_HEARTBEAT_MS,
-	O_REAP_INTERVAL_MS, O_PREEMPT_AFTER_S, O_PREEMPT_PRIORITY, O_RESUME_HOLD_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUARANTINE_MIN_S, O_DB_POOL,
+	O_REAP_INTERVAL_MS, O_PREEMPT_AFTER_S, O_PREEMPT_PRIORITY, O_RESUME_HOLD_S, O_POLL_FALLBACK_MS, O_FAIR_SHARE, O_QUOTA_INTERVAL_MS, O_QUARANTINE_MIN_S, O_DB_POOL,
 	O_METRICS_HISTORY_MS, O_RETAIN_DAYS, O_PRUNE_INTERVAL_MS, O_SUBMIT_RATE, O_ESCALATION_WEBHOOK, O_JOB_WEBHOOK,
 	O_WEBHOOK_POLL_MS, O_WEBHOOK_BACKOFF_MS, O_WEBHOOK_BACKOFF_MAX_MS, O_WEBHOOK_TIMEOUT_MS, O_COUNT
 };
@@ -54,6 +54,9 @@ static const struct options_desc opts[O_COUNT] = {
 	  "how often parked long-polls retry without a wake-up"),
 	B(O_FAIR_SHARE, "fair-share",
 	  "share the GPUs among owners: within a priority, the next job is of the owner that runs the fewest"),
+	I(O_QUOTA_INTERVAL_MS, "quota-interval-ms", "30000", 100, 3600000,
+	  "how often the GPU hours of owners with a quota are read (an owner over its quota starts no job until a "
+	  "read finds it under)"),
 	I(O_QUARANTINE_MIN_S, "quarantine-min-s", "600", 0, 604800,
 	  "a quarantined GPU gets leases again after a passing health check only this long after quarantine"),
 	I(O_DB_POOL, "db-pool", "4", 1, 256, "database connections"),
@@ -133,6 +136,7 @@ enum config_result config_load(struct config *c, int argc, char **argv, char **e
 	c->resume_hold_s = (int)options_int(&o, O_RESUME_HOLD_S);
 	c->poll_fallback_ms = (int)options_int(&o, O_POLL_FALLBACK_MS);
 	c->fair_share = options_bool(&o, O_FAIR_SHARE);
+	c->quota_interval_ms = (int)options_int(&o, O_QUOTA_INTERVAL_MS);
 	c->quarantine_min_s = (int)options_int(&o, O_QUARANTINE_MIN_S);
 	c->db_pool = (int)options_int(&o, O_DB_POOL);
 	c->metrics_history_ms = (int)options_int(&o, O_METRICS_HISTORY_MS);

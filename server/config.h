@@ -26,6 +26,7 @@ struct config {
 	int preempt_priority;       /* --preempt-priority: priorities up to it are urgent */
 	int resume_hold_s;          /* --resume-hold-s (0: no checkpoint hold) */
 	int poll_fallback_ms;       /* --poll-fallback-ms */
+	int quota_interval_ms;      /* --quota-interval-ms: how often GPU-hour quotas are read (migration 035) */
 	int quarantine_min_s;       /* --quarantine-min-s: no health-check lift before this */
 	int db_pool;                /* --db-pool */
 	int metrics_history_ms;     /* --metrics-history-ms: reuse of /metrics' history counts */

@@ -887,7 +887,7 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		return;
 	}
 	html_add(b, "<table class=\"owners\"><thead><tr><th>owner</th><th>running</th><th>queued</th><th>scheduled</th>"
-		    "<th>max running</th><th>per pool</th></tr></thead><tbody>\n");
+		    "<th>max running</th><th>per pool</th><th>GPU hours</th></tr></thead><tbody>\n");
 	json_array_foreach(owners, i, o) {
 		const json_t *l;
 		size_t k;
@@ -920,6 +920,16 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 			html_esc(b, json_string_value(json_object_get(l, "pool")) ?: "?");
 			html_printf(b, " %lld/%lld%s", (long long)n, (long long)m,
 				    n >= m ? " <span class=\"state s-queued\">at its limit</span>" : "");
+		}
+		html_add(b, "</td><td class=\"quota\">"); /* its GPU-hour quota (migration 035): used/quota in its window */
+		if (!json_is_object(json_object_get(o, "quota")))
+			html_add(b, "<span class=\"muted\">none</span>");
+		else {
+			const json_t *q = json_object_get(o, "quota");
+			html_printf(b, "%.1f/%g in %lld d%s", json_number_value(json_object_get(q, "used_hours")),
+				    json_number_value(json_object_get(q, "gpu_hours")),
+				    (long long)json_integer_value(json_object_get(q, "days")),
+				    json_is_true(json_object_get(q, "over")) ? " <span class=\"state s-queued\">over its quota</span>" : "");
 		}
 		html_add(b, "</td></tr>\n");
 	}

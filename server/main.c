@@ -24,6 +24,7 @@
 #include "preempt.h"
 #include "reaper.h"
 #include "retention.h"
+#include "quota.h"
 #include "scheduler.h"
 #include "routes.h"
 #include "util.h"
@@ -114,6 +115,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 	preempt_stop(app->preempt);
 	retention_stop(app->retention);
 	scheduler_stop(app->scheduler);
+	quota_stop(app->quota);
 	lease_shutdown(app->lease);
 	event_add(app->stop_check, &grace);
 	app_request_done(app);
@@ -230,6 +232,7 @@ int main(int argc, char **argv)
 	app.preempt = preempt_new(&app);
 	app.retention = retention_new(&app);
 	app.scheduler = scheduler_new(&app);
+	app.quota = quota_new(&app, o.quota_interval_ms);
 	db_listen(app.db, "rung_jobs", on_notify, &app);
 	db_on_listen_reconnect(app.db, on_listen_reconnect, &app);
 	app.stop_check = event_new(app.base, -1, 0, on_stop_check, &app);
@@ -244,9 +247,9 @@ int main(int argc, char **argv)
 			snprintf(urgent, sizeof urgent, "%d", o.preempt_priority);
 		log_info("listening", "version=%s listen=%s lease_seconds=%d heartbeat_ms=%d reap_interval_ms=%d "
 			 "poll_fallback_ms=%d db_pool=%d retain_days=%d fair_share=%d preempt_after_s=%d preempt_priority=%s "
-			 "resume_hold_s=%d", rung_version(), o.listen, o.lease_seconds, o.heartbeat_ms, o.reap_interval_ms,
-			 o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share, o.preempt_after_s, urgent,
-			 o.resume_hold_s);
+			 "resume_hold_s=%d quota_interval_ms=%d", rung_version(), o.listen, o.lease_seconds, o.heartbeat_ms,
+			 o.reap_interval_ms, o.poll_fallback_ms, o.db_pool, o.retain_days, o.fair_share, o.preempt_after_s,
+			 urgent, o.resume_hold_s, o.quota_interval_ms);
 	}
 	event_base_dispatch(app.base);
 	rc = 0;
@@ -256,6 +259,7 @@ out:
 	preempt_free(app.preempt);
 	retention_free(app.retention);
 	scheduler_free(app.scheduler);
+	quota_free(app.quota);
 	webhook_free(app.webhook);
 	db_free(app.db);
 	lease_free(app.lease);

@@ -344,6 +344,22 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 		if (json_is_integer(json_object_get(o, "max_running")))
 			metrics_write_sample(b, "rung_owner_max_running", labels, jnum(o, "max_running"));
 	}
+	metrics_write_head(b, "rung_owner_gpu_hours_quota", "gauge",
+			   "Per owner with a GPU-hour quota: the GPU hours its jobs may take in its window (tokens' gpu_hours).");
+	json_array_foreach(owners, i, o) {
+		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
+		const json_t *q = json_object_get(o, "quota");
+		if (json_is_object(q))
+			metrics_write_sample(b, "rung_owner_gpu_hours_quota", labels, jnum(q, "gpu_hours"));
+	}
+	metrics_write_head(b, "rung_owner_gpu_hours_used", "gauge",
+			   "Per owner with a GPU-hour quota: the GPU hours its jobs took in its window, as last read.");
+	json_array_foreach(owners, i, o) {
+		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
+		const json_t *q = json_object_get(o, "quota");
+		if (json_is_object(q) && json_is_number(json_object_get(q, "used_hours")))
+			metrics_write_sample(b, "rung_owner_gpu_hours_used", labels, jnum(q, "used_hours"));
+	}
 	write_owner_pools(b, owners, "rung_owner_pool_max_running", "max_running",
 			  "Per owner and pool it is limited in (tokens' pool limits): how many of its jobs of that pool may "
 			  "run at once.");

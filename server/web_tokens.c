@@ -193,6 +193,10 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_printf(b, "%lld%s", (long long)json_integer_value(max), json_integer_value(max) == 0 ? " (paused)" : "");
 	else
 		html_add(b, "none");
+	if (json_is_number(json_object_get(t, "gpu_hours"))) /* migration 035: a GPU-hour quota */
+		html_printf(b, "<br><span class=\"quota\">%g GPU hours per %lld days</span>",
+			    json_number_value(json_object_get(t, "gpu_hours")),
+			    (long long)json_integer_value(json_object_get(t, "gpu_hours_days")));
 	if (json_is_object(json_object_get(t, "pool_max_running"))) { /* migration 034: set with rungctl token limit --pool */
 		char *pools = pool_limits_text(json_object_get(t, "pool_max_running"), ", ", "");
 		html_add(b, "<br><span class=\"pool-limits\">per pool: ");

@@ -56,7 +56,8 @@ SELECT jsonb_build_object(
                         ELSE coalesce((j.constraints->>'min_gpu_memory_mib')::int, 0) > m.mib
                         END),
   -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020), or as
-  -- many of their pool's as its limit there allows (migration 034): the claim passes over them
+  -- many of their pool's as its limit there allows (migration 034), or is over its GPU-hour quota
+  -- (migration 035): the claim passes over them
   -- whatever the GPUs. From the per-owner counts below and the queue's (owner, pool) counts, not a
   -- read of its own. Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a
   -- lease.
@@ -65,6 +66,7 @@ SELECT jsonb_build_object(
                                  WHERE e->>'owner' = q.owner
                                    AND ((jsonb_typeof(e->'max_running') = 'number'
                                          AND (e->>'running')::int >= (e->>'max_running')::int)
+                                        OR coalesce((e->'quota'->>'over')::boolean, false)
                                         OR EXISTS (SELECT 1 FROM jsonb_array_elements(e->'pool_limits') l
                                                    WHERE l->>'pool' = q.pool
                                                      AND (l->>'running')::int >= (l->>'max_running')::int)))),

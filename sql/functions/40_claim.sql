@@ -66,7 +66,8 @@ $$;
 
 -- Who runs and waits, per owner (a token's name: a team): [{"owner", "queued", "running",
 -- "scheduled", "max_running": its token's limit or null, "pool_limits": [{"pool", "max_running",
--- "running", "queued"}] for each pool its token limits (migration 034), [] for none}] for every
+-- "running", "queued"}] for each pool its token limits (migration 034), [] for none, "quota": its
+-- GPU-hour quota (rung_owner_quota, migration 035) or null}] for every
 -- owner with a queued, running or scheduled job and every live token with a limit, the busiest
 -- first (running, then queued, then scheduled, then name). P_QUEUED: the queued jobs per owner,
 -- {"owner": n} (GET /metrics reads the queue once for them and its depth); NULL: read them here, by
@@ -89,7 +90,8 @@ BEGIN
   FROM (SELECT c.owner, count(*) AS n FROM jobs c WHERE c.state = 'scheduled' GROUP BY c.owner) q;
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('owner', o.owner, 'queued', o.queued, 'running', o.running,
                                                        'scheduled', o.scheduled, 'max_running', t.max_running,
-                                                       'pool_limits', coalesce(pl.list, '[]'))
+                                                       'pool_limits', coalesce(pl.list, '[]'),
+                                                       'quota', rung_owner_quota(o.owner))
                                     ORDER BY o.running DESC, o.queued DESC, o.scheduled DESC, o.owner), '[]')
           FROM (SELECT k.owner, coalesce((queued->>k.owner)::int, 0) AS queued,
                        coalesce((running->>k.owner)::int, 0) AS running,
@@ -97,7 +99,8 @@ BEGIN
                 FROM (SELECT jsonb_object_keys(queued) UNION SELECT jsonb_object_keys(running)
                       UNION SELECT jsonb_object_keys(scheduled)
                       UNION SELECT l.name FROM tokens l
-                      WHERE (l.max_running IS NOT NULL OR l.pool_limits IS NOT NULL) AND l.revoked_at IS NULL) k(owner)) o
+                      WHERE (l.max_running IS NOT NULL OR l.pool_limits IS NOT NULL OR l.gpu_hours IS NOT NULL)
+                        AND l.revoked_at IS NULL) k(owner)) o
           LEFT JOIN tokens t ON t.name = o.owner
           -- its limits per pool: queued jobs by jobs_claim_owner (pool, owner), O(its queue there)
           LEFT JOIN LATERAL (SELECT jsonb_agg(jsonb_build_object(
@@ -116,14 +119,17 @@ END $$;
 -- job of pool POOL may start while both its owner's keys, where present, are above 0
 -- (rung_room_open); starting it spends one of each (rung_room_take). Running jobs are counted
 -- through their running attempts (attempts_one_running), O(running); per pool only when some token
--- has a per-pool limit. What the preemption pass weighs (44_preempt.sql); the claim takes it under
--- locks (rung_owner_room, below).
+-- has a per-pool limit. An owner over its GPU-hour quota (migration 035: quota_use.over, read by
+-- rung_quota_pass, 45_quota.sql) has no room at all: its key is 0 (or what max_running left, when
+-- below). What the preemption pass weighs (44_preempt.sql); the claim takes it under locks
+-- (rung_owner_room, below).
 CREATE OR REPLACE FUNCTION rung_owner_room_now() RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
   room jsonb;
   running jsonb;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL) THEN
+  IF NOT EXISTS (SELECT 1 FROM tokens t
+                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL) THEN
     RETURN '{}';
   END IF;
   running := rung_owners_running();
@@ -136,6 +142,11 @@ BEGIN
     INTO room
     FROM tokens t CROSS JOIN LATERAL jsonb_each_text(t.pool_limits) l
     WHERE t.pool_limits IS NOT NULL;
+  END IF;
+  IF EXISTS (SELECT 1 FROM quota_use u WHERE u.over) THEN
+    SELECT room || coalesce(jsonb_object_agg(t.name, least(coalesce((room->>t.name)::int, 0), 0)), '{}') INTO room
+    FROM quota_use u JOIN tokens t ON t.id = u.token_id
+    WHERE u.over AND t.gpu_hours IS NOT NULL;
   END IF;
   RETURN room;
 END $$;
@@ -150,10 +161,11 @@ END $$;
 CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
-  IF NOT EXISTS (SELECT 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL) THEN
+  IF NOT EXISTS (SELECT 1 FROM tokens t
+                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL) THEN
     RETURN '{}';
   END IF;
-  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL
+  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL
   ORDER BY t.id FOR NO KEY UPDATE;
   RETURN rung_owner_room_now();
 END $$;

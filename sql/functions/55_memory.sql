@@ -119,6 +119,8 @@ LANGUAGE sql STABLE AS $$
     || coalesce((SELECT jsonb_build_object('owner_pool_max_running', (t.pool_limits->>j.pool)::int,
                                            'owner_pool_running', rung_owner_running_in(j.owner, j.pool))
                  FROM tokens t WHERE t.name = j.owner AND t.pool_limits ? j.pool), '{}')
+    -- its owner's GPU-hour quota (migration 035), as last read
+    || coalesce(jsonb_build_object('owner_quota', rung_owner_quota(j.owner)), '{}')
     -- held for the worker whose host has its checkpoint (recovery/resume.h), while the hold lasts
     || CASE WHEN rung_held_elsewhere(j.constraints, 0)
             THEN jsonb_build_object('held', jsonb_build_object(

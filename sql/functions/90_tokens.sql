@@ -54,7 +54,9 @@ END $$;
 -- logs who set them: the audit of a limit is rungd's log, not an event):
 -- P_BODY's "max_running" when present (N, or null: none), and its "pool_max_running" when present:
 -- null lifts every per-pool limit; {"POOL": N | null, ...} sets (N) or lifts (null) the limit of
--- each pool named, leaving the others as they were (migration 034). Returns TOKEN, or NULL when
+-- each pool named, leaving the others as they were (migration 034); its "gpu_hours" (N, or null: no
+-- quota) and "gpu_hours_days" (the window, 1 to 90) when present, the owner's use read at once
+-- (rung_quota_read, migration 035). Returns TOKEN, or NULL when
 -- missing. The claim reads them at its next round (rung_owner_room, 40_claim.sql); jobs running
 -- now run on. Waits for the claims under way (rung_owner_limits_lock), so that none of them still
 -- goes by the old limits, or by none, once this one committed.
@@ -76,8 +78,13 @@ BEGIN
   END IF;
   UPDATE tokens SET max_running = CASE WHEN p_body ? 'max_running' THEN (p_body->>'max_running')::int
                                        ELSE max_running END,
-                    pool_limits = lim
+                    pool_limits = lim,
+                    gpu_hours = CASE WHEN p_body ? 'gpu_hours' THEN (p_body->>'gpu_hours')::real ELSE gpu_hours END,
+                    gpu_hours_days = coalesce((p_body->>'gpu_hours_days')::int, gpu_hours_days)
   WHERE id = p_id RETURNING * INTO t;
+  IF p_body ?| '{gpu_hours,gpu_hours_days}' THEN
+    PERFORM rung_quota_read(p_id); -- the new quota holds from this commit, not from the next pass
+  END IF;
   RETURN rung_token_json(t);
 END $$;
 

@@ -1043,6 +1043,149 @@ out:
 	json_decref(cfg);
 }
 
+/* A GPU-hour quota (migration 035): the admin gives the submitter 1 GPU hour a week with rungctl; a
+ * finished attempt of 2 hours (its start moved back by SQL) puts it over once rungd's pass (every
+ * 200 ms here) reads it; its next job waits on a free GPU and every surface says why; raised to 10
+ * hours, the job starts at once (the API reads the quota and wakes the GPUs); lifted. Bad bodies are
+ * 400s naming the field. */
+static void test_quota(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_quota", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *a = NULL, *b = NULL, *r = NULL, *lease = NULL, *second = NULL, *ok = h_facts_success(10);
+	char *tid = NULL, *idb = NULL, *path = NULL, *args = NULL, *out = NULL;
+	const char *saved = h->auth_token;
+	struct sql_wait over = { h, "SELECT count(*) FROM quota_use u JOIN tokens t ON t.id = u.token_id "
+				    "WHERE t.name = 'it-submitter' AND u.over", 1 };
+	long st = 0;
+	int rc = -1;
+
+	{
+		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
+		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
+		PQclear(q);
+	}
+	if (!h_ok(h, tid && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
+		  "quota: the submitter's token, an empty queue"))
+		goto out;
+	path = xasprintf("/v1/tokens/%s/limits", tid);
+	{
+		static const struct {
+			const char *body, *field;
+		} bad[] = {
+			{ "{\"gpu_hours\": -1}", "gpu_hours" },
+			{ "{\"gpu_hours\": \"5\"}", "gpu_hours" },
+			{ "{\"gpu_hours\": 10000001}", "gpu_hours" },
+			{ "{\"gpu_hours_days\": 0}", "gpu_hours_days" },
+			{ "{\"gpu_hours_days\": 91}", "gpu_hours_days" },
+			{ "{\"gpu_hours\": 5, \"gpu_hours_days\": 1.5}", "gpu_hours_days" },
+		};
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			r = h_request(h, "POST", path, bad[i].body, strlen(bad[i].body), NULL, &st);
+			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), bad[i].field), "quota: %s is a 400 naming %s (%ld)",
+			     bad[i].body, bad[i].field, st);
+			json_decref(r);
+		}
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE gpu_hours IS NOT NULL", 0, NULL) == 0,
+		     "quota: and none of them stored anything");
+	}
+	args = xasprintf("token limit %s --gpu-hours 1", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "gpu_hours 1 per 7 days"), "quota: rungctl token limit --gpu-hours 1 sets it");
+	free(out);
+	out = h_rungctl(h, "token list", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "GPU HOURS") && strstr(out, "1 per 7 days"), "quota: rungctl token list shows it");
+	free(out);
+	/* one job that ran two hours */
+	h->auth_token = h->submitter_token;
+	a = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	{
+		char *aid = h_id(lease, "attempt_id");
+		const char *p[1] = { aid };
+		json_t *done;
+		h_sql_int(h, "WITH u AS (UPDATE attempts SET started_at = now() - interval '2 hours' WHERE id = $1::bigint "
+			     "RETURNING 1) SELECT count(*) FROM u", 1, p);
+		done = aid ? h_fake_finish(h, aid, h_str(lease, "token"), ok, &st) : NULL;
+		h_ok(h, done && st == 200, "quota: a job of two GPU hours ended (%ld)", st);
+		json_decref(done);
+		free(aid);
+	}
+	h_ok(h, wait_until(sql_reaches, &over, 10000), "quota: rungd's pass finds it-submitter over its quota");
+	h->auth_token = h->submitter_token;
+	b = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	idb = h_id(b, "id");
+	r = h_fake_lease(h, wid, GPU, 300, &st);
+	h_ok(h, st == 204, "quota: a free GPU gets nothing for it (%ld)", st);
+	json_decref(r);
+	r = idb ? h_job(h, idb) : NULL;
+	h_ok(h, json_is_true(jpath_get(r, "placement.owner_quota.over")) &&
+		     json_number_value(jpath_get(r, "placement.owner_quota.used_hours")) >= 2.0 &&
+		     jpath_int(r, "placement.owner_quota.days", -1) == 7,
+	     "quota: the waiting job's placement: over, 2 hours used in 7 days");
+	json_decref(r);
+	free(args);
+	args = xasprintf("show %s", idb ? idb : "0");
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "waiting for its owner's GPU-hour quota: it-submitter used 2.0 of 1 GPU hours "
+					      "in the last 7 days"),
+	     "quota: rungctl show says why it waits");
+	if (h->failed)
+		h_diag("rungctl show: %s", out ? out : "");
+	free(out);
+	{
+		char *m = h_scrape(h);
+		h_ok(h, m && h_sample(m, "rung_queue_owner_capped") == 1 &&
+			     h_sample(m, "rung_owner_gpu_hours_quota{owner=\"it-submitter\"}") == 1 &&
+			     h_sample(m, "rung_owner_gpu_hours_used{owner=\"it-submitter\"}") >= 2.0,
+		     "quota: /metrics counts the job as capped, and the owner's quota and hours used");
+		free(m);
+	}
+	out = h_rungctl(h, "owners", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "GPU HOURS") && strstr(out, "2.0/1 in 7d (over)"),
+	     "quota: rungctl owners shows 2.0/1 in 7d (over)");
+	free(out);
+	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"quota\">2.0/1 in 7 d <span"),
+	     "quota: the GPUs page's owners table marks it over its quota (%ld)", st);
+	free(args);
+	args = xasprintf("token limit %s --gpu-hours 10", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "gpu_hours 10 per 7 days"), "quota: raised to 10 hours");
+	free(out);
+	second = h_fake_lease(h, wid, GPU, 5000, &st);
+	{
+		char *jid = h_id(second, "job_id"), *aid = h_id(second, "attempt_id");
+		json_t *done;
+		h_ok(h, jid && idb && !strcmp(jid, idb), "quota: raised, the job starts at once (%s)", jid ? jid : "none");
+		done = aid ? h_fake_finish(h, aid, h_str(second, "token"), ok, &st) : NULL;
+		json_decref(done);
+		free(jid);
+		free(aid);
+	}
+	free(args);
+	args = xasprintf("token limit %s --gpu-hours none", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "gpu_hours none") &&
+		     h_sql_int(h, "SELECT count(*) FROM quota_use", 0, NULL) == 0,
+	     "quota: lifted with --gpu-hours none, its reading gone");
+	free(out);
+out:
+	h->auth_token = saved;
+	free(args);
+	free(path);
+	free(tid);
+	free(idb);
+	json_decref(lease);
+	json_decref(second);
+	json_decref(a);
+	json_decref(b);
+	json_decref(ok);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 /* ---- drain (POST /v1/workers/{id}/drain|resume, sql/functions/31_drain.sql) ---- */
 
 /* The worker's entry in GET /v1/workers (new reference) or NULL. */
@@ -1495,7 +1638,7 @@ int main(void)
 		const char *extra[] = { "--escalation-webhook", url, "--webhook-poll-ms", "50", "--webhook-backoff-ms",
 					"100", "--webhook-backoff-max-ms", "400", "--webhook-timeout-ms", "2000",
 					"--metrics-history-ms", "600000", "--retain-days", "30", "--prune-interval-ms", "3600000",
-					NULL };
+					"--quota-interval-ms", "200", NULL };
 		if (!h_ok(h, rc.port > 0 && h_server_start(h, extra) == 0, "rungd started with a webhook"))
 			goto out;
 	}
@@ -1514,6 +1657,7 @@ int main(void)
 	test_priority(h, wid);
 	test_owner_limit(h, wid);
 	test_pool_limit(h, wid);
+	test_quota(h, wid);
 	test_web_actions(h, wid, oom);
 	test_web_cancel_matching(h);
 	test_fair_share(h);

@@ -1990,6 +1990,108 @@ static void test_pool_limits(void)
 	PQfinish(pg);
 }
 
+/* GPU-hour quotas (migration 035, 45_quota.sql): an owner's GPU time in its window is summed as GET
+ * /v1/usage sums it (a window's part of each attempt), read into quota_use when a quota is set and by
+ * the pass, which names the owners that went over or came back; over it, the claim starts none of its
+ * jobs (its room is 0), the placement says so; a pass another replica runs is skipped; lifted, its row
+ * goes. */
+static void test_quota(void)
+{
+	const char *p[2];
+	char wid[32], *items;
+	PGconn *other;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'qt-%'", 0, NULL);
+	q1("INSERT INTO tokens (name, role, hash) VALUES ('qt-a', 'submitter', repeat('8', 64)), "
+	   "('qt-b', 'submitter', repeat('9', 64))", 0, NULL);
+	q1("SELECT rung_register('wq', 'h', '[{\"uuid\":\"Q-1\",\"memory_total_mib\":80000},"
+	   "{\"uuid\":\"Q-2\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wq'", 0, NULL));
+	/* qt-a's history: 2 h three hours ago, 24 h ten days ago (outside 7 days), 25 h ending 1 h inside them */
+	q1("INSERT INTO jobs (name, owner, kind, state, priority, target_config, recovery, attempts_count) VALUES "
+	   "('qh', 'qt-a', 'image', 'succeeded', 1, '{\"x\":1}', '{}', 3)", 0, NULL);
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token, lease_expires_at, state, "
+	   "outcome, started_at, ended_at) SELECT j.id, n, w.id, 'Q-1', '{}', 'h', 'qh' || n, now(), 'ended', 'failed', s, e "
+	   "FROM jobs j, workers w, (VALUES (1, now() - interval '10 days', now() - interval '9 days'), "
+	   "(2, now() - interval '8 days', now() - interval '7 days' + interval '1 hour'), "
+	   "(3, now() - interval '3 hours', now() - interval '1 hour')) x(n, s, e) WHERE j.name = 'qh' AND w.name = 'wq'",
+	   0, NULL);
+	TAP_STR_EQ(q1("SELECT round((rung_owner_gpu_s('qt-a', 7) / 3600)::numeric, 1)::text || ':' || "
+		      "round((rung_owner_gpu_s('qt-a', 1) / 3600)::numeric, 1)::text || ':' || rung_owner_gpu_s('qt-b', 7)::text",
+		      0, NULL), "3.0:2.0:0", "quota: 3 GPU hours in 7 days (the part of each attempt inside), 2 in 1 day, none for qt-b");
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('qa1', 'qt-a', 'image', 1, '{\"x\":1}', '{}'), ('qa2', 'qt-a', 'image', 2, '{\"x\":1}', '{}'), "
+	   "('qb1', 'qt-b', 'image', 3, '{\"x\":1}', '{}')", 0, NULL);
+	/* (each read of quota_use in a statement of its own: a statement sees the writes of the ones before) */
+	TAP_STR_EQ(q1("SELECT rung_token_set_limits(id, '{\"gpu_hours\": 5}')->>'gpu_hours' FROM tokens WHERE name = 'qt-a'",
+		      0, NULL), "5", "quota: 5 hours set");
+	TAP_STR_EQ(q1("SELECT round((u.used_s / 3600)::numeric, 1) || ':' || u.over FROM quota_use u JOIN tokens t "
+		      "ON t.id = u.token_id WHERE t.name = 'qt-a'", 0, NULL), "3.0:false",
+		   "quota: its use read at once: 3.0, not over");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "quota: under it, no room key");
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"Q-1\",\"fresh\":true},"
+			  "{\"i\":1,\"worker\":%s,\"gpu\":\"Q-2\",\"fresh\":true}]", wid, wid);
+	p[0] = items;
+	p[1] = "30";
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:qa1,1:ok:qa2", "quota: under it, both of its jobs start (near miss)");
+	q1("ROLLBACK", 0, NULL);
+	q1("SELECT rung_token_set_limits(id, '{\"gpu_hours\": 2.5}') FROM tokens WHERE name = 'qt-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT u.over::text FROM quota_use u JOIN tokens t ON t.id = u.token_id WHERE t.name = 'qt-a'", 0, NULL),
+		   "true", "quota: lowered to 2.5 hours, over it at once");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"qt-a\": 0}", "quota: over it, no room");
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:qb1,1:none:-", "quota: over it, none of its jobs starts; qt-b's does");
+	q1("ROLLBACK", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (p->'owner_quota'->>'over') || ':' || (p->'owner_quota'->>'used_hours') || ':' || "
+		      "(p->'owner_quota'->>'gpu_hours') || ':' || (p->'owner_quota'->>'days') "
+		      "FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'qa1') x", 0, NULL), "true:3.0:2.5:7",
+		   "quota: the placement says so");
+	TAP_STR_EQ(q1("SELECT e->'quota'->>'over' FROM jsonb_array_elements(rung_owners_summary()) e WHERE e->>'owner' = 'qt-a'",
+		      0, NULL), "true", "quota: so does the owners' summary");
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [], \"capped\": []}",
+		   "quota: a pass that finds nothing changed names nobody");
+	q1("UPDATE attempts SET started_at = started_at - interval '20 days', ended_at = ended_at - interval '20 days' "
+	   "WHERE token = 'qh3'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [\"qt-a\"], \"capped\": []}",
+		   "quota: its 2 recent hours left the window: the pass frees qt-a");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "quota: and it has room again");
+	q1("UPDATE attempts SET started_at = now() - interval '3 hours', ended_at = now() - interval '1 hour' WHERE token = 'qh3'",
+	   0, NULL);
+	other = PQconnectdb(url);
+	{
+		PGresult *r = PQexec(other, "BEGIN");
+		PQclear(r);
+		r = PQexec(other, "SELECT pg_advisory_xact_lock(rung_quota_lock())");
+		PQclear(r);
+		TAP_STR_EQ(q1("SELECT rung_quota_pass()->>'skipped'", 0, NULL), "true",
+			   "quota: a pass while another replica's runs skips");
+		r = PQexec(other, "COMMIT");
+		PQclear(r);
+	}
+	PQfinish(other);
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [], \"capped\": [\"qt-a\"]}",
+		   "quota: back in the window: the next pass caps qt-a");
+	q1("SELECT rung_token_set_limits(id, '{\"gpu_hours_days\": 1}') FROM tokens WHERE name = 'qt-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT t.gpu_hours_days || ':' || round((u.used_s / 3600)::numeric, 1) FROM quota_use u "
+		      "JOIN tokens t ON t.id = u.token_id WHERE t.name = 'qt-a'", 0, NULL), "1:2.0",
+		   "quota: a window of 1 day counts 2.0 hours");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_limits(id, '{\"gpu_hours\": null}')->>'gpu_hours', 'null') "
+		      "FROM tokens WHERE name = 'qt-a'", 0, NULL), "null", "quota: lifted");
+	TAP_STR_EQ(q1("SELECT count(*) FROM quota_use u JOIN tokens t ON t.id = u.token_id WHERE t.name = 'qt-a'", 0, NULL),
+		   "0", "quota: its row goes");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "quota: none left, an empty room");
+	q1("DELETE FROM tokens WHERE name LIKE 'qt-%'", 0, NULL);
+	free(items);
+	PQfinish(pg);
+}
+
 /* The capped walk (migration 021, rung_queue_head and rung_claim in 40_claim.sql): while an owner is
  * at its limit, a claim reads the other owners' queues (jobs_claim_owner) and merges them in claim
  * order: the same jobs, in the same order, as passing over the capped owner's jobs would give, a
@@ -2962,6 +3064,7 @@ int main(void)
 	test_drain();
 	test_owner_limits();
 	test_pool_limits();
+	test_quota();
 	test_owner_queue();
 	test_fair_share();
 	db_free(db);

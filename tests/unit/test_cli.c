@@ -486,6 +486,17 @@ static void test_story_start_lower(void)
 			  "\"owner_max_running\": 1, \"owner_running\": 1, \"owner_pool_max_running\": 1, \"owner_pool_running\": 1}",
 			  "\n  waiting for its owner's limit: team-a runs 1 job, at most 1 at once\n",
 			  "story: both limits spent: the one over every pool is named" },
+			/* its owner's GPU-hour quota (migration 035): before its limits */
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 2, "
+			  "\"owner_max_running\": 1, \"owner_running\": 1, \"owner_quota\": {\"gpu_hours\": 500, \"days\": 7, "
+			  "\"used_hours\": 512.3, \"over\": true}}",
+			  "\n  waiting for its owner's GPU-hour quota: team-a used 512.3 of 500 GPU hours in the last 7 days; its jobs "
+			  "start again as older hours leave that window (or when an admin raises the quota); 2 jobs ahead of it in "
+			  "the queue\n",
+			  "story: its owner over its GPU-hour quota (named before its limit)" },
+			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"owner_quota\": {\"gpu_hours\": 500, \"days\": 1, \"used_hours\": 499.9, \"over\": false}}",
+			  "\n  waiting its turn: no job ahead of it in the queue\n", "story: under its quota, its turn (near miss)" },
 			/* worker pools: no GPU in its pool, some in others */
 			{ "{\"gpus\": 0, \"pool\": \"h200\", \"other_pools_gpus\": 3, \"min_gpu_memory_mib\": 0, "
 			  "\"fleet_max_gpu_mib\": 0, \"ahead\": 0}",

@@ -1024,6 +1024,16 @@ static void test_token_expiry(void)
 			{ "{\"pool_max_running\": {\"h200\": 2.5}}", "pool_max_running" },
 			{ "{\"pool_max_running\": {\"h200\": 1000001}}", "pool_max_running" },
 			{ "{\"max_running\": 1, \"pools\": [\"a\"]}", "pools" },
+			/* a GPU-hour quota (migration 035) */
+			{ "{\"gpu_hours\": 500}", NULL },
+			{ "{\"gpu_hours\": 12.5, \"gpu_hours_days\": 30}", NULL },
+			{ "{\"gpu_hours\": null}", NULL },
+			{ "{\"gpu_hours_days\": 90}", NULL },
+			{ "{\"gpu_hours\": -0.5}", "gpu_hours" },
+			{ "{\"gpu_hours\": true}", "gpu_hours" },
+			{ "{\"gpu_hours_days\": 0}", "gpu_hours_days" },
+			{ "{\"gpu_hours_days\": null}", "gpu_hours_days" },
+			{ "{\"gpu_hours_days\": 7.0}", "gpu_hours_days" },
 		};
 		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 			json_t *body = json_loads(cases[i].body, 0, NULL);

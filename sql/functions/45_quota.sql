@@ -1,0 +1,88 @@
+-- GPU-hour quotas per owner (migration 035): tokens.gpu_hours over the last gpu_hours_days days. What
+-- each owner with a quota used is read here, by rungd's periodic pass (server/quota.c, every
+-- --quota-interval-ms) and at once when an admin sets a quota, and stored in quota_use; the claim
+-- reads only quota_use.over (rung_owner_room_now, 40_claim.sql), so a claim never sums GPU time. A
+-- quota is a budget, not a lock: the jobs a claim started before the pass saw the owner over it, and
+-- the owner's running jobs, may take it past the quota; none starts after.
+
+-- The advisory lock that keeps the passes of several replicas from reading the same usage at once
+-- (a pass that finds it taken skips: the other one reads it).
+CREATE OR REPLACE FUNCTION rung_quota_lock() RETURNS bigint LANGUAGE sql IMMUTABLE AS $$
+  SELECT 7240535::bigint
+$$;
+
+-- The GPU seconds the attempts of P_OWNER's jobs took in the last P_DAYS days: each attempt holds one
+-- GPU from its lease to its end (a running one: to now), the part inside the window counted, as GET
+-- /v1/usage counts it (sql/usage.sql). The owner's jobs by jobs_owner_id, their attempts by job:
+-- O(the owner's jobs kept), read by the pass, never by a claim.
+CREATE OR REPLACE FUNCTION rung_owner_gpu_s(p_owner text, p_days int) RETURNS double precision
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(sum(extract(epoch FROM coalesce(a.ended_at, now())
+                                         - greatest(a.started_at, now() - make_interval(days => p_days)))), 0)::float8
+  FROM jobs j JOIN attempts a ON a.job_id = j.id
+  WHERE j.owner = p_owner AND coalesce(a.ended_at, now()) > now() - make_interval(days => p_days)
+$$;
+
+-- Reads token P_TOKEN's use of its quota now into quota_use (its row dropped when it has no quota or
+-- was revoked) -> {"owner", "over", "was_over", "used_s"}: whether it is over its quota now and was at
+-- the last read. NULL when there is no such token.
+CREATE OR REPLACE FUNCTION rung_quota_read(p_token bigint) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  t tokens;
+  was boolean;
+  used double precision;
+  over boolean;
+BEGIN
+  SELECT * INTO t FROM tokens WHERE id = p_token;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  was := coalesce((SELECT u.over FROM quota_use u WHERE u.token_id = p_token), false);
+  IF t.gpu_hours IS NULL OR t.revoked_at IS NOT NULL THEN
+    DELETE FROM quota_use WHERE token_id = p_token;
+    RETURN jsonb_build_object('owner', t.name, 'over', false, 'was_over', was, 'used_s', NULL);
+  END IF;
+  used := rung_owner_gpu_s(t.name, t.gpu_hours_days);
+  over := used >= t.gpu_hours * 3600;
+  INSERT INTO quota_use (token_id, used_s, over, read_at) VALUES (p_token, used, over, now())
+  ON CONFLICT (token_id) DO UPDATE SET used_s = EXCLUDED.used_s, over = EXCLUDED.over, read_at = EXCLUDED.read_at;
+  RETURN jsonb_build_object('owner', t.name, 'over', over, 'was_over', was, 'used_s', used);
+END $$;
+
+-- The periodic pass (server/quota.c): reads every quota, and drops what is left of those lifted ->
+-- {"read": n, "capped": [owners over their quota since this pass], "freed": [owners back under it];
+-- rungd logs both and wakes the parked GPUs for the freed}; {"read": 0, ..., "skipped": true} when
+-- another replica's pass holds rung_quota_lock.
+CREATE OR REPLACE FUNCTION rung_quota_pass() RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+  r jsonb;
+  n int := 0;
+  capped text[] := '{}';
+  freed text[] := '{}';
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(rung_quota_lock()) THEN
+    RETURN jsonb_build_object('read', 0, 'capped', '[]'::jsonb, 'freed', '[]'::jsonb, 'skipped', true);
+  END IF;
+  FOR r IN SELECT rung_quota_read(t.id) FROM tokens t
+           WHERE t.gpu_hours IS NOT NULL OR EXISTS (SELECT 1 FROM quota_use u WHERE u.token_id = t.id)
+           ORDER BY t.id LOOP
+    n := n + 1;
+    IF (r->>'over')::boolean AND NOT (r->>'was_over')::boolean THEN
+      capped := capped || (r->>'owner');
+    ELSIF NOT (r->>'over')::boolean AND (r->>'was_over')::boolean THEN
+      freed := freed || (r->>'owner');
+    END IF;
+  END LOOP;
+  RETURN jsonb_build_object('read', n, 'capped', to_jsonb(capped), 'freed', to_jsonb(freed));
+END $$;
+
+-- An owner's quota as the placement, GET /v1/owners and /metrics show it: {"gpu_hours", "days",
+-- "used_hours" (one decimal; null before the first read), "over", "read_at"}, or NULL when its token
+-- has none.
+CREATE OR REPLACE FUNCTION rung_owner_quota(p_owner text) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('gpu_hours', t.gpu_hours, 'days', t.gpu_hours_days,
+                            'used_hours', round((u.used_s / 3600)::numeric, 1), 'over', coalesce(u.over, false),
+                            'read_at', u.read_at)
+  FROM tokens t LEFT JOIN quota_use u ON u.token_id = t.id
+  WHERE t.name = p_owner AND t.gpu_hours IS NOT NULL
+$$;
