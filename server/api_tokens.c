@@ -185,6 +185,20 @@ void api_tokens_revoke(struct hreq *h)
 	db_exec(h->app->db, sql_token_revoke, 1, params, on_revoked, h);
 }
 
+void api_tokens_log_limits(const char *token, const json_t *doc, const char *by, const char *via)
+{
+	char n[32] = "none", hours[48] = "none", *pools = pool_limits_text(json_object_get(doc, "pool_max_running"), ",", "none");
+
+	if (json_is_integer(json_object_get(doc, "max_running")))
+		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
+	if (json_is_number(json_object_get(doc, "gpu_hours")))
+		snprintf(hours, sizeof hours, "%g/%lldd", json_number_value(json_object_get(doc, "gpu_hours")),
+			 (long long)json_integer_value(json_object_get(doc, "gpu_hours_days")));
+	log_info("token limit set", "token=%s max_running=%s pool_max_running=%s gpu_hours=%s by=%s via=%s", token, n, pools,
+		 hours, by, via);
+	free(pools);
+}
+
 bool api_tokens_limit_ok(const json_t *v)
 {
 	return json_is_null(v) ||
@@ -198,14 +212,7 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 
 	if (!doc)
 		return;
-	{
-		char n[32] = "none", *pools = pool_limits_text(json_object_get(doc, "pool_max_running"), ",", "none");
-		if (json_is_integer(json_object_get(doc, "max_running")))
-			snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
-		log_info("token limit set", "token=%s max_running=%s pool_max_running=%s by=%s", h->param[0], n, pools,
-			 h->who.name);
-		free(pools);
-	}
+	api_tokens_log_limits(h->param[0], doc, h->who.name, "api");
 	lease_announce(h->app->lease); /* a raised or lifted limit: the parked GPUs of every replica may take its jobs */
 	hreq_reply(h, 200, doc);
 }

@@ -47,6 +47,10 @@ bool api_tokens_limit_ok(const json_t *v);
  * api_tokens_limit_ok takes it. Returns NULL when it is one, else the failing field (static, or a key
  * borrowed from body) and *msg (heap, caller frees) saying why. Pure. */
 const char *api_tokens_check_limits(const json_t *body, char **msg);
+/* Logs a token's limits once they were set ("token limit set": max_running, pool_max_running and
+ * gpu_hours as "500/7d", each "none" when unset), naming who set them and through what (via: "api",
+ * "web"). doc is the TOKEN the statement answered (borrowed). */
+void api_tokens_log_limits(const char *token, const json_t *doc, const char *by, const char *via);
 
 /* `rungd token ...`: argv[0] is "token"; create takes --role, --name and --expires DURATION
  * (common/expiry.h). Prints the new token alone on stdout (details on stderr). Reads --database-url or RUNG_DATABASE_URL. Returns the process exit code (0 ok,

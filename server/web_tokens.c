@@ -127,9 +127,18 @@ static void create_form(struct hbuf *b)
 }
 
 /* The forms of a token not revoked: its limit (empty: none), its limit in one pool (a pool name and
- * a limit, empty: none there; migration 034), its expiry (days from now; empty: never) and revoke. */
-static void row_forms(struct hbuf *b, const char *id, const json_t *max)
+ * a limit, empty: none there; migration 034), its GPU-hour quota (whole hours, empty: none, and its
+ * window in days; migration 035), its expiry (days from now; empty: never) and revoke. */
+static void row_forms(struct hbuf *b, const char *id, const json_t *t)
 {
+	const json_t *max = json_object_get(t, "max_running"), *quota = json_object_get(t, "gpu_hours");
+	long long days = json_is_integer(json_object_get(t, "gpu_hours_days"))
+				 ? (long long)json_integer_value(json_object_get(t, "gpu_hours_days"))
+				 : 7;
+	char hours[32] = "";
+
+	if (json_is_number(quota))
+		snprintf(hours, sizeof hours, "%.0f", json_number_value(quota));
 	html_printf(b, "<form method=\"post\" class=\"act limits\" action=\"" TOKENS_PATH "/%s/limits\">"
 		       "<input type=\"number\" name=\"max_running\" min=\"0\" max=\"%d\" placeholder=\"none\" "
 		       "aria-label=\"most jobs running at once (empty: none; 0: paused)\" value=\"",
@@ -142,12 +151,18 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *max)
 		       "aria-label=\"pool\"><input type=\"number\" name=\"max_running\" min=\"0\" max=\"%d\" "
 		       "placeholder=\"none\" aria-label=\"most jobs of that pool running at once (empty: none; 0: paused)\">"
 		       "<button type=\"submit\">Set pool limit</button></form>"
+		       "<form method=\"post\" class=\"act quota\" action=\"" TOKENS_PATH "/%s/limits\">"
+		       "<input type=\"number\" name=\"gpu_hours\" min=\"0\" max=\"%d\" placeholder=\"no quota\" "
+		       "aria-label=\"GPU hours (empty: no quota)\" value=\"%s\"><input type=\"number\" name=\"gpu_hours_days\" "
+		       "min=\"%d\" max=\"%d\" placeholder=\"days\" aria-label=\"over the last days\" value=\"%lld\">"
+		       "<button type=\"submit\">Set quota</button></form>"
 		       "<form method=\"post\" class=\"act expiry\" action=\"" TOKENS_PATH "/%s/expiry\">"
 		       "<input type=\"number\" name=\"expires_in_days\" min=\"1\" max=\"%lld\" placeholder=\"never\" "
 		       "aria-label=\"expires in (days from now; empty: never)\"><button type=\"submit\">Set expiry</button></form>"
 		       "<form method=\"post\" class=\"act revoke\" action=\"" TOKENS_PATH "/%s/revoke\">"
 		       "<button type=\"submit\">Revoke</button></form>",
-		    id, POOL_NAME_MAX, API_TOKENS_MAX_RUNNING, id, EXPIRY_MAX_S / DAY_S, id);
+		    id, POOL_NAME_MAX, API_TOKENS_MAX_RUNNING, id, API_TOKENS_MAX_GPU_HOURS, hours, API_TOKENS_QUOTA_DAYS_MIN,
+		    API_TOKENS_QUOTA_DAYS_MAX, days, id, EXPIRY_MAX_S / DAY_S, id);
 }
 
 /* A token's expiry cell: "never", the instant, or "expired" and the instant. */
@@ -193,10 +208,6 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_printf(b, "%lld%s", (long long)json_integer_value(max), json_integer_value(max) == 0 ? " (paused)" : "");
 	else
 		html_add(b, "none");
-	if (json_is_number(json_object_get(t, "gpu_hours"))) /* migration 035: a GPU-hour quota */
-		html_printf(b, "<br><span class=\"quota\">%g GPU hours per %lld days</span>",
-			    json_number_value(json_object_get(t, "gpu_hours")),
-			    (long long)json_integer_value(json_object_get(t, "gpu_hours_days")));
 	if (json_is_object(json_object_get(t, "pool_max_running"))) { /* migration 034: set with rungctl token limit --pool */
 		char *pools = pool_limits_text(json_object_get(t, "pool_max_running"), ", ", "");
 		html_add(b, "<br><span class=\"pool-limits\">per pool: ");
@@ -204,13 +215,17 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_add(b, "</span>");
 		free(pools);
 	}
+	if (json_is_number(json_object_get(t, "gpu_hours"))) /* migration 035: a GPU-hour quota */
+		html_printf(b, "<br><span class=\"quota\">%g GPU hours per %lld days</span>",
+			    json_number_value(json_object_get(t, "gpu_hours")),
+			    (long long)json_integer_value(json_object_get(t, "gpu_hours_days")));
 	html_add(b, "</td><td class=\"running\">");
 	html_esc_json(b, json_object_get(t, "running"), "0");
 	html_add(b, "</td><td>");
 	if (revoked)
 		html_add(b, MUTED_DASH);
 	else
-		row_forms(b, id, max);
+		row_forms(b, id, t);
 	html_add(b, "</td></tr>\n");
 }
 
@@ -478,7 +493,6 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 {
 	struct hreq *h = arg;
 	json_t *doc;
-	char n[32] = "none";
 
 	if (db_failed(h, res, err, "limits"))
 		return;
@@ -487,12 +501,42 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 		not_found(h);
 		return;
 	}
-	if (json_is_integer(json_object_get(doc, "max_running")))
-		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
-	log_info("token limit set", "token=%s max_running=%s by=%s via=web", h->param[0], n, h->who.name);
+	api_tokens_log_limits(h->param[0], doc, h->who.name, "web");
 	lease_announce(h->app->lease); /* as api_tokens_limits: a raised or lifted limit may let jobs run */
 	web_redirect(h, TOKENS_PATH);
 	json_decref(doc);
+}
+
+/* The quota form (migration 035): gpu_hours= (whole hours; empty: no quota) and gpu_hours_days= (1 to
+ * 90; empty: as it was), checked as the API checks its body (api_tokens_check_limits). */
+static void quota_form(struct hreq *h)
+{
+	char *hours = NULL, *days = NULL, *msg = NULL, *body_text = NULL;
+	const char *field, *params[2] = { h->param[0], NULL };
+	json_t *body = NULL;
+
+	if (form_value(h, "gpu_hours", &hours) < 0 || form_value(h, "gpu_hours_days", &days) < 0)
+		goto out;
+	if (!hours) { /* not decodable: never read as "no quota", which the empty field means */
+		refuse(h, 400, "Bad request", "gpu_hours", "must be a whole number of GPU hours, or empty (no quota)");
+		goto out;
+	}
+	body = json_pack("{s:o}", "gpu_hours", web_tokens_limit_value(hours));
+	if (days && *days)
+		json_object_set_new(body, "gpu_hours_days", web_tokens_limit_value(days));
+	field = api_tokens_check_limits(body, &msg);
+	if (field) {
+		refuse(h, 400, "Bad request", field, msg);
+		goto out;
+	}
+	params[1] = body_text = json_dumps(body, JSON_COMPACT);
+	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+out:
+	json_decref(body);
+	free(body_text);
+	free(msg);
+	free(hours);
+	free(days);
 }
 
 static void limits(struct hreq *h)
@@ -501,6 +545,10 @@ static void limits(struct hreq *h)
 	json_t *v = NULL, *body = NULL;
 	const char *params[2] = { h->param[0], NULL };
 
+	if (form_has(h, "gpu_hours")) {
+		quota_form(h);
+		return;
+	}
 	if (form_value(h, "max_running", &text) < 0 || form_value(h, "pool", &pool) < 0)
 		goto out;
 	if (form_has(h, "pool") && !pool_name_ok(pool)) { /* the pool form's (migration 034) */

@@ -29,7 +29,8 @@ void web_tokens_revoke(struct hreq *h);
 /* POST /ui/tokens/{id}/limits  max_running= (empty: no limit; 0: none of its jobs starts), and
  * pool= for the limit in that pool alone (migration 034; the others stay as they are): 400 page
  * naming pool unless it is a pool name, or max_running unless web_tokens_limit_value passes
- * api_tokens_limit_ok; else
+ * api_tokens_limit_ok; or gpu_hours= (whole hours; empty: no quota) and gpu_hours_days= (empty: as it
+ * was), a GPU-hour quota (migration 035): 400 page naming the field api_tokens_check_limits names; else
  * sql/token_set_limit.sql, wakes the parked waiters once it committed (lease_announce, as the API
  * does), 303 to /ui/tokens. */
 void web_tokens_limits(struct hreq *h);

@@ -913,6 +913,29 @@ static void test_web_tokens(struct harness *h, const char *support)
 	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND pool_limits IS NULL", 0,
 				      NULL) == 1,
 	     "web tokens: and lifted with an empty limit (%ld)", st);
+	/* the quota form (migration 035) */
+	st = h_browse(h, h->admin_token, "POST", limits, "gpu_hours=5&gpu_hours_days=3", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT (gpu_hours * 10)::int * 100 + gpu_hours_days FROM tokens "
+					  "WHERE name = 'web-limited'", 0, NULL) == 5003,
+	     "web tokens: the quota form sets 5 GPU hours over 3 days (%ld)", st);
+	{
+		static const struct {
+			const char *form, *field;
+		} bad[] = { { "gpu_hours=abc", "gpu_hours" }, { "gpu_hours=-1", "gpu_hours" },
+			    { "gpu_hours=5&gpu_hours_days=0", "gpu_hours_days" }, { "gpu_hours=%ZZ", "gpu_hours" },
+			    { "gpu_hours=5&gpu_hours_days=x", "gpu_hours_days" } };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			char *want = xasprintf("<code class=\"field\">%s</code>", bad[i].field);
+			st = h_browse(h, h->admin_token, "POST", limits, bad[i].form, SAME_SITE);
+			h_ok(h, st == 400 && body_has(h, want), "web tokens: %s is a 400 naming %s (%ld)", bad[i].form, bad[i].field,
+			     st);
+			free(want);
+		}
+	}
+	st = h_browse(h, h->admin_token, "POST", limits, "gpu_hours=&gpu_hours_days=", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND gpu_hours IS NULL "
+					  "AND gpu_hours_days = 3", 0, NULL) == 1,
+	     "web tokens: lifted with an empty field, the window kept (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/limits", "max_running=1", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: an unknown token id is a 404 (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/revoke", "", SAME_SITE);

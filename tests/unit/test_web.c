@@ -761,7 +761,8 @@ static void test_tokens(void)
 		" \"revoked_at\": null, \"revoked\": false, \"max_running\": null, \"running\": 0},"
 		"{\"id\": 2, \"name\": \"<img src=x onerror=alert(1)>&\\\"'\", \"role\": \"submitter\","
 		" \"created_at\": \"2025-01-01T11:00:00+00:00\", \"revoked_at\": null, \"revoked\": false,"
-		" \"max_running\": 2, \"pool_max_running\": {\"h200\": 1, \"<b>\": 0}, \"running\": 1},"
+		" \"max_running\": 2, \"pool_max_running\": {\"h200\": 1, \"<b>\": 0}, \"gpu_hours\": 500, \"gpu_hours_days\": 30,"
+		" \"running\": 1},"
 		"{\"id\": 3, \"name\": \"old-worker\", \"role\": \"worker\", \"created_at\": \"2025-01-01T12:00:00+00:00\","
 		" \"revoked_at\": \"2025-01-02T03:04:05.678+00:00\", \"revoked\": true, \"max_running\": 0, \"running\": 0}"
 		"]}", 0, NULL);
@@ -781,7 +782,16 @@ static void test_tokens(void)
 	TAP_INT_EQ(count(s, "name=\"max_running\""), 4, "tokens: a limit field per live token, and one for a pool's");
 	TAP_INT_EQ(count(s, "<form method=\"post\" class=\"act pool-limits\" action=\"/ui/tokens/"), 2,
 		   "tokens: a pool limit form (pool and limit) per live token");
-	TAP_OK(has(s, "<td class=\"limit\">2<br><span class=\"pool-limits\">per pool: h200:1, &lt;b&gt;:0</span></td>") &&
+	TAP_INT_EQ(count(s, "<form method=\"post\" class=\"act quota\" action=\"/ui/tokens/"), 2,
+		   "tokens: a quota form (hours and days) per live token");
+	TAP_OK(has(s, "name=\"gpu_hours\" min=\"0\" max=\"10000000\" placeholder=\"no quota\" aria-label=\"GPU hours (empty: "
+		      "no quota)\" value=\"500\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" "
+		      "placeholder=\"days\" aria-label=\"over the last days\" value=\"30\">") &&
+		       has(s, "value=\"\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" placeholder=\"days\" "
+			      "aria-label=\"over the last days\" value=\"7\">") &&
+		       has(s, "<br><span class=\"quota\">500 GPU hours per 30 days</span></td>"),
+	       "tokens: the quota form holds the current quota and window (empty and 7 for none); the cell shows it");
+	TAP_OK(has(s, "<td class=\"limit\">2<br><span class=\"pool-limits\">per pool: h200:1, &lt;b&gt;:0</span><br>") &&
 		       !has(s, "<td class=\"limit\">none<br>"),
 	       "tokens: the limits per pool under the limit, escaped; none for a token without");
 	TAP_OK(has(s, "<td class=\"limit\">none</td>") && has(s, "<td class=\"limit\">2<br>") &&
