@@ -300,6 +300,23 @@ static void write_jobs(struct evbuffer *b, const json_t *live, const json_t *his
 	json_decref(counts);
 }
 
+/* Per owner (rung_owners_summary's array): a series {owner} of name with the number under key of the
+ * owner's object sub (NULL: the owner's entry itself), for the owners that have one. */
+static void write_owner_values(struct evbuffer *b, const json_t *owners, const char *name, const char *sub,
+			       const char *key, const char *help)
+{
+	const json_t *o;
+	size_t i;
+
+	metrics_write_head(b, name, "gauge", help);
+	json_array_foreach(owners, i, o) {
+		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
+		const json_t *from = sub ? json_object_get(o, sub) : o;
+		if (json_is_number(json_object_get(from, key)))
+			metrics_write_sample(b, name, labels, jnum(from, key));
+	}
+}
+
 /* Per owner and pool its token limits (rung_owners_summary's "pool_limits", migration 034): a series
  * {owner, pool} of name, from each limit's key. */
 static void write_owner_pools(struct evbuffer *b, const json_t *owners, const char *name, const char *key,
@@ -337,29 +354,12 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 		metrics_write_sample(b, "rung_owner_jobs", running, jnum(o, "running"));
 		metrics_write_sample(b, "rung_owner_jobs", scheduled, jnum(o, "scheduled"));
 	}
-	metrics_write_head(b, "rung_owner_max_running", "gauge",
+	write_owner_values(b, owners, "rung_owner_max_running", NULL, "max_running",
 			   "Per owner with a limit (tokens' max_running): how many of its jobs may run at once.");
-	json_array_foreach(owners, i, o) {
-		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
-		if (json_is_integer(json_object_get(o, "max_running")))
-			metrics_write_sample(b, "rung_owner_max_running", labels, jnum(o, "max_running"));
-	}
-	metrics_write_head(b, "rung_owner_gpu_hours_quota", "gauge",
+	write_owner_values(b, owners, "rung_owner_gpu_hours_quota", "quota", "gpu_hours",
 			   "Per owner with a GPU-hour quota: the GPU hours its jobs may take in its window (tokens' gpu_hours).");
-	json_array_foreach(owners, i, o) {
-		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
-		const json_t *q = json_object_get(o, "quota");
-		if (json_is_object(q))
-			metrics_write_sample(b, "rung_owner_gpu_hours_quota", labels, jnum(q, "gpu_hours"));
-	}
-	metrics_write_head(b, "rung_owner_gpu_hours_used", "gauge",
+	write_owner_values(b, owners, "rung_owner_gpu_hours_used", "quota", "used_hours",
 			   "Per owner with a GPU-hour quota: the GPU hours its jobs took in its window, as last read.");
-	json_array_foreach(owners, i, o) {
-		const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", NULL };
-		const json_t *q = json_object_get(o, "quota");
-		if (json_is_object(q) && json_is_number(json_object_get(q, "used_hours")))
-			metrics_write_sample(b, "rung_owner_gpu_hours_used", labels, jnum(q, "used_hours"));
-	}
 	write_owner_pools(b, owners, "rung_owner_pool_max_running", "max_running",
 			  "Per owner and pool it is limited in (tokens' pool limits): how many of its jobs of that pool may "
 			  "run at once.");

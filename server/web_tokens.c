@@ -507,12 +507,22 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 	json_decref(doc);
 }
 
+/* Sets the token's limits to body (checked; borrowed): sql/token_set_limit.sql, answered by on_limited. */
+static void send_limits(struct hreq *h, const json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	const char *params[2] = { h->param[0], text };
+
+	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+	free(text);
+}
+
 /* The quota form (migration 035): gpu_hours= (whole hours; empty: no quota) and gpu_hours_days= (1 to
  * 90; empty: as it was), checked as the API checks its body (api_tokens_check_limits). */
 static void quota_form(struct hreq *h)
 {
-	char *hours = NULL, *days = NULL, *msg = NULL, *body_text = NULL;
-	const char *field, *params[2] = { h->param[0], NULL };
+	char *hours = NULL, *days = NULL, *msg = NULL;
+	const char *field;
 	json_t *body = NULL;
 
 	if (form_value(h, "gpu_hours", &hours) < 0 || form_value(h, "gpu_hours_days", &days) < 0)
@@ -529,11 +539,9 @@ static void quota_form(struct hreq *h)
 		refuse(h, 400, "Bad request", field, msg);
 		goto out;
 	}
-	params[1] = body_text = json_dumps(body, JSON_COMPACT);
-	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+	send_limits(h, body);
 out:
 	json_decref(body);
-	free(body_text);
 	free(msg);
 	free(hours);
 	free(days);
@@ -541,9 +549,8 @@ out:
 
 static void limits(struct hreq *h)
 {
-	char *text = NULL, *body_text = NULL, *pool = NULL;
+	char *text = NULL, *pool = NULL;
 	json_t *v = NULL, *body = NULL;
-	const char *params[2] = { h->param[0], NULL };
 
 	if (form_has(h, "gpu_hours")) {
 		quota_form(h);
@@ -570,11 +577,9 @@ static void limits(struct hreq *h)
 	}
 	/* the limit over every pool, the per-pool ones staying as they are; or the one in that pool */
 	body = pool ? json_pack("{s:{s:O}}", "pool_max_running", pool, v) : json_pack("{s:O}", "max_running", v);
-	params[1] = body_text = json_dumps(body, JSON_COMPACT);
-	db_exec(h->app->db, sql_token_set_limit, 2, params, on_limited, h);
+	send_limits(h, body);
 out:
 	json_decref(body);
-	free(body_text);
 	json_decref(v);
 	free(text);
 	free(pool);

@@ -730,6 +730,33 @@ static bool notify_sent(void *arg)
 	return now > w->before;
 }
 
+/* The id of the submitter's token (heap), or NULL. */
+static char *submitter_id(struct harness *h)
+{
+	PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
+	char *id = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
+
+	PQclear(q);
+	return id;
+}
+
+struct bad_body {
+	const char *body, *field;
+};
+
+/* POSTs each of the n bodies to path: each must be a 400 naming its field ("WHAT: BODY is a 400 ..."). */
+static void post_bad(struct harness *h, const char *what, const char *path, const struct bad_body *bad, size_t n)
+{
+	long st = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *r = h_request(h, "POST", path, bad[i].body, strlen(bad[i].body), NULL, &st);
+		h_ok(h, st == 400 && !strcmp(h_str(r, "field"), bad[i].field), "%s: %s is a 400 naming %s (%ld)", what,
+		     bad[i].body, bad[i].field, st);
+		json_decref(r);
+	}
+}
+
 /* The admin caps the submitter at one running job: its second job waits while the first runs, on a
  * free GPU, and says why; it runs once the first ended. Bad bodies are 400s naming max_running, an
  * unknown token a 404, a worker may not (403); lifted with null. */
@@ -741,11 +768,7 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	const char *saved = h->auth_token;
 	long st = 0;
 
-	{
-		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
-		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
-		PQclear(q);
-	}
+	tid = submitter_id(h);
 	if (!h_ok(h, tid && w2 && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
 		  "limits: the submitter's token, a second GPU, an empty queue"))
 		goto out;
@@ -900,19 +923,13 @@ static void test_pool_limit(struct harness *h, const char *wid)
 	long st = 0;
 	int rc = -1;
 
-	{
-		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
-		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
-		PQclear(q);
-	}
+	tid = submitter_id(h);
 	if (!h_ok(h, tid && w2 && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
 		  "pool limit: the submitter's token, a second GPU, an empty queue"))
 		goto out;
 	path = xasprintf("/v1/tokens/%s/limits", tid);
 	{
-		static const struct {
-			const char *body, *field;
-		} bad[] = {
+		static const struct bad_body bad[] = {
 			{ "{\"pool_max_running\": {}}", "pool_max_running" },
 			{ "{\"pool_max_running\": [1]}", "pool_max_running" },
 			{ "{\"pool_max_running\": {\"H200\": 1}}", "pool_max_running" },
@@ -920,12 +937,7 @@ static void test_pool_limit(struct harness *h, const char *wid)
 			{ "{\"pool_max_running\": {\"h200\": \"1\"}}", "pool_max_running" },
 			{ "{\"max_running\": 1, \"x\": 2}", "x" },
 		};
-		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-			r = h_request(h, "POST", path, bad[i].body, strlen(bad[i].body), NULL, &st);
-			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), bad[i].field), "pool limit: %s is a 400 naming %s (%ld)",
-			     bad[i].body, bad[i].field, st);
-			json_decref(r);
-		}
+		post_bad(h, "pool limit", path, bad, ARRAY_LEN(bad));
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE pool_limits IS NOT NULL OR max_running IS NOT NULL", 0,
 				  NULL) == 0,
 		     "pool limit: and none of them stored anything");
@@ -1059,19 +1071,13 @@ static void test_quota(struct harness *h, const char *wid)
 	long st = 0;
 	int rc = -1;
 
-	{
-		PGresult *q = h_sql(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
-		tid = q && PQntuples(q) == 1 ? xstrdup(PQgetvalue(q, 0, 0)) : NULL;
-		PQclear(q);
-	}
+	tid = submitter_id(h);
 	if (!h_ok(h, tid && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
 		  "quota: the submitter's token, an empty queue"))
 		goto out;
 	path = xasprintf("/v1/tokens/%s/limits", tid);
 	{
-		static const struct {
-			const char *body, *field;
-		} bad[] = {
+		static const struct bad_body bad[] = {
 			{ "{\"gpu_hours\": -1}", "gpu_hours" },
 			{ "{\"gpu_hours\": \"5\"}", "gpu_hours" },
 			{ "{\"gpu_hours\": 10000001}", "gpu_hours" },
@@ -1079,12 +1085,7 @@ static void test_quota(struct harness *h, const char *wid)
 			{ "{\"gpu_hours_days\": 91}", "gpu_hours_days" },
 			{ "{\"gpu_hours\": 5, \"gpu_hours_days\": 1.5}", "gpu_hours_days" },
 		};
-		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-			r = h_request(h, "POST", path, bad[i].body, strlen(bad[i].body), NULL, &st);
-			h_ok(h, st == 400 && !strcmp(h_str(r, "field"), bad[i].field), "quota: %s is a 400 naming %s (%ld)",
-			     bad[i].body, bad[i].field, st);
-			json_decref(r);
-		}
+		post_bad(h, "quota", path, bad, ARRAY_LEN(bad));
 		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE gpu_hours IS NOT NULL", 0, NULL) == 0,
 		     "quota: and none of them stored anything");
 	}
