@@ -757,6 +757,33 @@ static void post_bad(struct harness *h, const char *what, const char *path, cons
 	}
 }
 
+/* The submitter submits two jobs (*a, *b: the submit answers, new references); the first is leased on
+ * wid's GPU and the second is not on w2's gpu2, a free GPU ("WHAT: ..." checks). Returns the first's
+ * lease (new reference) or NULL. */
+static json_t *first_runs_second_waits(struct harness *h, const char *what, json_t *cfg, json_t *extra, const char *wid,
+				       const char *w2, const char *gpu2, json_t **a, json_t **b)
+{
+	const char *saved = h->auth_token;
+	json_t *lease, *r;
+	char *ida, *jid;
+	long st = 0;
+
+	h->auth_token = h->submitter_token;
+	*a = h_submit(h, cfg, extra);
+	*b = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	ida = h_id(*a, "id");
+	jid = h_id(lease, "job_id");
+	h_ok(h, jid && ida && !strcmp(jid, ida), "%s: the first job leased (%s)", what, jid ? jid : "none");
+	free(jid);
+	free(ida);
+	r = h_fake_lease(h, w2, gpu2, 300, &st);
+	h_ok(h, st == 204, "%s: a free GPU gets nothing while the first runs (%ld)", what, st);
+	json_decref(r);
+	return lease;
+}
+
 /* The admin caps the submitter at one running job: its second job waits while the first runs, on a
  * free GPU, and says why; it runs once the first ended. Bad bodies are 400s naming max_running, an
  * unknown token a 404, a worker may not (403); lifted with null. */
@@ -796,21 +823,9 @@ static void test_owner_limit(struct harness *h, const char *wid)
 	h_ok(h, st == 200 && h_int(r, "max_running") == 1 && !strcmp(h_str(r, "name"), "it-submitter"),
 	     "limits: it-submitter may run 1 job at once (%ld)", st);
 	json_decref(r);
-	h->auth_token = h->submitter_token;
-	a = h_submit(h, cfg, extra);
-	b = h_submit(h, cfg, extra);
-	h->auth_token = saved;
+	lease = first_runs_second_waits(h, "limits", cfg, extra, wid, w2, "GPU-lim-2", &a, &b);
 	ida = h_id(a, "id");
 	idb = h_id(b, "id");
-	lease = h_fake_lease(h, wid, GPU, 5000, &st);
-	{
-		char *jid = h_id(lease, "job_id");
-		h_ok(h, jid && ida && !strcmp(jid, ida), "limits: the first job leased (%s)", jid ? jid : "none");
-		free(jid);
-	}
-	r = h_fake_lease(h, w2, "GPU-lim-2", 300, &st);
-	h_ok(h, st == 204, "limits: a free GPU gets nothing while the first runs (%ld)", st);
-	json_decref(r);
 	r = idb ? h_job(h, idb) : NULL;
 	h_ok(h, jpath_int(r, "placement.owner_max_running", -1) == 1 && jpath_int(r, "placement.owner_running", -1) == 1,
 	     "limits: the waiting job's placement: its owner runs 1 of 1");
@@ -954,21 +969,9 @@ static void test_pool_limit(struct harness *h, const char *wid)
 	free(out);
 	free(args);
 	args = NULL;
-	h->auth_token = h->submitter_token;
-	a = h_submit(h, cfg, extra);
-	b = h_submit(h, cfg, extra);
-	h->auth_token = saved;
+	lease = first_runs_second_waits(h, "pool limit", cfg, extra, wid, w2, "GPU-plim-2", &a, &b);
 	ida = h_id(a, "id");
 	idb = h_id(b, "id");
-	lease = h_fake_lease(h, wid, GPU, 5000, &st);
-	{
-		char *jid = h_id(lease, "job_id");
-		h_ok(h, jid && ida && !strcmp(jid, ida), "pool limit: the first job leased (%s)", jid ? jid : "none");
-		free(jid);
-	}
-	r = h_fake_lease(h, w2, "GPU-plim-2", 300, &st);
-	h_ok(h, st == 204, "pool limit: a free GPU gets nothing while the first runs (%ld)", st);
-	json_decref(r);
 	r = idb ? h_job(h, idb) : NULL;
 	h_ok(h, jpath_int(r, "placement.owner_pool_max_running", -1) == 1 && jpath_int(r, "placement.owner_pool_running", -1) == 1 &&
 		     !json_object_get(json_object_get(r, "placement"), "owner_max_running"),
