@@ -145,6 +145,13 @@ char *cmd_usage_text(const json_t *doc)
 		free(models);
 		out = all_out;
 	}
+	json_array_foreach(json_object_get(doc, "quotas"), i, o) { /* migration 035: each in its own window */
+		char *line = jobtext_quota(o);
+		char *all_out = xasprintf("%s%squota: %s\n", out, i == 0 ? "\n" : "", line);
+		free(out);
+		free(line);
+		out = all_out;
+	}
 	return out;
 }
 

@@ -307,6 +307,25 @@ char *jobtext_output(const json_t *job)
 	return xasprintf("%s (saved by attempt %lld)", path, n);
 }
 
+char *jobtext_quota(const json_t *q)
+{
+	const char *owner = json_string_value(json_object_get(q, "owner"));
+	double quota = json_number_value(json_object_get(q, "gpu_hours"));
+	long long days = (long long)json_integer_value(json_object_get(q, "days"));
+	const json_t *used = json_object_get(q, "used_hours");
+
+	if (!json_is_number(used))
+		return xasprintf("%s may use %g GPU hours in %lld day%s (not read yet)", owner ? owner : "?", quota, days,
+				 days == 1 ? "" : "s");
+	if (json_is_true(json_object_get(q, "over")))
+		return xasprintf("%s used %.1f of %g GPU hours in the last %lld day%s: over its quota, none of its jobs "
+				 "starts until older hours leave that window", owner ? owner : "?", json_number_value(used),
+				 quota, days, days == 1 ? "" : "s");
+	return xasprintf("%s used %.1f of %g GPU hours in the last %lld day%s (%.0f%%)", owner ? owner : "?",
+			 json_number_value(used), quota, days, days == 1 ? "" : "s",
+			 quota > 0 ? 100.0 * json_number_value(used) / quota : 100.0);
+}
+
 char *jobtext_spared(const json_t *resumed)
 {
 	long long n = (long long)json_integer_value(json_object_get(resumed, "attempts"));

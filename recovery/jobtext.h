@@ -92,4 +92,10 @@ char *jobtext_output(const json_t *job);
  * (attempts.resumed_gpu_s). Heap string, the caller frees. */
 char *jobtext_spared(const json_t *resumed);
 
+/* An owner's GPU-hour quota (GET /v1/usage's "quotas" entries, migration 035: {"owner", "gpu_hours",
+ * "days", "used_hours", "over"}; borrowed) as one sentence: "team-a used 512.3 of 500 GPU hours in the
+ * last 7 days: over its quota, none of its jobs starts until older hours leave that window" ("... 7
+ * days (97%)" when under; "not read yet" when used_hours is null). Heap string, the caller frees. */
+char *jobtext_quota(const json_t *quota);
+
 #endif

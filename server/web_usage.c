@@ -123,6 +123,19 @@ void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *o
 	html_add(b, ". An attempt counts from its lease to its end (a running one to now), cut at the window's start.</p>\n");
 	free(spared);
 	by_gpu_table(b, doc);
+	if (json_array_size(json_object_get(doc, "quotas")) > 0) { /* migration 035: each in its own window */
+		const json_t *q;
+		size_t k;
+		html_add(b, "<h2>GPU-hour quotas</h2>\n<ul class=\"quotas\">");
+		json_array_foreach(json_object_get(doc, "quotas"), k, q) {
+			char *line = jobtext_quota(q);
+			html_add(b, json_is_true(json_object_get(q, "over")) ? "<li class=\"over\">" : "<li>");
+			html_esc(b, line);
+			html_add(b, "</li>");
+			free(line);
+		}
+		html_add(b, "</ul>\n");
+	}
 }
 
 /* What the statement's callback needs of the request. */

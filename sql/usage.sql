@@ -68,6 +68,11 @@ per AS (
   GROUP BY o.owner)
 SELECT jsonb_build_object(
   'since', (SELECT lo FROM w), 'until', (SELECT hi FROM w), 'owner', $3::text, 'labels', $4::jsonb,
+  -- the GPU-hour quotas of the owners asked about (migration 035), whatever the window: a rolling
+  -- window of their own (rung_owner_quota)
+  'quotas', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', t.name) || rung_owner_quota(t.name) ORDER BY t.name)
+                      FROM tokens t WHERE t.gpu_hours IS NOT NULL AND t.revoked_at IS NULL
+                        AND ($3::text IS NULL OR t.name = $3::text)), '[]'),
   'owners', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', p.owner, 'gpu_seconds', round(p.gpu_seconds::numeric, 1),
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,

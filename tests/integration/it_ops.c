@@ -1150,6 +1150,22 @@ static void test_quota(struct harness *h, const char *wid)
 	h_ok(h, rc == 0 && out && strstr(out, "GPU HOURS") && strstr(out, "2.0/1 in 7d (over)"),
 	     "quota: rungctl owners shows 2.0/1 in 7d (over)");
 	free(out);
+	{
+		/* the team itself sees its quota in its usage report */
+		json_t *u, *q;
+		h->auth_token = h->submitter_token;
+		u = h_get(h, "/v1/usage", &st);
+		h->auth_token = saved;
+		q = json_array_get(json_object_get(u, "quotas"), 0);
+		h_ok(h, st == 200 && json_array_size(json_object_get(u, "quotas")) == 1 && !strcmp(h_str(q, "owner"), "it-submitter") &&
+			     json_is_true(json_object_get(q, "over")) && json_number_value(json_object_get(q, "gpu_hours")) == 1,
+		     "quota: GET /v1/usage, as the submitter, has its quota, over (%ld)", st);
+		json_decref(u);
+	}
+	out = h_rungctl(h, "usage", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "quota: it-submitter used 2.0 of 1 GPU hours in the last 7 days: over its quota"),
+	     "quota: rungctl usage says so");
+	free(out);
 	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
 	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"quota\">2.0/1 in 7 d <span"),
 	     "quota: the GPUs page's owners table marks it over its quota (%ld)", st);

@@ -1189,6 +1189,19 @@ static void test_usage(void)
 	       "usage: two GPU models: each owner's hours per model after the total, '-' for none");
 	TAP_OK(strstr(s, "\n(OOM, all)  0.5          -\n") != NULL,
 	       "usage: then the hours OOMs took on each model, all owners together");
+	TAP_OK(!strstr(s, "quota:"), "usage: no quota in the report: nothing said of one");
+	free(s);
+	/* the owners' GPU-hour quotas (migration 035), each in its own window, after the rest */
+	json_object_set_new(doc, "quotas",
+			    json_loads("[{\"owner\": \"team-a\", \"gpu_hours\": 500, \"days\": 7, \"used_hours\": 512.3, "
+				       "\"over\": true}, {\"owner\": \"team-b\", \"gpu_hours\": 100, \"days\": 1, "
+				       "\"used_hours\": 25.0, \"over\": false}, {\"owner\": \"team-c\", \"gpu_hours\": 10, "
+				       "\"days\": 30, \"used_hours\": null, \"over\": false}]", 0, NULL));
+	s = cmd_usage_text(doc);
+	TAP_OK(strstr(s, "\n\nquota: team-a used 512.3 of 500 GPU hours in the last 7 days: over its quota, none of its jobs "
+			 "starts until older hours leave that window\nquota: team-b used 25.0 of 100 GPU hours in the last 1 "
+			 "day (25%)\nquota: team-c may use 10 GPU hours in 30 days (not read yet)\n") != NULL,
+	       "usage: each quota, over, under (its share) and not read yet, after the tables");
 	free(s);
 	{
 		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);

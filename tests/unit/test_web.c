@@ -873,7 +873,18 @@ static void test_usage_page(void)
 	       "usage page: hours in all, succeeded, OOM, then a dash for none");
 	TAP_OK(strstr(s, "1.0 of them (33%) in attempts that ended in an OOM"), "usage page: the OOM share");
 	TAP_OK(!strstr(s, "by GPU model"), "usage page: one GPU model or none: no table of models");
+	TAP_OK(!strstr(s, "GPU-hour quotas"), "usage page: no quota: no quota section");
 	free(s);
+	json_object_set_new(doc, "quotas",
+			    json_loads("[{\"owner\": \"team<a>\", \"gpu_hours\": 500, \"days\": 7, \"used_hours\": 512.3, "
+				       "\"over\": true}]", 0, NULL));
+	web_usage_render(&b, doc, 30, NULL, 1);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "<h2>GPU-hour quotas</h2>\n<ul class=\"quotas\"><li class=\"over\">team&lt;a&gt; used 512.3 of 500 GPU "
+			 "hours in the last 7 days: over its quota") != NULL,
+	       "usage page: a quota over, marked, the owner escaped");
+	free(s);
+	json_object_del(doc, "quotas");
 	/* two GPU models: each owner's hours per model, the models escaped, in the total's order */
 	json_object_set_new(json_object_get(doc, "total"), "by_gpu",
 			    json_pack("[{s:s, s:f}, {s:s, s:f, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
