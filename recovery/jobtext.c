@@ -91,13 +91,15 @@ static char *owner_why(const json_t *job, const char *pool, long long max, long 
  * 035: {"gpu_hours", "days", "used_hours"}). Heap string. */
 static char *quota_why(const json_t *job, const json_t *quota)
 {
-	const char *owner = json_string_value(json_object_get(job, "owner"));
-	long long days = (long long)json_integer_value(json_object_get(quota, "days"));
+	json_t *q = json_deep_copy(quota);
+	char *line, *out;
 
-	return xasprintf("waiting for its owner's GPU-hour quota: %s used %.1f of %g GPU hours in the last %lld day%s; "
-			 "its jobs start again as older hours leave that window (or when an admin raises the quota)",
-			 owner ? owner : "?", json_number_value(json_object_get(quota, "used_hours")),
-			 json_number_value(json_object_get(quota, "gpu_hours")), days, days == 1 ? "" : "s");
+	json_object_set(q, "owner", json_object_get(job, "owner"));
+	line = jobtext_quota(q);
+	out = xasprintf("waiting for its owner's GPU-hour quota: %s (or for an admin to raise it)", line);
+	free(line);
+	json_decref(q);
+	return out;
 }
 
 /* Whether placement p's owner limit named by key_max (its running jobs under key_running) is spent. */

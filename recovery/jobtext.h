@@ -37,8 +37,8 @@ char *jobtext_pool_wait(const json_t *job);
  * migration 034): "waiting for its owner's limit in pool P: OWNER runs N jobs of it, at most M at
  * once", followed by the place in the queue; before those, when its owner is over its GPU-hour quota
  * (placement "owner_quota" {"over": true, "gpu_hours", "days", "used_hours"}, migration 035): "waiting for
- * its owner's GPU-hour quota: OWNER used U of Q GPU hours in the last D days; its jobs start again as
- * older hours leave that window (or when an admin raises the quota)", followed by the place; before all that, when an attempt is
+ * its owner's GPU-hour quota: " and jobtext_quota's sentence, " (or for an admin to raise it)", followed
+ * by the place; before all that, when an attempt is
  * being stopped for it (placement "preempting", rung_preempt): "waiting for a GPU: job N, which
  * that GPU's worker borrowed from another pool, is being stopped on GPU G for it (preemption); it
  * runs there next" ("job N, of a worse priority (P), is being stopped ..." when its "why" is

@@ -1133,7 +1133,7 @@ static void test_quota(struct harness *h, const char *wid)
 	args = xasprintf("show %s", idb ? idb : "0");
 	out = h_rungctl(h, args, &rc);
 	h_ok(h, rc == 0 && out && strstr(out, "waiting for its owner's GPU-hour quota: it-submitter used 2.0 of 1 GPU hours "
-					      "in the last 7 days"),
+					      "in the last 7 days: over its quota"),
 	     "quota: rungctl show says why it waits");
 	if (h->failed)
 		h_diag("rungctl show: %s", out ? out : "");

@@ -490,9 +490,9 @@ static void test_story_start_lower(void)
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 2, "
 			  "\"owner_max_running\": 1, \"owner_running\": 1, \"owner_quota\": {\"gpu_hours\": 500, \"days\": 7, "
 			  "\"used_hours\": 512.3, \"over\": true}}",
-			  "\n  waiting for its owner's GPU-hour quota: team-a used 512.3 of 500 GPU hours in the last 7 days; its jobs "
-			  "start again as older hours leave that window (or when an admin raises the quota); 2 jobs ahead of it in "
-			  "the queue\n",
+			  "\n  waiting for its owner's GPU-hour quota: team-a used 512.3 of 500 GPU hours in the last 7 days: over its "
+			  "quota, none of its jobs starts until older hours leave that window (or for an admin to raise it); 2 jobs "
+			  "ahead of it in the queue\n",
 			  "story: its owner over its GPU-hour quota (named before its limit)" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
 			  "\"owner_quota\": {\"gpu_hours\": 500, \"days\": 1, \"used_hours\": 499.9, \"over\": false}}",
