@@ -232,7 +232,8 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	if (!max && !hours && !days) {
-		fprintf(c->err, "rungctl token limit: give --max-running N|none, --gpu-hours H|none or --days D\n");
+		fprintf(c->err, "rungctl token limit: give --max-running N|none (with --pool NAME: in that pool), --gpu-hours "
+				"H|none or --days D\n");
 		return CLI_USAGE;
 	}
 	if (max && strcmp(max, "none")) {
@@ -248,8 +249,8 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 	}
 	if (hours && strcmp(hours, "none")) {
 		h = strtod(hours, &end);
-		if (!*hours || *end || !(h >= 0)) {
-			fprintf(c->err, "rungctl token limit: --gpu-hours must be a number of hours from 0, or none\n");
+		if (!*hours || *end || !(h >= 0 && h <= 10000000)) { /* NaN and infinities fail too */
+			fprintf(c->err, "rungctl token limit: --gpu-hours must be a number of hours from 0 to 10000000, or none\n");
 			return CLI_USAGE;
 		}
 	}
@@ -270,7 +271,7 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 		json_object_set_new(body, "gpu_hours", h >= 0 ? json_real(h) : json_null());
 	if (days)
 		json_object_set_new(body, "gpu_hours_days", json_integer(d));
-	return token_set(c, ops[0], "limits", body, "limits", limits_cell);
+	return token_set(c, ops[0], "limits", body, "limits:", limits_cell);
 }
 
 int cmd_token_pools(struct cli *c, int argc, char **argv)

@@ -605,6 +605,18 @@ static void test_token_commands(struct harness *h)
 	h_ok(h, tid && ctl(h, "token", "limit", tid, "--max-running", "-2") == 2 && strstr(g_err, "--max-running"),
 	     "token limit --max-running -2: usage error, exit 2");
 	h_ok(h, tid && ctl(h, "token", "limit", tid) == 2, "token limit without --max-running: exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--gpu-hours", "inf") == 2 && strstr(g_err, "--gpu-hours"),
+	     "token limit --gpu-hours inf: usage error, exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--gpu-hours", "-1") == 2, "token limit --gpu-hours -1: exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--days", "0") == 2 && strstr(g_err, "--days"),
+	     "token limit --days 0: exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--pool", "h200") == 2 && strstr(g_err, "--pool"),
+	     "token limit --pool without --max-running: exit 2");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--gpu-hours", "12.5", "--days", "3") == 0 &&
+		     strstr(g_out, "gpu_hours 12.5 per 3 days"),
+	     "token limit --gpu-hours 12.5 --days 3: set (%s)", g_out);
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--gpu-hours", "none") == 0 && strstr(g_out, "gpu_hours none"),
+	     "token limit --gpu-hours none: lifted");
 	rc = tid ? ctl(h, "token", "pools", tid, "h200,default") : -1; /* before h_ok: its message reads g_out */
 	h_ok(h, rc == 0 && strstr(g_out, "pools default,h200"), "token pools ID h200,default: set, listed sorted (%s)", g_out);
 	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "POOLS") && strstr(g_out, "default,h200"),
