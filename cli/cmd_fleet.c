@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jobtext.h"
 #include "jpath.h"
 #include "pool.h"
 #include "table.h"
@@ -36,16 +37,14 @@ static char *pool_limits_cell(const json_t *list)
  * "-" when it has none. Heap. */
 static char *quota_cell(const json_t *q)
 {
-	const json_t *used = json_object_get(q, "used_hours");
-	char u[32] = "?";
+	char *cell, *out;
 
 	if (!json_is_object(q))
 		return xstrdup("-");
-	if (json_is_number(used))
-		snprintf(u, sizeof u, "%.1f", json_number_value(used));
-	return xasprintf("%s/%g in %lldd%s", u, json_number_value(json_object_get(q, "gpu_hours")),
-			 (long long)json_integer_value(json_object_get(q, "days")),
-			 json_is_true(json_object_get(q, "over")) ? " (over)" : "");
+	cell = jobtext_quota_cell(q);
+	out = xasprintf("%s%s", cell, json_is_true(json_object_get(q, "over")) ? " (over)" : "");
+	free(cell);
+	return out;
 }
 
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,

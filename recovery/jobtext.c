@@ -328,6 +328,17 @@ char *jobtext_quota(const json_t *q)
 			 quota > 0 ? 100.0 * json_number_value(used) / quota : 100.0);
 }
 
+char *jobtext_quota_cell(const json_t *q)
+{
+	const json_t *used = json_object_get(q, "used_hours");
+	char u[32] = "?";
+
+	if (json_is_number(used))
+		snprintf(u, sizeof u, "%.1f", json_number_value(used));
+	return xasprintf("%s/%g in %lldd", u, json_number_value(json_object_get(q, "gpu_hours")),
+			 (long long)json_integer_value(json_object_get(q, "days")));
+}
+
 char *jobtext_spared(const json_t *resumed)
 {
 	long long n = (long long)json_integer_value(json_object_get(resumed, "attempts"));

@@ -97,5 +97,8 @@ char *jobtext_spared(const json_t *resumed);
  * last 7 days: over its quota, none of its jobs starts until older hours leave that window" ("... 7
  * days (97%)" when under; "not read yet" when used_hours is null). Heap string, the caller frees. */
 char *jobtext_quota(const json_t *quota);
+/* The same quota in a table cell: "512.3/500 in 7d" (the hours used in its window of the most; "?"
+ * for the hours before the first read). Heap string, the caller frees. */
+char *jobtext_quota_cell(const json_t *quota);
 
 #endif

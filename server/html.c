@@ -925,11 +925,11 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 		if (!json_is_object(json_object_get(o, "quota")))
 			html_add(b, "<span class=\"muted\">none</span>");
 		else {
-			const json_t *q = json_object_get(o, "quota");
-			html_printf(b, "%.1f/%g in %lld d%s", json_number_value(json_object_get(q, "used_hours")),
-				    json_number_value(json_object_get(q, "gpu_hours")),
-				    (long long)json_integer_value(json_object_get(q, "days")),
-				    json_is_true(json_object_get(q, "over")) ? " <span class=\"state s-queued\">over its quota</span>" : "");
+			char *cell = jobtext_quota_cell(json_object_get(o, "quota"));
+			html_esc(b, cell);
+			if (json_is_true(json_object_get(json_object_get(o, "quota"), "over")))
+				html_add(b, " <span class=\"state s-queued\">over its quota</span>");
+			free(cell);
 		}
 		html_add(b, "</td></tr>\n");
 	}

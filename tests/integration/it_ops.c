@@ -1167,7 +1167,7 @@ static void test_quota(struct harness *h, const char *wid)
 	     "quota: rungctl usage says so");
 	free(out);
 	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
-	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"quota\">2.0/1 in 7 d <span"),
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "<td class=\"quota\">2.0/1 in 7d <span"),
 	     "quota: the GPUs page's owners table marks it over its quota (%ld)", st);
 	free(args);
 	args = xasprintf("token limit %s --gpu-hours 10", tid);

@@ -1204,6 +1204,14 @@ static void test_usage(void)
 	       "usage: each quota, over, under (its share) and not read yet, after the tables");
 	free(s);
 	{
+		char *c1 = jobtext_quota_cell(json_array_get(json_object_get(doc, "quotas"), 0));
+		char *c3 = jobtext_quota_cell(json_array_get(json_object_get(doc, "quotas"), 2));
+		TAP_OK(!strcmp(c1, "512.3/500 in 7d") && !strcmp(c3, "?/10 in 30d"),
+		       "quota cell: used/quota in the window, ? before the first read");
+		free(c1);
+		free(c3);
+	}
+	{
 		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);
 		s = jobtext_spared(one);
 		TAP_STR_EQ(s, "; resuming from checkpoints spared about 0.0 GPU hours (40 steps not run again, in 1 attempt)",
