@@ -58,13 +58,11 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 	return body;
 }
 
-json_t *cmd_submit_after(const char *ids, char **why)
+json_t *cmd_after_ids(const char *ids, char **why)
 {
 	json_t *list = after_parse(ids);
 
-	*why = list ? NULL
-		    : xasprintf("--after %s: give 1 to %d job ids, comma-separated (--after 12 or --after 12,13)", ids,
-				AFTER_MAX);
+	*why = list ? NULL : xasprintf("%s: give 1 to %d job ids, comma-separated (12 or 12,13)", ids, AFTER_MAX);
 	return list;
 }
 
@@ -217,8 +215,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		fprintf(c->err, "rungctl submit: %s\nusage: rungctl %s\n", err, cli_cmd_named("submit")->usage);
 		goto out;
 	}
-	if (after && !(after_ids = cmd_submit_after(after, &err))) {
-		fprintf(c->err, "rungctl submit: %s\n", err);
+	if (after && !(after_ids = cmd_after_ids(after, &err))) {
+		fprintf(c->err, "rungctl submit: --after %s\n", err);
 		goto out;
 	}
 	o.after = after_ids;
@@ -925,8 +923,8 @@ int cmd_after(struct cli *c, int argc, char **argv)
 			cli_cmd_named("after")->usage);
 		return CLI_USAGE;
 	}
-	if (ops[1] && !(ids = cmd_submit_after(ops[1], &why))) {
-		fprintf(c->err, "rungctl after: %s\n", why + strlen("--after "));
+	if (ops[1] && !(ids = cmd_after_ids(ops[1], &why))) {
+		fprintf(c->err, "rungctl after: %s\n", why);
 		free(why);
 		return CLI_USAGE;
 	}

@@ -20,12 +20,13 @@ struct cmd_submit_opts {
 	const char *run_after;          /* --at as an RFC 3339 time (cmd_submit_start), or NULL */
 	long long start_in_s;           /* --in in seconds, 0 when not given */
 	const char *pool;               /* --pool (common/pool.h) or NULL: the server's default pool */
-	const json_t *after;            /* --after, parsed (cmd_submit_after), or NULL */
+	const json_t *after;            /* --after, parsed (cmd_after_ids), or NULL */
 };
 
-/* Reads `submit`'s --after IDS ("12" or "12,13": the jobs that must succeed first, migration 033)
- * into a new JSON list of ids; NULL with *why (heap) when it is not 1 to 32 ids from 1. */
-json_t *cmd_submit_after(const char *ids, char **why);
+/* Reads IDS ("12" or "12,13": the jobs that must succeed first, migration 033; `submit --after` and
+ * `after JOB IDS`) into a new JSON list of ids (common/after.h); NULL with *why (heap: "IDS: give 1 to
+ * 32 job ids ...", the caller names its option) when it is not 1 to 32 ids from 1. */
+json_t *cmd_after_ids(const char *ids, char **why);
 
 /* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "pool"?, "run_after"? |
  * "start_in_s"?, "after"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only

@@ -118,10 +118,10 @@ END $$;
 -- pool name, so the keys cannot meet); {} when no token has a limit (then nothing else is read). A
 -- job of pool POOL may start while both its owner's keys, where present, are above 0
 -- (rung_room_open); starting it spends one of each (rung_room_take). Running jobs are counted
--- through their running attempts (attempts_one_running), O(running); per pool only when some token
--- has a per-pool limit. An owner over its GPU-hour quota (migration 035: quota_use.over, read by
--- rung_quota_pass, 45_quota.sql) has no room at all: its key is 0 (or what max_running left, when
--- below). What the preemption pass weighs (44_preempt.sql); the claim takes it under locks
+-- through their running attempts (attempts_one_running), O(running); per (owner, pool) once more,
+-- only when some token has a per-pool limit. An owner over its GPU-hour quota (migration 035:
+-- quota_use.over, read by rung_quota_pass, 45_quota.sql) has no room at all: its key is 0 (or what
+-- max_running left, when below). What the preemption pass weighs (44_preempt.sql); the claim takes it under locks
 -- (rung_owner_room, below).
 CREATE OR REPLACE FUNCTION rung_owner_room_now() RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -137,10 +137,13 @@ BEGIN
   FROM tokens t
   WHERE t.max_running IS NOT NULL;
   IF EXISTS (SELECT 1 FROM tokens t WHERE t.pool_limits IS NOT NULL) THEN
-    SELECT room || coalesce(jsonb_object_agg(t.name || '/' || l.key,
-                                             l.value::int - rung_owner_running_in(t.name, l.key)), '{}')
+    -- the running jobs per (owner, pool), read once for every limit (one pass over the running attempts,
+    -- not one per limit: this runs at every claim round)
+    SELECT room || coalesce(jsonb_object_agg(t.name || '/' || l.key, l.value::int - coalesce(r.n, 0)), '{}')
     INTO room
     FROM tokens t CROSS JOIN LATERAL jsonb_each_text(t.pool_limits) l
+    LEFT JOIN (SELECT j.owner, j.pool, count(*) AS n FROM attempts a JOIN jobs j ON j.id = a.job_id
+               WHERE a.state = 'running' GROUP BY j.owner, j.pool) r ON r.owner = t.name AND r.pool = l.key
     WHERE t.pool_limits IS NOT NULL;
   END IF;
   IF EXISTS (SELECT 1 FROM quota_use u WHERE u.over) THEN

@@ -595,6 +595,12 @@ static void test_set_after(struct harness *h)
 	body = NULL;
 	free(out);
 	free(args);
+	args = xasprintf("after %s 12,x", q);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2 && out && strstr(out, "rungctl after: 12,x: give 1 to 32 job ids"),
+	     "rungctl after Q 12,x: exit 2, the ids named, nothing sent (%d %.200s)", rc, out);
+	free(out);
+	free(args);
 	args = xasprintf("after %s --none", q);
 	out = h_rungctl(h, args, &rc);
 	j = h_job(h, q);

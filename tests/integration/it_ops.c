@@ -1184,6 +1184,27 @@ static void test_quota(struct harness *h, const char *wid)
 		free(jid);
 		free(aid);
 	}
+	{
+		/* over again (1 hour), then its hours leave the window: rungd's pass frees it and wakes the GPUs */
+		struct sql_wait under = { h, "SELECT count(*) FROM quota_use u JOIN tokens t ON t.id = u.token_id "
+					     "WHERE t.name = 'it-submitter' AND NOT u.over", 1 };
+		struct sent_wait sw = { h, -1 };
+		char *m;
+		free(args);
+		args = xasprintf("token limit %s --gpu-hours 1", tid);
+		out = h_rungctl(h, args, &rc);
+		free(out);
+		h_ok(h, rc == 0 && wait_until(sql_reaches, &over, 10000), "quota: 1 hour again: over it");
+		m = h_scrape(h);
+		sw.before = m ? h_sample(m, "rung_lease_notifies_total{event=\"sent\"}") : -1;
+		free(m);
+		h_sql_int(h, "WITH u AS (UPDATE attempts a SET started_at = a.started_at - interval '8 days', "
+			     "ended_at = a.ended_at - interval '8 days' FROM jobs j WHERE j.id = a.job_id "
+			     "AND j.owner = 'it-submitter' RETURNING 1) SELECT count(*) FROM u", 0, NULL);
+		h_ok(h, wait_until(sql_reaches, &under, 10000), "quota: its hours left the window: rungd's pass frees it");
+		h_ok(h, sw.before >= 0 && wait_until(notify_sent, &sw, 10000),
+		     "quota: and wakes every replica's parked GPUs (a NOTIFY sent)");
+	}
 	free(args);
 	args = xasprintf("token limit %s --gpu-hours none", tid);
 	out = h_rungctl(h, args, &rc);

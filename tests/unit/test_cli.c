@@ -1446,7 +1446,7 @@ static void test_scheduled(void)
 	}
 	{
 		char *why = NULL;
-		json_t *ids = cmd_submit_after("12,13", &why);
+		json_t *ids = cmd_after_ids("12,13", &why);
 		char *s = ids ? json_dumps(ids, JSON_COMPACT) : NULL;
 		TAP_STR_EQ(s, "[12,13]", "submit --after 12,13: the ids");
 		free(s);
@@ -1454,7 +1454,7 @@ static void test_scheduled(void)
 		static const char *const bad[] = { "", "x", "12,", ",12", "0", "-1", "12,,13", "1.5", "9007199254740992", "12 ",
 						   "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33" };
 		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
-			ids = cmd_submit_after(bad[i], &why);
+			ids = cmd_after_ids(bad[i], &why);
 			char nm[96];
 			snprintf(nm, sizeof nm, "submit --after \"%.20s\": refused, saying what it takes", bad[i]);
 			TAP_OK(!ids && why && strstr(why, "1 to 32 job ids"), nm);
