@@ -8,7 +8,7 @@
 #      ("submit cycle fleet recovery capped logs"; capped: bench/capped.sh, logs: bench/logs.sh), BENCH_CAPPED_BIG, BENCH_LOG_LEVEL (rungd's log level, warn), BENCH_KEEP=1 (keep the temp dir),
 #      BENCH_RUNGD_FLAGS (extra rungd flags, e.g. "--db-pool 8"), BENCH_CYCLE_W (worker counts, "1,16,256"),
 #      BENCH_PGBENCH=0 (skip the pgbench ceilings, for quick iteration), BENCH_PGSS=1 (load
-#      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time),
+#      pg_stat_statements and print each scenario's costliest statements: where Postgres spends its time; BENCH_PGSS_TOP, how many, 25),
 #      BENCH_PEERS=0 (skip graphile-worker and pg-boss), BENCH_PEER_CONC (their concurrency, 16),
 #      BENCH_WRITES=0 (skip counting what Postgres wrote per attempt, bench/writes.sh). Every window but the
 #      fleet's also reports the CPU each process used per unit (bench/cpu.sh; bench/hooks.sh runs both hooks).
@@ -234,7 +234,7 @@ pgss_top() {
 		round((total_plan_time / greatest(calls, 1))::numeric, 3),
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110)
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 25"
+		ORDER BY total_exec_time DESC LIMIT ${BENCH_PGSS_TOP:-25}"
 }
 
 URLARG() { echo "http://127.0.0.1:$RUNGD_PORT"; }

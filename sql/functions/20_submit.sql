@@ -79,8 +79,9 @@ BEGIN
     INSERT INTO event_log (job_id, kind, to_state, reason, data)
     SELECT ins.id, 'submitted', ins.state, 'submitted', rung_submit_event_data(ins.kind, ins.priority, ins.owner, ins.run_after)
     FROM ins ORDER BY ins.id),
-  -- the warning of each pool the batch submitted to, read once per pool, not per job
-  warn AS (SELECT d.pool, rung_submit_pool_warning(d.pool) AS w FROM (SELECT DISTINCT ins.pool FROM ins) d)
+  -- the warning of each pool the batch submitted to, read once per pool, not per job (MATERIALIZED:
+  -- inlined, the join computed it again for every job, round 24)
+  warn AS MATERIALIZED (SELECT d.pool, rung_submit_pool_warning(d.pool) AS w FROM (SELECT DISTINCT ins.pool FROM ins) d)
   SELECT r.* FROM (
     SELECT x.i, 'created'::text, ins.id, rung_job_json_lean(ins::jobs) || warn.w, ins.target_config::text, NULL::text
     FROM x JOIN ins ON ins.id = x.id JOIN warn ON warn.pool = ins.pool

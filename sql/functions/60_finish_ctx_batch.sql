@@ -2,8 +2,9 @@
 -- and one set-wise query: p is [{"i", "id", "token", "facts", "plain"}]. Rows: (i, CTX) for each item
 -- whose attempt is the running one with that token; a missing row means the fence failed. Configs
 -- stored as NULL stay NULL (rungd resolves them, policy_ctx_resolve); the fleet's largest usable GPU
--- memory is computed once per batch, and once per job (its pool's: rung_pool_max_gpu_mib) only while
--- some worker is outside the default pool (migration 026) or borrows (028); every row is found by primary key
+-- memory is computed once per batch (f is MATERIALIZED: inlined, its figure was computed again for
+-- every item, round 24), and once per job (its pool's: rung_pool_max_gpu_mib) only while some worker
+-- is outside the default pool (migration 026) or borrows (028); every row is found by primary key
 -- (docs/PERFORMANCE.md).
 -- "memory" is null for a plain finish (rungd: its FACTS classify as success or cancelled,
 -- api_attempts_plain_finish) of an attempt that ran the job's target config (attempts.config NULL):
@@ -11,7 +12,7 @@
 -- was most of the CTX's cost (docs/PERFORMANCE.md, round 6). Any other finish carries it.
 CREATE OR REPLACE FUNCTION rung_finish_ctx_batch(p jsonb) RETURNS TABLE (i int, ctx jsonb)
 LANGUAGE sql STABLE AS $$
-  WITH f AS (SELECT rung_fleet_max_gpu_mib() AS m, (EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default')
+  WITH f AS MATERIALIZED (SELECT rung_fleet_max_gpu_mib() AS m, (EXISTS (SELECT 1 FROM workers w WHERE w.pool <> 'default')
                                                      OR EXISTS (SELECT 1 FROM workers w WHERE w.borrow <> '{}')) AS pooled),
   x AS (SELECT * FROM jsonb_to_recordset(p) AS x(i int, id bigint, token text, facts jsonb, plain boolean))
   SELECT x.i, jsonb_build_object(

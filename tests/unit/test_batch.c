@@ -825,6 +825,30 @@ static long blocks(const char *sql, int n, const char *const *params)
 	return total;
 }
 
+/* How many times sql (run in a transaction rolled back after) called the SQL function fn, by
+ * pg_stat_xact_user_functions (track_functions = all counts the SQL functions the planner could not
+ * inline): a figure computed once per statement must be called once, not once per item. -1 on error. */
+static long xact_calls(const char *sql, int n, const char *const *params, const char *fn)
+{
+	const char *fp[1] = { fn };
+	long calls = -1;
+	PGresult *r;
+
+	PQclear(PQexec(pg, "BEGIN"));
+	PQclear(PQexec(pg, "SET LOCAL track_functions = 'all'"));
+	r = PQexecParams(pg, sql, n, NULL, params, NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_TUPLES_OK)
+		printf("# %s: %s", sql, PQerrorMessage(pg));
+	PQclear(r);
+	r = PQexecParams(pg, "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcname = $1", 1, NULL,
+			 fp, NULL, NULL, 0);
+	if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+		calls = atol(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	PQclear(PQexec(pg, "ROLLBACK"));
+	return calls;
+}
+
 /* The check of an O(batch) statement: it touched some blocks, but fewer than limit. */
 static void blocks_under(long b, long limit, const char *what)
 {
@@ -882,6 +906,9 @@ static void test_scale(void)
 			  ids[0], toks[0], ids[1], toks[1]);
 	p[0] = items;
 	TAP_STR_EQ(q1("SELECT count(*) FROM rung_finish_ctx_batch($1::jsonb)", 1, p), "2", "CTX batch: both fences hold");
+	/* round 24: the fleet's largest GPU is read once per batch (f MATERIALIZED), not once per item */
+	TAP_INT_EQ(xact_calls("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p, "rung_fleet_max_gpu_mib"), 1,
+		   "CTX batch of 2: the fleet's largest GPU read once");
 	b = blocks("SELECT * FROM rung_finish_ctx_batch($1::jsonb)", 1, p);
 	few_blocks(b, "CTX batch of 2 among 10,000 running attempts");
 	/* round 6: with 10,000 succeeded attempts of the same config, config_succeeded_before is one
@@ -2604,6 +2631,17 @@ static void test_pools(void)
 	   0, NULL);
 	TAP_STR_EQ(q1("SELECT pool FROM workers WHERE name = 'wa'", 0, NULL), "default", "pools: a pool sent moves it");
 	q1("SELECT rung_worker_join('{\"name\": \"wa\", \"host\": \"h\", \"pool\": \"a\", \"gpus\": []}', NULL, false)", 0, NULL);
+	/* round 24: a keyless batch reads each pool's warning once (warn MATERIALIZED), not once per job:
+	 * three jobs of two pools, two calls (rolled back) */
+	TAP_INT_EQ(xact_calls("SELECT * FROM rung_submit_batch('["
+			      "{\"i\": 0, \"name\": \"w1\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 0, "
+			      "\"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}},"
+			      "{\"i\": 1, \"name\": \"w2\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 0, "
+			      "\"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 1}, \"pool\": \"a\"}},"
+			      "{\"i\": 2, \"name\": \"w3\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 0, "
+			      "\"recovery\": {}, \"key\": null, \"body\": {\"config\": {\"x\": 1}}}]')",
+			      0, NULL, "rung_submit_pool_warning"),
+		   2, "pools: a batch of 3 jobs in 2 pools reads each pool's warning once");
 	/* claim order across pools: a1 (pool a), d1 (default), a2 (pool a) */
 	TAP_STR_EQ(q1("SELECT string_agg(job->>'pool', ',' ORDER BY i) FROM rung_submit_batch('["
 		      "{\"i\": 0, \"name\": \"a1\", \"owner\": \"o\", \"kind\": \"image\", \"priority\": 0, \"recovery\": {}, \"key\": null, "
