@@ -12,7 +12,7 @@
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
-		"[--after JOB,JOB] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
+		"[--after JOB,JOB [--after-when succeeded|ended|failed]] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
@@ -25,7 +25,10 @@ const struct cli_cmd cli_cmds[] = {
 		"--after JOB,JOB: the job waits, scheduled, until those jobs (up to 32, a submitter's own) have all\n"
 		"succeeded, then is queued (with --at/--in, not before that time either); one that failed or was\n"
 		"cancelled holds it until it is retried and succeeds (`rungctl show` says which; `rungctl start JOB`\n"
-		"starts it at once without them).\n"
+		"starts it at once without them). --after-when ended: once they have all ended, whatever the\n"
+		"outcome (succeeded, failed or cancelled: a report, a cleanup, a comparison of runs); --after-when\n"
+		"failed: only once they have all failed or were cancelled (a fallback), and a success of one of them\n"
+		"cancels this job; succeeded is the default.\n"
 		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
 		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
 		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"
@@ -54,7 +57,7 @@ const struct cli_cmd cli_cmds[] = {
 		"Cancels a job (a running one stops at its next heartbeat), or the jobs that match every filter given,\n"
 		"oldest first, at most --limit (1000): those not started yet by default (queued or scheduled),\n"
 		"--state scheduled (only those waiting for their start time or for other jobs), running, or active\n"
-		"(all three); --after JOB: the jobs that wait for JOB to succeed, directly or through others (drop\n"
+		"(all three); --after JOB: the jobs that wait for JOB (however they wait), directly or through others (drop\n"
 		"what a failed job holds up); --dry-run lists them and changes nothing. A submitter cancels only its own.",
 		cmd_cancel },
 	{ "retry", "retry JOB [--from current|target] [--note TEXT]",
@@ -71,8 +74,9 @@ const struct cli_cmd cli_cmds[] = {
 		"new pool if it is queued again, a failed or cancelled one runs there when retried.", cmd_pool },
 	{ "start", "start JOB", "Starts a scheduled job now, before its start time (its owner, support, admin): it is queued\n"
 		"at once and waits only for a GPU. A job that is not scheduled is refused (exit 1).", cmd_start },
-	{ "after", "after JOB JOB,JOB | after JOB --none", "Sets again the jobs a job not started yet runs after (its owner,\n"
-		"support, admin): it waits, scheduled, until they have all succeeded (--none: for none; it is queued\n"
+	{ "after", "after JOB JOB,JOB [--when succeeded|ended|failed] | after JOB --none", "Sets again the jobs a job not "
+		"started yet runs after (its owner,\nsupport, admin): it waits, scheduled, until they have all succeeded, or "
+		"as --when says\n(submit's --after-when; without --when the job's own is kept; --none: for none; it is queued\n"
 		"unless its start time is ahead). A job that names this one, directly or through others, is refused\n"
 		"(both would wait forever), as is a job that started (exit 1).", cmd_after },
 	{ "watch", "watch JOB", "Follows a job until it ends: each attempt's start and ending with the config change\n"

@@ -46,6 +46,8 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "start_in_s", json_integer(o->start_in_s));
 	if (o->after)
 		json_object_set(body, "after", (json_t *)o->after);
+	if (o->after_when)
+		json_object_set_new(body, "after_when", json_string(o->after_when));
 	if (o->no_scale_up)
 		json_object_set_new(rec, "scale_up", json_false());
 	if (o->max_attempts > 0)
@@ -194,6 +196,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "at", .type = ARGS_STRING, .str = &at },
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
 		{ .name = "after", .type = ARGS_STRING, .str = &after },
+		{ .name = "after-when", .type = ARGS_STRING, .str = &o.after_when },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
 		{ .name = "link", .type = ARGS_LIST, .list = links, .count = &n_links, .max = ARRAY_LEN(links) },
@@ -220,6 +223,11 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		goto out;
 	}
 	o.after = after_ids;
+	if (o.after_when && (!after_when_ok(o.after_when) || !after)) {
+		fprintf(c->err, "rungctl submit: --after-when %s: %s\n", o.after_when,
+			!after_when_ok(o.after_when) ? "give " AFTER_WHEN_RULE : "it needs --after JOB,JOB");
+		goto out;
+	}
 	if (past)
 		fprintf(c->err, "rungctl submit: warning: --at %s has passed: the job starts now\n", at);
 	config = yamljson_load_file(ops[0], &err);
@@ -615,8 +623,10 @@ int cmd_show(struct cli *c, int argc, char **argv)
 		print_kv(c, keys[i], json_object_get(job, keys[i]));
 	if (json_is_string(json_object_get(job, "run_after"))) /* scheduled, or was (migration 025) */
 		print_kv(c, "run_after", json_object_get(job, "run_after"));
-	if (json_array_size(json_object_get(job, "after")) > 0) /* the jobs it runs after (migration 033) */
+	if (json_array_size(json_object_get(job, "after")) > 0) { /* the jobs it runs after (migration 033) */
 		print_kv(c, "after", json_object_get(job, "after"));
+		print_kv(c, "after_when", json_object_get(job, "after_when")); /* which endings release it (036) */
+	}
 	if (json_object_size(json_object_get(job, "labels")) > 0) {
 		char *l = labels_format(json_object_get(job, "labels"));
 		fprintf(c->out, "%-17s %s\n", "labels", l);
@@ -907,14 +917,17 @@ int cmd_start(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
-/* after JOB IDS | after JOB --none: POST /v1/jobs/ID/after, the jobs a job not started yet runs after,
- * set again (migration 033). */
+/* after JOB IDS [--when W] | after JOB --none: POST /v1/jobs/ID/after, the jobs a job not started yet
+ * runs after, set again (migration 033), and which of their endings release it (036; without --when the
+ * job's own is kept). */
 int cmd_after(struct cli *c, int argc, char **argv)
 {
 	char *ops[2] = { NULL, NULL }, *e = NULL, *path = NULL, *why = NULL;
+	const char *when = NULL;
 	int none = 0;
 	json_t *job = NULL, *body = NULL, *ids = NULL;
-	const struct args_opt opts[] = { CLI_COMMON_OPTS(c), { .name = "none", .type = ARGS_FLAG, .flag = &none } };
+	const struct args_opt opts[] = { CLI_COMMON_OPTS(c), { .name = "none", .type = ARGS_FLAG, .flag = &none },
+					 { .name = "when", .type = ARGS_STRING, .str = &when } };
 	int rc = cli_args(c, cli_cmd_named("after"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 2);
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
@@ -923,12 +936,18 @@ int cmd_after(struct cli *c, int argc, char **argv)
 			cli_cmd_named("after")->usage);
 		return CLI_USAGE;
 	}
+	if (when && (!after_when_ok(when) || none)) {
+		fprintf(c->err, "rungctl after: --when %s: %s\n", when, none ? "it needs job ids, not --none" : "give " AFTER_WHEN_RULE);
+		return CLI_USAGE;
+	}
 	if (ops[1] && !(ids = cmd_after_ids(ops[1], &why))) {
 		fprintf(c->err, "rungctl after: %s\n", why);
 		free(why);
 		return CLI_USAGE;
 	}
 	body = json_pack("{s:o}", "after", ids ? ids : json_null());
+	if (when)
+		json_object_set_new(body, "after_when", json_string(when));
 	e = httpc_escape(ops[0]);
 	path = xasprintf("/v1/jobs/%s/after", e);
 	rc = cli_call(c, "POST", path, body, NULL, &job);

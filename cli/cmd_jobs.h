@@ -21,6 +21,7 @@ struct cmd_submit_opts {
 	long long start_in_s;           /* --in in seconds, 0 when not given */
 	const char *pool;               /* --pool (common/pool.h) or NULL: the server's default pool */
 	const json_t *after;            /* --after, parsed (cmd_after_ids), or NULL */
+	const char *after_when;         /* --after-when (common/after.h: succeeded, ended, failed) or NULL */
 };
 
 /* Reads IDS ("12" or "12,13": the jobs that must succeed first, migration 033; `submit --after` and
@@ -29,9 +30,9 @@ struct cmd_submit_opts {
 json_t *cmd_after_ids(const char *ids, char **why);
 
 /* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "pool"?, "run_after"? |
- * "start_in_s"?, "after"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
+ * "start_in_s"?, "after"?, "after_when"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
  * when some were given; "pool" only when --pool was; the start time only when --at or --in was;
- * "after" only when --after was).
+ * "after" only when --after was, "after_when" when --after-when was).
  * config is borrowed (incref'd into the body). New reference. */
 json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o);
 

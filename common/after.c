@@ -1,8 +1,14 @@
-/* The jobs a job runs after (after.h): their comma-separated text. Pure. */
+/* The jobs a job runs after (after.h): their comma-separated text and the words of after_when. Pure. */
 #include "after.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+bool after_when_ok(const char *when)
+{
+	return when && (!strcmp(when, "succeeded") || !strcmp(when, "ended") || !strcmp(when, "failed"));
+}
 
 json_t *after_parse(const char *text)
 {

@@ -218,11 +218,19 @@ char *jobtext_scheduled(const json_t *job)
 	if (!st || strcmp(st, "scheduled"))
 		return NULL;
 	if (json_array_size(json_object_get(job, "waits_for")) > 0) {
+		const char *when = json_string_value(json_object_get(job, "after_when"));
 		char *stuck = NULL, *list = waits_for_list(job, &stuck), *start = NULL, *out;
 		/* a start time already past no longer holds it: only the jobs do */
 		if (!json_is_integer(in) || json_integer_value(in) > 0)
 			start = start_time(job);
-		out = xasprintf("scheduled: waits for %s to succeed%s%s%s%s%s", list,
+		if (when && strcmp(when, "succeeded")) { /* migration 036: any ending, or a failure, releases it */
+			free(stuck);
+			stuck = NULL;
+		}
+		out = xasprintf("scheduled: waits for %s %s%s%s%s%s%s", list,
+				when && !strcmp(when, "ended")	  ? "to end"
+				: when && !strcmp(when, "failed") ? "to fail or be cancelled"
+								  : "to succeed",
 				stuck ? "; " : "", stuck ? stuck : "",
 				stuck ? ": this job starts only once it is retried and succeeds, or when this one is started now" : "",
 				start ? ", and not before " : "", start ? start : "");
@@ -253,9 +261,11 @@ char *jobtext_awaited(const json_t *job)
 		free(list);
 		list = next;
 	}
-	out = xasprintf("%s %s for this one to succeed%s", list, n == 1 ? "waits" : "wait",
-			st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"))
-				? n == 1 ? ": it starts only once this one is retried and succeeds (or when it is started now); "
+	/* a failed or cancelled job holds only those that wait for its success (an ending or a failure
+	 * released the others, migration 036) */
+	bool held = st && (!strcmp(st, "failed") || !strcmp(st, "cancelled"));
+	out = xasprintf("%s %s for this one%s%s", list, n == 1 ? "waits" : "wait", held ? " to succeed" : "",
+			held	? n == 1 ? ": it starts only once this one is retried and succeeds (or when it is started now); "
 					   "cancel it to drop it"
 					 : ": they start only once this one is retried and succeeds (or when each is started now); "
 					   "cancel them to drop them"

@@ -54,16 +54,18 @@ char *jobtext_placement(const json_t *job);
  * (GET /v1/jobs/{id}: by the database's clock, so the reader's own clock does not matter): "(due
  * now: it is queued within a second)" at 0, nothing without it (a list's JOB). While it waits for
  * other jobs (migration 033, "waits_for"): "scheduled: waits for job 3 (running) to succeed" ("jobs
- * 3 (running), 4 (failed)"; the states from GET's "waiting_for", bare ids without it), then, when one
- * of them failed or was cancelled, "; job 4 failed: this job starts only once it is retried and
- * succeeds, or when this one is started now", and with a start time ", and not before T (in W)".
+ * 3 (running), 4 (failed)"; the states from GET's "waiting_for", bare ids without it; "to end" or "to
+ * fail or be cancelled" by its "after_when", migration 036), then, when one of them failed or was
+ * cancelled and it waits for their success, "; job 4 failed: this job starts only once it is retried
+ * and succeeds, or when this one is started now", and with a start time ", and not before T (in W)".
  * NULL when the job is not scheduled. Heap string, the caller frees. */
 char *jobtext_scheduled(const json_t *job);
 
-/* "job 7 waits for this one to succeed" ("jobs 7, 8 wait ...") when job (a JOB, borrowed) has
- * "awaited_by" (GET /v1/jobs/{id}: the scheduled jobs that run after it, migration 033), followed, when
- * it failed or was cancelled, by ": they start only once it is retried and succeeds (or when each is
- * started now); cancel them to drop them"; NULL without any. Heap string, the caller frees. */
+/* "job 7 waits for this one" ("jobs 7, 8 wait ...") when job (a JOB, borrowed) has "awaited_by" (GET
+ * /v1/jobs/{id}: the scheduled jobs that run after it, migration 033); when it failed or was cancelled
+ * (then only jobs that wait for its success are left, 036), "job 7 waits for this one to succeed: it
+ * starts only once this one is retried and succeeds (or when it is started now); cancel it to drop it"
+ * ("they ... each ... them"). NULL without any. Heap string, the caller frees. */
 char *jobtext_awaited(const json_t *job);
 
 /* "stopping: attempt 3 is being stopped so that job 41 of its worker's own pool can run on its GPU

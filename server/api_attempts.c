@@ -295,8 +295,9 @@ static void finish_applied(struct finish *f, const char *value)
 	}
 	memcache_note_finish(h->app->memcache, f->obs, util_mono_ms()); /* issue 12: the profile learned */
 	/* a re-queue wakes the lease waiters of every replica (a cancel may have turned it into an end:
-	 * the spare wake-up finds nothing to claim), and so does a success that jobs were submitted to
-	 * run after (the reply's "dependents", migration 033: its trigger may have queued them); the
+	 * the spare wake-up finds nothing to claim), and so does the ending of a job that jobs were
+	 * submitted to run after (the reply's "dependents", migrations 033 and 036: its trigger may have
+	 * queued them); the
 	 * batch's announces are one NOTIFY */
 	if (strcmp(json_string_value(json_object_get(f->decision, "job_state")) ?: "", "queued") == 0 ||
 	    (value && strstr(value, "\"dependents\": true")))

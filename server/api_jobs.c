@@ -62,7 +62,7 @@ static const struct recovery_key recovery_keys[] = {
 };
 
 static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s",
-					   "pool", "after" };
+					   "pool", "after", "after_when" };
 
 
 static int fail(char **field, char **message, const char *f, char *msg)
@@ -185,6 +185,22 @@ static int check_after(const json_t *after, char **field, char **message)
 	return 0;
 }
 
+/* Which endings of the jobs it runs after release a job (migration 036): absent or null (succeeded),
+ * or one of AFTER_WHEN_RULE's words, and only beside a list of jobs (after, given as after_name: a
+ * submit's "after", a change's). Returns 0, or -1 with *field, *message. */
+static int check_after_when(const json_t *when, const json_t *after, const char *after_name, char **field,
+			    char **message)
+{
+	if (!when || json_is_null(when))
+		return 0;
+	if (!after_when_ok(json_string_value(when)))
+		return fail(field, message, "after_when", xstrdup("after_when must be " AFTER_WHEN_RULE));
+	if (!json_is_array(after))
+		return fail(field, message, "after_when",
+			    xasprintf("after_when needs %s: the jobs whose endings it waits for", after_name));
+	return 0;
+}
+
 int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **name, int *priority,
 			  char **field, char **message)
 {
@@ -202,7 +218,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		if (!known) {
 			*field = xstrdup(key);
 			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels, run_after, "
-					     "start_in_s, pool, after)", key);
+					     "start_in_s, pool, after, after_when)", key);
 			return -1;
 		}
 	}
@@ -235,7 +251,9 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		return fail(field, message, "pool", xstrdup("pool must be a pool name: " POOL_NAME_RULE));
 	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
 		return -1;
-	if (check_after(json_object_get(body, "after"), field, message) < 0)
+	if (check_after(json_object_get(body, "after"), field, message) < 0 ||
+	    check_after_when(json_object_get(body, "after_when"), json_object_get(body, "after"), "after", field,
+			     message) < 0)
 		return -1;
 	if (check_recovery(json_object_get(body, "recovery"), recovery, field, message) < 0)
 		return -1;
@@ -420,6 +438,14 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "after", ids);
 		return 0;
 	}
+	if (strcmp(key, "after_when") == 0) { /* after_when=ended: as the envelope's, checked with it */
+		if (!after_when_ok(val)) {
+			*message = xstrdup("query parameter after_when must be " AFTER_WHEN_RULE);
+			return -1;
+		}
+		json_object_set_new(env, "after_when", json_string(val));
+		return 0;
+	}
 	if (strcmp(key, "start_in_s") == 0) {
 		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
 			*message = xasprintf("query parameter start_in_s must be an integer from 1 to %lld (365 days)",
@@ -434,7 +460,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 			k = &recovery_keys[i];
 	if (!k) {
 		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels, run_after, "
-				     "start_in_s, pool, after or a recovery setting)", key);
+				     "start_in_s, pool, after, after_when or a recovery setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {
@@ -563,7 +589,7 @@ int api_jobs_read_submit(struct hreq *h, const char *also, json_t **body, json_t
 struct submit_item {
 	struct hreq *h;
 	json_t *item;             /* {"name", "owner", "kind", "priority", "recovery", "key", "run_after_ms"?,
-				   * "start_in_s"?, "after"?, "after_any"?} */
+				   * "start_in_s"?, "after"?, "after_when"?, "after_any"?} */
 	char *text;               /* the statement's item: those and "body", the envelope */
 };
 
@@ -612,6 +638,14 @@ static void pool_refused(struct hreq *h, const json_t *doc)
 	free(list);
 }
 
+/* Answers 409 naming after: job ID, which the job was to run after only if it failed, has succeeded:
+ * the job would never start; nothing was stored (migration 036: "after_never"). */
+static void after_never(struct hreq *h, long long id)
+{
+	hreq_error(h, 409, "after_never", "after", "after names job %lld, which succeeded: with after_when failed this job "
+		   "runs only if the jobs it runs after fail or are cancelled, so it would never start", id);
+}
+
 /* Answers 400 naming after: job ID, which the submit runs after, does not exist, or (for a submitter)
  * is not its own; nothing was stored (rung_submit_batch's "after_unknown"). */
 static void after_unknown(struct hreq *h, long long id)
@@ -640,9 +674,14 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			json_t *refusal = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
 			pool_refused(s->h, refusal);
 			json_decref(refusal);
-		} else if (!strcmp(PQgetvalue(res, row[i], 1), "after_unknown")) {
+		} else if (!strcmp(PQgetvalue(res, row[i], 1), "after_unknown") ||
+			   !strcmp(PQgetvalue(res, row[i], 1), "after_never")) {
 			json_t *doc = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
-			after_unknown(s->h, (long long)json_integer_value(json_object_get(doc, "after")));
+			long long id = (long long)json_integer_value(json_object_get(doc, "after"));
+			if (!strcmp(PQgetvalue(res, row[i], 1), "after_never"))
+				after_never(s->h, id);
+			else
+				after_unknown(s->h, id);
 			json_decref(doc);
 		} else {
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
@@ -779,6 +818,8 @@ void api_jobs_submit(struct hreq *h)
 		if (si->item && json_is_array(json_object_get(body, "after"))) {
 			json_object_set(si->item, "after", json_object_get(body, "after"));
 			json_object_set_new(si->item, "after_any", json_boolean(h->who.role != AUTH_SUBMITTER));
+			if (json_is_string(json_object_get(body, "after_when")))
+				json_object_set(si->item, "after_when", json_object_get(body, "after_when"));
 		}
 		/* the job's config is body.config: sent once, inside the body */
 		si->text = si->item ? submit_item_text(si->item, body, sent, sent_len) : NULL;
@@ -849,6 +890,9 @@ static void on_cancelled(PGresult *res, const char *err, void *arg)
 		return;
 	}
 	log_info("job cancel", "job=%s", h->param[0]);
+	/* a job cancelled before it started may queue the jobs that run after it whatever its ending
+	 * (migration 036, its trigger): wake the waiters of every replica once it committed */
+	lease_announce(h->app->lease);
 	hreq_reply_text(h, 200, value);
 }
 
@@ -883,6 +927,7 @@ static void on_cancelled_many(PGresult *res, const char *err, void *arg)
 
 	if (hreq_db_value(h, res, err, &value) < 0)
 		return;
+	lease_announce(h->app->lease); /* as on_cancelled: the cancels may queue jobs that run after them */
 	hreq_reply_text(h, 200, value ? value : "{\"ids\": [], \"more\": false}");
 }
 
@@ -951,7 +996,7 @@ void api_jobs_cancel_matching(struct hreq *h)
 	if (after_v && !json_is_null(after_v)) {
 		if (!json_is_integer(after_v) || json_integer_value(after_v) < 1 || json_integer_value(after_v) > AFTER_ID_MAX) {
 			hreq_error(h, 400, "invalid_request", "after",
-				   "after must be a job id: the jobs that wait for it to succeed are the ones cancelled");
+				   "after must be a job id: the jobs that wait for it are the ones cancelled");
 			goto out;
 		}
 		snprintf(after, sizeof after, "%lld", (long long)json_integer_value(after_v));
@@ -1148,6 +1193,8 @@ static void on_after_set(PGresult *res, const char *err, void *arg)
 	status = json_string_value(json_object_get(doc, "status"));
 	if (status && !strcmp(status, "after_unknown"))
 		after_unknown(h, (long long)json_integer_value(json_object_get(doc, "after")));
+	else if (status && !strcmp(status, "after_never"))
+		after_never(h, (long long)json_integer_value(json_object_get(doc, "after")));
 	else if (status && !strcmp(status, "cycle"))
 		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which waits for job %s itself (directly "
 			   "or through others): both would wait forever", (long long)json_integer_value(json_object_get(doc, "after")),
@@ -1171,7 +1218,8 @@ void api_jobs_after(struct hreq *h)
 			   AFTER_MAX);
 		goto out;
 	}
-	if (check_after(v, &field, &message) < 0) {
+	if (check_after(v, &field, &message) < 0 ||
+	    check_after_when(json_object_get(body, "after_when"), v, "a list of jobs in after", &field, &message) < 0) {
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
@@ -1190,9 +1238,10 @@ void api_jobs_after(struct hreq *h)
 	}
 	{
 		/* a submitter's job runs only after its own jobs (as at submit); staff's after any */
-		const char *params[4] = { h->param[0], ids, h->who.role == AUTH_SUBMITTER ? h->who.name : NULL,
-					  hreq_by(h, by, sizeof by) };
-		db_exec(h->app->db, sql_job_after, 4, params, on_after_set, h);
+		/* after_when absent: the job's own is kept (rung_set_after_when) */
+		const char *params[5] = { h->param[0], ids, json_string_value(json_object_get(body, "after_when")),
+					  h->who.role == AUTH_SUBMITTER ? h->who.name : NULL, hreq_by(h, by, sizeof by) };
+		db_exec(h->app->db, sql_job_after, 5, params, on_after_set, h);
 	}
 out:
 	free(field);

@@ -919,8 +919,13 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		free(awaited);
 	}
 	if (json_array_size(json_object_get(j, "after")) > 0) { /* the jobs it runs after, each a link */
+		const char *when = json_string_value(json_object_get(j, "after_when")); /* migration 036 */
 		html_add(b, "<dt>runs after</dt><dd>");
 		job_links(b, json_object_get(j, "after"));
+		if (when && !strcmp(when, "ended"))
+			html_add(b, " <span class=\"muted\">once they end, whatever the outcome</span>");
+		else if (when && !strcmp(when, "failed"))
+			html_add(b, " <span class=\"muted\">only if they fail or are cancelled</span>");
 		html_add(b, "</dd>");
 	}
 	{

@@ -39,7 +39,7 @@ struct act {
 };
 
 static const struct act act_retry = { "retry", "job", "/ui/jobs/", true, true };
-static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, false };
+static const struct act act_cancel = { "cancel", "job", "/ui/jobs/", true, true }; /* jobs that run after it (036) */
 static const struct act act_start = { "start", "job", "/ui/jobs/", true, true };
 static const struct act act_pool = { "move to pool", "job", "/ui/jobs/", true, true };
 static const struct act act_requeue = { "requeue", "job", "/ui/jobs/", true, false };
@@ -48,7 +48,7 @@ static const struct act act_resolve = { "resolve", "escalation", "/ui/escalation
 static const struct act act_release = { "release", "GPU", "/ui/gpus", false, true };
 static const struct act act_drain = { "drain", "worker", "/ui/gpus", false, true }; /* its released holds */
 static const struct act act_resume = { "resume", "worker", "/ui/gpus", false, true };
-static const struct act act_cancel_matching = { "cancel matching", "job", "/ui/jobs", false, false };
+static const struct act act_cancel_matching = { "cancel matching", "job", "/ui/jobs", false, false }; /* on_matching wakes */
 
 /* One form's statement between db_exec and its callback. */
 struct act_req {
@@ -464,6 +464,7 @@ static void on_matching(PGresult *res, const char *err, void *arg)
 		log_info("web action", "action=cancel matching jobs=%zu state=%s owner=%s kind=%s label=%s pool=%s by=%s", n,
 			 m->state ? m->state : "queued", m->owner ? m->owner : "-", m->kind ? m->kind : "-",
 			 m->label ? m->label : "-", m->pool ? m->pool : "-", h->who.name[0] ? h->who.name : "?");
+		lease_announce(h->app->lease); /* the cancels may queue jobs that run after them (036) */
 		web_redirect(h, back);
 		goto out;
 	}

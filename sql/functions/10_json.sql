@@ -6,7 +6,8 @@
 -- reply does not make Postgres copy a ~3 KB config into a new jsonb twice and print it twice.
 -- run_after (migration 025): when a scheduled job starts (or was to start, once it was started);
 -- null for a job never scheduled. pool (migration 026): the workers it may run on. after (migration
--- 033): the jobs it runs after (null: none), waits_for: those of them it still waits for (null: none).
+-- 033): the jobs it runs after (null: none), waits_for: those of them it still waits for (null: none),
+-- after_when (036): which of their endings release it, "succeeded", "ended" or "failed" (null without after).
 CREATE OR REPLACE FUNCTION rung_job_json_lean(j jobs) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object(
     'id', j.id, 'name', j.name, 'state', j.state, 'kind', j.kind, 'priority', j.priority,
@@ -14,6 +15,7 @@ CREATE OR REPLACE FUNCTION rung_job_json_lean(j jobs) RETURNS jsonb LANGUAGE sql
     'attempts', j.attempts_count, 'lost_count', j.lost_count,
     'cancel_requested', j.cancel_requested, 'created_at', j.created_at, 'updated_at', j.updated_at,
     'finished_at', j.finished_at, 'run_after', j.run_after, 'after', j.after_ids, 'waits_for', j.waits_for,
+    'after_when', CASE WHEN j.after_ids IS NOT NULL THEN coalesce(j.after_when, 'succeeded') END,
     'result', CASE WHEN j.result IS NULL OR j.result ? 'config' THEN j.result
                    ELSE j.result || jsonb_build_object('config', j.target_config) END,
     'next_action', j.next_action)

@@ -92,7 +92,7 @@ BEGIN
 END $$;
 
 -- Submit many jobs: p is [{"i", "name", "owner", "kind", "priority", "recovery", "key", "body",
--- "run_after_ms"?, "start_in_s"?, "after"?, "after_any"?}] (key: the owner-scoped Idempotency-Key or null; body: the request,
+-- "run_after_ms"?, "start_in_s"?, "after"?, "after_when"?, "after_any"?}] (key: the owner-scoped Idempotency-Key or null; body: the request,
 -- whose "config" is the job's config; run_after_ms / start_in_s: when it starts, read from the body
 -- by rungd, rung_submit_run_after; a body's own run_after or start_in_s is part of its request
 -- hash, so the same key with another start time is a conflict). Set-wise (rung_submit_set) when no item carries a key; else item by item, in array
@@ -106,7 +106,9 @@ END $$;
 -- ids of the jobs it runs after, 1 to 32 as rungd checked them, sorted and made distinct here) goes item by item too: each
 -- of those jobs must exist and be its owner's (any owner's with "after_any": staff), else the row is (i,
 -- "after_unknown", NULL, {"after": the first id that is not}: rung_after_unknown) and nothing is
--- stored; they are armed (rung_after_arm, 23_scheduled.sql: locked and marked before their states are
+-- stored; with "after_when" (migration 036: "succeeded", the default, "ended" or "failed"), which
+-- endings release it, and with "failed" one that already succeeded is (i, "after_never", NULL,
+-- {"after": it}: the job would never start) and nothing is stored; they are armed (rung_after_arm, 23_scheduled.sql: locked and marked before their states are
 -- read, so a finish under way either commits first or sees the new job); the job is
 -- stored 'scheduled' with waits_for the ones not succeeded yet (queued when none is left and it has
 -- no start time ahead). No NOTIFY:
@@ -122,6 +124,7 @@ DECLARE
   h text;
   v_run_after timestamptz;
   v_after bigint[];
+  v_when text;
   v_waits bigint[];
   v_missing bigint;
   created int := 0;
@@ -146,6 +149,7 @@ BEGIN
       CONTINUE;
     END IF;
     v_after := NULL;
+    v_when := NULL;
     v_waits := NULL;
     IF jsonb_typeof(e->'after') = 'array'
        AND NOT EXISTS (SELECT 1 FROM jobs k WHERE k.idempotency_key = e->>'key') THEN
@@ -160,14 +164,26 @@ BEGIN
         RETURN NEXT;
         CONTINUE;
       END IF;
-      v_waits := rung_after_arm(v_after);
+      v_when := nullif(e->>'after_when', 'succeeded');
+      v_missing := rung_after_never(v_after, v_when);
+      IF v_missing IS NOT NULL THEN
+        status := 'after_never';
+        job_id := NULL;
+        job := jsonb_build_object('after', v_missing);
+        target := NULL;
+        current := NULL;
+        RETURN NEXT;
+        CONTINUE;
+      END IF;
+      v_waits := rung_after_arm_when(v_after, v_when);
     END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
-                      idempotency_key, request_hash, labels, state, run_after, pool, after_ids, waits_for, next_action)
+                      idempotency_key, request_hash, labels, state, run_after, pool, after_ids, after_when, waits_for,
+                      next_action)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
             NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'),
             CASE WHEN v_run_after IS NULL AND v_waits IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after,
-            rung_submit_pool(e->'body'), v_after, v_waits, rung_after_text(v_waits))
+            rung_submit_pool(e->'body'), v_after, v_when, v_waits, rung_after_wait_text(v_waits, v_when))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN
@@ -177,7 +193,8 @@ BEGIN
       INSERT INTO event_log (job_id, kind, to_state, reason, data)
       VALUES (j.id, 'submitted', j.state, 'submitted', rung_submit_event_data(j.kind, j.priority, j.owner, j.run_after)
               || CASE WHEN v_after IS NULL THEN '{}'::jsonb
-                      ELSE jsonb_build_object('after', v_after, 'waits_for', v_waits) END);
+                      ELSE jsonb_build_object('after', v_after, 'waits_for', v_waits)
+                           || CASE WHEN v_when IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('after_when', v_when) END END);
       created := created + 1;
       status := 'created';
     END IF;

@@ -73,9 +73,9 @@ BEGIN
   INSERT INTO metrics_pruned AS m (kind, label1, label2, n) VALUES ('job', j.state, '', 1)
   ON CONFLICT (kind, label1, label2) DO UPDATE SET n = m.n + 1;
   -- (under the job's row lock: a finish of one of them waits for this to commit, then shrinks the new list)
-  v_waits := CASE WHEN j.waits_for IS NOT NULL
-                  THEN nullif(ARRAY(SELECT d.id FROM jobs d WHERE d.id = ANY (j.waits_for) AND d.state <> 'succeeded'
-                                    ORDER BY d.id), '{}') END;
+  -- (those that have not released it yet, by its after_when: rung_after_pending; one that succeeded
+  -- is not waited for, even by a job that was to run only after failures: the retry asks it to run)
+  v_waits := CASE WHEN j.waits_for IS NOT NULL THEN rung_after_pending(j.waits_for, j.after_when) END;
   v_state := CASE WHEN v_waits IS NULL THEN 'queued' ELSE 'scheduled' END;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
   VALUES (j.id, 'retried', j.state, v_state, v_why, v_story);
@@ -87,7 +87,7 @@ BEGIN
                                                          'next_action', ''),
                   next_action = CASE WHEN v_waits IS NULL
                                      THEN 'queued again by a retry from the ' || v_from || ' config; waits for a GPU'
-                                     ELSE rung_after_text(v_waits) END,
+                                     ELSE rung_after_wait_text(v_waits, j.after_when) END,
                   updated_at = now()
   WHERE id = p_job RETURNING * INTO j;
   RETURN jsonb_build_object('status', 'ok', 'job', rung_job_json(j));

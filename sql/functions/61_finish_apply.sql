@@ -195,5 +195,5 @@ BEGIN
                             'escalation_id', esc_id, 'decision', d)
          -- jobs were submitted to run after this one (migration 033): its success may have queued some
          -- (the trigger jobs_after_release), so rungd wakes the lease waiters after the commit
-         || CASE WHEN new_state = 'succeeded' AND j_dependents THEN '{"dependents": true}'::jsonb ELSE '{}' END;
+         || CASE WHEN new_state IN ('succeeded', 'failed', 'cancelled') AND j_dependents THEN '{"dependents": true}'::jsonb ELSE '{}' END;
 END $$;

@@ -102,7 +102,7 @@ BEGIN
     -- RAISE does: the statement fails and rungd applies the items one at a time
     SELECT d.i, jsonb_build_object('attempt_id', d.id, 'job_id', d.job_id, 'job_state', d.new_state,
                                    'escalation_id', NULL, 'decision', d.dd)
-                || CASE WHEN d.new_state = 'succeeded' AND d.has_dependents THEN '{"dependents": true}'::jsonb
+                || CASE WHEN d.new_state IN ('succeeded', 'failed', 'cancelled') AND d.has_dependents THEN '{"dependents": true}'::jsonb
                         ELSE '{}' END
     FROM d;
   END IF;

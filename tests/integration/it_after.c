@@ -623,6 +623,175 @@ out:
 	free(done);
 }
 
+/* after_when (migration 036): bad values and a lone after_when are 400s naming after_when (envelope,
+ * query, rungctl); "ended" starts a job once the job it runs after ends however it ends: a cancel
+ * here, and the parked worker of its pool takes it within seconds (the cancel wakes the waiters);
+ * "failed" after a job that succeeds cancels it, and is refused (409 after_never) after one that
+ * already succeeded; rungctl after --when changes it, and keeps it when not given. */
+static void test_after_when(struct harness *h)
+{
+	const char *yaml_hdr[] = { "Content-Type: application/yaml", NULL };
+	char *yaml = h_slurp("tests/data/aitk_flux_lora_24gb.yaml");
+	char *a = later(h, "when_a", 10), *b = NULL, *c = later(h, "when_c", 10), *d = NULL, *g = NULL, *want = NULL;
+	char *args = NULL, *out = NULL, *kinds = NULL, *page = NULL;
+	json_t *extra = NULL, *j = NULL, *got = NULL;
+	struct h_job_ref lb = { h, NULL };
+	long long before;
+	long st = 0;
+	int rc = 0;
+	bool leased;
+	int64_t t0;
+
+	if (!h_ok(h, a && c && yaml, "jobs A and C, to start in an hour"))
+		goto out;
+	before = jobs_count(h);
+	extra = after(a, NULL);
+	json_object_set_new(extra, "after_when", json_string("sometimes"));
+	j = submit(h, "when_bad", 10, extra, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after_when") && strstr(h_str(j, "message"), "ended"),
+	     "after_when \"sometimes\": 400 naming after_when (%ld %s)", st, h_str(j, "message"));
+	json_decref(j);
+	json_object_del(extra, "after");
+	json_object_set_new(extra, "after_when", json_string("ended"));
+	j = submit(h, "when_alone", 10, extra, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after_when") && strstr(h_str(j, "message"), "needs after"),
+	     "after_when without after: 400 naming after_when (%ld %s)", st, h_str(j, "message"));
+	json_decref(j);
+	j = h_request(h, "POST", "/v1/jobs?after=1&after_when=maybe", yaml, strlen(yaml), yaml_hdr, &st);
+	h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after_when"), "a raw file with ?after_when=maybe: 400 naming it (%ld %s)",
+	     st, h_str(j, "message"));
+	json_decref(j);
+	j = NULL;
+	h_ok(h, jobs_count(h) == before, "and none of them stored a job");
+	out = h_rungctl(h, "submit tests/data/aitk_flux_lora_24gb.yaml --after 1 --after-when later", &rc);
+	h_ok(h, rc == 2 && strstr(out, "--after-when later") && strstr(out, "ended"),
+	     "rungctl submit --after-when later: exit 2 naming it (%d %.200s)", rc, out);
+	free(out);
+	out = h_rungctl(h, "submit tests/data/aitk_flux_lora_24gb.yaml --after-when ended", &rc);
+	h_ok(h, rc == 2 && strstr(out, "needs --after"), "rungctl submit --after-when without --after: exit 2 (%d %.200s)", rc, out);
+	free(out);
+	out = NULL;
+	json_decref(extra);
+
+	/* B after A, once it ends: A's cancel starts B, on the parked worker of its pool */
+	extra = after(a, NULL);
+	json_object_set_new(extra, "after_when", json_string("ended"));
+	json_object_set_new(extra, "pool", json_string("it-after"));
+	j = submit(h, "when_b", 10, extra, &st);
+	b = h_id(j, "id");
+	h_ok(h, st == 201 && !strcmp(h_str(j, "state"), "scheduled") && !strcmp(h_str(j, "after_when"), "ended"),
+	     "B after A once it ends: 201, scheduled, after_when ended (%ld %s)", st, h_str(j, "after_when"));
+	json_decref(j);
+	j = NULL;
+	if (!b)
+		goto out;
+	want = xasprintf("scheduled: waits for job %s (scheduled) to end", a);
+	h_ok(h, h_show_has(h, b, want), "rungctl show B: \"%s\"", want);
+	{
+		char *line = xasprintf("%-17s %s\n", "after_when", "ended");
+		h_ok(h, h_show_has(h, b, line), "and its summary says after_when ended");
+		free(line);
+	}
+	page = xasprintf("/ui/jobs/%s", b);
+	st = h_browse(h, h->admin_token, "GET", page, NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, want) && strstr(h->last_body, "once they end, whatever the outcome"),
+	     "the job page says it, and how B runs after A (%ld)", st);
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", a));
+	t0 = util_mono_ms();
+	lb.id = b;
+	leased = wait_until(h_job_leased, &lb, FAST_MS);
+	h_ok(h, st == 200 && leased, "A cancelled, and B was leased at once by the parked worker of its pool (%lld ms: the "
+	     "cancel's wake-up, not a poll)", (long long)(util_mono_ms() - t0));
+	got = h_wait_job(h, b, "succeeded", RUN_MS);
+	kinds = h_event_kinds(h, b);
+	h_ok(h, got && strstr(kinds, ",dependencies_met:scheduled>queued,"), "B succeeded after dependencies_met (%s)", kinds);
+	json_decref(got);
+	got = NULL;
+	free(want);
+
+	/* D after C only if it fails: C's success cancels D */
+	json_decref(extra);
+	extra = after(c, NULL);
+	json_object_set_new(extra, "after_when", json_string("failed"));
+	j = submit(h, "when_d", 10, extra, &st);
+	d = h_id(j, "id");
+	h_ok(h, st == 201 && !strcmp(h_str(j, "state"), "scheduled"), "D after C only if it fails: scheduled (%ld)", st);
+	json_decref(j);
+	j = NULL;
+	if (!d)
+		goto out;
+	json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/start", c));
+	json_decref(h_wait_job(h, c, "succeeded", RUN_MS));
+	got = h_wait_job(h, d, "cancelled", RUN_MS);
+	want = xasprintf("job %s succeeded: this job was to run only if it failed or was cancelled", c);
+	h_ok(h, got && !strcmp(h_str(json_object_get(got, "result"), "reason"), want) &&
+		     h_sql_int(h, "SELECT count(*) FROM attempts WHERE job_id = $1::bigint", 1, (const char *[]){ d }) == 0,
+	     "C succeeded: D was cancelled without running, its result says why (%s)", h_str(json_object_get(got, "result"), "reason"));
+	json_decref(got);
+	got = NULL;
+	before = jobs_count(h);
+	j = submit(h, "when_e", 10, extra, &st);
+	h_ok(h, st == 409 && !strcmp(h_str(j, "error"), "after_never") && !strcmp(h_str(j, "field"), "after") &&
+		     strstr(h_str(j, "message"), "would never start") && jobs_count(h) == before,
+	     "E after C (succeeded) only if it fails: 409 after_never naming after, nothing stored (%ld %s)", st,
+	     h_str(j, "message"));
+	json_decref(j);
+	j = NULL;
+
+	/* rungctl after --when: set, kept when not given, a bad word refused */
+	json_decref(extra);
+	extra = json_pack("{s:s}", "pool", "it-nowhere");
+	g = h_submit_id(h, "when_g", 10, extra);
+	free(a);
+	a = later(h, "when_a2", 10);
+	if (!h_ok(h, g && a, "G (queued where no worker serves) and A2 (in an hour)"))
+		goto out;
+	free(args);
+	args = xasprintf("after %s %s --when ended", g, a);
+	out = h_rungctl(h, args, &rc);
+	j = h_job(h, g);
+	h_ok(h, rc == 0 && strstr(out, "to end") && j && !strcmp(h_str(j, "after_when"), "ended"),
+	     "rungctl after G A2 --when ended: G waits for A2 to end (%d %.200s)", rc, out);
+	json_decref(j);
+	free(out);
+	free(args);
+	args = xasprintf("after %s %s", g, a);
+	out = h_rungctl(h, args, &rc);
+	j = h_job(h, g);
+	h_ok(h, rc == 0 && j && !strcmp(h_str(j, "after_when"), "ended"), "rungctl after G A2 without --when keeps ended (%d)", rc);
+	json_decref(j);
+	j = NULL;
+	free(out);
+	free(args);
+	args = xasprintf("after %s %s --when whenever", g, a);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2 && strstr(out, "--when whenever"), "rungctl after --when whenever: exit 2 (%d %.200s)", rc, out);
+	{
+		json_t *body = json_loads("{\"after\": null, \"after_when\": \"ended\"}", 0, NULL);
+		j = h_postf(h, body, &st, "/v1/jobs/%s/after", g);
+		h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after_when"), "POST after {null, after_when}: 400 naming after_when (%ld)",
+		     st);
+		json_decref(body);
+	}
+	cancel(h, g);
+	cancel(h, a);
+out:
+	free(yaml);
+	free(page);
+	free(kinds);
+	free(want);
+	free(out);
+	free(args);
+	json_decref(j);
+	json_decref(got);
+	json_decref(extra);
+	free(a);
+	free(b);
+	free(c);
+	free(d);
+	free(g);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_after");
@@ -648,6 +817,7 @@ int main(void)
 	test_forms(h);
 	test_cancel_after(h);
 	test_set_after(h);
+	test_after_when(h);
 	h_worker_stop(h, w, SIGTERM);
 	h_worker_stop(h, wp, SIGTERM);
 	return h_free(h);

@@ -2875,6 +2875,179 @@ static void test_after(void)
 	PQfinish(pg);
 }
 
+/* A submit item after jobs X (ids, comma-separated) with after_when WHEN (NULL: none), as text. Heap. */
+static char *after_when_item(const char *name, const char *x, const char *when)
+{
+	char *w = when ? xasprintf(",\"after_when\":\"%s\"", when) : xstrdup("");
+	char *out = xasprintf("[{\"i\":0,\"name\":\"%s\",\"owner\":\"o\",\"kind\":\"image\",\"priority\":100,"
+			      "\"recovery\":{},\"key\":null,\"after\":[%s]%s,\"body\":{\"config\":{\"x\":1},\"after\":[%s]%s}}]",
+			      name, x, w, x, w);
+	free(w);
+	return out;
+}
+
+/* Submits after_when_item(name, x, when) and answers "status:state" (or the status alone). */
+static char *after_when_submit(const char *name, const char *x, const char *when)
+{
+	char *items = after_when_item(name, x, when);
+	const char *p[1] = { items };
+	char *out = q1("SELECT status || coalesce(':' || (job->>'state'), '') FROM rung_submit_batch($1::jsonb)", 1, p);
+	free(items);
+	return out;
+}
+
+/* A job's id by its name into buf (size 32). */
+static void job_id_of(const char *name, char *buf)
+{
+	const char *p[1] = { name };
+	snprintf(buf, 32, "%s", q1("SELECT id FROM jobs WHERE name = $1", 1, p));
+}
+
+/* "name:state:waits_for:after_when" of the jobs named in names (SQL LIKE pattern), by id. */
+static char *after_states(const char *like)
+{
+	const char *p[1] = { like };
+	return q1("SELECT string_agg(j.name || ':' || j.state || ':' || coalesce(j.waits_for::text, '-') || ':' || "
+		  "coalesce(j.after_when, '-'), ',' ORDER BY j.id) FROM jobs j WHERE j.name LIKE $1", 1, p);
+}
+
+/* after_when (migration 036) at the SQL level: which endings release a waiting job. "ended": any ending
+ * (a cancel here, a failure through rung_finish_apply, whose reply then says "dependents" so that rungd
+ * wakes the waiters); "failed": a failure or a cancel, and a success cancels it (and its own
+ * dependents' triggers run in turn); a submit or a change with "failed" after a job that already
+ * succeeded is refused ("after_never"), a retry goes on without it; a change without after_when keeps
+ * the job's. */
+static void test_after_when(void)
+{
+	const char *p[5];
+	char p1[32], p2[32], p3[32], id[32], wid[32], aid[32], tok[80], *want;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox, metrics_pruned "
+	   "CASCADE", 0, NULL);
+	q1("INSERT INTO jobs (name, owner, kind, target_config, recovery) VALUES ('p1', 'o', 'image', '{\"x\":1}', '{}'), "
+	   "('p2', 'o', 'image', '{\"x\":1}', '{}'), ('p3', 'o', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	job_id_of("p1", p1);
+	job_id_of("p2", p2);
+	job_id_of("p3", p3);
+
+	/* p1 cancelled: the jobs after it with "ended" or "failed" start, the default one waits on */
+	TAP_STR_EQ(after_when_submit("a-s", p1, NULL), "created:scheduled", "after_when: a-s after p1 (succeeded) waits");
+	TAP_STR_EQ(after_when_submit("a-e", p1, "ended"), "created:scheduled", "after_when: a-e after p1 (ended) waits");
+	TAP_STR_EQ(after_when_submit("a-f", p1, "failed"), "created:scheduled", "after_when: a-f after p1 (failed) waits");
+	TAP_STR_EQ(after_when_submit("a-x", p1, "succeeded"), "created:scheduled", "after_when: a-x after p1 (succeeded, said)");
+	want = xasprintf("a-s:scheduled:{%s}:-,a-e:scheduled:{%s}:ended,a-f:scheduled:{%s}:failed,a-x:scheduled:{%s}:-",
+			 p1, p1, p1, p1);
+	TAP_STR_EQ(after_states("a-%"), want, "after_when: stored (\"succeeded\", the default, as none)");
+	free(want);
+	job_id_of("a-f", id);
+	p[0] = id;
+	want = xasprintf("failed:waits for job %s to fail or be cancelled", p1);
+	TAP_STR_EQ(q1("SELECT (rung_job_json(j)->>'after_when') || ':' || j.next_action FROM jobs j WHERE j.id = $1::bigint",
+		      1, p), want, "after_when: the JOB says it, next_action what it waits for");
+	free(want);
+	job_id_of("a-s", id);
+	TAP_STR_EQ(q1("SELECT rung_job_json(j)->>'after_when' FROM jobs j WHERE j.id = $1::bigint", 1, p), "succeeded",
+		   "after_when: a job after others says succeeded by default");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_job_json(j)->>'after_when', 'null') FROM jobs j WHERE j.name = 'p1'", 0, NULL),
+		   "null", "after_when: null on a job that runs after none");
+	p[0] = p1;
+	q1("SELECT rung_cancel($1::bigint)", 1, p);
+	want = xasprintf("a-s:scheduled:{%s}:-,a-e:queued:-:ended,a-f:queued:-:failed,a-x:scheduled:{%s}:-", p1, p1);
+	TAP_STR_EQ(after_states("a-%"), want, "after_when: p1's cancel queues a-e and a-f; a-s and a-x wait on");
+	free(want);
+	want = xasprintf("job %s was cancelled, the last of the jobs it runs after:cancelled", p1);
+	TAP_STR_EQ(q1("SELECT e.reason || ':' || (e.data->>'ended') FROM events e JOIN jobs j ON j.id = e.job_id "
+		      "WHERE j.name = 'a-e' AND e.kind = 'dependencies_met'", 0, NULL), want,
+		   "after_when: a-e's dependencies_met names the ending");
+	free(want);
+
+	/* p2 succeeds: a job after it with "failed" is cancelled, and that ending releases its own "ended" dependent */
+	TAP_STR_EQ(after_when_submit("b-f", p2, "failed"), "created:scheduled", "after_when: b-f after p2 (failed)");
+	TAP_STR_EQ(after_when_submit("b-e", p2, "ended"), "created:scheduled", "after_when: b-e after p2 (ended)");
+	job_id_of("b-f", id);
+	TAP_STR_EQ(after_when_submit("c-e", id, "ended"), "created:scheduled", "after_when: c-e after b-f (ended)");
+	TAP_STR_EQ(after_when_submit("c-s", id, NULL), "created:scheduled", "after_when: c-s after b-f (succeeded)");
+	p[0] = p2;
+	q1("UPDATE jobs SET state = 'succeeded', finished_at = now() WHERE id = $1::bigint", 1, p);
+	want = xasprintf("b-f:cancelled:{%s}:failed,b-e:queued:-:ended", p2);
+	TAP_STR_EQ(after_states("b-%"), want, "after_when: p2's success cancels b-f (it would never start), queues b-e");
+	free(want);
+	want = xasprintf("c-e:queued:-:ended,c-s:scheduled:{%s}:-", id);
+	TAP_STR_EQ(after_states("c-%"), want, "after_when: b-f's cancel queues c-e in turn; c-s waits (b-f did not succeed)");
+	free(want);
+	want = xasprintf("job %s succeeded: this job was to run only if it failed or was cancelled|cancelled|%s", p2, p2);
+	TAP_STR_EQ(q1("SELECT e.reason || '|' || (j.result->>'class') || '|' || (e.data->>'succeeded') FROM events e "
+		      "JOIN jobs j ON j.id = e.job_id WHERE j.name = 'b-f' AND e.kind = 'cancelled'", 0, NULL), want,
+		   "after_when: b-f's event and result say why it was cancelled");
+	free(want);
+
+	/* a submit with "failed" after a job that succeeded would never start: refused, nothing stored */
+	TAP_STR_EQ(after_when_submit("n-f", p2, "failed"), "after_never", "after_when: failed after a success is refused");
+	want = xasprintf("{\"after\": %s}", p2);
+	{
+		char *items = after_when_item("n-f", p2, "failed");
+		p[0] = items;
+		TAP_STR_EQ(q1("SELECT job::text FROM rung_submit_batch($1::jsonb)", 1, p), want, "after_when: ... naming it");
+		free(items);
+	}
+	free(want);
+	TAP_STR_EQ(q1("SELECT count(*) FROM jobs WHERE name = 'n-f'", 0, NULL), "0", "after_when: ... and nothing is stored");
+	/* after jobs that already ended their way: queued at once */
+	TAP_STR_EQ(after_when_submit("n-e", p1, "ended"), "created:queued", "after_when: ended after a cancelled job: queued");
+	TAP_STR_EQ(after_when_submit("n-g", p1, "failed"), "created:queued", "after_when: failed after a cancelled job: queued");
+
+	/* a retry of b-f (cancelled, after p2, which succeeded) runs it: the person asked */
+	job_id_of("b-f", id);
+	p[0] = id;
+	TAP_STR_EQ(q1("SELECT (rung_retry($1::bigint, 'current', 'ops', NULL)->'job'->>'state')", 1, p), "queued",
+		   "after_when: a retry of b-f runs it without p2");
+
+	/* a change: "ended" kept when not given, "failed" after a success refused, none drops it */
+	q1("INSERT INTO jobs (name, owner, kind, target_config, recovery) VALUES ('q', 'o', 'image', '{\"x\":1}', '{}')", 0, NULL);
+	job_id_of("q", id);
+	{
+		char arr[80];
+		snprintf(arr, sizeof arr, "{%s}", p3);
+		p[0] = id;
+		p[1] = arr;
+		p[2] = "ended";
+		TAP_STR_EQ(q1("SELECT (r->>'status') || ':' || (r->'job'->>'state') || ':' || (r->'job'->>'after_when') "
+			      "FROM rung_set_after_when($1::bigint, $2::bigint[], $3, NULL, 'ops') r", 3, p), "ok:scheduled:ended",
+			   "after_when: q set to run after p3 once it ends");
+		TAP_STR_EQ(q1("SELECT (r->>'status') || ':' || (r->'job'->>'after_when') "
+			      "FROM rung_set_after($1::bigint, $2::bigint[], NULL, 'ops') r", 2, p), "ok:ended",
+			   "after_when: the release before's rung_set_after keeps it");
+		snprintf(arr, sizeof arr, "{%s,%s}", p3, p2);
+		p[2] = "failed";
+		want = xasprintf("after_never:%s", p2);
+		TAP_STR_EQ(q1("SELECT (r->>'status') || ':' || (r->>'after') FROM rung_set_after_when($1::bigint, $2::bigint[], $3, "
+			      "NULL, 'ops') r", 3, p), want, "after_when: a change to failed after a success is refused");
+		free(want);
+		TAP_STR_EQ(q1("SELECT (r->>'status') || ':' || (r->'job'->>'state') || ':' || coalesce(r->'job'->>'after_when', 'null') "
+			      "FROM rung_set_after_when($1::bigint, NULL, 'ended', NULL, 'ops') r", 1, p), "ok:queued:null",
+			   "after_when: no jobs, no after_when");
+	}
+
+	/* a failure through rung_finish_apply: the reply says dependents, the "ended" job is queued */
+	q1("SELECT rung_register('wa', 'h', '[{\"uuid\":\"A-1\",\"memory_total_mib\":24000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wa'", 0, NULL));
+	q1("UPDATE jobs SET state = 'cancelled' WHERE state = 'queued' AND id <> $1::bigint", 1, (const char *[]){ p3 });
+	p[0] = wid;
+	snprintf(aid, sizeof aid, "%s", q1("SELECT rung_claim($1::bigint, 'A-1', 30, NULL)->'lease'->>'attempt_id'", 1, p));
+	p[0] = aid;
+	snprintf(tok, sizeof tok, "%s", q1("SELECT token FROM attempts WHERE id = $1::bigint", 1, p));
+	TAP_STR_EQ(q1("SELECT j.name FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1::bigint", 1, p), "p3",
+		   "after_when: p3 runs");
+	TAP_STR_EQ(after_when_submit("d-e", p3, "ended"), "created:scheduled", "after_when: d-e after the running p3 (ended)");
+	p[1] = tok;
+	TAP_STR_EQ(q1("SELECT rung_finish_apply($1::bigint, $2, '{}'::jsonb, '{\"class\": \"not_oom\", \"job_state\": \"failed\", "
+		      "\"rule\": \"r\", \"reason\": \"a crash\"}'::jsonb, NULL)->>'dependents'", 2, p), "true",
+		   "after_when: a failure's reply says dependents (rungd wakes the waiters)");
+	TAP_STR_EQ(after_states("d-%"), "d-e:queued:-:ended", "after_when: p3's failure queues d-e");
+	PQfinish(pg);
+}
+
 static void test_scheduled(void)
 {
 	const char *p[3];
@@ -3097,6 +3270,7 @@ int main(void)
 	test_retry();
 	test_scheduled();
 	test_after();
+	test_after_when();
 	test_pools();
 	test_borrow();
 	test_drain();

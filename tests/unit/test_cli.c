@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "after.h"
 #include "../../common/jpath.h"
 #include "../../cli/args.h"
 #include "../../cli/cli.h"
@@ -1366,6 +1367,21 @@ static void test_scheduled(void)
 		TAP_STR_EQ(s, "{\"config\":{\"job\":\"extension\"},\"run_after\":\"2026-12-01T21:00:00Z\"}", "submit body: run_after");
 		free(s);
 		json_decref(b);
+		{
+			/* --after 3,4 --after-when ended (migration 036) */
+			json_t *ids = cmd_after_ids("3,4", &why);
+			struct cmd_submit_opts oa = { .after = ids, .after_when = "ended" };
+			b = cmd_submit_body(cfg, &oa);
+			s = json_dumps(b, JSON_COMPACT | JSON_SORT_KEYS);
+			TAP_STR_EQ(s, "{\"after\":[3,4],\"after_when\":\"ended\",\"config\":{\"job\":\"extension\"}}",
+				   "submit body: after and after_when");
+			free(s);
+			json_decref(b);
+			json_decref(ids);
+			TAP_OK(after_when_ok("succeeded") && after_when_ok("ended") && after_when_ok("failed") &&
+				       !after_when_ok("end") && !after_when_ok("") && !after_when_ok(NULL),
+			       "after_when_ok: the three words, nothing else");
+		}
 		o = (struct cmd_submit_opts){ .name = NULL };
 		TAP_OK(cmd_submit_start("2026-12-01T23:00:00+01:00", NULL, now, &o, buf, sizeof buf, &past, &why) == 0 &&
 			       !strcmp(o.run_after, "2026-12-01T23:00:00+01:00"),
@@ -1413,6 +1429,19 @@ static void test_scheduled(void)
 		TAP_STR_EQ(t, "scheduled: waits for jobs 4 (running), 5 (failed) to succeed; job 5 failed: this job starts only "
 			      "once it is retried and succeeds, or when this one is started now", "jobtext: one failed: what holds it");
 		free(t);
+		/* after_when (migration 036): another ending waited for, and no failure holds it */
+		json_object_set_new(job, "after_when", json_string("ended"));
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for jobs 4 (running), 5 (failed) to end", "jobtext: after_when ended");
+		free(t);
+		json_object_set_new(job, "after_when", json_string("failed"));
+		t = jobtext_scheduled(job);
+		TAP_STR_EQ(t, "scheduled: waits for jobs 4 (running), 5 (failed) to fail or be cancelled", "jobtext: after_when failed");
+		free(t);
+		json_object_set_new(job, "after_when", json_string("succeeded"));
+		t = jobtext_scheduled(job);
+		TAP_OK(t && strstr(t, "to succeed; job 5 failed: this job starts only once"), "jobtext: after_when succeeded, said");
+		free(t);
 		json_object_set_new(job, "waits_for", json_pack("[i]", 4));
 		json_object_set_new(job, "run_after", json_string("2026-12-01T22:00:00Z"));
 		json_object_set_new(job, "starts_in_s", json_integer(3600));
@@ -1430,7 +1459,7 @@ static void test_scheduled(void)
 	{
 		json_t *job = json_loads("{\"id\": 4, \"state\": \"running\", \"awaited_by\": [9]}", 0, NULL);
 		char *t = jobtext_awaited(job);
-		TAP_STR_EQ(t, "job 9 waits for this one to succeed", "jobtext: who waits for a running job");
+		TAP_STR_EQ(t, "job 9 waits for this one", "jobtext: who waits for a running job (whichever ending releases it)");
 		free(t);
 		json_object_set_new(job, "state", json_string("failed"));
 		json_array_append_new(json_object_get(job, "awaited_by"), json_integer(11));
