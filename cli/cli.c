@@ -138,12 +138,14 @@ const struct cli_cmd cli_cmds[] = {
 		cmd_token_list },
 	{ "token revoke", "token revoke ID", "Revokes an API token (admin); the server refuses it at once.",
 		cmd_token_revoke },
-	{ "token limit", "token limit ID [--max-running N|none [--pool NAME]] [--gpu-hours H|none] [--days D]",
+	{ "token limit", "token limit ID [--max-running N|none] [--gpu-hours H|none] [--pool NAME] [--days D]",
 		"Sets how many of a token's jobs may run at once (admin): the claim passes over its queued jobs\n"
 		"while that many run (0: none starts; none: no limit). With --pool, how many of its jobs of that pool\n"
 		"may (wherever they run), beside the limit over every pool; the other pools' limits stay as they are.\n"
 		"--gpu-hours: a quota of GPU hours over the last --days days (default 7): while its jobs used that\n"
-		"much, none starts (read every --quota-interval-ms of rungd). Running jobs are not stopped.", cmd_token_limit },
+		"much, none starts (read every --quota-interval-ms of rungd); with --pool, a quota of its jobs of that\n"
+		"pool alone (--pool h200 --gpu-hours 500: 500 H200 hours a week), over the same window. Running jobs\n"
+		"are not stopped.", cmd_token_limit },
 	{ "token pools", "token pools ID NAME,NAME|any",
 		"Sets the worker pools a token may use (admin): its owner's jobs may be submitted or moved only to\n"
 		"them, and a worker registering with it may join only them (any: every pool). Jobs already in another\n"

@@ -47,10 +47,29 @@ static char *quota_cell(const json_t *q)
 	return out;
 }
 
+/* An owner's quotas per pool (GET /v1/owners' "pool_quotas", migration 037: [{"pool", "gpu_hours",
+ * "days", "used_hours", "over"}]) as "h200 3.0/2 in 7d (over),video 0.0/10 in 7d"; "-" when none. Heap. */
+static char *pool_quotas_cell(const json_t *list)
+{
+	char *out = NULL;
+	const json_t *q;
+	size_t i;
+
+	json_array_foreach(list, i, q) {
+		char *cell = quota_cell(q);
+		char *next = xasprintf("%s%s%s %s", out ? out : "", out ? "," : "", json_string_value(json_object_get(q, "pool")) ?: "?",
+				       cell);
+		free(cell);
+		free(out);
+		out = next;
+	}
+	return out ? out : xstrdup("-");
+}
+
 /* Prints the objects of list as a table with these headers; a key may be a path ("a.b"), "a|b" (a,
  * else b), "#k" (the length of the array under k), ",k" (the names in the array under k joined with
- * ",", "-" when none), "/k" (the per-pool limits under k: pool_limits_cell) or "*k" (a GPU-hour quota:
- * quota_cell). */
+ * ",", "-" when none), "/k" (the per-pool limits under k: pool_limits_cell), "*k" (a GPU-hour quota:
+ * quota_cell) or "%k" (the quotas per pool under k: pool_quotas_cell). */
 static void print_table(struct cli *c, const json_t *list, const char *const *head, const char *const *keys,
 	size_t n)
 {
@@ -63,7 +82,8 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 			char *alts = xstrdup(keys[k]), *save = NULL;
 			const json_t *v = NULL;
 			int count = alts[0] == '#', names = alts[0] == ',', limits = alts[0] == '/', quota = alts[0] == '*';
-			for (char *p = strtok_r(alts + count + names + limits + quota, "|", &save); p && !v;
+			int pool_quotas = alts[0] == '%';
+			for (char *p = strtok_r(alts + count + names + limits + quota + pool_quotas, "|", &save); p && !v;
 			     p = strtok_r(NULL, "|", &save))
 				v = jpath_get(o, p);
 			if (names) /* an array of names: "a,b", "-" when empty or absent */
@@ -72,6 +92,8 @@ static void print_table(struct cli *c, const json_t *list, const char *const *he
 				cells[k] = pool_limits_cell(v);
 			else if (quota)
 				cells[k] = quota_cell(v);
+			else if (pool_quotas)
+				cells[k] = pool_quotas_cell(v);
 			else
 				cells[k] = count && json_is_array(v) ? xasprintf("%zu", json_array_size(v)) : table_cell(v);
 			free(alts);
@@ -248,11 +270,12 @@ int cmd_workers(struct cli *c, int argc, char **argv)
 int cmd_owners(struct cli *c, int argc, char **argv)
 {
 	/* POOL LIMITS: per pool it is limited in, its jobs of that pool running / the most (migration 034) */
-	/* GPU HOURS: its quota's hours used in the window of the most (migration 035) */
+	/* GPU HOURS: its quota's hours used in the window of the most (migration 035); POOL GPU HOURS: the same
+	 * per pool it has a quota in (037) */
 	static const char *const head[] = { "OWNER", "RUNNING", "QUEUED", "SCHEDULED", "MAX RUNNING", "POOL LIMITS",
-					    "GPU HOURS" };
+					    "GPU HOURS", "POOL GPU HOURS" };
 	static const char *const keys[] = { "owner", "running", "queued", "scheduled", "max_running", "/pool_limits",
-					    "*quota" };
+					    "*quota", "%pool_quotas" };
 	return list_cmd(c, "owners", argc, argv, "/v1/owners", "owners", head, keys, ARRAY_LEN(head));
 }
 

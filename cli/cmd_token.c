@@ -84,14 +84,22 @@ int cmd_token_create(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
-/* A token's GPU-hour quota as a cell: "500 per 7 days", or "none" (migration 035). Heap. */
+/* A token's GPU-hour quotas as a cell: "500 per 7 days", "500, h200:100 per 7 days" with quotas per
+ * pool (migration 037), "h200:100 per 7 days" with those alone, or "none" (migration 035). Heap. */
 static char *quota_cell(const json_t *t)
 {
-	const json_t *h = json_object_get(t, "gpu_hours");
+	const json_t *h = json_object_get(t, "gpu_hours"), *ph = json_object_get(t, "pool_gpu_hours");
 	long long days = (long long)json_integer_value(json_object_get(t, "gpu_hours_days"));
+	char all[48] = "", *pools = json_object_size(ph) > 0 ? pool_limits_text(ph, ",", "") : NULL, *out;
 
-	return json_is_number(h) ? xasprintf("%g per %lld day%s", json_number_value(h), days, days == 1 ? "" : "s")
-				 : xstrdup("none");
+	if (json_is_number(h))
+		snprintf(all, sizeof all, "%g", json_number_value(h));
+	if (!all[0] && !pools)
+		return xstrdup("none");
+	out = xasprintf("%s%s%s per %lld day%s", all, all[0] && pools ? ", " : "", pools ? pools : "", days,
+			days == 1 ? "" : "s");
+	free(pools);
+	return out;
 }
 
 /* A token's limits per pool as a cell: "h200:2,video:0", or "none" (migration 034). Heap. */
@@ -243,8 +251,9 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 			return CLI_USAGE;
 		}
 	}
-	if (pool && (!max || !pool_name_ok(pool))) {
-		fprintf(c->err, "rungctl token limit: --pool needs a pool name (%s) and --max-running\n", POOL_NAME_RULE);
+	if (pool && ((!max && !hours) || !pool_name_ok(pool))) {
+		fprintf(c->err, "rungctl token limit: --pool needs a pool name (%s) and --max-running or --gpu-hours\n",
+			POOL_NAME_RULE);
 		return CLI_USAGE;
 	}
 	if (hours && strcmp(hours, "none")) {
@@ -267,7 +276,10 @@ int cmd_token_limit(struct cli *c, int argc, char **argv)
 		json_object_set_new(body, "pool_max_running", json_pack("{s:o}", pool, v >= 0 ? json_integer(v) : json_null()));
 	else if (max)
 		json_object_set_new(body, "max_running", v >= 0 ? json_integer(v) : json_null());
-	if (hours) /* a GPU-hour quota over the last --days days (migration 035) */
+	/* a GPU-hour quota over the last --days days (migration 035); with --pool, that pool's alone (037) */
+	if (hours && pool)
+		json_object_set_new(body, "pool_gpu_hours", json_pack("{s:o}", pool, h >= 0 ? json_real(h) : json_null()));
+	else if (hours)
 		json_object_set_new(body, "gpu_hours", h >= 0 ? json_real(h) : json_null());
 	if (days)
 		json_object_set_new(body, "gpu_hours_days", json_integer(d));

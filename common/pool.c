@@ -50,7 +50,10 @@ char *pool_limits_text(const json_t *lim, const char *sep, const char *none)
 	if (!json_is_object(lim))
 		return xstrdup(none);
 	json_object_foreach((json_t *)lim, pool, n) {
-		char *next = xasprintf("%s%s%s:%lld", out ? out : "", out ? sep : "", pool, (long long)json_integer_value(n));
+		char *next = json_is_real(n) /* a quota of GPU hours per pool (migration 037) may be a fraction */
+				     ? xasprintf("%s%s%s:%g", out ? out : "", out ? sep : "", pool, json_real_value(n))
+				     : xasprintf("%s%s%s:%lld", out ? out : "", out ? sep : "", pool,
+						 (long long)json_integer_value(n));
 		free(out);
 		out = next;
 	}

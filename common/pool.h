@@ -35,8 +35,8 @@ json_t *pool_borrow_parse(const char *text, const char *own, char **err);
  * a copy of none when names is not an array or is empty. Elements that are not strings read "?". */
 char *pool_list_join(const json_t *names, const char *sep, const char *none);
 
-/* A token's limits per pool (migration 034: {"POOL": N}, a JSON object) as "h200:2,video:0" (heap):
- * "POOL:N" joined with sep, in the object's order; a copy of none when lim is not an object or is
+/* A token's limits per pool (migration 034: {"POOL": N}, a JSON object; or its quotas per pool, 037:
+ * {"POOL": hours}, a fraction printed as %g) as "h200:2,video:0" (heap): "POOL:N" joined with sep, in the object's order; a copy of none when lim is not an object or is
  * empty. rungd's log, rungctl's cells and the tokens page write it so. */
 char *pool_limits_text(const json_t *lim, const char *sep, const char *none);
 

@@ -88,15 +88,18 @@ static char *owner_why(const json_t *job, const char *pool, long long max, long 
 }
 
 /* Why a queued job whose owner is over its GPU-hour quota waits (placement "owner_quota", migration
- * 035: {"gpu_hours", "days", "used_hours"}). Heap string. */
+ * 035: {"gpu_hours", "days", "used_hours"}; or "owner_pool_quota", 037, with its "pool": that quota
+ * in the job's pool). Heap string. */
 static char *quota_why(const json_t *job, const json_t *quota)
 {
 	json_t *q = json_deep_copy(quota);
+	const char *pool = json_string_value(json_object_get(quota, "pool"));
 	char *line, *out;
 
 	json_object_set(q, "owner", json_object_get(job, "owner"));
 	line = jobtext_quota(q);
-	out = xasprintf("waiting for its owner's GPU-hour quota: %s (or for an admin to raise it)", line);
+	out = xasprintf("waiting for its owner's GPU-hour quota%s%s: %s (or for an admin to raise it)", pool ? " in pool " : "",
+			pool ? pool : "", line);
 	free(line);
 	json_decref(q);
 	return out;
@@ -141,6 +144,8 @@ char *jobtext_placement(const json_t *job)
 				(long long)json_integer_value(json_object_get(held, "attempt")), wait);
 	} else if (json_is_true(json_object_get(json_object_get(p, "owner_quota"), "over"))) { /* and whatever its limits */
 		why = quota_why(job, json_object_get(p, "owner_quota"));
+	} else if (json_is_true(json_object_get(json_object_get(p, "owner_pool_quota"), "over"))) { /* in its pool (037) */
+		why = quota_why(job, json_object_get(p, "owner_pool_quota"));
 	} else if (owner_spent(p, "owner_max_running", "owner_running")) { /* the claim passes over it whatever the GPUs */
 		why = owner_why(job, NULL, (long long)json_integer_value(json_object_get(p, "owner_max_running")),
 				(long long)json_integer_value(json_object_get(p, "owner_running")));
@@ -326,15 +331,22 @@ char *jobtext_quota(const json_t *q)
 	long long days = (long long)json_integer_value(json_object_get(q, "days"));
 	const json_t *used = json_object_get(q, "used_hours");
 
+	const char *pool = json_string_value(json_object_get(q, "pool")); /* a quota per pool (migration 037) */
+	char of[80] = "", there[80] = "";
+
+	if (pool) {
+		snprintf(of, sizeof of, " of pool %.64s", pool);
+		snprintf(there, sizeof there, " of that pool");
+	}
 	if (!json_is_number(used))
-		return xasprintf("%s may use %g GPU hours in %lld day%s (not read yet)", owner ? owner : "?", quota, days,
+		return xasprintf("%s may use %g GPU hours%s in %lld day%s (not read yet)", owner ? owner : "?", quota, of, days,
 				 days == 1 ? "" : "s");
 	if (json_is_true(json_object_get(q, "over")))
-		return xasprintf("%s used %.1f of %g GPU hours in the last %lld day%s: over its quota, none of its jobs "
+		return xasprintf("%s used %.1f of %g GPU hours%s in the last %lld day%s: over its quota, none of its jobs%s "
 				 "starts until older hours leave that window", owner ? owner : "?", json_number_value(used),
-				 quota, days, days == 1 ? "" : "s");
-	return xasprintf("%s used %.1f of %g GPU hours in the last %lld day%s (%.0f%%)", owner ? owner : "?",
-			 json_number_value(used), quota, days, days == 1 ? "" : "s",
+				 quota, of, days, days == 1 ? "" : "s", there);
+	return xasprintf("%s used %.1f of %g GPU hours%s in the last %lld day%s (%.0f%%)", owner ? owner : "?",
+			 json_number_value(used), quota, of, days, days == 1 ? "" : "s",
 			 quota > 0 ? 100.0 * json_number_value(used) / quota : 100.0);
 }
 

@@ -97,7 +97,9 @@ char *jobtext_spared(const json_t *resumed);
 /* An owner's GPU-hour quota (GET /v1/usage's "quotas" entries, migration 035: {"owner", "gpu_hours",
  * "days", "used_hours", "over"}; borrowed) as one sentence: "team-a used 512.3 of 500 GPU hours in the
  * last 7 days: over its quota, none of its jobs starts until older hours leave that window" ("... 7
- * days (97%)" when under; "not read yet" when used_hours is null). Heap string, the caller frees. */
+ * days (97%)" when under; "not read yet" when used_hours is null). With a "pool" (a quota per pool,
+ * migration 037): "... 500 GPU hours of pool h200 in the last 7 days: over its quota, none of its jobs
+ * of that pool starts ...". Heap string, the caller frees. */
 char *jobtext_quota(const json_t *quota);
 /* The same quota in a table cell: "512.3/500 in 7d" (the hours used in its window of the most; "?"
  * for the hours before the first read). Heap string, the caller frees. */

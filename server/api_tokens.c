@@ -188,15 +188,17 @@ void api_tokens_revoke(struct hreq *h)
 void api_tokens_log_limits(const char *token, const json_t *doc, const char *by, const char *via)
 {
 	char n[32] = "none", hours[48] = "none", *pools = pool_limits_text(json_object_get(doc, "pool_max_running"), ",", "none");
+	char *pool_hours = pool_limits_text(json_object_get(doc, "pool_gpu_hours"), ",", "none");
 
 	if (json_is_integer(json_object_get(doc, "max_running")))
 		snprintf(n, sizeof n, "%lld", (long long)json_integer_value(json_object_get(doc, "max_running")));
 	if (json_is_number(json_object_get(doc, "gpu_hours")))
 		snprintf(hours, sizeof hours, "%g/%lldd", json_number_value(json_object_get(doc, "gpu_hours")),
 			 (long long)json_integer_value(json_object_get(doc, "gpu_hours_days")));
-	log_info("token limit set", "token=%s max_running=%s pool_max_running=%s gpu_hours=%s by=%s via=%s", token, n, pools,
-		 hours, by, via);
+	log_info("token limit set", "token=%s max_running=%s pool_max_running=%s gpu_hours=%s pool_gpu_hours=%s by=%s via=%s",
+		 token, n, pools, hours, pool_hours, by, via);
 	free(pools);
+	free(pool_hours);
 }
 
 bool api_tokens_limit_ok(const json_t *v)
@@ -224,9 +226,11 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 
 	*msg = NULL;
 	if (!json_is_object(body) || (!json_object_get(body, "max_running") && !json_object_get(body, "pool_max_running") &&
-				      !json_object_get(body, "gpu_hours") && !json_object_get(body, "gpu_hours_days"))) {
+				      !json_object_get(body, "gpu_hours") && !json_object_get(body, "gpu_hours_days") &&
+				      !json_object_get(body, "pool_gpu_hours"))) {
 		*msg = xasprintf("the body is {\"max_running\": N | null, \"pool_max_running\": {\"POOL\": N | null} | "
-				 "null, \"gpu_hours\": H | null, \"gpu_hours_days\": D}, with at least one of them");
+				 "null, \"gpu_hours\": H | null, \"gpu_hours_days\": D, \"pool_gpu_hours\": {\"POOL\": H | "
+				 "null} | null}, with at least one of them");
 		return "max_running";
 	}
 	json_object_foreach((json_t *)body, key, v) {
@@ -264,6 +268,28 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 						 "(no quota)", API_TOKENS_MAX_GPU_HOURS);
 				return "gpu_hours";
 			}
+		} else if (!strcmp(key, "pool_gpu_hours")) { /* migration 037: quotas per pool, the same window */
+			if (json_is_null(v))
+				continue;
+			if (!json_is_object(v) || json_object_size(v) == 0 || json_object_size(v) > API_TOKENS_POOLS_MAX) {
+				*msg = xasprintf("must be an object of 1 to %d pools, each with its quota (a number of GPU hours "
+						 "from 0 to %d, or null to lift it), or null (no quota in any pool)",
+						 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_GPU_HOURS);
+				return "pool_gpu_hours";
+			}
+			json_object_foreach(v, pool, n) {
+				if (!pool_name_ok(pool)) {
+					*msg = xasprintf("\"%.64s\" is not a pool name: %s", pool, POOL_NAME_RULE);
+					return "pool_gpu_hours";
+				}
+				if (!json_is_null(n) && (!json_is_number(n) || json_number_value(n) < 0 ||
+							 json_number_value(n) > API_TOKENS_MAX_GPU_HOURS)) {
+					*msg = xasprintf("the quota of pool %s must be a number of GPU hours from 0 (none of its jobs "
+							 "of that pool starts) to %d, or null (no quota there)",
+							 pool, API_TOKENS_MAX_GPU_HOURS);
+					return "pool_gpu_hours";
+				}
+			}
 		} else if (!strcmp(key, "gpu_hours_days")) {
 			if (!json_is_integer(v) || json_integer_value(v) < API_TOKENS_QUOTA_DAYS_MIN ||
 			    json_integer_value(v) > API_TOKENS_QUOTA_DAYS_MAX) {
@@ -273,7 +299,7 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 			}
 		} else {
 			*msg = xasprintf("is not a field of a token's limits (max_running, pool_max_running, gpu_hours, "
-					 "gpu_hours_days)");
+					 "gpu_hours_days, pool_gpu_hours)");
 			return key;
 		}
 	}

@@ -16,9 +16,10 @@ struct hreq;
 void api_tokens_create(struct hreq *h);
 void api_tokens_list(struct hreq *h);
 void api_tokens_revoke(struct hreq *h);
-/* POST /v1/tokens/{id}/limits {"max_running"?: N|null, "pool_max_running"?: {"POOL": N|null}|null}:
- * how many of the token's jobs may run at once (0: none starts; null: no limit; migrations/020), and
- * how many of its jobs of each pool named (merged into those set before; migrations/034) -> 200
+/* POST /v1/tokens/{id}/limits {"max_running"?: N|null, "pool_max_running"?: {"POOL": N|null}|null, "gpu_hours"?,
+ * "gpu_hours_days"?, "pool_gpu_hours"?}: how many of the token's jobs may run at once (0: none starts;
+ * null: no limit; migrations/020), how many of its jobs of each pool named (merged into those set
+ * before; migrations/034), its GPU-hour quota (035) and its quotas per pool (037, merged) -> 200
  * TOKEN; 400 naming the field (api_tokens_check_limits); 404. */
 void api_tokens_limits(struct hreq *h);
 
@@ -40,15 +41,15 @@ const char *api_tokens_expires_param(long long expires_in_s, char buf[32]);
 /* Whether v (borrowed; NULL: absent) is a max_running a token may take: null (no limit) or an
  * integer from 0 to API_TOKENS_MAX_RUNNING. Pure. */
 bool api_tokens_limit_ok(const json_t *v);
-/* The checks of POST /v1/tokens/{id}/limits's body (migrations 034, 035): {"max_running"?: N | null,
+/* The checks of POST /v1/tokens/{id}/limits's body (migrations 034, 035, 037): {"max_running"?: N | null,
  * "pool_max_running"?: {"POOL": N | null, ...} (1 to API_TOKENS_POOLS_MAX pool names) | null,
  * "gpu_hours"?: H (a number, 0 to API_TOKENS_MAX_GPU_HOURS) | null, "gpu_hours_days"?: D (a whole
- * number, API_TOKENS_QUOTA_DAYS_MIN to _MAX)}, at least one of them, nothing else; each N as
+ * number, API_TOKENS_QUOTA_DAYS_MIN to _MAX), "pool_gpu_hours"?: {"POOL": H | null, ...} | null}, at least one of them, nothing else; each N as
  * api_tokens_limit_ok takes it. Returns NULL when it is one, else the failing field (static, or a key
  * borrowed from body) and *msg (heap, caller frees) saying why. Pure. */
 const char *api_tokens_check_limits(const json_t *body, char **msg);
-/* Logs a token's limits once they were set ("token limit set": max_running, pool_max_running and
- * gpu_hours as "500/7d", each "none" when unset), naming who set them and through what (via: "api",
+/* Logs a token's limits once they were set ("token limit set": max_running, pool_max_running,
+ * gpu_hours as "500/7d" and pool_gpu_hours, each "none" when unset), naming who set them and through what (via: "api",
  * "web"). doc is the TOKEN the statement answered (borrowed). */
 void api_tokens_log_limits(const char *token, const json_t *doc, const char *by, const char *via);
 

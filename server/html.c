@@ -922,13 +922,26 @@ void html_owners_table(struct hbuf *b, const json_t *owners)
 				    n >= m ? " <span class=\"state s-queued\">at its limit</span>" : "");
 		}
 		html_add(b, "</td><td class=\"quota\">"); /* its GPU-hour quota (migration 035): used/quota in its window */
-		if (!json_is_object(json_object_get(o, "quota")))
-			html_add(b, "<span class=\"muted\">none</span>");
-		else {
+		if (!json_is_object(json_object_get(o, "quota"))) {
+			if (json_array_size(json_object_get(o, "pool_quotas")) == 0)
+				html_add(b, "<span class=\"muted\">none</span>");
+		} else {
 			char *cell = jobtext_quota_cell(json_object_get(o, "quota"));
 			html_esc(b, cell);
 			if (json_is_true(json_object_get(json_object_get(o, "quota"), "over")))
 				html_add(b, " <span class=\"state s-queued\">over its quota</span>");
+			free(cell);
+		}
+		/* its quotas per pool (migration 037), under it: "h200 3.0/2 in 7d" each */
+		json_array_foreach(json_object_get(o, "pool_quotas"), k, l) {
+			char *cell = jobtext_quota_cell(l);
+			if (k || json_is_object(json_object_get(o, "quota")))
+				html_add(b, "<br>");
+			html_esc(b, json_string_value(json_object_get(l, "pool")) ?: "?");
+			html_add(b, " ");
+			html_esc(b, cell);
+			if (json_is_true(json_object_get(l, "over")))
+				html_add(b, " <span class=\"state s-queued\">over its quota there</span>");
 			free(cell);
 		}
 		html_add(b, "</td></tr>\n");

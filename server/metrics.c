@@ -317,20 +317,22 @@ static void write_owner_values(struct evbuffer *b, const json_t *owners, const c
 	}
 }
 
-/* Per owner and pool its token limits (rung_owners_summary's "pool_limits", migration 034): a series
- * {owner, pool} of name, from each limit's key. */
-static void write_owner_pools(struct evbuffer *b, const json_t *owners, const char *name, const char *key,
-			      const char *help)
+/* Per owner and pool of the array list of its summary ("pool_limits", migration 034; "pool_quotas", 037):
+ * a series {owner, pool} of name, from each element's key, where it is a number (a quota not read yet
+ * has no hours used). */
+static void write_owner_pools(struct evbuffer *b, const json_t *owners, const char *list, const char *name,
+			      const char *key, const char *help)
 {
 	const json_t *o, *l;
 	size_t i, k;
 
 	metrics_write_head(b, name, "gauge", help);
 	json_array_foreach(owners, i, o) {
-		json_array_foreach(json_object_get(o, "pool_limits"), k, l) {
+		json_array_foreach(json_object_get(o, list), k, l) {
 			const char *labels[] = { "owner", json_string_value(json_object_get(o, "owner")) ?: "", "pool",
 						 json_string_value(json_object_get(l, "pool")) ?: "", NULL };
-			metrics_write_sample(b, name, labels, jnum(l, key));
+			if (json_is_number(json_object_get(l, key)))
+				metrics_write_sample(b, name, labels, jnum(l, key));
 		}
 	}
 }
@@ -360,11 +362,17 @@ static void write_owners(struct evbuffer *b, const json_t *owners)
 			   "Per owner with a GPU-hour quota: the GPU hours its jobs may take in its window (tokens' gpu_hours).");
 	write_owner_values(b, owners, "rung_owner_gpu_hours_used", "quota", "used_hours",
 			   "Per owner with a GPU-hour quota: the GPU hours its jobs took in its window, as last read.");
-	write_owner_pools(b, owners, "rung_owner_pool_max_running", "max_running",
+	write_owner_pools(b, owners, "pool_limits", "rung_owner_pool_max_running", "max_running",
 			  "Per owner and pool it is limited in (tokens' pool limits): how many of its jobs of that pool may "
 			  "run at once.");
-	write_owner_pools(b, owners, "rung_owner_pool_running", "running",
+	write_owner_pools(b, owners, "pool_limits", "rung_owner_pool_running", "running",
 			  "Per owner and pool it is limited in: how many of its jobs of that pool run now, wherever they run.");
+	write_owner_pools(b, owners, "pool_quotas", "rung_owner_pool_gpu_hours_quota", "gpu_hours",
+			  "Per owner and pool it has a GPU-hour quota in (tokens' pool_gpu_hours): the GPU hours its jobs of "
+			  "that pool may take in its window.");
+	write_owner_pools(b, owners, "pool_quotas", "rung_owner_pool_gpu_hours_used", "used_hours",
+			  "Per owner and pool it has a GPU-hour quota in: the GPU hours its jobs of that pool took in its "
+			  "window, as last read.");
 }
 
 /* Per version (a label value escaped as any other), the live workers that registered with it. */

@@ -45,6 +45,7 @@ static void on_pass(PGresult *res, const char *err, void *arg)
 	}
 	doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	json_array_foreach(json_object_get(doc, "capped"), i, v)
+		/* "team-a", or "team-a/h200" for a quota per pool (migration 037) */
 		log_info("owner over its gpu-hour quota", "owner=%s", json_string_value(v) ?: "?");
 	json_array_foreach(json_object_get(doc, "freed"), i, v)
 		log_info("owner back under its gpu-hour quota", "owner=%s", json_string_value(v) ?: "?");

@@ -156,13 +156,18 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *t)
 		       "aria-label=\"GPU hours (empty: no quota)\" value=\"%s\"><input type=\"number\" name=\"gpu_hours_days\" "
 		       "min=\"%d\" max=\"%d\" placeholder=\"days\" aria-label=\"over the last days\" value=\"%lld\">"
 		       "<button type=\"submit\">Set quota</button></form>"
+		       "<form method=\"post\" class=\"act pool-quota\" action=\"" TOKENS_PATH "/%s/limits\">"
+		       "<input type=\"text\" name=\"pool\" required maxlength=\"%d\" placeholder=\"pool\" "
+		       "aria-label=\"pool\"><input type=\"number\" name=\"gpu_hours\" min=\"0\" max=\"%d\" "
+		       "placeholder=\"no quota\" aria-label=\"GPU hours of that pool (empty: no quota there)\">"
+		       "<button type=\"submit\">Set pool quota</button></form>"
 		       "<form method=\"post\" class=\"act expiry\" action=\"" TOKENS_PATH "/%s/expiry\">"
 		       "<input type=\"number\" name=\"expires_in_days\" min=\"1\" max=\"%lld\" placeholder=\"never\" "
 		       "aria-label=\"expires in (days from now; empty: never)\"><button type=\"submit\">Set expiry</button></form>"
 		       "<form method=\"post\" class=\"act revoke\" action=\"" TOKENS_PATH "/%s/revoke\">"
 		       "<button type=\"submit\">Revoke</button></form>",
 		    id, POOL_NAME_MAX, API_TOKENS_MAX_RUNNING, id, API_TOKENS_MAX_GPU_HOURS, hours, API_TOKENS_QUOTA_DAYS_MIN,
-		    API_TOKENS_QUOTA_DAYS_MAX, days, id, EXPIRY_MAX_S / DAY_S, id);
+		    API_TOKENS_QUOTA_DAYS_MAX, days, id, POOL_NAME_MAX, API_TOKENS_MAX_GPU_HOURS, id, EXPIRY_MAX_S / DAY_S, id);
 }
 
 /* A token's expiry cell: "never", the instant, or "expired" and the instant. */
@@ -219,6 +224,13 @@ static void token_row(struct hbuf *b, const json_t *t, long long self_id)
 		html_printf(b, "<br><span class=\"quota\">%g GPU hours per %lld days</span>",
 			    json_number_value(json_object_get(t, "gpu_hours")),
 			    (long long)json_integer_value(json_object_get(t, "gpu_hours_days")));
+	if (json_is_object(json_object_get(t, "pool_gpu_hours"))) { /* migration 037: quotas per pool, the same window */
+		char *pools = pool_limits_text(json_object_get(t, "pool_gpu_hours"), ", ", "");
+		html_add(b, "<br><span class=\"pool-quota\">GPU hours per pool: ");
+		html_esc(b, pools);
+		html_printf(b, " per %lld days</span>", (long long)json_integer_value(json_object_get(t, "gpu_hours_days")));
+		free(pools);
+	}
 	html_add(b, "</td><td class=\"running\">");
 	html_esc_json(b, json_object_get(t, "running"), "0");
 	html_add(b, "</td><td>");
@@ -518,20 +530,27 @@ static void send_limits(struct hreq *h, const json_t *body)
 }
 
 /* The quota form (migration 035): gpu_hours= (whole hours; empty: no quota) and gpu_hours_days= (1 to
- * 90; empty: as it was), checked as the API checks its body (api_tokens_check_limits). */
+ * 90; empty: as it was); the pool quota form (037): pool= and gpu_hours= (that pool's quota, merged
+ * into the others), checked as the API checks its body (api_tokens_check_limits). */
 static void quota_form(struct hreq *h)
 {
-	char *hours = NULL, *days = NULL, *msg = NULL;
+	char *hours = NULL, *days = NULL, *pool = NULL, *msg = NULL;
 	const char *field;
 	json_t *body = NULL;
 
-	if (form_value(h, "gpu_hours", &hours) < 0 || form_value(h, "gpu_hours_days", &days) < 0)
+	if (form_value(h, "gpu_hours", &hours) < 0 || form_value(h, "gpu_hours_days", &days) < 0 ||
+	    form_value(h, "pool", &pool) < 0)
 		goto out;
 	if (!hours) { /* not decodable: never read as "no quota", which the empty field means */
 		refuse(h, 400, "Bad request", "gpu_hours", "must be a whole number of GPU hours, or empty (no quota)");
 		goto out;
 	}
-	body = json_pack("{s:o}", "gpu_hours", web_tokens_limit_value(hours));
+	if (form_has(h, "pool") && !pool_name_ok(pool)) {
+		refuse(h, 400, "Bad request", "pool", "must be a pool name: " POOL_NAME_RULE);
+		goto out;
+	}
+	body = pool ? json_pack("{s:{s:o}}", "pool_gpu_hours", pool, web_tokens_limit_value(hours))
+		    : json_pack("{s:o}", "gpu_hours", web_tokens_limit_value(hours));
 	if (days && *days)
 		json_object_set_new(body, "gpu_hours_days", web_tokens_limit_value(days));
 	field = api_tokens_check_limits(body, &msg);
@@ -545,6 +564,7 @@ out:
 	free(msg);
 	free(hours);
 	free(days);
+	free(pool);
 }
 
 static void limits(struct hreq *h)

@@ -57,7 +57,7 @@ SELECT jsonb_build_object(
                         END),
   -- queued jobs whose owner runs as many jobs as its token's max_running allows (migration 020), or as
   -- many of their pool's as its limit there allows (migration 034), or is over its GPU-hour quota
-  -- (migration 035): the claim passes over them
+  -- (migration 035) or its quota in their pool (037): the claim passes over them
   -- whatever the GPUs. From the per-owner counts below and the queue's (owner, pool) counts, not a
   -- read of its own. Unlike the claim (rung_owner_room) it takes no lock: a scrape may not hold up a
   -- lease.
@@ -69,7 +69,9 @@ SELECT jsonb_build_object(
                                         OR coalesce((e->'quota'->>'over')::boolean, false)
                                         OR EXISTS (SELECT 1 FROM jsonb_array_elements(e->'pool_limits') l
                                                    WHERE l->>'pool' = q.pool
-                                                     AND (l->>'running')::int >= (l->>'max_running')::int)))),
+                                                     AND (l->>'running')::int >= (l->>'max_running')::int)
+                                        OR EXISTS (SELECT 1 FROM jsonb_array_elements(e->'pool_quotas') pq
+                                                   WHERE pq->>'pool' = q.pool AND (pq->>'over')::boolean)))),
   -- per owner (rung_owners_summary, from queued_by_owner): as many series as owners with jobs
   -- waiting or running and live tokens with a limit, at most one per token
   'owners', (SELECT o.s FROM owners o),

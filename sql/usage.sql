@@ -69,10 +69,17 @@ per AS (
 SELECT jsonb_build_object(
   'since', (SELECT lo FROM w), 'until', (SELECT hi FROM w), 'owner', $3::text, 'labels', $4::jsonb,
   -- the GPU-hour quotas of the owners asked about (migration 035), whatever the window: a rolling
-  -- window of their own (rung_owner_quota)
-  'quotas', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', t.name) || rung_owner_quota(t.name) ORDER BY t.name)
-                      FROM tokens t WHERE t.gpu_hours IS NOT NULL AND t.revoked_at IS NULL
-                        AND ($3::text IS NULL OR t.name = $3::text)), '[]'),
+  -- window of their own (rung_owner_quota), each owner's quota over every pool first, then its quotas
+  -- per pool (037: rung_owner_pool_quotas, with their "pool")
+  'quotas', coalesce((SELECT jsonb_agg(q.doc ORDER BY q.owner, q.pool NULLS FIRST) FROM (
+                        SELECT t.name AS owner, NULL::text AS pool, jsonb_build_object('owner', t.name) || rung_owner_quota(t.name) AS doc
+                        FROM tokens t WHERE t.gpu_hours IS NOT NULL AND t.revoked_at IS NULL
+                          AND ($3::text IS NULL OR t.name = $3::text)
+                        UNION ALL
+                        SELECT t.name, e->>'pool', jsonb_build_object('owner', t.name) || e
+                        FROM tokens t CROSS JOIN LATERAL jsonb_array_elements(rung_owner_pool_quotas(t.name)) e
+                        WHERE t.pool_gpu_hours IS NOT NULL AND t.revoked_at IS NULL
+                          AND ($3::text IS NULL OR t.name = $3::text)) q), '[]'),
   'owners', coalesce((SELECT jsonb_agg(jsonb_build_object('owner', p.owner, 'gpu_seconds', round(p.gpu_seconds::numeric, 1),
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,

@@ -77,6 +77,7 @@ CREATE OR REPLACE FUNCTION rung_token_json(t tokens) RETURNS jsonb LANGUAGE sql 
                             'revoked_at', t.revoked_at, 'revoked', t.revoked_at IS NOT NULL,
                             'max_running', t.max_running, 'pool_max_running', t.pool_limits, 'pools', t.pools,
                             'gpu_hours', t.gpu_hours, 'gpu_hours_days', t.gpu_hours_days,
+                            'pool_gpu_hours', t.pool_gpu_hours,
                             'expires_at', t.expires_at,
                             'expired', coalesce(t.expires_at <= now(), false))
 $$;

@@ -67,7 +67,8 @@ $$;
 -- Who runs and waits, per owner (a token's name: a team): [{"owner", "queued", "running",
 -- "scheduled", "max_running": its token's limit or null, "pool_limits": [{"pool", "max_running",
 -- "running", "queued"}] for each pool its token limits (migration 034), [] for none, "quota": its
--- GPU-hour quota (rung_owner_quota, migration 035) or null}] for every
+-- GPU-hour quota (rung_owner_quota, migration 035) or null, "pool_quotas": its quotas per pool
+-- (rung_owner_pool_quotas, 037), [] for none}] for every
 -- owner with a queued, running or scheduled job and every live token with a limit, the busiest
 -- first (running, then queued, then scheduled, then name). P_QUEUED: the queued jobs per owner,
 -- {"owner": n} (GET /metrics reads the queue once for them and its depth); NULL: read them here, by
@@ -91,7 +92,8 @@ BEGIN
   RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object('owner', o.owner, 'queued', o.queued, 'running', o.running,
                                                        'scheduled', o.scheduled, 'max_running', t.max_running,
                                                        'pool_limits', coalesce(pl.list, '[]'),
-                                                       'quota', rung_owner_quota(o.owner))
+                                                       'quota', rung_owner_quota(o.owner),
+                                                       'pool_quotas', coalesce(rung_owner_pool_quotas(o.owner), '[]'))
                                     ORDER BY o.running DESC, o.queued DESC, o.scheduled DESC, o.owner), '[]')
           FROM (SELECT k.owner, coalesce((queued->>k.owner)::int, 0) AS queued,
                        coalesce((running->>k.owner)::int, 0) AS running,
@@ -99,7 +101,8 @@ BEGIN
                 FROM (SELECT jsonb_object_keys(queued) UNION SELECT jsonb_object_keys(running)
                       UNION SELECT jsonb_object_keys(scheduled)
                       UNION SELECT l.name FROM tokens l
-                      WHERE (l.max_running IS NOT NULL OR l.pool_limits IS NOT NULL OR l.gpu_hours IS NOT NULL)
+                      WHERE (l.max_running IS NOT NULL OR l.pool_limits IS NOT NULL OR l.gpu_hours IS NOT NULL
+                             OR l.pool_gpu_hours IS NOT NULL)
                         AND l.revoked_at IS NULL) k(owner)) o
           LEFT JOIN tokens t ON t.name = o.owner
           -- its limits per pool: queued jobs by jobs_claim_owner (pool, owner), O(its queue there)
@@ -121,7 +124,8 @@ END $$;
 -- through their running attempts (attempts_one_running), O(running); per (owner, pool) once more,
 -- only when some token has a per-pool limit. An owner over its GPU-hour quota (migration 035:
 -- quota_use.over, read by rung_quota_pass, 45_quota.sql) has no room at all: its key is 0 (or what
--- max_running left, when below). What the preemption pass weighs (44_preempt.sql); the claim takes it under locks
+-- max_running left, when below); one over its quota in a pool (037: quota_use.pools_over) none in that
+-- pool: its "name/POOL" key is 0 (or what that pool's limit left). What the preemption pass weighs (44_preempt.sql); the claim takes it under locks
 -- (rung_owner_room, below).
 CREATE OR REPLACE FUNCTION rung_owner_room_now() RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -129,7 +133,7 @@ DECLARE
   running jsonb;
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM tokens t
-                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL) THEN
+                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL OR t.pool_gpu_hours IS NOT NULL) THEN
     RETURN '{}';
   END IF;
   running := rung_owners_running();
@@ -151,6 +155,14 @@ BEGIN
     FROM quota_use u JOIN tokens t ON t.id = u.token_id
     WHERE u.over AND t.gpu_hours IS NOT NULL;
   END IF;
+  IF EXISTS (SELECT 1 FROM quota_use u WHERE u.pools_over <> '{}') THEN
+    -- over its quota in a pool (migration 037): no room in that pool
+    SELECT room || coalesce(jsonb_object_agg(t.name || '/' || p.pool,
+                                             least(coalesce((room->>(t.name || '/' || p.pool))::int, 0), 0)), '{}')
+    INTO room
+    FROM quota_use u JOIN tokens t ON t.id = u.token_id CROSS JOIN LATERAL unnest(u.pools_over) p(pool)
+    WHERE u.pools_over <> '{}' AND t.pool_gpu_hours ? p.pool;
+  END IF;
   RETURN room;
 END $$;
 
@@ -165,10 +177,10 @@ CREATE OR REPLACE FUNCTION rung_owner_room() RETURNS jsonb LANGUAGE plpgsql AS $
 BEGIN
   PERFORM pg_advisory_xact_lock_shared(rung_owner_limits_lock());
   IF NOT EXISTS (SELECT 1 FROM tokens t
-                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL) THEN
+                 WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL OR t.pool_gpu_hours IS NOT NULL) THEN
     RETURN '{}';
   END IF;
-  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL
+  PERFORM 1 FROM tokens t WHERE t.max_running IS NOT NULL OR t.pool_limits IS NOT NULL OR t.gpu_hours IS NOT NULL OR t.pool_gpu_hours IS NOT NULL
   ORDER BY t.id FOR NO KEY UPDATE;
   RETURN rung_owner_room_now();
 END $$;

@@ -3,7 +3,8 @@
 -- --quota-interval-ms) and at once when an admin sets a quota, and stored in quota_use; the claim
 -- reads only quota_use.over (rung_owner_room_now, 40_claim.sql), so a claim never sums GPU time. A
 -- quota is a budget, not a lock: the jobs a claim started before the pass saw the owner over it, and
--- the owner's running jobs, may take it past the quota; none starts after.
+-- the owner's running jobs, may take it past the quota; none starts after. A quota per pool (migration
+-- 037: tokens.pool_gpu_hours, over the same window) is read by the same pass, from the same scan.
 
 -- The advisory lock that keeps the passes of several replicas from reading the same usage at once
 -- (a pass that finds it taken skips: the other one reads it).
@@ -23,36 +24,61 @@ LANGUAGE sql STABLE AS $$
   WHERE j.owner = p_owner AND coalesce(a.ended_at, now()) > now() - make_interval(days => p_days)
 $$;
 
--- Reads token P_TOKEN's use of its quota now into quota_use (its row dropped when it has no quota or
--- was revoked) -> {"owner", "over", "was_over", "used_s"}: whether it is over its quota now and was at
--- the last read. NULL when there is no such token.
+-- The same per pool (migration 037): {"POOL": GPU seconds} of P_OWNER's jobs of each pool (the pool
+-- a job was queued in, wherever it ran), in one pass over the same rows; {} for none.
+CREATE OR REPLACE FUNCTION rung_owner_gpu_s_pools(p_owner text, p_days int) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(jsonb_object_agg(x.pool, x.s), '{}') FROM (
+    SELECT j.pool, sum(extract(epoch FROM coalesce(a.ended_at, now())
+                                           - greatest(a.started_at, now() - make_interval(days => p_days))))::float8 AS s
+    FROM jobs j JOIN attempts a ON a.job_id = j.id
+    WHERE j.owner = p_owner AND coalesce(a.ended_at, now()) > now() - make_interval(days => p_days)
+    GROUP BY j.pool) x
+$$;
+
+-- Reads token P_TOKEN's use of its quotas now into quota_use (its row dropped when it has none or was
+-- revoked) -> {"owner", "over", "was_over", "used_s", "pools_over", "was_pools_over"}: whether it is over
+-- its quota over every pool now and was at the last read, and the pools of its quotas per pool
+-- (migration 037) it is over now and was. NULL when there is no such token.
 CREATE OR REPLACE FUNCTION rung_quota_read(p_token bigint) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
   was boolean;
+  was_pools text[];
+  pools jsonb;
   used double precision;
   over boolean;
+  pools_over text[];
 BEGIN
   SELECT * INTO t FROM tokens WHERE id = p_token;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  was := coalesce((SELECT u.over FROM quota_use u WHERE u.token_id = p_token), false);
-  IF t.gpu_hours IS NULL OR t.revoked_at IS NOT NULL THEN
+  SELECT coalesce(u.over, false), coalesce(u.pools_over, '{}') INTO was, was_pools FROM quota_use u WHERE u.token_id = p_token;
+  was := coalesce(was, false);
+  was_pools := coalesce(was_pools, '{}');
+  IF (t.gpu_hours IS NULL AND t.pool_gpu_hours IS NULL) OR t.revoked_at IS NOT NULL THEN
     DELETE FROM quota_use WHERE token_id = p_token;
-    RETURN jsonb_build_object('owner', t.name, 'over', false, 'was_over', was, 'used_s', NULL);
+    RETURN jsonb_build_object('owner', t.name, 'over', false, 'was_over', was, 'used_s', NULL,
+                              'pools_over', '[]'::jsonb, 'was_pools_over', to_jsonb(was_pools));
   END IF;
-  used := rung_owner_gpu_s(t.name, t.gpu_hours_days);
-  over := used >= t.gpu_hours * 3600;
-  INSERT INTO quota_use (token_id, used_s, over, read_at) VALUES (p_token, used, over, now())
-  ON CONFLICT (token_id) DO UPDATE SET used_s = EXCLUDED.used_s, over = EXCLUDED.over, read_at = EXCLUDED.read_at;
-  RETURN jsonb_build_object('owner', t.name, 'over', over, 'was_over', was, 'used_s', used);
+  pools := rung_owner_gpu_s_pools(t.name, t.gpu_hours_days);
+  used := coalesce((SELECT sum(v.value::float8) FROM jsonb_each_text(pools) v), 0);
+  over := coalesce(used >= t.gpu_hours * 3600, false);
+  pools_over := ARRAY(SELECT q.key FROM jsonb_each_text(coalesce(t.pool_gpu_hours, '{}')) q
+                      WHERE coalesce((pools->>q.key)::float8, 0) >= q.value::float8 * 3600 ORDER BY q.key);
+  INSERT INTO quota_use (token_id, used_s, over, read_at, pool_used, pools_over)
+  VALUES (p_token, used, over, now(), pools, pools_over)
+  ON CONFLICT (token_id) DO UPDATE SET used_s = EXCLUDED.used_s, over = EXCLUDED.over, read_at = EXCLUDED.read_at,
+                                       pool_used = EXCLUDED.pool_used, pools_over = EXCLUDED.pools_over;
+  RETURN jsonb_build_object('owner', t.name, 'over', over, 'was_over', was, 'used_s', used,
+                            'pools_over', to_jsonb(pools_over), 'was_pools_over', to_jsonb(was_pools));
 END $$;
 
 -- The periodic pass (server/quota.c): reads every quota, and drops what is left of those lifted ->
--- {"read": n, "capped": [owners over their quota since this pass], "freed": [owners back under it];
--- rungd logs both and wakes the parked GPUs for the freed}; {"read": 0, ..., "skipped": true} when
--- another replica's pass holds rung_quota_lock.
+-- {"read": n, "capped": [owners over their quota since this pass, and "owner/POOL" for a quota per
+-- pool], "freed": [those back under it]; rungd logs both and wakes the parked GPUs for the freed};
+-- {"read": 0, ..., "skipped": true} when another replica's pass holds rung_quota_lock.
 CREATE OR REPLACE FUNCTION rung_quota_pass() RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   r jsonb;
@@ -64,7 +90,8 @@ BEGIN
     RETURN jsonb_build_object('read', 0, 'capped', '[]'::jsonb, 'freed', '[]'::jsonb, 'skipped', true);
   END IF;
   FOR r IN SELECT rung_quota_read(t.id) FROM tokens t
-           WHERE t.gpu_hours IS NOT NULL OR EXISTS (SELECT 1 FROM quota_use u WHERE u.token_id = t.id)
+           WHERE t.gpu_hours IS NOT NULL OR t.pool_gpu_hours IS NOT NULL
+              OR EXISTS (SELECT 1 FROM quota_use u WHERE u.token_id = t.id)
            ORDER BY t.id LOOP
     n := n + 1;
     IF (r->>'over')::boolean AND NOT (r->>'was_over')::boolean THEN
@@ -72,6 +99,10 @@ BEGIN
     ELSIF NOT (r->>'over')::boolean AND (r->>'was_over')::boolean THEN
       freed := freed || (r->>'owner');
     END IF;
+    capped := capped || ARRAY(SELECT (r->>'owner') || '/' || p FROM jsonb_array_elements_text(r->'pools_over') p
+                              WHERE NOT (r->'was_pools_over') ? p ORDER BY p);
+    freed := freed || ARRAY(SELECT (r->>'owner') || '/' || p FROM jsonb_array_elements_text(r->'was_pools_over') p
+                            WHERE NOT (r->'pools_over') ? p ORDER BY p);
   END LOOP;
   RETURN jsonb_build_object('read', n, 'capped', to_jsonb(capped), 'freed', to_jsonb(freed));
 END $$;
@@ -85,4 +116,17 @@ CREATE OR REPLACE FUNCTION rung_owner_quota(p_owner text) RETURNS jsonb LANGUAGE
                             'read_at', u.read_at)
   FROM tokens t LEFT JOIN quota_use u ON u.token_id = t.id
   WHERE t.name = p_owner AND t.gpu_hours IS NOT NULL
+$$;
+
+-- An owner's quotas per pool (migration 037) as the placement, GET /v1/owners and /metrics show them:
+-- [{"pool", "gpu_hours", "days", "used_hours" (one decimal; 0 for a pool it has not used, null before
+-- the first read), "over", "read_at"}] by pool, or NULL when its token has none.
+CREATE OR REPLACE FUNCTION rung_owner_pool_quotas(p_owner text) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_agg(jsonb_build_object('pool', q.key, 'gpu_hours', q.value::real, 'days', t.gpu_hours_days,
+                                      'used_hours', CASE WHEN u.token_id IS NOT NULL
+                                                         THEN round((coalesce((u.pool_used->>q.key)::float8, 0) / 3600)::numeric, 1) END,
+                                      'over', coalesce(q.key = ANY (u.pools_over), false), 'read_at', u.read_at)
+                   ORDER BY q.key)
+  FROM tokens t CROSS JOIN LATERAL jsonb_each_text(t.pool_gpu_hours) q LEFT JOIN quota_use u ON u.token_id = t.id
+  WHERE t.name = p_owner AND t.pool_gpu_hours IS NOT NULL
 $$;

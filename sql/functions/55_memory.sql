@@ -92,7 +92,9 @@ $$;
 -- "job_id", "worker_id", "gpu_uuid", "why", "priority"} of an attempt being stopped for it
 -- (44_preempt.sql; "why" "borrowed" or "priority", "priority" its job's), "held"?:
 -- {"worker_id", "until", "attempt", "in_s"} while a checkpoint hold leaves it to that worker's GPUs
--- (recovery/resume.h; the counts above do not weigh the hold)}. 0 GPUs: it waits,
+-- (recovery/resume.h; the counts above do not weigh the hold), and its owner's limits and quotas where
+-- set: "owner_max_running"/"owner_running", "owner_pool_max_running"/"owner_pool_running",
+-- "owner_quota" (rung_owner_quota), "owner_pool_quota" (its quota in the job's pool, migration 037)}. 0 GPUs: it waits,
 -- for a drained host to be resumed, for a host of its pool, or for one that may never come (its floor
 -- was raised by requeue_bigger or started_bigger and the big host left). A claim may still refuse a
 -- GPU it counts (a config that failed there). O(GPUs + jobs ahead): for one job's page, not for a
@@ -121,6 +123,9 @@ LANGUAGE sql STABLE AS $$
                  FROM tokens t WHERE t.name = j.owner AND t.pool_limits ? j.pool), '{}')
     -- its owner's GPU-hour quota (migration 035), as last read
     || coalesce(jsonb_build_object('owner_quota', rung_owner_quota(j.owner)), '{}')
+    -- and its quota in the job's pool (migration 037), as last read
+    || coalesce((SELECT jsonb_build_object('owner_pool_quota', q) FROM jsonb_array_elements(rung_owner_pool_quotas(j.owner)) q
+                 WHERE q->>'pool' = j.pool), '{}')
     -- held for the worker whose host has its checkpoint (recovery/resume.h), while the hold lasts
     || CASE WHEN rung_held_elsewhere(j.constraints, 0)
             THEN jsonb_build_object('held', jsonb_build_object(

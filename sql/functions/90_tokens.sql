@@ -56,7 +56,8 @@ END $$;
 -- null lifts every per-pool limit; {"POOL": N | null, ...} sets (N) or lifts (null) the limit of
 -- each pool named, leaving the others as they were (migration 034); its "gpu_hours" (N, or null: no
 -- quota) and "gpu_hours_days" (the window, 1 to 90) when present, the owner's use read at once
--- (rung_quota_read, migration 035). Returns TOKEN, or NULL when
+-- (rung_quota_read, migration 035); its "pool_gpu_hours" when present, merged as "pool_max_running"
+-- (migration 037: quotas per pool, over the same window). Returns TOKEN, or NULL when
 -- missing. The claim reads them at its next round (rung_owner_room, 40_claim.sql); jobs running
 -- now run on. Waits for the claims under way (rung_owner_limits_lock), so that none of them still
 -- goes by the old limits, or by none, once this one committed.
@@ -64,6 +65,7 @@ CREATE OR REPLACE FUNCTION rung_token_set_limits(p_id bigint, p_body jsonb) RETU
 DECLARE
   t tokens;
   lim jsonb;
+  hours jsonb;
 BEGIN
   PERFORM pg_advisory_xact_lock(rung_owner_limits_lock());
   SELECT * INTO t FROM tokens WHERE id = p_id FOR UPDATE;
@@ -76,13 +78,22 @@ BEGIN
       lim := NULL;
     END IF;
   END IF;
+  hours := t.pool_gpu_hours;
+  IF p_body ? 'pool_gpu_hours' THEN
+    IF jsonb_typeof(p_body->'pool_gpu_hours') = 'object' THEN
+      hours := nullif(jsonb_strip_nulls(coalesce(hours, '{}') || (p_body->'pool_gpu_hours')), '{}');
+    ELSE
+      hours := NULL;
+    END IF;
+  END IF;
   UPDATE tokens SET max_running = CASE WHEN p_body ? 'max_running' THEN (p_body->>'max_running')::int
                                        ELSE max_running END,
                     pool_limits = lim,
                     gpu_hours = CASE WHEN p_body ? 'gpu_hours' THEN (p_body->>'gpu_hours')::real ELSE gpu_hours END,
-                    gpu_hours_days = coalesce((p_body->>'gpu_hours_days')::int, gpu_hours_days)
+                    gpu_hours_days = coalesce((p_body->>'gpu_hours_days')::int, gpu_hours_days),
+                    pool_gpu_hours = hours
   WHERE id = p_id RETURNING * INTO t;
-  IF p_body ?| '{gpu_hours,gpu_hours_days}' THEN
+  IF p_body ?| '{gpu_hours,gpu_hours_days,pool_gpu_hours}' THEN
     PERFORM rung_quota_read(p_id); -- the new quota holds from this commit, not from the next pass
   END IF;
   RETURN rung_token_json(t);

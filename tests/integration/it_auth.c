@@ -936,6 +936,19 @@ static void test_web_tokens(struct harness *h, const char *support)
 	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND gpu_hours IS NULL "
 					  "AND gpu_hours_days = 3", 0, NULL) == 1,
 	     "web tokens: lifted with an empty field, the window kept (%ld)", st);
+	/* the pool quota form (migration 037) */
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=h200&gpu_hours=40", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT (pool_gpu_hours->>'h200')::int FROM tokens WHERE name = 'web-limited'", 0,
+				      NULL) == 40 &&
+		     h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND gpu_hours IS NULL", 0, NULL) == 1,
+	     "web tokens: the pool quota form sets 40 GPU hours in h200, the quota over every pool left as it was (%ld)", st);
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=H200&gpu_hours=40", SAME_SITE);
+	h_ok(h, st == 400 && body_has(h, "<code class=\"field\">pool</code>"), "web tokens: a bad pool name there is a 400 (%ld)",
+	     st);
+	st = h_browse(h, h->admin_token, "POST", limits, "pool=h200&gpu_hours=", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND pool_gpu_hours IS NULL", 0,
+				      NULL) == 1,
+	     "web tokens: and lifted with an empty field (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/limits", "max_running=1", SAME_SITE);
 	h_ok(h, st == 404, "web tokens: an unknown token id is a 404 (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", "/ui/tokens/999999/revoke", "", SAME_SITE);

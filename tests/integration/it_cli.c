@@ -616,6 +616,14 @@ static void test_token_commands(struct harness *h)
 	h_ok(h, rc == 0 && strstr(g_out, "gpu_hours 12.5 per 3 days"), "token limit --gpu-hours 12.5 --days 3: set (%s)", g_out);
 	h_ok(h, tid && ctl(h, "token", "limit", tid, "--gpu-hours", "none") == 0 && strstr(g_out, "gpu_hours none"),
 	     "token limit --gpu-hours none: lifted");
+	/* a quota per pool (migration 037): --pool with --gpu-hours */
+	rc = tid ? ctl(h, "token", "limit", tid, "--pool", "h200", "--gpu-hours", "7.5") : -1;
+	h_ok(h, rc == 0 && strstr(g_out, "gpu_hours h200:7.5 per 3 days"), "token limit --pool h200 --gpu-hours 7.5: set (%s)",
+	     g_out);
+	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "h200:7.5 per 3 days"), "token list: the pool's quota in GPU HOURS");
+	h_ok(h, tid && ctl(h, "token", "limit", tid, "--pool", "h200", "--gpu-hours", "none") == 0 &&
+		     strstr(g_out, "gpu_hours none"),
+	     "token limit --pool h200 --gpu-hours none: lifted");
 	rc = tid ? ctl(h, "token", "pools", tid, "h200,default") : -1; /* before h_ok: its message reads g_out */
 	h_ok(h, rc == 0 && strstr(g_out, "pools default,h200"), "token pools ID h200,default: set, listed sorted (%s)", g_out);
 	h_ok(h, ctl(h, "token", "list") == 0 && strstr(g_out, "POOLS") && strstr(g_out, "default,h200"),

@@ -1227,6 +1227,115 @@ out:
 	json_decref(cfg);
 }
 
+/* A GPU-hour quota per pool (migration 037): bad bodies are 400s naming pool_gpu_hours; the admin gives
+ * the submitter 0 GPU hours in pool default with rungctl (a pause there: 0 used is not under 0); its
+ * job waits on a free GPU of that pool and every surface says why, naming the pool; lifted, the job
+ * starts at once (the API reads the quota and wakes the GPUs). */
+static void test_pool_quota(struct harness *h, const char *wid)
+{
+	json_t *cfg = h_config("ops_pool_quota", 10), *extra = json_pack("{s:{s:b}}", "recovery", "scale_up", 0);
+	json_t *b = NULL, *r = NULL, *lease = NULL, *ok = h_facts_success(10);
+	char *tid = NULL, *idb = NULL, *path = NULL, *args = NULL, *out = NULL;
+	const char *saved = h->auth_token;
+	long st = 0;
+	int rc = -1;
+
+	tid = submitter_id(h);
+	if (!h_ok(h, tid && h_sql_int(h, "SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')", 0, NULL) == 0,
+		  "pool quota: the submitter's token, an empty queue"))
+		goto out;
+	path = xasprintf("/v1/tokens/%s/limits", tid);
+	{
+		static const struct bad_body bad[] = {
+			{ "{\"pool_gpu_hours\": {}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": [1]}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"no such!\": 1}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"default\": -1}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"default\": \"5\"}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"default\": 10000001}}", "pool_gpu_hours" },
+		};
+		post_bad(h, "pool quota", path, bad, ARRAY_LEN(bad));
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM tokens WHERE pool_gpu_hours IS NOT NULL", 0, NULL) == 0,
+		     "pool quota: and none of them stored anything");
+	}
+	args = xasprintf("token limit %s --pool default --gpu-hours 0", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "gpu_hours default:0 per 7 days"),
+	     "pool quota: rungctl token limit --pool default --gpu-hours 0 sets it (%s)", out ? out : "");
+	free(out);
+	h->auth_token = h->submitter_token;
+	b = h_submit(h, cfg, extra);
+	h->auth_token = saved;
+	idb = h_id(b, "id");
+	r = h_fake_lease(h, wid, GPU, 300, &st);
+	h_ok(h, st == 204, "pool quota: a free GPU of that pool gets nothing for it (%ld)", st);
+	json_decref(r);
+	r = idb ? h_job(h, idb) : NULL;
+	h_ok(h, json_is_true(jpath_get(r, "placement.owner_pool_quota.over")) &&
+		     !strcmp(jpath_str(r, "placement.owner_pool_quota.pool", "?"), "default") &&
+		     !json_is_object(jpath_get(r, "placement.owner_quota")),
+	     "pool quota: the waiting job's placement: over in pool default, no quota over all");
+	json_decref(r);
+	free(args);
+	args = xasprintf("show %s", idb ? idb : "0");
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "waiting for its owner's GPU-hour quota in pool default: it-submitter used 0.0 "
+					      "of 0 GPU hours of pool default in the last 7 days: over its quota, none of its "
+					      "jobs of that pool starts"),
+	     "pool quota: rungctl show says why it waits, naming the pool");
+	if (h->failed)
+		h_diag("rungctl show: %s", out ? out : "");
+	free(out);
+	{
+		char *m = h_scrape(h);
+		h_ok(h, m && h_sample(m, "rung_queue_owner_capped") == 1 &&
+			     h_sample(m, "rung_owner_pool_gpu_hours_quota{owner=\"it-submitter\",pool=\"default\"}") == 0 &&
+			     h_sample(m, "rung_owner_pool_gpu_hours_used{owner=\"it-submitter\",pool=\"default\"}") == 0,
+		     "pool quota: /metrics counts the job as capped, and the pool's quota and hours used");
+		free(m);
+	}
+	out = h_rungctl(h, "owners", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "POOL GPU HOURS") && strstr(out, "default 0.0/0 in 7d (over)"),
+	     "pool quota: rungctl owners shows default 0.0/0 in 7d (over)");
+	free(out);
+	out = h_rungctl(h, "usage", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "quota: it-submitter used 0.0 of 0 GPU hours of pool default in the last 7 days: "
+					      "over its quota"),
+	     "pool quota: rungctl usage says so, naming the pool");
+	free(out);
+	st = h_browse(h, h->admin_token, "GET", "/ui/gpus", NULL, NULL);
+	h_ok(h, st == 200 && h->last_body && strstr(h->last_body, "default 0.0/0 in 7d <span class=\"state s-queued\">over its "
+										"quota there</span>"),
+	     "pool quota: the GPUs page's owners table marks it over its quota there (%ld)", st);
+	free(args);
+	args = xasprintf("token limit %s --pool default --gpu-hours none", tid);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "gpu_hours none") && h_sql_int(h, "SELECT count(*) FROM quota_use", 0, NULL) == 0,
+	     "pool quota: lifted with --gpu-hours none, its reading gone (%s)", out ? out : "");
+	free(out);
+	lease = h_fake_lease(h, wid, GPU, 5000, &st);
+	{
+		char *jid = h_id(lease, "job_id"), *aid = h_id(lease, "attempt_id");
+		json_t *done;
+		h_ok(h, jid && idb && !strcmp(jid, idb), "pool quota: lifted, the job starts at once (%s)", jid ? jid : "none");
+		done = aid ? h_fake_finish(h, aid, h_str(lease, "token"), ok, &st) : NULL;
+		json_decref(done);
+		free(jid);
+		free(aid);
+	}
+out:
+	h->auth_token = saved;
+	free(args);
+	free(path);
+	free(tid);
+	free(idb);
+	json_decref(lease);
+	json_decref(b);
+	json_decref(ok);
+	json_decref(extra);
+	json_decref(cfg);
+}
+
 /* ---- drain (POST /v1/workers/{id}/drain|resume, sql/functions/31_drain.sql) ---- */
 
 /* The worker's entry in GET /v1/workers (new reference) or NULL. */
@@ -1699,6 +1808,7 @@ int main(void)
 	test_owner_limit(h, wid);
 	test_pool_limit(h, wid);
 	test_quota(h, wid);
+	test_pool_quota(h, wid);
 	test_web_actions(h, wid, oom);
 	test_web_cancel_matching(h);
 	test_fair_share(h);

@@ -2119,6 +2119,87 @@ static void test_quota(void)
 	PQfinish(pg);
 }
 
+/* GPU-hour quotas per pool (migration 037): each pool's use read from the same scan, the pools over
+ * their quota in quota_use.pools_over, no room in them ("owner/POOL" at 0) while the owner's other
+ * pools run on; the placement and the owners' summary say so; the pass names "owner/POOL" when it caps
+ * or frees one; a body's pools are merged, null lifts one or all. */
+static void test_pool_quota(void)
+{
+	const char *p[2];
+	char wid[32], *items;
+
+	pg = PQconnectdb(url);
+	q1("TRUNCATE jobs, attempts, event_log, gpus, workers, gpu_faults, escalations, webhook_outbox CASCADE", 0, NULL);
+	q1("DELETE FROM tokens WHERE name LIKE 'pq-%'", 0, NULL);
+	q1("INSERT INTO tokens (name, role, hash) VALUES ('pq-a', 'submitter', repeat('7', 64))", 0, NULL);
+	q1("SELECT rung_register('wpq', 'h', '[{\"uuid\":\"PQ-1\",\"memory_total_mib\":80000}]')", 0, NULL);
+	snprintf(wid, sizeof wid, "%s", q1("SELECT id FROM workers WHERE name = 'wpq'", 0, NULL));
+	/* pq-a's history: 3 h of a job of pool h200, 2 h of one of default, both inside 7 days */
+	q1("INSERT INTO jobs (name, owner, kind, state, priority, target_config, recovery, pool) VALUES "
+	   "('ph', 'pq-a', 'image', 'succeeded', 1, '{\"x\":1}', '{}', 'h200'), "
+	   "('pd', 'pq-a', 'image', 'succeeded', 1, '{\"x\":1}', '{}', 'default')", 0, NULL);
+	q1("INSERT INTO attempts (job_id, number, worker_id, gpu_uuid, config, config_hash, token, lease_expires_at, state, "
+	   "outcome, started_at, ended_at) SELECT j.id, 1, w.id, 'PQ-1', '{}', 'h', 'pq' || j.name, now(), 'ended', 'succeeded', "
+	   "now() - CASE j.name WHEN 'ph' THEN interval '4 hours' ELSE interval '3 hours' END, now() - interval '1 hour' "
+	   "FROM jobs j, workers w WHERE j.name IN ('ph', 'pd') AND w.name = 'wpq'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(e.key || '=' || round((e.value::float8 / 3600)::numeric, 1), ',' ORDER BY e.key) "
+		      "FROM jsonb_each_text(rung_owner_gpu_s_pools('pq-a', 7)) e", 0, NULL), "default=2.0,h200=3.0",
+		   "pool quota: each pool's GPU hours in the window");
+	q1("INSERT INTO jobs (name, owner, kind, priority, target_config, recovery) VALUES "
+	   "('pd1', 'pq-a', 'image', 1, '{\"x\":1}', '{}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"h200\": 2}}')->>'pool_gpu_hours' "
+		      "FROM tokens WHERE name = 'pq-a'", 0, NULL), "{\"h200\": 2}", "pool quota: 2 H200 hours set");
+	TAP_STR_EQ(q1("SELECT u.pools_over::text || ':' || u.over FROM quota_use u JOIN tokens t ON t.id = u.token_id "
+		      "WHERE t.name = 'pq-a'", 0, NULL), "{h200}:false", "pool quota: read at once: over in h200, no quota over all");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"pq-a/h200\": 0}", "pool quota: no room in h200");
+	items = xasprintf("[{\"i\":0,\"worker\":%s,\"gpu\":\"PQ-1\",\"fresh\":true}]", wid);
+	p[0] = items;
+	p[1] = "30";
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:ok:pd1", "pool quota: over it in h200, its default job starts");
+	q1("ROLLBACK", 0, NULL);
+	q1("SELECT rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"default\": 1}}') FROM tokens WHERE name = 'pq-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (rung_token_json(t)->'pool_gpu_hours')::text || '|' || u.pools_over::text FROM tokens t "
+		      "JOIN quota_use u ON u.token_id = t.id WHERE t.name = 'pq-a'", 0, NULL),
+		   "{\"h200\": 2, \"default\": 1}|{default,h200}", "pool quota: a second pool merged; over in both");
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(b.i || ':' || b.status || ':' || coalesce(j.name, '-'), ',' ORDER BY b.i) "
+		      "FROM rung_claim_batch($1::jsonb, $2::int) b LEFT JOIN jobs j ON j.id = b.job_id", 2, p),
+		   "0:none:-", "pool quota: over it in default too, its default job waits");
+	q1("ROLLBACK", 0, NULL);
+	TAP_STR_EQ(q1("SELECT (p->'owner_pool_quota'->>'pool') || ':' || (p->'owner_pool_quota'->>'over') || ':' || "
+		      "(p->'owner_pool_quota'->>'used_hours') || ':' || (p->'owner_pool_quota'->>'gpu_hours') || ':' || "
+		      "(p->'owner_pool_quota'->>'days') FROM (SELECT rung_job_placement(j) AS p FROM jobs j WHERE j.name = 'pd1') x",
+		      0, NULL), "default:true:2.0:1:7", "pool quota: the placement says so for the job's pool");
+	TAP_STR_EQ(q1("SELECT string_agg((q->>'pool') || '=' || (q->>'used_hours') || '/' || (q->>'gpu_hours'), ',') "
+		      "FROM jsonb_array_elements(rung_owners_summary()) e, jsonb_array_elements(e->'pool_quotas') q "
+		      "WHERE e->>'owner' = 'pq-a'", 0, NULL), "default=2.0/1,h200=3.0/2",
+		   "pool quota: the owners' summary lists both");
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [], \"capped\": []}",
+		   "pool quota: a pass that finds nothing changed names nobody");
+	q1("UPDATE attempts SET started_at = started_at - interval '20 days', ended_at = ended_at - interval '20 days' "
+	   "WHERE token = 'pqph'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [\"pq-a/h200\"], \"capped\": []}",
+		   "pool quota: its H200 hours left the window: the pass frees pq-a/h200");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{\"pq-a/default\": 0}", "pool quota: room in h200 again");
+	q1("UPDATE attempts SET started_at = started_at + interval '20 days', ended_at = ended_at + interval '20 days' "
+	   "WHERE token = 'pqph'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [], \"capped\": [\"pq-a/h200\"]}",
+		   "pool quota: back in the window: the next pass caps pq-a/h200");
+	TAP_STR_EQ(q1("SELECT (rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"default\": null}}')->'pool_gpu_hours')::text "
+		      "FROM tokens WHERE name = 'pq-a'", 0, NULL), "{\"h200\": 2}", "pool quota: one pool's lifted");
+	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_limits(id, '{\"pool_gpu_hours\": null}')->>'pool_gpu_hours', 'null') "
+		      "FROM tokens WHERE name = 'pq-a'", 0, NULL), "null", "pool quota: all lifted");
+	TAP_STR_EQ(q1("SELECT count(*) FROM quota_use u JOIN tokens t ON t.id = u.token_id WHERE t.name = 'pq-a'", 0, NULL),
+		   "0", "pool quota: its row goes");
+	TAP_STR_EQ(q1("SELECT rung_owner_room()::text", 0, NULL), "{}", "pool quota: none left, an empty room");
+	q1("DELETE FROM tokens WHERE name LIKE 'pq-%'", 0, NULL);
+	free(items);
+	PQfinish(pg);
+}
+
 /* The capped walk (migration 021, rung_queue_head and rung_claim in 40_claim.sql): while an owner is
  * at its limit, a claim reads the other owners' queues (jobs_claim_owner) and merges them in claim
  * order: the same jobs, in the same order, as passing over the capped owner's jobs would give, a
@@ -3277,6 +3358,7 @@ int main(void)
 	test_owner_limits();
 	test_pool_limits();
 	test_quota();
+	test_pool_quota();
 	test_owner_queue();
 	test_fair_share();
 	db_free(db);

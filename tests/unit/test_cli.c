@@ -495,6 +495,18 @@ static void test_story_start_lower(void)
 			  "quota, none of its jobs starts until older hours leave that window (or for an admin to raise it); 2 jobs "
 			  "ahead of it in the queue\n",
 			  "story: its owner over its GPU-hour quota (named before its limit)" },
+			/* its owner's quota in the job's pool (migration 037) */
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"owner_quota\": null, \"owner_pool_quota\": {\"pool\": \"h200\", \"gpu_hours\": 100, \"days\": 7, "
+			  "\"used_hours\": 100.5, \"over\": true}}",
+			  "\n  waiting for its owner's GPU-hour quota in pool h200: team-a used 100.5 of 100 GPU hours of pool h200 in "
+			  "the last 7 days: over its quota, none of its jobs of that pool starts until older hours leave that window "
+			  "(or for an admin to raise it); no job ahead of it in the queue\n",
+			  "story: its owner over its quota in the job's pool" },
+			{ "{\"gpus\": 2, \"pool\": \"h200\", \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
+			  "\"owner_pool_quota\": {\"pool\": \"h200\", \"gpu_hours\": 100, \"days\": 7, \"used_hours\": 99.9, "
+			  "\"over\": false}}",
+			  "\n  waiting its turn: no job ahead of it in the queue\n", "story: under its quota in the pool, its turn (near miss)" },
 			{ "{\"gpus\": 2, \"min_gpu_memory_mib\": 0, \"fleet_max_gpu_mib\": 81920, \"ahead\": 0, "
 			  "\"owner_quota\": {\"gpu_hours\": 500, \"days\": 1, \"used_hours\": 499.9, \"over\": false}}",
 			  "\n  waiting its turn: no job ahead of it in the queue\n", "story: under its quota, its turn (near miss)" },

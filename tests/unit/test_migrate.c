@@ -474,13 +474,13 @@ static const char sql_data[] =
 	 * 020's tokens.max_running, 023's tokens.expires_at, 024's workers.version, 026's jobs.pool and
 	 * workers.pool, 027's tokens.pools, 028's workers.borrow, 029's attempts.preempted_at and
 	 * preempt_for, 031's attempts.resumed_step, 032's resumed_gpu_s, 033's jobs.after_ids, waits_for and
-	 * has_dependents, 034's tokens.pool_limits, 035's gpu_hours and gpu_hours_days and 036's jobs.after_when
-	 * are left out */
+	 * has_dependents, 034's tokens.pool_limits, 035's gpu_hours and gpu_hours_days 036's jobs.after_when and
+	 * 037's tokens.pool_gpu_hours are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id', 'preempted_at', 'preempt_for', 'resumed_step', 'resumed_gpu_s'])::text, ',' ORDER BY t.id) FROM attempts t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version', 'pool', 'borrow'])::text, ',' ORDER BY t.id) FROM workers t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.uuid) FROM gpus t),"
-	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at', 'pools', 'pool_limits', 'gpu_hours', 'gpu_hours_days'])::text, ',' ORDER BY t.id) FROM tokens t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['max_running', 'expires_at', 'pools', 'pool_limits', 'gpu_hours', 'gpu_hours_days', 'pool_gpu_hours'])::text, ',' ORDER BY t.id) FROM tokens t),"
 	" (SELECT string_agg(jsonb_set(to_jsonb(t), '{id}', to_jsonb(t.id / CASE WHEN to_regclass('event_log') IS NULL"
 	"   THEN 1 ELSE 2 END))::text, ',' ORDER BY t.id) FROM events t),"
 	" (SELECT string_agg(t::text, ',' ORDER BY t.id) FROM escalations t),"

@@ -762,7 +762,7 @@ static void test_tokens(void)
 		"{\"id\": 2, \"name\": \"<img src=x onerror=alert(1)>&\\\"'\", \"role\": \"submitter\","
 		" \"created_at\": \"2025-01-01T11:00:00+00:00\", \"revoked_at\": null, \"revoked\": false,"
 		" \"max_running\": 2, \"pool_max_running\": {\"h200\": 1, \"<b>\": 0}, \"gpu_hours\": 500, \"gpu_hours_days\": 30,"
-		" \"running\": 1},"
+		" \"pool_gpu_hours\": {\"h200\": 100, \"<i>\": 2.5}, \"running\": 1},"
 		"{\"id\": 3, \"name\": \"old-worker\", \"role\": \"worker\", \"created_at\": \"2025-01-01T12:00:00+00:00\","
 		" \"revoked_at\": \"2025-01-02T03:04:05.678+00:00\", \"revoked\": true, \"max_running\": 0, \"running\": 0}"
 		"]}", 0, NULL);
@@ -784,12 +784,16 @@ static void test_tokens(void)
 		   "tokens: a pool limit form (pool and limit) per live token");
 	TAP_INT_EQ(count(s, "<form method=\"post\" class=\"act quota\" action=\"/ui/tokens/"), 2,
 		   "tokens: a quota form (hours and days) per live token");
+	TAP_INT_EQ(count(s, "<form method=\"post\" class=\"act pool-quota\" action=\"/ui/tokens/"), 2,
+		   "tokens: a pool quota form (pool and hours) per live token");
+	TAP_OK(has(s, "<br><span class=\"pool-quota\">GPU hours per pool: h200:100, &lt;i&gt;:2.5 per 30 days</span>"),
+	       "tokens: the quotas per pool under the quota, escaped, with the window");
 	TAP_OK(has(s, "name=\"gpu_hours\" min=\"0\" max=\"10000000\" placeholder=\"no quota\" aria-label=\"GPU hours (empty: "
 		      "no quota)\" value=\"500\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" "
 		      "placeholder=\"days\" aria-label=\"over the last days\" value=\"30\">") &&
 		       has(s, "value=\"\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" placeholder=\"days\" "
 			      "aria-label=\"over the last days\" value=\"7\">") &&
-		       has(s, "<br><span class=\"quota\">500 GPU hours per 30 days</span></td>"),
+		       has(s, "<br><span class=\"quota\">500 GPU hours per 30 days</span><br>"),
 	       "tokens: the quota form holds the current quota and window (empty and 7 for none); the cell shows it");
 	TAP_OK(has(s, "<td class=\"limit\">2<br><span class=\"pool-limits\">per pool: h200:1, &lt;b&gt;:0</span><br>") &&
 		       !has(s, "<td class=\"limit\">none<br>"),
@@ -1055,6 +1059,15 @@ static void test_token_expiry(void)
 			{ "{\"gpu_hours_days\": 0}", "gpu_hours_days" },
 			{ "{\"gpu_hours_days\": null}", "gpu_hours_days" },
 			{ "{\"gpu_hours_days\": 7.0}", "gpu_hours_days" },
+			/* quotas per pool (migration 037) */
+			{ "{\"pool_gpu_hours\": {\"h200\": 500}}", NULL },
+			{ "{\"pool_gpu_hours\": {\"h200\": 12.5, \"video\": null}}", NULL },
+			{ "{\"pool_gpu_hours\": null}", NULL },
+			{ "{\"pool_gpu_hours\": {}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": 500}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"a/b\": 1}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"h200\": -1}}", "pool_gpu_hours" },
+			{ "{\"pool_gpu_hours\": {\"h200\": true}}", "pool_gpu_hours" },
 		};
 		for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 			json_t *body = json_loads(cases[i].body, 0, NULL);
