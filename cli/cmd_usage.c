@@ -127,15 +127,17 @@ char *cmd_usage_text(const json_t *doc)
 	double all = json_number_value(json_object_get(total, "gpu_seconds"));
 	double oom = json_number_value(json_object_get(total, "oom_gpu_seconds"));
 	char *spared = jobtext_spared(json_object_get(total, "resumed"));
+	char *recovered = jobtext_recovered(json_object_get(total, "recovered")); /* what the recovery brought through */
 	char *out = xasprintf("%s%s to %s: %.1f GPU hours in %lld attempts of %lld jobs; %.1f of them (%.0f%%) in attempts "
-			      "that ended in an OOM%s\n",
+			      "that ended in an OOM%s%s\n",
 			      tab, json_string_value(json_object_get(doc, "since")) ?
 			      json_string_value(json_object_get(doc, "since")) : "?",
 			      json_string_value(json_object_get(doc, "until")) ?
 			      json_string_value(json_object_get(doc, "until")) : "?",
 			      all / 3600.0, (long long)json_integer_value(json_object_get(total, "attempts")),
 			      (long long)json_integer_value(json_object_get(total, "jobs")), oom / 3600.0,
-			      all > 0 ? 100.0 * oom / all : 0.0, spared);
+			      all > 0 ? 100.0 * oom / all : 0.0, recovered, spared);
+	free(recovered);
 	free(spared);
 	free(tab);
 	char *models = by_gpu_table(doc);

@@ -361,6 +361,17 @@ char *jobtext_quota_cell(const json_t *q)
 			 (long long)json_integer_value(json_object_get(q, "days")));
 }
 
+char *jobtext_recovered(const json_t *recovered)
+{
+	long long jobs = (long long)json_integer_value(json_object_get(recovered, "jobs"));
+	long long ooms = (long long)json_integer_value(json_object_get(recovered, "oom_attempts"));
+
+	if (jobs <= 0)
+		return xstrdup("");
+	return xasprintf("; %lld job%s succeeded after running out of GPU memory (%lld OOM attempt%s before the config "
+			 "that fit)", jobs, jobs == 1 ? "" : "s", ooms, ooms == 1 ? "" : "s");
+}
+
 char *jobtext_spared(const json_t *resumed)
 {
 	long long n = (long long)json_integer_value(json_object_get(resumed, "attempts"));

@@ -94,6 +94,12 @@ char *jobtext_output(const json_t *job);
  * (attempts.resumed_gpu_s). Heap string, the caller frees. */
 char *jobtext_spared(const json_t *resumed);
 
+/* "; 7 jobs succeeded after running out of GPU memory (12 OOM attempts before the config that fit)"
+ * from GET /v1/usage's "recovered" {"jobs", "oom_attempts"} (borrowed; the total's or an owner's): the
+ * jobs rung's recovery brought to a config that fit, to end the report's total line. "" when none (or
+ * recovered is not an object). Heap string, the caller frees. */
+char *jobtext_recovered(const json_t *recovered);
+
 /* An owner's GPU-hour quota (GET /v1/usage's "quotas" entries, migration 035: {"owner", "gpu_hours",
  * "days", "used_hours", "over"}; borrowed) as one sentence: "team-a used 512.3 of 500 GPU hours in the
  * last 7 days: over its quota, none of its jobs starts until older hours leave that window" ("... 7

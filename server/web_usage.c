@@ -114,12 +114,15 @@ void web_usage_render(struct hbuf *b, const json_t *doc, int days, const char *o
 	double all = json_number_value(json_object_get(total, "gpu_seconds"));
 	double oom = json_number_value(json_object_get(total, "oom_gpu_seconds"));
 	char *spared = jobtext_spared(json_object_get(total, "resumed"));
+	char *recovered = jobtext_recovered(json_object_get(total, "recovered")); /* what the recovery brought through */
 	html_printf(b, "</tbody></table>\n<p>%.1f GPU hours in %lld attempts of %lld jobs; <strong>%.1f of them (%.0f%%) "
 		       "in attempts that ended in an OOM</strong>",
 		    all / 3600.0, (long long)json_integer_value(json_object_get(total, "attempts")),
 		    (long long)json_integer_value(json_object_get(total, "jobs")), oom / 3600.0,
 		    all > 0 ? 100.0 * oom / all : 0.0);
+	html_esc(b, recovered);
 	html_esc(b, spared);
+	free(recovered);
 	html_add(b, ". An attempt counts from its lease to its end (a running one to now), cut at the window's start.</p>\n");
 	free(spared);
 	by_gpu_table(b, doc);

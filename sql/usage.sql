@@ -12,7 +12,9 @@
 -- (gpus.name as its worker registered it; "unknown" for an attempt on no known GPU), per owner as an
 -- object {model: seconds} and in the total as a list [{"model", "gpu_seconds", "oom_gpu_seconds"}], the
 -- most first: for chargeback where an hour of one card costs more than another's, and for which cards
--- OOMs waste the most. Reads the attempts that
+-- OOMs waste the most. "recovered": the jobs that succeeded in the window after at least one attempt of
+-- theirs ran out of GPU memory (failed with a class oom_*), and those OOM attempts: the jobs rung brought
+-- to a config that fit, which a relaunch unchanged would have lost again. Reads the attempts that
 -- overlap the window (no index on their times: a report, not a hot path; retention bounds the
 -- history). One JSON document.
 WITH w AS (SELECT to_timestamp($1::float8) AS lo, to_timestamp($2::float8) AS hi),
@@ -31,6 +33,16 @@ resumed AS MATERIALIZED (
          coalesce(sum(a.resumed_gpu_s), 0) AS gpu_s
   FROM attempts a JOIN jobs j ON j.id = a.job_id CROSS JOIN w
   WHERE a.resumed_step IS NOT NULL AND a.ended_at > w.lo AND a.ended_at <= w.hi
+    AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
+  GROUP BY j.owner),
+-- the jobs that succeeded in the window after an OOM, and their OOM attempts (by job: one probe of
+-- attempts per job that ended in it)
+recovered AS MATERIALIZED (
+  SELECT j.owner, count(*) AS jobs, sum(o.n) AS oom_attempts
+  FROM jobs j CROSS JOIN w
+  CROSS JOIN LATERAL (SELECT count(*) AS n FROM attempts x
+                      WHERE x.job_id = j.id AND x.outcome = 'failed' AND left(x.class, 4) = 'oom_') o
+  WHERE j.state = 'succeeded' AND j.finished_at >= w.lo AND j.finished_at < w.hi AND o.n > 0
     AND ($3::text IS NULL OR j.owner = $3::text) AND ($4::jsonb IS NULL OR j.labels @> $4::jsonb)
   GROUP BY j.owner),
 -- GPU seconds per owner and GPU model, summed once for the owners' rows and the total's list
@@ -61,6 +73,8 @@ per AS (
                                              'gpu_seconds', round(r.gpu_s::numeric, 1))
                    FROM resumed r WHERE r.owner = o.owner),
                   '{"attempts": 0, "steps": 0, "priced": 0, "gpu_seconds": 0}') AS resumed,
+         coalesce((SELECT jsonb_build_object('jobs', r.jobs, 'oom_attempts', r.oom_attempts)
+                   FROM recovered r WHERE r.owner = o.owner), '{"jobs": 0, "oom_attempts": 0}') AS recovered,
          coalesce((SELECT jsonb_object_agg(m.model, round(m.s::numeric, 1)) FROM models m WHERE m.owner = o.owner),
                   '{}') AS by_gpu
   FROM (SELECT owner FROM a UNION SELECT owner FROM ended) o
@@ -84,7 +98,7 @@ SELECT jsonb_build_object(
                                                           'attempts', p.attempts, 'jobs', p.jobs,
                                                           'by_outcome', p.by_outcome,
                                                           'jobs_succeeded', p.jobs_succeeded, 'jobs_failed', p.jobs_failed,
-                                                          'resumed', p.resumed, 'by_gpu', p.by_gpu)
+                                                          'resumed', p.resumed, 'recovered', p.recovered, 'by_gpu', p.by_gpu)
                                        ORDER BY p.gpu_seconds DESC, p.owner)
                       FROM per p), '[]'),
   'total', (SELECT jsonb_build_object('gpu_seconds', round(coalesce(sum(a.s), 0)::numeric, 1), 'attempts', count(*),
@@ -95,6 +109,9 @@ SELECT jsonb_build_object(
                                                     'priced', coalesce(sum(r.priced), 0),
                                                     'gpu_seconds', round(coalesce(sum(r.gpu_s), 0)::numeric, 1))
                                                   FROM resumed r),
+                                      'recovered', (SELECT jsonb_build_object('jobs', coalesce(sum(r.jobs), 0),
+                                                                              'oom_attempts', coalesce(sum(r.oom_attempts), 0))
+                                                    FROM recovered r),
                                       'by_gpu', coalesce((SELECT jsonb_agg(jsonb_build_object('model', m.model, 'gpu_seconds',
                                                                                                   round(m.s::numeric, 1),
                                                                                                   'oom_gpu_seconds',

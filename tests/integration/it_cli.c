@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "jpath.h"
 #include "util.h"
 #include "yamljson.h"
 
@@ -966,6 +967,9 @@ static void test_usage(struct harness *h)
 		     usage_of(u, "usage-a", "succeeded") == 7200 && usage_of(u, "usage-b", NULL) < 0 &&
 		     json_number_value(json_object_get(json_object_get(u, "total"), "oom_gpu_seconds")) == 3600,
 	     "a day's usage: team A 3 GPU hours, 1 of them the OOM, its job succeeded; team B none that day");
+	h_ok(h, oa && jpath_int(oa, "recovered.jobs", -1) == 1 && jpath_int(oa, "recovered.oom_attempts", -1) == 1 &&
+		     jpath_int(u, "total.recovered.jobs", -1) == 1,
+	     "a day's usage: team A's job recovered from its OOM, one OOM attempt before the config that fit");
 	if (!oa)
 		h_diag_json("usage", u);
 	json_decref(u);
@@ -1021,8 +1025,9 @@ static void test_usage(struct harness *h)
 	}
 	rc_u = ctl(h, "usage", "--since", "2026-11-01T00:00:00Z", "--until", "2026-11-02T00:00:00Z");
 	h_ok(h, rc_u == 0 && strstr(g_out, "usage-a") && strstr(g_out, "GPU HOURS") && strstr(g_out, "3.0 GPU hours") &&
-		     strstr(g_out, "1.0 of them (33%)"),
-	     "rungctl usage: the table and the OOM share (%s)", g_out);
+		     strstr(g_out, "1.0 of them (33%) in attempts that ended in an OOM; 1 job succeeded after running out of "
+				   "GPU memory (1 OOM attempt before the config that fit)"),
+	     "rungctl usage: the table, the OOM share and the job recovered (%s)", g_out);
 	h_ok(h, ctl(h, "usage", "--since", "yesterday") == 2 && strstr(g_err, "--since"), "rungctl usage --since yesterday: exit 2");
 
 	/* the page: the last week's running attempt of team B; a submitter sees its own only */

@@ -1226,6 +1226,27 @@ static void test_usage(void)
 	}
 	{
 		json_t *one = json_pack("{s:i, s:i, s:i, s:f}", "attempts", 1, "steps", 40, "priced", 1, "gpu_seconds", 36.0);
+		{
+			json_t *rec = json_pack("{s:i, s:i}", "jobs", 7, "oom_attempts", 12);
+			char *t = jobtext_recovered(rec);
+			TAP_STR_EQ(t, "; 7 jobs succeeded after running out of GPU memory (12 OOM attempts before the config that fit)",
+				   "jobtext_recovered: jobs and their OOM attempts");
+			free(t);
+			json_object_set_new(rec, "jobs", json_integer(1));
+			json_object_set_new(rec, "oom_attempts", json_integer(1));
+			t = jobtext_recovered(rec);
+			TAP_STR_EQ(t, "; 1 job succeeded after running out of GPU memory (1 OOM attempt before the config that fit)",
+				   "jobtext_recovered: singular");
+			free(t);
+			json_object_set_new(rec, "jobs", json_integer(0));
+			t = jobtext_recovered(rec);
+			TAP_STR_EQ(t, "", "jobtext_recovered: none, nothing");
+			free(t);
+			t = jobtext_recovered(NULL);
+			TAP_STR_EQ(t, "", "jobtext_recovered: a report without it (a rungd before it), nothing");
+			free(t);
+			json_decref(rec);
+		}
 		s = jobtext_spared(one);
 		TAP_STR_EQ(s, "; resuming from checkpoints spared about 0.0 GPU hours (40 steps not run again, in 1 attempt)",
 			   "jobtext_spared: one attempt, singular");

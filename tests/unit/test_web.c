@@ -889,6 +889,15 @@ static void test_usage_page(void)
 	       "usage page: a quota over, marked, the owner escaped");
 	free(s);
 	json_object_del(doc, "quotas");
+	/* the jobs recovered from an OOM: said after the OOM share */
+	json_object_set_new(json_object_get(doc, "total"), "recovered", json_pack("{s:i, s:i}", "jobs", 2, "oom_attempts", 3));
+	web_usage_render(&b, doc, 30, NULL, 1);
+	s = html_take(&b);
+	TAP_OK(strstr(s, "in attempts that ended in an OOM</strong>; 2 jobs succeeded after running out of GPU memory (3 OOM "
+			 "attempts before the config that fit). An attempt counts") != NULL,
+	       "usage page: the jobs recovered from an OOM");
+	free(s);
+	json_object_del(json_object_get(doc, "total"), "recovered");
 	/* two GPU models: each owner's hours per model, the models escaped, in the total's order */
 	json_object_set_new(json_object_get(doc, "total"), "by_gpu",
 			    json_pack("[{s:s, s:f}, {s:s, s:f, s:f}]", "model", "NVIDIA H200", "gpu_seconds", 7200.0, "model",
