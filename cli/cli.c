@@ -12,7 +12,7 @@
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
-		"[--after JOB,JOB [--after-when succeeded|ended|failed]] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
+		"[--after JOB,JOB [--after-when succeeded|ended|failed]] [--then FILE [--then-when W]] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
@@ -29,6 +29,9 @@ const struct cli_cmd cli_cmds[] = {
 		"outcome (succeeded, failed or cancelled: a report, a cleanup, a comparison of runs); --after-when\n"
 		"failed: only once they have all failed or were cancelled (a fallback), and a success of one of them\n"
 		"cancels this job; succeeded is the default.\n"
+		"--then FILE: once the jobs are submitted, submits FILE's config as a job that runs after all of them\n"
+		"(at most 32), with their labels (a sweep's too) and pool, once they have all ended, however they\n"
+		"ended (--then-when succeeded|failed to ask for that instead): a sweep's comparison, a report.\n"
 		"--set PATH=VALUE changes one value first (VALUE read as YAML: 1e-4, true, [512, 768]; PATH under the\n"
 		"first process unless it starts with job, config or meta: train.lr, network.linear,\n"
 		"datasets[0].resolution, config.name). --sweep PATH=V1,V2,... submits one job per value, several\n"

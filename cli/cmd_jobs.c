@@ -172,15 +172,55 @@ static void submit_warnings(struct cli *c, const json_t *job, json_t **warned)
 	}
 }
 
+/* submit --then FILE: the job (config, FILE's) that runs after every job just submitted (jobs: their
+ * JOBs), with after_when when (migration 036), the submit's labels (a sweep's label too, so that `jobs
+ * --label sweep=ID` and `cancel --label` take it with them) and pool; under IDEM-then when the submit
+ * has an Idempotency-Key. Prints its id (not with --json), and says on stderr what it waits for.
+ * Returns cli_call's code; *job its JOB (new reference) on success. */
+static int submit_then(struct cli *c, const char *file, const json_t *config, const json_t *jobs, const char *when,
+		       const struct cmd_submit_opts *o, const char *idem, json_t **job)
+{
+	struct cmd_submit_opts to = { .labels = o->labels, .pool = o->pool, .after_when = when };
+	json_t *ids = json_array(), *body, *v;
+	char *key = idem ? xasprintf("%s-then", idem) : NULL;
+	size_t i;
+	int rc;
+
+	json_array_foreach(jobs, i, v)
+		json_array_append(ids, json_object_get(v, "id"));
+	to.after = ids;
+	body = cmd_submit_body(config, &to);
+	rc = cli_call(c, "POST", "/v1/jobs", body, key, job);
+	if (rc == CLI_OK) {
+		char *id = table_cell(json_object_get(*job, "id"));
+		if (!c->json)
+			fprintf(c->out, "%s\n", id);
+		fprintf(c->err, "rungctl submit: job %s runs after the %zu job%s above once %s %s\n", id, i, i == 1 ? "" : "s",
+			i == 1 ? "it" : "they",
+			!strcmp(when, "ended")	  ? (i == 1 ? "has ended" : "have all ended")
+			: !strcmp(when, "failed") ? (i == 1 ? "has failed or was cancelled" : "have all failed or were cancelled")
+						  : (i == 1 ? "has succeeded" : "have all succeeded"));
+		free(id);
+	} else {
+		fprintf(c->err, "rungctl submit: --then %s: not submitted; the jobs above were\n", file);
+	}
+	free(key);
+	json_decref(body);
+	json_decref(ids);
+	return rc;
+}
+
 int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
 	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL, *after = NULL;
+	const char *then = NULL, *then_when = NULL;
 	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, i;
 	int dry_run = 0;
 	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
 	bool past;
 	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL, *after_ids = NULL;
+	json_t *then_config = NULL, *then_job = NULL;
 	struct sweep *sw = NULL;
 	const struct args_opt opts[] = {
 		CLI_COMMON_OPTS(c),
@@ -197,6 +237,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
 		{ .name = "after", .type = ARGS_STRING, .str = &after },
 		{ .name = "after-when", .type = ARGS_STRING, .str = &o.after_when },
+		{ .name = "then", .type = ARGS_STRING, .str = &then },
+		{ .name = "then-when", .type = ARGS_STRING, .str = &then_when },
 		{ .name = "set", .type = ARGS_LIST, .list = sets, .count = &n_sets, .max = ARRAY_LEN(sets) },
 		{ .name = "sweep", .type = ARGS_LIST, .list = sweeps, .count = &n_sweeps, .max = ARRAY_LEN(sweeps) },
 		{ .name = "link", .type = ARGS_LIST, .list = links, .count = &n_links, .max = ARRAY_LEN(links) },
@@ -227,6 +269,19 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		fprintf(c->err, "rungctl submit: --after-when %s: %s\n", o.after_when,
 			!after_when_ok(o.after_when) ? "give " AFTER_WHEN_RULE : "it needs --after JOB,JOB");
 		goto out;
+	}
+	if (then_when && (!then || !after_when_ok(then_when))) {
+		fprintf(c->err, "rungctl submit: --then-when %s: %s\n", then_when,
+			!then ? "it needs --then FILE" : "give " AFTER_WHEN_RULE);
+		goto out;
+	}
+	if (then) { /* read before anything is sent: a bad file stops the whole submit */
+		then_config = yamljson_load_file(then, &err);
+		if (!then_config || !json_is_object(then_config)) {
+			fprintf(c->err, "rungctl submit: --then %s: %s\n", then,
+				err ? err : "expected an AI Toolkit config (a mapping with job, config, meta)");
+			goto out;
+		}
 	}
 	if (past)
 		fprintf(c->err, "rungctl submit: warning: --at %s has passed: the job starts now\n", at);
@@ -259,6 +314,11 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	if (!(bodies = submit_bodies(c, config, sw, &o)))
 		goto out;
 	n = json_array_size(bodies);
+	if (then && n > AFTER_MAX) {
+		fprintf(c->err, "rungctl submit: --then: a job runs after at most %d jobs, and this submit makes %zu\n", AFTER_MAX,
+			n);
+		goto out;
+	}
 	if (dry_run) {
 		/* what would be submitted, nothing sent */
 		if (c->json) {
@@ -275,6 +335,11 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 				free(what);
 			}
 		}
+		if (then && !c->json)
+			fprintf(c->out, "then %s\tafter the %zu job%s above once %s %s\n", then, n, n == 1 ? "" : "s",
+				n == 1 ? "it" : "they", then_when && !strcmp(then_when, "succeeded") ? "succeeded"
+							: then_when && !strcmp(then_when, "failed") ? "failed or were cancelled"
+												     : "ended");
 		if (label)
 			fprintf(c->err, "rungctl submit: dry run: %zu job%s with the label sweep=%s; nothing submitted\n", n,
 				n == 1 ? "" : "s", label);
@@ -301,7 +366,9 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		submit_warnings(c, job, &warned);
 		json_array_append_new(jobs, job);
 	}
-	if (label && rc != CLI_OK)
+	if (then && rc == CLI_OK) /* the job that runs after them all: a sweep's comparison, a report */
+		rc = submit_then(c, then, then_config, jobs, then_when ? then_when : "ended", &o, idem, &then_job);
+	if (label && rc != CLI_OK && i < n)
 		fprintf(c->err, "rungctl submit: sweep %s: %zu of %zu jobs submitted; %s\n", label, i, n,
 			idem ? "run the same command again to submit the rest (the Idempotency-Keys make the "
 			       "submitted ones repeats)"
@@ -309,10 +376,12 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	else if (label)
 		fprintf(c->err, "rungctl submit: sweep %s: %zu jobs (rungctl jobs --label sweep=%s)\n", label, n, label);
 	if (c->json && (rc == CLI_OK || json_array_size(jobs) > 0)) {
-		if (!label) {
+		if (!label && !then_job) {
 			cli_print_json(c, json_array_get(jobs, 0));
 		} else {
-			json_t *doc = json_pack("{s:s, s:O}", "sweep", label, "jobs", jobs);
+			json_t *doc = json_pack("{s:s?, s:O}", "sweep", label, "jobs", jobs);
+			if (then_job)
+				json_object_set(doc, "then", then_job);
 			cli_print_json(c, doc);
 			json_decref(doc);
 		}
@@ -327,6 +396,8 @@ out:
 	json_decref(config);
 	json_decref(parsed);
 	json_decref(after_ids);
+	json_decref(then_config);
+	json_decref(then_job);
 	return rc;
 }
 

@@ -792,6 +792,77 @@ out:
 	free(g);
 }
 
+/* rungctl submit --then FILE: a sweep of two (in a pool no worker serves, so that they wait) and a job
+ * after both, once they end, carrying the sweep's label and pool; the sweep's two cancels release it
+ * (queued). --dry-run says so and sends nothing; --then-when without --then, an unreadable --then file
+ * and a sweep of more than 32 with --then are refused before anything is sent. */
+static void test_then(struct harness *h)
+{
+	const char *fx = "tests/data/aitk_flux_lora_24gb.yaml";
+	char *args = NULL, *out = NULL, *ids[3] = { NULL, NULL, NULL }, *p;
+	json_t *t = NULL;
+	long long before = jobs_count(h);
+	int rc = 0, n = 0;
+
+	args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4 --pool it-nowhere --then %s --dry-run", fx, fx);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "then tests/data/aitk_flux_lora_24gb.yaml\tafter the 2 jobs above once they ended") &&
+		     jobs_count(h) == before,
+	     "submit --sweep --then --dry-run: says what would run after them, sends nothing (%d %.300s)", rc, out);
+	free(out);
+	free(args);
+	args = xasprintf("submit %s --then-when ended", fx);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2 && out && strstr(out, "needs --then"), "submit --then-when without --then: exit 2 (%d)", rc);
+	free(out);
+	free(args);
+	args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4 --then tests/data/no-such.yaml", fx);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2 && out && strstr(out, "--then tests/data/no-such.yaml") && jobs_count(h) == before,
+	     "submit --then with a file that cannot be read: exit 2, nothing sent (%d %.200s)", rc, out);
+	free(out);
+	free(args);
+	args = xasprintf("submit %s --sweep train.lr=1,2,3,4,5,6 --sweep train.steps=1,2,3,4,5,6 --then %s", fx, fx);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 2 && out && strstr(out, "at most 32 jobs, and this submit makes 36") && jobs_count(h) == before,
+	     "submit --then after a sweep of 36: exit 2, nothing sent (%d %.200s)", rc, out);
+	free(out);
+	free(args);
+	args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4 --pool it-nowhere --then %s", fx, fx);
+	out = h_rungctl(h, args, &rc);
+	/* three ids, each on a line of its own: the sweep's two, then the job after them (stderr's lines among them) */
+	for (p = out; rc == 0 && p && *p && n < 3;) {
+		size_t k = strcspn(p, "\n");
+		if (k > 0 && strspn(p, "0123456789") == k)
+			ids[n++] = xasprintf("%.*s", (int)k, p);
+		p += k + (p[k] == '\n');
+	}
+	if (!h_ok(h, rc == 0 && n == 3, "submit --sweep (2) --then: three job ids (%d %.300s)", rc, out))
+		goto out;
+	t = h_job(h, ids[2]);
+	h_ok(h, t && !strcmp(h_str(t, "state"), "scheduled") && !strcmp(h_str(t, "after_when"), "ended") &&
+		     json_array_size(json_object_get(t, "after")) == 2 &&
+		     json_integer_value(json_array_get(json_object_get(t, "after"), 0)) == atoll(ids[0]) &&
+		     json_integer_value(json_array_get(json_object_get(t, "after"), 1)) == atoll(ids[1]) &&
+		     !strcmp(h_str(t, "pool"), "it-nowhere") && json_is_string(json_object_get(json_object_get(t, "labels"), "sweep")),
+	     "the --then job: scheduled after the two, once they end, with the sweep's label and pool");
+	json_decref(t);
+	cancel(h, ids[0]);
+	t = h_job(h, ids[2]);
+	h_ok(h, t && !strcmp(h_str(t, "state"), "scheduled"), "one of the two cancelled: it waits for the other");
+	json_decref(t);
+	cancel(h, ids[1]);
+	t = h_job(h, ids[2]);
+	h_ok(h, t && !strcmp(h_str(t, "state"), "queued"), "both ended (cancelled): it is queued");
+	cancel(h, ids[2]);
+out:
+	json_decref(t);
+	for (int k = 0; k < 3; k++)
+		free(ids[k]);
+	free(out);
+	free(args);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_after");
@@ -818,6 +889,7 @@ int main(void)
 	test_cancel_after(h);
 	test_set_after(h);
 	test_after_when(h);
+	test_then(h);
 	h_worker_stop(h, w, SIGTERM);
 	h_worker_stop(h, wp, SIGTERM);
 	return h_free(h);
