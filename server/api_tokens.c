@@ -219,10 +219,49 @@ static void on_limited(PGresult *res, const char *err, void *arg)
 	hreq_reply(h, 200, doc);
 }
 
+/* A map of pools in a limits body: null, or {"POOL": value | null} of 1 to API_TOKENS_POOLS_MAX pool
+ * names, each value a limit (api_tokens_limit_ok: pool_max_running, migration 034) or, with hours, a
+ * number of GPU hours 0 to API_TOKENS_MAX_GPU_HOURS (pool_gpu_hours, 037). 0, or -1 with *msg. */
+static int check_pools(const json_t *v, bool hours, char **msg)
+{
+	const char *pool;
+	json_t *n;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || json_object_size(v) == 0 || json_object_size(v) > API_TOKENS_POOLS_MAX) {
+		*msg = hours ? xasprintf("must be an object of 1 to %d pools, each with its quota (a number of GPU hours from 0 "
+					 "to %d, or null to lift it), or null (no quota in any pool)",
+					 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_GPU_HOURS)
+			     : xasprintf("must be an object of 1 to %d pools, each with its limit (an integer from 0 to %d, or "
+					 "null to lift it), or null (no limit in any pool)",
+					 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_RUNNING);
+		return -1;
+	}
+	json_object_foreach((json_t *)v, pool, n) {
+		if (!pool_name_ok(pool)) {
+			*msg = xasprintf("\"%.64s\" is not a pool name: %s", pool, POOL_NAME_RULE);
+			return -1;
+		}
+		if (hours && !json_is_null(n) &&
+		    (!json_is_number(n) || json_number_value(n) < 0 || json_number_value(n) > API_TOKENS_MAX_GPU_HOURS)) {
+			*msg = xasprintf("the quota of pool %s must be a number of GPU hours from 0 (none of its jobs of that "
+					 "pool starts) to %d, or null (no quota there)", pool, API_TOKENS_MAX_GPU_HOURS);
+			return -1;
+		}
+		if (!hours && !api_tokens_limit_ok(n)) {
+			*msg = xasprintf("the limit of pool %s must be an integer from 0 (none of its jobs of that pool starts) "
+					 "to %d, or null (no limit there)", pool, API_TOKENS_MAX_RUNNING);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 const char *api_tokens_check_limits(const json_t *body, char **msg)
 {
-	const char *key, *pool;
-	json_t *v, *n;
+	const char *key;
+	json_t *v;
 
 	*msg = NULL;
 	if (!json_is_object(body) || (!json_object_get(body, "max_running") && !json_object_get(body, "pool_max_running") &&
@@ -240,55 +279,15 @@ const char *api_tokens_check_limits(const json_t *body, char **msg)
 						 API_TOKENS_MAX_RUNNING);
 				return "max_running";
 			}
-		} else if (!strcmp(key, "pool_max_running")) {
-			if (json_is_null(v))
-				continue;
-			if (!json_is_object(v) || json_object_size(v) == 0 || json_object_size(v) > API_TOKENS_POOLS_MAX) {
-				*msg = xasprintf("must be an object of 1 to %d pools, each with its limit (an integer from 0 to "
-						 "%d, or null to lift it), or null (no limit in any pool)",
-						 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_RUNNING);
-				return "pool_max_running";
-			}
-			json_object_foreach(v, pool, n) {
-				if (!pool_name_ok(pool)) {
-					*msg = xasprintf("\"%.64s\" is not a pool name: %s", pool, POOL_NAME_RULE);
-					return "pool_max_running";
-				}
-				if (!api_tokens_limit_ok(n)) {
-					*msg = xasprintf("the limit of pool %s must be an integer from 0 (none of its jobs of that "
-							 "pool starts) to %d, or null (no limit there)",
-							 pool, API_TOKENS_MAX_RUNNING);
-					return "pool_max_running";
-				}
-			}
+		} else if (!strcmp(key, "pool_max_running") || !strcmp(key, "pool_gpu_hours")) {
+			if (check_pools(v, !strcmp(key, "pool_gpu_hours"), msg) < 0)
+				return !strcmp(key, "pool_gpu_hours") ? "pool_gpu_hours" : "pool_max_running";
 		} else if (!strcmp(key, "gpu_hours")) { /* migration 035: a quota of GPU hours over gpu_hours_days */
 			if (!json_is_null(v) && (!json_is_number(v) || json_number_value(v) < 0 ||
 						 json_number_value(v) > API_TOKENS_MAX_GPU_HOURS)) {
 				*msg = xasprintf("must be a number of GPU hours from 0 (none of its jobs starts) to %d, or null "
 						 "(no quota)", API_TOKENS_MAX_GPU_HOURS);
 				return "gpu_hours";
-			}
-		} else if (!strcmp(key, "pool_gpu_hours")) { /* migration 037: quotas per pool, the same window */
-			if (json_is_null(v))
-				continue;
-			if (!json_is_object(v) || json_object_size(v) == 0 || json_object_size(v) > API_TOKENS_POOLS_MAX) {
-				*msg = xasprintf("must be an object of 1 to %d pools, each with its quota (a number of GPU hours "
-						 "from 0 to %d, or null to lift it), or null (no quota in any pool)",
-						 API_TOKENS_POOLS_MAX, API_TOKENS_MAX_GPU_HOURS);
-				return "pool_gpu_hours";
-			}
-			json_object_foreach(v, pool, n) {
-				if (!pool_name_ok(pool)) {
-					*msg = xasprintf("\"%.64s\" is not a pool name: %s", pool, POOL_NAME_RULE);
-					return "pool_gpu_hours";
-				}
-				if (!json_is_null(n) && (!json_is_number(n) || json_number_value(n) < 0 ||
-							 json_number_value(n) > API_TOKENS_MAX_GPU_HOURS)) {
-					*msg = xasprintf("the quota of pool %s must be a number of GPU hours from 0 (none of its jobs "
-							 "of that pool starts) to %d, or null (no quota there)",
-							 pool, API_TOKENS_MAX_GPU_HOURS);
-					return "pool_gpu_hours";
-				}
 			}
 		} else if (!strcmp(key, "gpu_hours_days")) {
 			if (!json_is_integer(v) || json_integer_value(v) < API_TOKENS_QUOTA_DAYS_MIN ||

@@ -154,20 +154,16 @@ BEGIN
     IF jsonb_typeof(e->'after') = 'array'
        AND NOT EXISTS (SELECT 1 FROM jobs k WHERE k.idempotency_key = e->>'key') THEN
       v_after := ARRAY(SELECT DISTINCT x.v::bigint FROM jsonb_array_elements_text(e->'after') x(v) ORDER BY 1);
-      v_missing := rung_after_unknown(v_after, CASE WHEN (e->>'after_any')::boolean THEN NULL ELSE e->>'owner' END);
-      IF v_missing IS NOT NULL THEN
-        status := 'after_unknown';
-        job_id := NULL;
-        job := jsonb_build_object('after', v_missing);
-        target := NULL;
-        current := NULL;
-        RETURN NEXT;
-        CONTINUE;
-      END IF;
       v_when := nullif(e->>'after_when', 'succeeded');
-      v_missing := rung_after_never(v_after, v_when);
-      IF v_missing IS NOT NULL THEN
+      -- a job named that does not exist (or is not the owner's), else one that already succeeded while
+      -- this one is to run only after failures (migration 036): refused, nothing stored
+      status := 'after_unknown';
+      v_missing := rung_after_unknown(v_after, CASE WHEN (e->>'after_any')::boolean THEN NULL ELSE e->>'owner' END);
+      IF v_missing IS NULL THEN
         status := 'after_never';
+        v_missing := rung_after_never(v_after, v_when);
+      END IF;
+      IF v_missing IS NOT NULL THEN
         job_id := NULL;
         job := jsonb_build_object('after', v_missing);
         target := NULL;

@@ -61,37 +61,28 @@ END $$;
 -- missing. The claim reads them at its next round (rung_owner_room, 40_claim.sql); jobs running
 -- now run on. Waits for the claims under way (rung_owner_limits_lock), so that none of them still
 -- goes by the old limits, or by none, once this one committed.
+-- A token's map of pools P_OLD ({"POOL": N}: pool_limits, pool_gpu_hours) once P_BODY's P_KEY is
+-- applied: absent, as it was; an object, merged in (a pool given null lifted, one not named left as it
+-- was); anything else (null), none. NULL for an empty map.
+CREATE OR REPLACE FUNCTION rung_pools_merge(p_old jsonb, p_body jsonb, p_key text) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN NOT p_body ? p_key THEN p_old
+              WHEN jsonb_typeof(p_body->p_key) = 'object'
+              THEN nullif(jsonb_strip_nulls(coalesce(p_old, '{}') || (p_body->p_key)), '{}') END
+$$;
+
 CREATE OR REPLACE FUNCTION rung_token_set_limits(p_id bigint, p_body jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
   t tokens;
-  lim jsonb;
-  hours jsonb;
 BEGIN
   PERFORM pg_advisory_xact_lock(rung_owner_limits_lock());
   SELECT * INTO t FROM tokens WHERE id = p_id FOR UPDATE;
   IF NOT FOUND THEN RETURN NULL; END IF;
-  lim := t.pool_limits;
-  IF p_body ? 'pool_max_running' THEN
-    IF jsonb_typeof(p_body->'pool_max_running') = 'object' THEN
-      lim := nullif(jsonb_strip_nulls(coalesce(lim, '{}') || (p_body->'pool_max_running')), '{}');
-    ELSE
-      lim := NULL;
-    END IF;
-  END IF;
-  hours := t.pool_gpu_hours;
-  IF p_body ? 'pool_gpu_hours' THEN
-    IF jsonb_typeof(p_body->'pool_gpu_hours') = 'object' THEN
-      hours := nullif(jsonb_strip_nulls(coalesce(hours, '{}') || (p_body->'pool_gpu_hours')), '{}');
-    ELSE
-      hours := NULL;
-    END IF;
-  END IF;
   UPDATE tokens SET max_running = CASE WHEN p_body ? 'max_running' THEN (p_body->>'max_running')::int
                                        ELSE max_running END,
-                    pool_limits = lim,
+                    pool_limits = rung_pools_merge(t.pool_limits, p_body, 'pool_max_running'),
                     gpu_hours = CASE WHEN p_body ? 'gpu_hours' THEN (p_body->>'gpu_hours')::real ELSE gpu_hours END,
                     gpu_hours_days = coalesce((p_body->>'gpu_hours_days')::int, gpu_hours_days),
-                    pool_gpu_hours = hours
+                    pool_gpu_hours = rung_pools_merge(t.pool_gpu_hours, p_body, 'pool_gpu_hours')
   WHERE id = p_id RETURNING * INTO t;
   IF p_body ?| '{gpu_hours,gpu_hours_days,pool_gpu_hours}' THEN
     PERFORM rung_quota_read(p_id); -- the new quota holds from this commit, not from the next pass
