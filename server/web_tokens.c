@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,28 @@ json_t *web_tokens_limit_value(const char *text)
 	return json_integer(v);
 }
 
+json_t *web_tokens_hours_value(const char *text)
+{
+	size_t n;
+	const char *s = trimmed(text, &n);
+	char *end, *copy;
+	double v;
+	bool ok;
+
+	if (n == 0)
+		return json_null();
+	if (strspn(s, "0123456789.") != n) /* digits and a point only: no sign, exponent, inf or nan */
+		return json_string(text);
+	copy = xasprintf("%.*s", (int)n, s);
+	errno = 0;
+	v = strtod(copy, &end);
+	ok = !errno && end == copy + n && end != copy && isfinite(v);
+	free(copy);
+	if (!ok)
+		return json_string(text);
+	return v == (double)(long long)v && v < 1e15 ? json_integer((json_int_t)v) : json_real(v);
+}
+
 int web_tokens_expires_days(const char *text, long long *seconds)
 {
 	size_t n;
@@ -127,8 +150,9 @@ static void create_form(struct hbuf *b)
 }
 
 /* The forms of a token not revoked: its limit (empty: none), its limit in one pool (a pool name and
- * a limit, empty: none there; migration 034), its GPU-hour quota (whole hours, empty: none, and its
- * window in days; migration 035), its expiry (days from now; empty: never) and revoke. */
+ * a limit, empty: none there; migration 034), its GPU-hour quota (hours, 12.5 too; empty: none; and its
+ * window in days; migration 035), its quota in one pool (037), its expiry (days from now; empty: never)
+ * and revoke. */
 static void row_forms(struct hbuf *b, const char *id, const json_t *t)
 {
 	const json_t *max = json_object_get(t, "max_running"), *quota = json_object_get(t, "gpu_hours");
@@ -138,7 +162,7 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *t)
 	char hours[32] = "";
 
 	if (json_is_number(quota))
-		snprintf(hours, sizeof hours, "%.0f", json_number_value(quota));
+		snprintf(hours, sizeof hours, "%g", json_number_value(quota));
 	html_printf(b, "<form method=\"post\" class=\"act limits\" action=\"" TOKENS_PATH "/%s/limits\">"
 		       "<input type=\"number\" name=\"max_running\" min=\"0\" max=\"%d\" placeholder=\"none\" "
 		       "aria-label=\"most jobs running at once (empty: none; 0: paused)\" value=\"",
@@ -152,13 +176,13 @@ static void row_forms(struct hbuf *b, const char *id, const json_t *t)
 		       "placeholder=\"none\" aria-label=\"most jobs of that pool running at once (empty: none; 0: paused)\">"
 		       "<button type=\"submit\">Set pool limit</button></form>"
 		       "<form method=\"post\" class=\"act quota\" action=\"" TOKENS_PATH "/%s/limits\">"
-		       "<input type=\"number\" name=\"gpu_hours\" min=\"0\" max=\"%d\" placeholder=\"no quota\" "
+		       "<input type=\"number\" name=\"gpu_hours\" min=\"0\" step=\"any\" max=\"%d\" placeholder=\"no quota\" "
 		       "aria-label=\"GPU hours (empty: no quota)\" value=\"%s\"><input type=\"number\" name=\"gpu_hours_days\" "
 		       "min=\"%d\" max=\"%d\" placeholder=\"days\" aria-label=\"over the last days\" value=\"%lld\">"
 		       "<button type=\"submit\">Set quota</button></form>"
 		       "<form method=\"post\" class=\"act pool-quota\" action=\"" TOKENS_PATH "/%s/limits\">"
 		       "<input type=\"text\" name=\"pool\" required maxlength=\"%d\" placeholder=\"pool\" "
-		       "aria-label=\"pool\"><input type=\"number\" name=\"gpu_hours\" min=\"0\" max=\"%d\" "
+		       "aria-label=\"pool\"><input type=\"number\" name=\"gpu_hours\" min=\"0\" step=\"any\" max=\"%d\" "
 		       "placeholder=\"no quota\" aria-label=\"GPU hours of that pool (empty: no quota there)\">"
 		       "<button type=\"submit\">Set pool quota</button></form>"
 		       "<form method=\"post\" class=\"act expiry\" action=\"" TOKENS_PATH "/%s/expiry\">"
@@ -529,7 +553,7 @@ static void send_limits(struct hreq *h, const json_t *body)
 	free(text);
 }
 
-/* The quota form (migration 035): gpu_hours= (whole hours; empty: no quota) and gpu_hours_days= (1 to
+/* The quota form (migration 035): gpu_hours= (hours, 12.5 too; empty: no quota) and gpu_hours_days= (1 to
  * 90; empty: as it was); the pool quota form (037): pool= and gpu_hours= (that pool's quota, merged
  * into the others), checked as the API checks its body (api_tokens_check_limits). */
 static void quota_form(struct hreq *h)
@@ -542,15 +566,15 @@ static void quota_form(struct hreq *h)
 	    form_value(h, "pool", &pool) < 0)
 		goto out;
 	if (!hours) { /* not decodable: never read as "no quota", which the empty field means */
-		refuse(h, 400, "Bad request", "gpu_hours", "must be a whole number of GPU hours, or empty (no quota)");
+		refuse(h, 400, "Bad request", "gpu_hours", "must be a number of GPU hours (12, 12.5), or empty (no quota)");
 		goto out;
 	}
 	if (form_has(h, "pool") && !pool_name_ok(pool)) {
 		refuse(h, 400, "Bad request", "pool", "must be a pool name: " POOL_NAME_RULE);
 		goto out;
 	}
-	body = pool ? json_pack("{s:{s:o}}", "pool_gpu_hours", pool, web_tokens_limit_value(hours))
-		    : json_pack("{s:o}", "gpu_hours", web_tokens_limit_value(hours));
+	body = pool ? json_pack("{s:{s:o}}", "pool_gpu_hours", pool, web_tokens_hours_value(hours))
+		    : json_pack("{s:o}", "gpu_hours", web_tokens_hours_value(hours));
 	if (days && *days)
 		json_object_set_new(body, "gpu_hours_days", web_tokens_limit_value(days));
 	field = api_tokens_check_limits(body, &msg);

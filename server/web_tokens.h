@@ -44,6 +44,11 @@ void web_tokens_expiry(struct hreq *h);
  * blank -> null; an optionally signed decimal integer (spaces around allowed) -> that integer;
  * anything else -> the text as a string (which api_tokens_limit_ok refuses). Pure; for tests. */
 json_t *web_tokens_limit_value(const char *text);
+/* The quota forms' gpu_hours text as the API's JSON value (new reference): NULL, empty or blank ->
+ * null; a decimal number (12, 12.5; spaces around allowed) -> that number (an integer when it is
+ * one); anything else, an infinity or NaN included -> the text as a string (which
+ * api_tokens_check_limits refuses). Pure; for tests. */
+json_t *web_tokens_hours_value(const char *text);
 /* The create form's expires_in_days text as the API's expires_in_s: NULL, empty or blank -> 0
  * (never); a whole number of days from 1 to 3650 (spaces around allowed) -> that many days in
  * seconds; returns 0, or -1 for anything else (*seconds 0). Pure; for tests. */

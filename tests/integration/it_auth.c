@@ -932,6 +932,9 @@ static void test_web_tokens(struct harness *h, const char *support)
 			free(want);
 		}
 	}
+	st = h_browse(h, h->admin_token, "POST", limits, "gpu_hours=2.5", SAME_SITE);
+	h_ok(h, st == 303 && h_sql_int(h, "SELECT (gpu_hours * 10)::int FROM tokens WHERE name = 'web-limited'", 0, NULL) == 25,
+	     "web tokens: the quota form takes a fraction of an hour, 2.5 (%ld)", st);
 	st = h_browse(h, h->admin_token, "POST", limits, "gpu_hours=&gpu_hours_days=", SAME_SITE);
 	h_ok(h, st == 303 && h_sql_int(h, "SELECT count(*) FROM tokens WHERE name = 'web-limited' AND gpu_hours IS NULL "
 					  "AND gpu_hours_days = 3", 0, NULL) == 1,

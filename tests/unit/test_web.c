@@ -788,7 +788,7 @@ static void test_tokens(void)
 		   "tokens: a pool quota form (pool and hours) per live token");
 	TAP_OK(has(s, "<br><span class=\"pool-quota\">GPU hours per pool: h200:100, &lt;i&gt;:2.5 per 30 days</span>"),
 	       "tokens: the quotas per pool under the quota, escaped, with the window");
-	TAP_OK(has(s, "name=\"gpu_hours\" min=\"0\" max=\"10000000\" placeholder=\"no quota\" aria-label=\"GPU hours (empty: "
+	TAP_OK(has(s, "name=\"gpu_hours\" min=\"0\" step=\"any\" max=\"10000000\" placeholder=\"no quota\" aria-label=\"GPU hours (empty: "
 		      "no quota)\" value=\"500\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" "
 		      "placeholder=\"days\" aria-label=\"over the last days\" value=\"30\">") &&
 		       has(s, "value=\"\"><input type=\"number\" name=\"gpu_hours_days\" min=\"1\" max=\"90\" placeholder=\"days\" "
@@ -850,6 +850,25 @@ static void test_tokens(void)
 		v = web_tokens_limit_value("");
 		TAP_OK(json_is_null(v), "limit: empty reads as null");
 		json_decref(v);
+	}
+	{
+		/* the quota forms' hours (migrations 035, 037): fractions too, checked as the API checks them */
+		static const struct {
+			const char *text;
+			const char *want; /* the JSON it reads as */
+		} hours[] = {
+			{ "", "null" }, { " ", "null" }, { "12", "12" }, { " 12.5 ", "12.5" }, { "0", "0" }, { "0.25", "0.25" },
+			{ "-1", "\"-1\"" }, { "1e3", "\"1e3\"" }, { "inf", "\"inf\"" }, { "nan", "\"nan\"" }, { ".", "\".\"" },
+			{ "1.2.3", "\"1.2.3\"" }, { "abc", "\"abc\"" },
+		};
+		for (size_t i = 0; i < sizeof hours / sizeof hours[0]; i++) {
+			json_t *v = web_tokens_hours_value(hours[i].text);
+			char *got = json_dumps(v, JSON_ENCODE_ANY), name[96];
+			snprintf(name, sizeof name, "quota hours: \"%s\" reads as %s", hours[i].text, hours[i].want);
+			TAP_STR_EQ(got, hours[i].want, name);
+			free(got);
+			json_decref(v);
+		}
 	}
 	json_decref(tok);
 	json_decref(doc);
