@@ -48,8 +48,9 @@ static void on_reaped(PGresult *res, const char *err, void *arg)
 		log_warn("attempt lost", "job=%lld attempt=%lld job_state=%s reason=lease_expired",
 			 (long long)json_integer_value(json_object_get(item, "job_id")),
 			 (long long)json_integer_value(json_object_get(item, "attempt_id")), state ? state : "?");
-		/* queued again, or failed: an ending may queue the jobs that run after it (migration 036) */
-		if (state && (strcmp(state, "queued") == 0 || strcmp(state, "failed") == 0))
+		/* queued again, or ended (failed; cancelled, when a cancel was asked for): an ending may queue the
+		 * jobs that run after it (migration 036) */
+		if (state && (strcmp(state, "queued") == 0 || strcmp(state, "failed") == 0 || strcmp(state, "cancelled") == 0))
 			requeued = true;
 	}
 	json_decref(list);

@@ -97,7 +97,7 @@ json_t *web_tokens_hours_value(const char *text)
 	free(copy);
 	if (!ok)
 		return json_string(text);
-	return v == (double)(long long)v && v < 1e15 ? json_integer((json_int_t)v) : json_real(v);
+	return v < 1e15 && v == (double)(long long)v ? json_integer((json_int_t)v) : json_real(v); /* the cast only in range */
 }
 
 int web_tokens_expires_days(const char *text, long long *seconds)

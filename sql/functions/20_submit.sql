@@ -156,10 +156,13 @@ BEGIN
       v_after := ARRAY(SELECT DISTINCT x.v::bigint FROM jsonb_array_elements_text(e->'after') x(v) ORDER BY 1);
       v_when := nullif(e->>'after_when', 'succeeded');
       -- a job named that does not exist (or is not the owner's), else one that already succeeded while
-      -- this one is to run only after failures (migration 036): refused, nothing stored
+      -- this one is to run only after failures (migration 036): refused, nothing stored. The second is
+      -- read once they are armed (locked): a success being committed is then either read here or sees
+      -- this job when its trigger runs (a mark left on a refusal costs a probe at their ending)
       status := 'after_unknown';
       v_missing := rung_after_unknown(v_after, CASE WHEN (e->>'after_any')::boolean THEN NULL ELSE e->>'owner' END);
       IF v_missing IS NULL THEN
+        v_waits := rung_after_arm_when(v_after, v_when);
         status := 'after_never';
         v_missing := rung_after_never(v_after, v_when);
       END IF;
@@ -171,7 +174,6 @@ BEGIN
         RETURN NEXT;
         CONTINUE;
       END IF;
-      v_waits := rung_after_arm_when(v_after, v_when);
     END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
                       idempotency_key, request_hash, labels, state, run_after, pool, after_ids, after_when, waits_for,

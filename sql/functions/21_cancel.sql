@@ -25,7 +25,7 @@ BEGIN
   RETURN rung_job_json(j);
 END $$;
 
--- The jobs that wait for job P_JOB to succeed, directly or through other waiting jobs (migration 033:
+-- The jobs that wait for job P_JOB (to succeed, or as their after_when says: migration 036), directly or through other waiting jobs (migration 033:
 -- each step a probe of jobs_waits_for), in id order; {} for none. A chain cannot loop: a job runs only
 -- after jobs that existed when it was submitted.
 CREATE OR REPLACE FUNCTION rung_jobs_waiting_on(p_job bigint) RETURNS bigint[] LANGUAGE sql STABLE AS $$
@@ -39,7 +39,7 @@ $$;
 -- Cancel many (POST /v1/jobs/cancel): the jobs matching P_FILTER {"state", "owner"?, "labels"?, "kind"?,
 -- "pool"?, "after"?}: in its state ('queued': not started yet, i.e. queued or scheduled; 'scheduled': only those
 -- waiting for their start time or for other jobs; 'running'; 'active': all three) with that owner, every one of those
--- labels, that kind and that pool (migration 026) and waiting for job "after" to succeed, directly or
+-- labels, that kind and that pool (migration 026) and waiting for job "after" (however they wait), directly or
 -- through others (migration 033, rung_jobs_waiting_on; a key absent: any), oldest first, at most P_MAX,
 -- each through rung_cancel (its row lock, transition and event, as one cancel would); a running job
 -- already told to stop is not counted again. P_DRY: only list them. Returns {"ids": [the jobs
@@ -73,6 +73,10 @@ BEGIN
   IF p_dry THEN
     RETURN jsonb_build_object('ids', to_jsonb(cand[1:p_max]), 'more', cardinality(cand) > p_max);
   END IF;
+  -- every one locked first, in id order: a cancel's trigger locks the jobs that run after it
+  -- (migration 036), so taking them one at a time between those could deadlock with a finish whose
+  -- trigger locks the same dependents (a sweep cancelled while one of its jobs ends, with a --then job)
+  PERFORM 1 FROM jobs j WHERE j.id = ANY (cand[1:p_max]) ORDER BY j.id FOR UPDATE;
   FOREACH v_job IN ARRAY cand[1:p_max] LOOP
     -- read again under the row lock: since the list was read it may have started (a job asked for
     -- as queued is not stopped), ended, or been cancelled by another call

@@ -66,7 +66,7 @@ CREATE OR REPLACE FUNCTION rung_after_unknown(p_after bigint[], p_owner text) RE
 $$;
 
 -- Arms the jobs P_AFTER for a job that will run after them, and returns those it must wait for (not
--- succeeded yet; NULL for none): each is locked (in id order) and marked (has_dependents, which arms
+-- succeeded yet; NULL for none; rung_after_arm_when: those that have not released it yet): each is locked (in id order) and marked (has_dependents, which arms
 -- jobs_after_release) before the states are read, so that a finish under way either commits first
 -- (its success is read here) or, waiting for the lock, sees the new dependent when its trigger runs.
 -- The lock is taken even on a job already marked (the UPDATE alone would pass it over). The caller
@@ -84,7 +84,8 @@ CREATE OR REPLACE FUNCTION rung_after_arm(p_after bigint[]) RETURNS bigint[] LAN
   SELECT rung_after_arm_when(p_after, NULL)
 $$;
 
--- Whether a scheduled job still waits for job P_JOB to succeed (jobs_waits_for): retention keeps
+-- Whether a scheduled job still waits for job P_JOB (jobs_waits_for; to succeed, or to end as its
+-- after_when says, migration 036): retention keeps
 -- such a job, which the waiting one needs.
 CREATE OR REPLACE FUNCTION rung_job_awaited(p_job bigint) RETURNS boolean LANGUAGE sql STABLE AS $$
   SELECT EXISTS (SELECT 1 FROM jobs w WHERE w.waits_for @> ARRAY[p_job] AND w.waits_for IS NOT NULL
@@ -133,15 +134,18 @@ BEGIN
   FROM up WHERE up.waits_for IS NULL AND up.state IN ('queued', 'scheduled') ORDER BY up.id;
   IF NEW.state = 'succeeded' THEN
     -- after_when 'failed': this success means it would never start
-    WITH w AS (SELECT d.id FROM jobs d WHERE d.waits_for @> ARRAY[NEW.id] AND d.waits_for IS NOT NULL
-                                           AND d.after_when = 'failed' AND d.state = 'scheduled'
-               ORDER BY d.id FOR NO KEY UPDATE),
-    up AS (
+    -- locked first, whatever their state, in a statement of its own: the next one's snapshot then sees
+    -- a change committed while this one waited for a lock (a cancelled one retried just now, scheduled
+    -- again to wait for this job, is cancelled here; with the lock and the state read in one statement
+    -- it would be read as it was, cancelled, and left waiting for a success that has come)
+    PERFORM 1 FROM jobs d WHERE d.waits_for @> ARRAY[NEW.id] AND d.waits_for IS NOT NULL AND d.after_when = 'failed'
+    ORDER BY d.id FOR NO KEY UPDATE;
+    WITH up AS (
       UPDATE jobs j SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
                         next_action = NULL,
                         result = jsonb_build_object('class', 'cancelled', 'reason',
                                    v_ended || ': this job was to run only if it failed or was cancelled')
-      FROM w WHERE j.id = w.id
+      WHERE j.waits_for @> ARRAY[NEW.id] AND j.waits_for IS NOT NULL AND j.after_when = 'failed' AND j.state = 'scheduled'
       RETURNING j.id)
     INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
     SELECT up.id, 'cancelled', 'scheduled', 'cancelled',
@@ -166,7 +170,8 @@ EXECUTE FUNCTION rung_after_release();
 -- (lease_announce). Walks jobs_scheduled from its earliest entry and stops at the first start time
 -- still ahead, so a run with nothing due reads one index entry; a job whose start time came while it
 -- still waits for other jobs (migration 033) stays, and is passed over on that walk until they
--- succeed (its start time no longer holds it: the last success queues it).
+-- release it (its start time no longer holds it: the last release, a success or the ending its
+-- after_when asks for, queues it).
 CREATE OR REPLACE FUNCTION rung_start_due(p_max int) RETURNS TABLE (job_id bigint, run_after timestamptz)
 LANGUAGE sql AS $$
   WITH due AS (

@@ -156,7 +156,7 @@ $$;
 -- another pool than its worker's) or "priority" (for an urgent job, rungd --preempt-priority)}, a scheduled one (migration 025) with "starts_in_s", the whole
 -- seconds until its run_after by the database's clock (0 once due: the scheduler queues it within a
 -- second), so that rungctl and the page say "in 2h05m" whatever the reader's clock says, and, while
--- it waits for other jobs to succeed (migration 033), "waiting_for": [{"id", "name", "state"}] of each
+-- it waits for other jobs (migration 033; to succeed, or as its after_when says, 036), "waiting_for": [{"id", "name", "state"}] of each
 -- (a job retention deleted is left out), so that they say which one holds it and whether it failed;
 -- and a job that scheduled jobs wait for (jobs.has_dependents, not succeeded) "awaited_by": their ids,
 -- so that its page says who waits for it (a failed one holds them until it is retried). The submit

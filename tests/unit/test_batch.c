@@ -2992,6 +2992,101 @@ static char *after_states(const char *like)
 		  "coalesce(j.after_when, '-'), ',' ORDER BY j.id) FROM jobs j WHERE j.name LIKE $1", 1, p);
 }
 
+/* Whether a backend other than watch's own waits for a lock while running a query LIKE like, within
+ * about 10 s (pg_stat_activity says so: not a sleep standing in for it). */
+static bool lock_waiter(PGconn *watch, const char *like)
+{
+	const char *p[1] = { like };
+
+	for (int i = 0; i < 2000; i++) {
+		PGresult *w = PQexecParams(watch, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+						  "AND query LIKE $1", 1, NULL, p, NULL, NULL, 0);
+		bool found = PQresultStatus(w) == PGRES_TUPLES_OK && atoi(PQgetvalue(w, 0, 0)) > 0;
+		PQclear(w);
+		if (found)
+			return true;
+		usleep(5000);
+	}
+	return false;
+}
+
+/* Starts job NAME on GPU A-1 of worker wid (inserted, claimed): its attempt's id and token into aid and
+ * tok (sizes 32 and 80). */
+static void run_job(const char *name, const char *wid, char *aid, char *tok)
+{
+	const char *p[2] = { name, wid };
+
+	q1("INSERT INTO jobs (name, owner, kind, target_config, recovery, priority) VALUES ($1, 'o', 'image', '{\"x\":1}', '{}', "
+	   "-1000)", 1, p);
+	p[0] = wid;
+	snprintf(aid, 32, "%s", q1("SELECT rung_claim($1::bigint, 'A-1', 30, NULL)->'lease'->>'attempt_id'", 1, p));
+	p[0] = aid;
+	snprintf(tok, 80, "%s", q1("SELECT token FROM attempts WHERE id = $1::bigint", 1, p));
+}
+
+/* after_when "failed" against a success being committed (migration 036): a submit that names the job
+ * waits for its lock and is then refused (after_never), not queued to run after a success; and a
+ * dependent retried while the success commits is cancelled by its trigger, not left waiting for a
+ * success that has come. Each would fail with the state read before the lock was held. */
+static void after_when_races(const char *wid)
+{
+	const char *p[2];
+	char aid[32], tok[80], a[32], d[32], *items;
+	PGconn *other = PQconnectdb(url), *watch = PQconnectdb(url);
+	PGresult *r;
+	static const char ok[] = "SELECT rung_finish_apply($1::bigint, $2, '{}'::jsonb, '{\"class\": \"success\", "
+				 "\"job_state\": \"succeeded\", \"rule\": \"r\", \"reason\": \"done\"}'::jsonb, NULL)->>'job_state'";
+
+	/* 1: the submit */
+	run_job("race-a", wid, aid, tok);
+	job_id_of("race-a", a);
+	PQclear(PQexec(other, "BEGIN"));
+	p[0] = aid;
+	p[1] = tok;
+	PQclear(PQexecParams(other, ok, 2, NULL, p, NULL, NULL, 0));
+	items = after_when_item("race-n", a, "failed");
+	p[0] = items;
+	TAP_OK(PQsendQueryParams(pg, "SELECT status FROM rung_submit_batch($1::jsonb)", 1, NULL, p, NULL, NULL, 0) == 1,
+	       "after_when race: a submit after race-a only if it fails, while race-a's success commits");
+	TAP_OK(lock_waiter(watch, "%rung_submit_batch%"), "after_when race: the submit waits for race-a's lock");
+	PQclear(PQexec(other, "COMMIT"));
+	r = PQgetResult(pg);
+	TAP_STR_EQ(PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : PQerrorMessage(pg), "after_never",
+		   "after_when race: once the success committed, the submit is refused (it would never start)");
+	PQclear(r);
+	while ((r = PQgetResult(pg)))
+		PQclear(r);
+	free(items);
+	TAP_STR_EQ(q1("SELECT count(*) FROM jobs WHERE name = 'race-n'", 0, NULL), "0", "after_when race: nothing stored");
+
+	/* 2: the retry */
+	run_job("race-b", wid, aid, tok);
+	job_id_of("race-b", a);
+	TAP_STR_EQ(after_when_submit("race-d", a, "failed"), "created:scheduled", "after_when race: race-d after race-b (failed)");
+	job_id_of("race-d", d);
+	p[0] = d;
+	q1("SELECT rung_cancel($1::bigint)", 1, p);
+	q1("BEGIN", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_retry($1::bigint, 'current', 'ops', NULL)->'job'->>'state'", 1, p), "scheduled",
+		   "after_when race: race-d cancelled and retried (not committed): it waits for race-b again");
+	p[0] = aid;
+	p[1] = tok;
+	TAP_OK(PQsendQueryParams(other, ok, 2, NULL, p, NULL, NULL, 0) == 1, "after_when race: race-b's success sent meanwhile");
+	TAP_OK(lock_waiter(watch, "%rung_finish_apply%"), "after_when race: its trigger waits for race-d's lock");
+	q1("COMMIT", 0, NULL);
+	r = PQgetResult(other);
+	TAP_STR_EQ(PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : PQerrorMessage(other), "succeeded",
+		   "after_when race: race-b succeeded");
+	PQclear(r);
+	while ((r = PQgetResult(other)))
+		PQclear(r);
+	p[0] = d;
+	TAP_STR_EQ(q1("SELECT state FROM jobs WHERE id = $1::bigint", 1, p), "cancelled",
+		   "after_when race: the retried race-d is cancelled by race-b's success, not left waiting for it");
+	PQfinish(other);
+	PQfinish(watch);
+}
+
 /* after_when (migration 036) at the SQL level: which endings release a waiting job. "ended": any ending
  * (a cancel here, a failure through rung_finish_apply, whose reply then says "dependents" so that rungd
  * wakes the waiters); "failed": a failure or a cancel, and a success cancels it (and its own
@@ -3126,6 +3221,7 @@ static void test_after_when(void)
 		      "\"rule\": \"r\", \"reason\": \"a crash\"}'::jsonb, NULL)->>'dependents'", 2, p), "true",
 		   "after_when: a failure's reply says dependents (rungd wakes the waiters)");
 	TAP_STR_EQ(after_states("d-%"), "d-e:queued:-:ended", "after_when: p3's failure queues d-e");
+	after_when_races(wid);
 	PQfinish(pg);
 }
 
