@@ -3221,6 +3221,20 @@ static void test_after_when(void)
 		      "\"rule\": \"r\", \"reason\": \"a crash\"}'::jsonb, NULL)->>'dependents'", 2, p), "true",
 		   "after_when: a failure's reply says dependents (rungd wakes the waiters)");
 	TAP_STR_EQ(after_states("d-%"), "d-e:queued:-:ended", "after_when: p3's failure queues d-e");
+	{
+		/* the set-wise apply (62): a failure's row says dependents too, and the "ended" job is queued */
+		char *batch;
+		run_job("p5", wid, aid, tok);
+		job_id_of("p5", id);
+		TAP_STR_EQ(after_when_submit("e-e", id, "ended"), "created:scheduled", "after_when: e-e after the running p5 (ended)");
+		batch = xasprintf("[{\"i\":0,\"id\":%s,\"token\":\"%s\",\"facts\":{},\"decision\":{\"class\":\"not_oom\","
+				  "\"rule\":\"r\",\"reason\":\"a crash\",\"job_state\":\"failed\"}}]", aid, tok);
+		p[0] = batch;
+		TAP_STR_EQ(q1("SELECT (doc->>'job_state') || ':' || (doc->>'dependents') FROM rung_finish_apply_batch($1::jsonb)", 1, p),
+			   "failed:true", "after_when: the batch apply's reply to p5's failure says dependents");
+		TAP_STR_EQ(after_states("e-%"), "e-e:queued:-:ended", "after_when: and e-e is queued");
+		free(batch);
+	}
 	after_when_races(wid);
 	PQfinish(pg);
 }
