@@ -254,7 +254,7 @@ static void delivery_start(struct webhook *w, long long id, int attempt, const c
 		free(d);
 		return;
 	}
-	curl_easy_setopt(d->easy, CURLOPT_URL, !strcmp(kind, "job") ? w->job_url : w->url);
+	curl_easy_setopt(d->easy, CURLOPT_URL, strcmp(kind, "escalation") ? w->job_url : w->url);
 	curl_easy_setopt(d->easy, CURLOPT_HTTPHEADER, w->headers);
 	curl_easy_setopt(d->easy, CURLOPT_POSTFIELDS, d->body);
 	curl_easy_setopt(d->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(d->body));
@@ -326,7 +326,9 @@ struct webhook *webhook_new(struct event_base *base, struct db *db, const struct
 	w->db = db;
 	w->url = o->url ? xstrdup(o->url) : NULL;
 	w->job_url = o->job_url ? xstrdup(o->job_url) : NULL;
-	w->kinds = xasprintf("{%s%s%s}", o->url ? "escalation" : "", o->url && o->job_url ? "," : "", o->job_url ? "job" : "");
+	/* the job URL hears of jobs that ended and of quotas crossed (migration 038) */
+	w->kinds = xasprintf("{%s%s%s}", o->url ? "escalation" : "", o->url && o->job_url ? "," : "",
+			     o->job_url ? "job,quota" : "");
 	w->poll_ms = o->poll_ms;
 	w->backoff_ms = o->backoff_ms;
 	w->backoff_max_ms = o->backoff_max_ms;

@@ -37,7 +37,8 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- Reads token P_TOKEN's use of its quotas now into quota_use (its row dropped when it has none or was
--- revoked) -> {"owner", "over", "was_over", "used_s", "pools_over", "was_pools_over"}: whether it is over
+-- revoked), and, for a session that asks for job webhooks (rung.job_webhook), writes a quota webhook
+-- row per crossing it finds (rung_quota_event, migration 038) -> {"owner", "over", "was_over", "used_s", "pools_over", "was_pools_over"}: whether it is over
 -- its quota over every pool now and was at the last read, and the pools of its quotas per pool
 -- (migration 037) it is over now and was. NULL when there is no such token.
 CREATE OR REPLACE FUNCTION rung_quota_read(p_token bigint) RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -58,6 +59,7 @@ BEGIN
   was := coalesce(was, false);
   was_pools := coalesce(was_pools, '{}');
   IF (t.gpu_hours IS NULL AND t.pool_gpu_hours IS NULL) OR t.revoked_at IS NOT NULL THEN
+    -- (a quota lifted frees its owner: the pass logs it and wakes the GPUs; no webhook, an admin did it)
     DELETE FROM quota_use WHERE token_id = p_token;
     RETURN jsonb_build_object('owner', t.name, 'over', false, 'was_over', was, 'used_s', NULL,
                               'pools_over', '[]'::jsonb, 'was_pools_over', to_jsonb(was_pools));
@@ -71,6 +73,14 @@ BEGIN
   VALUES (p_token, used, over, now(), pools, pools_over)
   ON CONFLICT (token_id) DO UPDATE SET used_s = EXCLUDED.used_s, over = EXCLUDED.over, read_at = EXCLUDED.read_at,
                                        pool_used = EXCLUDED.pool_used, pools_over = EXCLUDED.pools_over;
+  IF current_setting('rung.job_webhook', true) = 'on' THEN
+    -- the job webhook's URL hears of each crossing, read by the pass or at a change (migration 038)
+    INSERT INTO webhook_outbox (kind, payload)
+    SELECT 'quota', rung_quota_event(x.who, x.over_now) FROM (
+      SELECT t.name AS who, over AS over_now WHERE over IS DISTINCT FROM was
+      UNION ALL SELECT t.name || '/' || p, true FROM unnest(pools_over) p WHERE NOT p = ANY (was_pools)
+      UNION ALL SELECT t.name || '/' || p, false FROM unnest(was_pools) p WHERE NOT p = ANY (pools_over)) x;
+  END IF;
   RETURN jsonb_build_object('owner', t.name, 'over', over, 'was_over', was, 'used_s', used,
                             'pools_over', to_jsonb(pools_over), 'was_pools_over', to_jsonb(was_pools));
 END $$;
@@ -129,4 +139,17 @@ CREATE OR REPLACE FUNCTION rung_owner_pool_quotas(p_owner text) RETURNS jsonb LA
                    ORDER BY q.key)
   FROM tokens t CROSS JOIN LATERAL jsonb_each_text(t.pool_gpu_hours) q LEFT JOIN quota_use u ON u.token_id = t.id
   WHERE t.name = p_owner AND t.pool_gpu_hours IS NOT NULL
+$$;
+
+-- The payload of a quota webhook (migration 038) for WHO ("team-a", or "team-a/h200" for a quota per
+-- pool) gone over its quota (P_OVER) or back under it: {"event": "quota.over" | "quota.under", "owner",
+-- "pool" (null over every pool), "gpu_hours", "days", "used_hours", "ui"}, from what the pass just read.
+CREATE OR REPLACE FUNCTION rung_quota_event(who text, p_over boolean) RETURNS jsonb LANGUAGE sql STABLE AS $$
+  SELECT jsonb_build_object('event', CASE WHEN p_over THEN 'quota.over' ELSE 'quota.under' END,
+                            'owner', split_part(who, '/', 1), 'pool', nullif(split_part(who, '/', 2), ''))
+         || coalesce(CASE WHEN position('/' IN who) = 0 THEN rung_owner_quota(who) - 'over' - 'read_at'
+                          ELSE (SELECT q - 'pool' - 'over' - 'read_at'
+                                FROM jsonb_array_elements(rung_owner_pool_quotas(split_part(who, '/', 1))) q
+                                WHERE q->>'pool' = split_part(who, '/', 2)) END, '{}')
+         || jsonb_build_object('ui', '/ui/gpus')
 $$;

@@ -27,6 +27,8 @@ BEGIN
   IF p_days IS NULL OR p_days < 1 OR p_limit IS NULL OR p_limit < 1 THEN
     RETURN 0;
   END IF;
+  -- a quota webhook's rows (migration 038) belong to no job: by their age alone, at every run
+  DELETE FROM webhook_outbox WHERE kind = 'quota' AND created_at < cutoff;
   FOR r IN SELECT j.id, j.state, j.created_at, j.finished_at, j.has_dependents FROM jobs j ORDER BY j.id LOOP
     EXIT WHEN r.created_at >= cutoff OR cardinality(cand) >= p_limit;
     IF r.state IN ('succeeded', 'failed', 'cancelled') AND r.finished_at < cutoff

@@ -2,7 +2,9 @@
  * cancelled while queued each reach the receiver once, at the job URL, as job.succeeded and
  * job.cancelled with their summary and links; the first POST is refused (503) and tried again. An
  * ending handled by a replica started without the flag writes no row (its sessions do not ask
- * for one), and a retry's second ending is a second notification. */
+ * for one), and a retry's second ending is a second notification. A team's quota crossed, over
+ * every pool or in one, is quota.over at the same URL, and quota.under once it is back under
+ * (migration 038). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +155,53 @@ int main(void)
 	}
 	h_ok(h, h_sql_int(h, "SELECT count(*) FROM webhook_outbox WHERE kind = 'escalation'", 0, NULL) == 0,
 	     "no escalation rows (none opened)");
+
+	/* quota webhooks (migration 038): a quota set below what the team used, over every pool and in
+	 * h200, is two quota.over POSTs to the job URL; raised, two quota.under */
+	{
+		long long tid = h_sql_int(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL);
+		json_t *body = json_loads("{\"gpu_hours\": 0, \"pool_gpu_hours\": {\"h200\": 0}}", 0, NULL);
+		struct sql_wait over = { h, "SELECT count(*) FROM webhook_outbox WHERE kind = 'quota' AND delivered_at IS NOT NULL", 2 };
+		struct sql_wait under = { h, "SELECT count(*) FROM webhook_outbox WHERE kind = 'quota' AND delivered_at IS NOT NULL", 4 };
+		json_t *q = NULL;
+		int n;
+
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/limits", tid));
+		h_ok(h, st == 200 && wait_until(sql_reaches, &over, 20000),
+		     "a quota of 0, over every pool and in h200: two quota rows delivered (%ld)", st);
+		n = recv_count(&rc);
+		for (int i = 0; i < n && i < RECV_MAX; i++) {
+			char *path = NULL;
+			json_t *got = got_body(&rc, i, &path);
+			if (!strcmp(h_str(got, "event"), "quota.over") && json_is_string(json_object_get(got, "pool")) &&
+			    !strcmp(path, "/jobs")) {
+				json_decref(q);
+				q = json_incref(got);
+			}
+			json_decref(got);
+			free(path);
+		}
+		h_ok(h, q && !strcmp(h_str(q, "owner"), "it-submitter") && !strcmp(h_str(q, "pool"), "h200") &&
+			     json_number_value(json_object_get(q, "gpu_hours")) == 0 && h_int(q, "days") == 7 &&
+			     !strcmp(h_str(q, "ui"), "/ui/gpus"),
+		     "quota.over for pool h200 at the job URL: owner, pool, hours, window, where to look");
+		if (h->failed)
+			h_diag_json("quota.over", q);
+		json_decref(q);
+		json_decref(body);
+		body = json_loads("{\"gpu_hours\": 10, \"pool_gpu_hours\": {\"h200\": 10}}", 0, NULL);
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/limits", tid));
+		h_ok(h, st == 200 && wait_until(sql_reaches, &under, 20000) &&
+			     h_sql_int(h, "SELECT count(*) FROM webhook_outbox WHERE kind = 'quota' AND payload->>'event' = 'quota.under'",
+				       0, NULL) == 2,
+		     "raised to 10 hours: two quota.under delivered (%ld)", st);
+		json_decref(body);
+		body = json_loads("{\"gpu_hours\": null, \"pool_gpu_hours\": null}", 0, NULL);
+		json_decref(h_postf(h, body, &st, "/v1/tokens/%lld/limits", tid));
+		h_ok(h, st == 200 && h_sql_int(h, "SELECT count(*) FROM webhook_outbox WHERE kind = 'quota'", 0, NULL) == 4,
+		     "lifted: no more rows (an admin lifting a quota is told by no webhook)");
+		json_decref(body);
+	}
 out:
 	h_replica_free(h, &plain);
 	free(plain_url);

@@ -1305,6 +1305,14 @@ static void test_prune(void)
 		   "0:0:2:2:10:15:0:10",
 		   "their attempts (and their trainer output), events, resolved escalation and its webhook went with them; the rest stayed");
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "0", "again: nothing left to prune");
+	/* quota webhook rows (migration 038) belong to no job: pruned by their age, even by a run with no job to prune */
+	q1("INSERT INTO webhook_outbox (kind, payload, created_at, delivered_at) VALUES "
+	   "('quota', '{\"event\": \"quota.over\"}', now() - interval '40 days', now() - interval '40 days'), "
+	   "('quota', '{\"event\": \"quota.under\"}', now() - interval '1 day', NULL)", 0, NULL);
+	TAP_STR_EQ(q1("SELECT rung_prune(30, 500, $1::float8[])", 1, p), "0", "a run with quota rows: no job pruned");
+	TAP_STR_EQ(q1("SELECT string_agg(payload->>'event', ',') FROM webhook_outbox WHERE kind = 'quota'", 0, NULL), "quota.under",
+		   "the quota row older than 30 days went, the recent one stayed");
+	q1("DELETE FROM webhook_outbox WHERE kind = 'quota'", 0, NULL);
 	q1("UPDATE escalations SET state = 'resolved'", 0, NULL);
 	TAP_STR_EQ(q1("SELECT rung_prune(30, 1, $1::float8[]) || ':' || rung_prune(30, 1, $1::float8[]) || ':' || "
 		      "rung_prune(30, 1, $1::float8[])", 1, p), "1:1:0",
