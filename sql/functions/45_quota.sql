@@ -77,9 +77,11 @@ BEGIN
     -- the job webhook's URL hears of each crossing, read by the pass or at a change (migration 038)
     INSERT INTO webhook_outbox (kind, payload)
     SELECT 'quota', rung_quota_event(x.who, x.over_now) FROM (
-      SELECT t.name AS who, over AS over_now WHERE over IS DISTINCT FROM was
+      -- (a quota lifted, over every pool or in one pool, sends nothing: an admin did it)
+      SELECT t.name AS who, over AS over_now WHERE over IS DISTINCT FROM was AND t.gpu_hours IS NOT NULL
       UNION ALL SELECT t.name || '/' || p, true FROM unnest(pools_over) p WHERE NOT p = ANY (was_pools)
-      UNION ALL SELECT t.name || '/' || p, false FROM unnest(was_pools) p WHERE NOT p = ANY (pools_over)) x;
+      UNION ALL SELECT t.name || '/' || p, false FROM unnest(was_pools) p
+                WHERE NOT p = ANY (pools_over) AND t.pool_gpu_hours ? p) x;
   END IF;
   RETURN jsonb_build_object('owner', t.name, 'over', over, 'was_over', was, 'used_s', used,
                             'pools_over', to_jsonb(pools_over), 'was_pools_over', to_jsonb(was_pools));

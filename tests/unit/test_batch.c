@@ -2196,6 +2196,17 @@ static void test_pool_quota(void)
 	   "WHERE token = 'pqph'", 0, NULL);
 	TAP_STR_EQ(q1("SELECT rung_quota_pass()::text", 0, NULL), "{\"read\": 1, \"freed\": [], \"capped\": [\"pq-a/h200\"]}",
 		   "pool quota: back in the window: the next pass caps pq-a/h200");
+	/* quota webhooks (migration 038), for a session that asks for them: a crossing writes a row, a lift none */
+	q1("BEGIN", 0, NULL);
+	q1("SET LOCAL rung.job_webhook = 'on'", 0, NULL);
+	q1("SELECT rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"video\": 0}}') FROM tokens WHERE name = 'pq-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg((payload->>'event') || ':' || (payload->>'owner') || ':' || (payload->>'pool'), ',') "
+		      "FROM webhook_outbox WHERE kind = 'quota'", 0, NULL), "quota.over:pq-a:video",
+		   "pool quota webhook: a new quota of 0 in video, over at once: one quota.over row");
+	q1("SELECT rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"video\": null}}') FROM tokens WHERE name = 'pq-a'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT count(*) FROM webhook_outbox WHERE kind = 'quota'", 0, NULL), "1",
+		   "pool quota webhook: that quota lifted: no quota.under (an admin did it)");
+	q1("ROLLBACK", 0, NULL);
 	TAP_STR_EQ(q1("SELECT (rung_token_set_limits(id, '{\"pool_gpu_hours\": {\"default\": null}}')->'pool_gpu_hours')::text "
 		      "FROM tokens WHERE name = 'pq-a'", 0, NULL), "{\"h200\": 2}", "pool quota: one pool's lifted");
 	TAP_STR_EQ(q1("SELECT coalesce(rung_token_set_limits(id, '{\"pool_gpu_hours\": null}')->>'pool_gpu_hours', 'null') "
