@@ -465,7 +465,7 @@ static void write_live_counts(struct evbuffer *b, const json_t *doc)
 	metrics_write_token_expiry(b, json_object_get(doc, "token_expiry"));
 	write_by_state(b, "rung_escalations", "gauge", "Escalations by state (open ones need a person).",
 		       json_object_get(doc, "escalations"), esc_states, ARRAY_LEN(esc_states));
-	metrics_write_head(b, "rung_webhook_pending", "gauge", "Escalation webhooks not yet delivered.");
+	metrics_write_head(b, "rung_webhook_pending", "gauge", "Webhooks not yet delivered: escalations, jobs that ended and quotas crossed.");
 	metrics_write_sample(b, "rung_webhook_pending", NULL, jnum(doc, "webhook_pending"));
 }
 

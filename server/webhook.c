@@ -1,4 +1,5 @@
-/* The webhook loop (webhook.h): escalations and, with --job-webhook, jobs that ended. A poll timer
+/* The webhook loop (webhook.h): escalations and, with --job-webhook, jobs that ended and quotas crossed
+ * (migration 038). A poll timer
  * claims due outbox rows of the kinds it has a URL for in one statement; each row becomes one curl
  * easy handle on a curl multi whose sockets and timeout are libevent events
  * (CURLMOPT_SOCKETFUNCTION / CURLMOPT_TIMERFUNCTION, curl_multi_socket_action), so nothing
@@ -28,7 +29,7 @@ struct webhook {
 	struct event_base *base;
 	struct db *db;
 	char *url;                /* escalations, or NULL */
-	char *job_url;            /* jobs that ended, or NULL */
+	char *job_url;            /* jobs that ended and quotas crossed, or NULL */
 	char *kinds;              /* the outbox kinds this replica delivers, as a text[] literal */
 	int poll_ms, backoff_ms, backoff_max_ms, timeout_ms;
 	CURLM *multi;

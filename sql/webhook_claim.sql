@@ -1,5 +1,5 @@
 -- The delivery loop claims up to $1 due, undelivered outbox rows of the kinds in $3 (text[]: the
--- URLs this replica has, 'escalation' and/or 'job') for $2 seconds (longer than one POST may take);
+-- URLs this replica has: 'escalation', and 'job' and 'quota' for the job URL) for $2 seconds (longer than one POST may take);
 -- SKIP LOCKED plus the claim deadline keep two replicas off the same row.
 -- Returns id, attempts (this try's number), the payload text and the kind.
 UPDATE webhook_outbox o

@@ -55,6 +55,9 @@ BEGIN
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
+  -- one read of this token's use at a time (the pass, an admin's change): a crossing is written once.
+  -- Not the token's row lock, which a claim round holds (quota_use is a table of its own for that).
+  PERFORM pg_advisory_xact_lock(rung_quota_lock()::int, (p_token % 2147483647)::int);
   SELECT coalesce(u.over, false), coalesce(u.pools_over, '{}') INTO was, was_pools FROM quota_use u WHERE u.token_id = p_token;
   was := coalesce(was, false);
   was_pools := coalesce(was_pools, '{}');
@@ -145,7 +148,8 @@ $$;
 
 -- The payload of a quota webhook (migration 038) for WHO ("team-a", or "team-a/h200" for a quota per
 -- pool) gone over its quota (P_OVER) or back under it: {"event": "quota.over" | "quota.under", "owner",
--- "pool" (null over every pool), "gpu_hours", "days", "used_hours", "ui"}, from what the pass just read.
+-- "pool" (null over every pool), "gpu_hours", "days", "used_hours", "ui", "at": when it was read, so a
+-- receiver can order a quota.over and a quota.under delivered out of order}, from what was just read.
 CREATE OR REPLACE FUNCTION rung_quota_event(who text, p_over boolean) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_build_object('event', CASE WHEN p_over THEN 'quota.over' ELSE 'quota.under' END,
                             'owner', split_part(who, '/', 1), 'pool', nullif(split_part(who, '/', 2), ''))
@@ -153,5 +157,5 @@ CREATE OR REPLACE FUNCTION rung_quota_event(who text, p_over boolean) RETURNS js
                           ELSE (SELECT q - 'pool' - 'over' - 'read_at'
                                 FROM jsonb_array_elements(rung_owner_pool_quotas(split_part(who, '/', 1))) q
                                 WHERE q->>'pool' = split_part(who, '/', 2)) END, '{}')
-         || jsonb_build_object('ui', '/ui/gpus')
+         || jsonb_build_object('ui', '/ui/gpus', 'at', now())
 $$;
