@@ -39,8 +39,9 @@ const struct cli_cmd cli_cmds[] = {
 		"together value by value (--sweep network.linear=8,16 --sweep network.linear_alpha=8,16 --link\n"
 		"network.linear,network.linear_alpha: 2 jobs, not 4): each job's config.name (its output folder) and --name\n"
 		"get the values as a suffix (_lr2e-4_linear32), and all carry the label sweep=ID (--labels sweep=ID\n"
-		"to choose it; made from --idempotency-key K when given, whose jobs get the keys K-1, K-2, ..., so\n"
-		"the same command sent again submits only what is missing). Prints one id per line, the sweep on\n"
+		"to choose it; else made from --idempotency-key K when given). A sweep (with the --then job) is one\n"
+		"batch, stored all or none: a job rungd refuses stores none of them; sent again under the same\n"
+		"--idempotency-key it answers the same jobs. Prints one id per line, the sweep on\n"
 		"stderr. --dry-run prints each job's name and values and sends nothing.", cmd_submit },
 	{ "jobs", "jobs [--state S] [--owner NAME] [--kind image|video] [--label K=V,K=V] [--pool NAME] [--limit N]",
 		"Lists jobs, newest first: --state queued|scheduled|running|succeeded|failed|cancelled; --owner:\n"
@@ -282,6 +283,10 @@ int cli_call(struct cli *c, const char *method, const char *path, const json_t *
 		return rc;
 	}
 	c->busy_said = cli_status_transient(status);
+	if (rc != CLI_OK && c->quiet_unsupported && (status == 404 || status == 405 || status == 413)) {
+		json_decref(a);
+		return rc;
+	}
 	if (rc != CLI_OK) {
 		const char *code = json_string_value(json_object_get(a, "error"));
 		const char *msg = json_string_value(json_object_get(a, "message"));

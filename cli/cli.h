@@ -30,6 +30,8 @@ struct cli {
 	int unreachable_said;   /* "cannot reach" printed since the last answer (watch retries quietly) */
 	long last_status;       /* the HTTP status of the last call, 0 when nothing answered */
 	int busy_said;          /* a 503 printed since the last other answer (the same wait, said once) */
+	int quiet_unsupported;  /* cli_call prints nothing for 404, 405 and 413 (a route an older rungd
+				 * lacks, a body it takes only in parts: the caller falls back) */
 };
 
 /* The options every command accepts, to put at the start of a command's option table. */

@@ -172,6 +172,76 @@ static void submit_warnings(struct cli *c, const json_t *job, json_t **warned)
 	}
 }
 
+/* Prints the id of the job that runs after the n jobs above (not with --json) and, on stderr, what it
+ * waits for (when: its after_when). */
+static void then_said(struct cli *c, const json_t *job, size_t n, const char *when)
+{
+	char *id = table_cell(json_object_get(job, "id"));
+
+	if (!c->json)
+		fprintf(c->out, "%s\n", id);
+	fprintf(c->err, "rungctl submit: job %s runs after the %zu job%s above once %s %s\n", id, n, n == 1 ? "" : "s",
+		n == 1 ? "it" : "they",
+		!strcmp(when, "ended")	  ? (n == 1 ? "has ended" : "have all ended")
+		: !strcmp(when, "failed") ? (n == 1 ? "has failed or was cancelled" : "have all failed or were cancelled")
+					  : (n == 1 ? "has succeeded" : "have all succeeded"));
+	free(id);
+}
+
+/* A sweep, or jobs and the one --then runs after them, as one batch: POST /v1/jobs/batch, stored all or
+ * none (one Idempotency-Key, idem, for the whole batch). bodies: the jobs' submits; then_config (NULL:
+ * none) runs after all of them once when says, with o's labels and pool. On success appends their JOBs
+ * to jobs, sets *then_job (new) and prints their ids and warnings as the one-by-one path does. *old:
+ * rungd answered 404, 405 or 413 (a release before batches, or a batch over its body limit): nothing
+ * was stored and the caller sends them one by one. Returns cli_call's code. */
+static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_config, const char *when,
+			const struct cmd_submit_opts *o, const char *idem, json_t *jobs, json_t **then_job,
+			json_t **warned, bool *old)
+{
+	json_t *list = json_copy((json_t *)bodies), *doc, *ans = NULL, *v;
+	size_t n = json_array_size(bodies), i;
+	int rc;
+
+	*old = false;
+	if (then_config) {
+		struct cmd_submit_opts to = { .labels = o->labels, .pool = o->pool, .after_when = when };
+		json_t *b = cmd_submit_body(then_config, &to), *items = json_array();
+		for (i = 0; i < n; i++)
+			json_array_append_new(items, json_integer((json_int_t)i));
+		json_object_set_new(b, "after_items", items);
+		json_array_append_new(list, b);
+	}
+	doc = json_pack("{s:o}", "jobs", list);
+	c->quiet_unsupported = 1;
+	rc = cli_call(c, "POST", "/v1/jobs/batch", doc, idem, &ans);
+	c->quiet_unsupported = 0;
+	if (rc != CLI_OK) {
+		*old = c->last_status == 404 || c->last_status == 405 || c->last_status == 413;
+		if (!*old)
+			fprintf(c->err, "rungctl submit: nothing was submitted (the %zu jobs are one batch, stored all or none)\n",
+				json_array_size(list));
+		goto out;
+	}
+	json_array_foreach(json_object_get(ans, "jobs"), i, v) {
+		if (i == n) {
+			*then_job = json_incref(v);
+			then_said(c, v, n, when);
+			break;
+		}
+		if (!c->json) {
+			char *id = table_cell(json_object_get(v, "id"));
+			fprintf(c->out, "%s\n", id);
+			free(id);
+		}
+		submit_warnings(c, v, warned);
+		json_array_append(jobs, v);
+	}
+out:
+	json_decref(ans);
+	json_decref(doc);
+	return rc;
+}
+
 /* submit --then FILE: the job (config, FILE's) that runs after every job just submitted (jobs: their
  * JOBs), with after_when when (migration 036), the submit's labels (a sweep's label too, so that `jobs
  * --label sweep=ID` and `cancel --label` take it with them) and pool; under IDEM-then when the submit
@@ -192,15 +262,7 @@ static int submit_then(struct cli *c, const char *file, const json_t *config, co
 	body = cmd_submit_body(config, &to);
 	rc = cli_call(c, "POST", "/v1/jobs", body, key, job);
 	if (rc == CLI_OK) {
-		char *id = table_cell(json_object_get(*job, "id"));
-		if (!c->json)
-			fprintf(c->out, "%s\n", id);
-		fprintf(c->err, "rungctl submit: job %s runs after the %zu job%s above once %s %s\n", id, i, i == 1 ? "" : "s",
-			i == 1 ? "it" : "they",
-			!strcmp(when, "ended")	  ? (i == 1 ? "has ended" : "have all ended")
-			: !strcmp(when, "failed") ? (i == 1 ? "has failed or was cancelled" : "have all failed or were cancelled")
-						  : (i == 1 ? "has succeeded" : "have all succeeded"));
-		free(id);
+		then_said(c, *job, i, when);
 	} else {
 		fprintf(c->err, "rungctl submit: --then %s: not submitted; the jobs above were\n", file);
 	}
@@ -218,7 +280,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, i;
 	int dry_run = 0;
 	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
-	bool past;
+	bool past, batched = false, old_server = false;
 	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL, *after_ids = NULL;
 	json_t *then_config = NULL, *then_job = NULL;
 	struct sweep *sw = NULL;
@@ -348,7 +410,15 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	}
 	jobs = json_array();
 	warned = json_object();
-	for (i = 0; i < n; i++) {
+	if (n > 1 || then) { /* a sweep, or jobs and the one after them: one batch, all or none */
+		rc = submit_batch(c, bodies, then ? then_config : NULL, then_when ? then_when : "ended", &o, idem, jobs,
+				  &then_job, &warned, &old_server);
+		if (!old_server) {
+			batched = true;
+			i = rc == CLI_OK ? n : 0;
+		}
+	}
+	for (i = batched ? i : 0; !batched && i < n; i++) {
 		json_t *job = NULL;
 		char *key = idem && label ? xasprintf("%s-%zu", idem, i + 1) : (idem ? xstrdup(idem) : NULL);
 		rc = cli_call(c, "POST", "/v1/jobs", json_array_get(bodies, i), key, &job);
@@ -366,9 +436,11 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		submit_warnings(c, job, &warned);
 		json_array_append_new(jobs, job);
 	}
-	if (then && rc == CLI_OK) /* the job that runs after them all: a sweep's comparison, a report */
+	if (then && rc == CLI_OK && !batched) /* the job that runs after them all: a sweep's comparison, a report */
 		rc = submit_then(c, then, then_config, jobs, then_when ? then_when : "ended", &o, idem, &then_job);
-	if (label && rc != CLI_OK && i < n)
+	if (label && rc != CLI_OK && batched)
+		fprintf(c->err, "rungctl submit: sweep %s: not submitted\n", label);
+	else if (label && rc != CLI_OK && i < n)
 		fprintf(c->err, "rungctl submit: sweep %s: %zu of %zu jobs submitted; %s\n", label, i, n,
 			idem ? "run the same command again to submit the rest (the Idempotency-Keys make the "
 			       "submitted ones repeats)"

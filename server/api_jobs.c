@@ -626,35 +626,36 @@ static char *submit_item_text(const json_t *item, const json_t *body, const char
 	return text;
 }
 
-/* Answers 403 naming pool: the job's owner may not use the pool it asked for (migration 027); doc is
- * the statement's {"pool", "pools": [the token's pools]} (rung_submit_pool_refusal; borrowed). */
-static void pool_refused(struct hreq *h, const json_t *doc)
+/* Answers 403 naming field (the submit's pool): the job's owner may not use the pool it asked for
+ * (migration 027); doc is the statement's {"pool", "pools": [the token's pools]}
+ * (rung_submit_pool_refusal; borrowed). */
+static void pool_refused(struct hreq *h, const json_t *doc, const char *field)
 {
 	const char *pool = json_string_value(json_object_get(doc, "pool"));
 	char *list = pool_list_join(json_object_get(doc, "pools"), ", ", "none");
 
-	hreq_error(h, 403, "forbidden", "pool", "the job's owner may not use pool %s; its token's pools: %s (an admin "
+	hreq_error(h, 403, "forbidden", field, "the job's owner may not use pool %s; its token's pools: %s (an admin "
 		   "sets them: POST /v1/tokens/{id}/pools)", pool ? pool : "?", list);
 	free(list);
 }
 
-/* Answers 409 naming after: job ID, which the job was to run after only if it failed, has succeeded:
- * the job would never start; nothing was stored (migration 036: "after_never"). */
-static void after_never(struct hreq *h, long long id)
+/* Answers 409 naming field (the submit's after): job ID, which the job was to run after only if it
+ * failed, has succeeded: the job would never start; nothing was stored (migration 036: "after_never"). */
+static void after_never(struct hreq *h, long long id, const char *field)
 {
-	hreq_error(h, 409, "after_never", "after", "after names job %lld, which succeeded: with after_when failed this job "
+	hreq_error(h, 409, "after_never", field, "after names job %lld, which succeeded: with after_when failed this job "
 		   "runs only if the jobs it runs after fail or are cancelled, so it would never start", id);
 }
 
-/* Answers 400 naming after: job ID, which the submit runs after, does not exist, or (for a submitter)
- * is not its own; nothing was stored (rung_submit_batch's "after_unknown"). */
-static void after_unknown(struct hreq *h, long long id)
+/* Answers 400 naming field (the submit's after): job ID, which the submit runs after, does not exist,
+ * or (for a submitter) is not its own; nothing was stored (rung_submit_batch's "after_unknown"). */
+static void after_unknown(struct hreq *h, long long id, const char *field)
 {
 	if (h->who.role == AUTH_SUBMITTER)
-		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which is not a job of yours "
+		hreq_error(h, 400, "invalid_request", field, "after names job %lld, which is not a job of yours "
 			   "(a job runs only after jobs its own owner submitted)", id);
 	else
-		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which does not exist", id);
+		hreq_error(h, 400, "invalid_request", field, "after names job %lld, which does not exist", id);
 }
 
 static void submits_done(void **items, int n, PGresult *res, const char *err, void *arg)
@@ -672,16 +673,16 @@ static void submits_done(void **items, int n, PGresult *res, const char *err, vo
 			hreq_error(s->h, 500, "internal", NULL, "submit returned nothing");
 		else if (!strcmp(PQgetvalue(res, row[i], 1), "pool_refused")) {
 			json_t *refusal = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
-			pool_refused(s->h, refusal);
+			pool_refused(s->h, refusal, "pool");
 			json_decref(refusal);
 		} else if (!strcmp(PQgetvalue(res, row[i], 1), "after_unknown") ||
 			   !strcmp(PQgetvalue(res, row[i], 1), "after_never")) {
 			json_t *doc = json_loads(PQgetvalue(res, row[i], 3), 0, NULL);
 			long long id = (long long)json_integer_value(json_object_get(doc, "after"));
 			if (!strcmp(PQgetvalue(res, row[i], 1), "after_never"))
-				after_never(s->h, id);
+				after_never(s->h, id, "after");
 			else
-				after_unknown(s->h, id);
+				after_unknown(s->h, id, "after");
 			json_decref(doc);
 		} else {
 			/* JOB = the lean JOB with the configs spliced in as text (sql/submit_batch.sql) */
@@ -753,16 +754,45 @@ static void submit_reply(struct hreq *h, const char *status, long long id, const
 
 /* Whether the caller may give a job PRIORITY. With rungd --preempt-priority, a priority at that bound
  * or below is urgent: it stops running jobs of its pool (44_preempt.sql), so a submitter token may not
- * give one (support and admin may). Else answers 403 naming "priority" and returns false. */
-static bool urgent_allowed(struct hreq *h, long long priority)
+ * give one (support and admin may). Else answers 403 naming field (the priority's) and returns false. */
+static bool urgent_allowed(struct hreq *h, long long priority, const char *field)
 {
 	if (!h->app->has_preempt_priority || priority > h->app->preempt_priority || h->who.role != AUTH_SUBMITTER)
 		return true;
-	hreq_error(h, 403, "forbidden", "priority",
+	hreq_error(h, 403, "forbidden", field,
 		   "priority %lld is urgent (%d or below, rungd --preempt-priority): such a job stops running jobs of its "
 		   "pool, so only a support or admin token may give it; use a priority above %d, or ask support to set it",
 		   priority, h->app->preempt_priority, h->app->preempt_priority);
 	return false;
+}
+
+/* The statement's item for a submit whose envelope body (borrowed) was checked: name, owner (the
+ * caller), kind, priority, recovery (borrowed), key (the owner-scoped Idempotency-Key or NULL), the
+ * start time and the jobs it runs after. A new object, or NULL when out of memory. */
+static json_t *submit_item_json(const struct hreq *h, const json_t *body, const char *name, int priority,
+				json_t *recovery, int64_t run_after_ms, long long start_in_s, const char *key)
+{
+	json_t *item = json_pack("{s:s, s:s, s:s, s:i, s:O, s:s?}", "name", name, "owner", h->who.name, "kind",
+				 atconfig_kind(json_object_get(body, "config")), "priority", priority, "recovery", recovery,
+				 "key", key);
+
+	if (!item)
+		return NULL;
+	/* the start time, read from the body (whose text, hashed for the Idempotency-Key, carries it):
+	 * the statement turns it into run_after by the database's clock (rung_submit_run_after) */
+	if (run_after_ms >= 0)
+		json_object_set_new(item, "run_after_ms", json_integer(run_after_ms));
+	else if (start_in_s > 0)
+		json_object_set_new(item, "start_in_s", json_integer(start_in_s));
+	/* the jobs it runs after (migration 033): a submitter's must be its own, staff's any */
+	if (json_is_array(json_object_get(body, "after")))
+		json_object_set(item, "after", json_object_get(body, "after"));
+	if (json_is_array(json_object_get(body, "after")) || json_is_array(json_object_get(body, "after_items"))) {
+		json_object_set_new(item, "after_any", json_boolean(h->who.role != AUTH_SUBMITTER));
+		if (json_is_string(json_object_get(body, "after_when")))
+			json_object_set(item, "after_when", json_object_get(body, "after_when"));
+	}
+	return item;
 }
 
 void api_jobs_submit(struct hreq *h)
@@ -785,7 +815,7 @@ void api_jobs_submit(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", field, "%s", message);
 		goto out;
 	}
-	if (!urgent_allowed(h, priority))
+	if (!urgent_allowed(h, priority, "priority"))
 		goto out;
 	key = hreq_header(h, "Idempotency-Key");
 	if (key && (strlen(key) == 0 || strlen(key) > IDEM_KEY_MAX_LEN)) {
@@ -806,21 +836,7 @@ void api_jobs_submit(struct hreq *h)
 		const char *sent = as_sent ? hreq_body_text(h, &sent_len) : NULL;
 
 		si->h = h;
-		si->item = json_pack("{s:s, s:s, s:s, s:i, s:O, s:s?}", "name", name, "owner", h->who.name, "kind",
-				     atconfig_kind(config), "priority", priority, "recovery", recovery, "key", owner_key);
-		/* the start time, read from the body (whose text, hashed for the Idempotency-Key, carries it):
-		 * the statement turns it into run_after by the database's clock (rung_submit_run_after) */
-		if (si->item && run_after_ms >= 0)
-			json_object_set_new(si->item, "run_after_ms", json_integer(run_after_ms));
-		else if (si->item && start_in_s > 0)
-			json_object_set_new(si->item, "start_in_s", json_integer(start_in_s));
-		/* the jobs it runs after (migration 033): a submitter's must be its own, staff's any */
-		if (si->item && json_is_array(json_object_get(body, "after"))) {
-			json_object_set(si->item, "after", json_object_get(body, "after"));
-			json_object_set_new(si->item, "after_any", json_boolean(h->who.role != AUTH_SUBMITTER));
-			if (json_is_string(json_object_get(body, "after_when")))
-				json_object_set(si->item, "after_when", json_object_get(body, "after_when"));
-		}
+		si->item = submit_item_json(h, body, name, priority, recovery, run_after_ms, start_in_s, owner_key);
 		/* the job's config is body.config: sent once, inside the body */
 		si->text = si->item ? submit_item_text(si->item, body, sent, sent_len) : NULL;
 		if (!si->text) {
@@ -836,6 +852,268 @@ out:
 	free(message);
 	free(owner_key);
 	json_decref(recovery);
+	json_decref(body);
+}
+
+/* ---- a batch of jobs submitted all or none: POST /v1/jobs/batch ----
+ * The batch is one statement of its own (rung_submit_group: one block, rolled back whole at the first
+ * refusal), not coalesced with other requests' submits, so that its refusal stores nothing of it and
+ * touches no one else's. */
+struct group_submit {
+	struct hreq *h;
+	char *text;	/* the statement's item: {"jobs": [ITEM, ...]} */
+	size_t n;	/* jobs in the batch */
+};
+
+/* Answers 400 naming jobs[k].field with message (a heap string, freed here). */
+static void group_refuse(struct hreq *h, size_t k, const char *field, char *message)
+{
+	char *f = xasprintf("jobs[%zu]%s%s", k, field ? "." : "", field ? field : "");
+
+	hreq_error(h, 400, "invalid_request", f, "jobs[%zu]: %s", k, message ? message : "invalid");
+	free(f);
+	free(message);
+}
+
+/* Checks after_items, the earlier jobs of the batch job k runs after: absent or null, or 1 to AFTER_MAX
+ * indexes from 0 to k - 1 (so that a batch holds no cycle), at most AFTER_MAX with after. Returns 0,
+ * or -1 with *field (static) and *message (heap). */
+static int check_after_items(const json_t *items, const json_t *after, size_t k, const char **field, char **message)
+{
+	size_t i;
+	json_t *v;
+
+	*field = "after_items";
+	if (!items || json_is_null(items))
+		return 0;
+	if (!json_is_array(items) || json_array_size(items) == 0 || json_array_size(items) + json_array_size(after) > AFTER_MAX) {
+		*message = xasprintf("after_items must be a list of 1 to %d indexes of earlier jobs of this batch (with after, at "
+				     "most %d jobs in all)", AFTER_MAX, AFTER_MAX);
+		return -1;
+	}
+	json_array_foreach(items, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 || (size_t)json_integer_value(v) >= k) {
+			*message = k ? xasprintf("after_items[%zu] must be the index of an earlier job of this batch (0 to %zu)", i,
+						 k - 1)
+				     : xasprintf("after_items[%zu]: the first job of a batch has no earlier job to run after", i);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Job k of a batch: env, its envelope, checked as POST /v1/jobs checks one, with "after_items" beside
+ * "after" (and "after_when" for either). key: its owner-scoped Idempotency-Key or NULL. Returns the
+ * statement's item (new, with "after_items" and "body"), or NULL once h is answered (400/403 naming
+ * jobs[k].FIELD, 500). */
+static json_t *group_item(struct hreq *h, json_t *env, size_t k, const char *key)
+{
+	json_t *chk = NULL, *recovery = NULL, *item = NULL, *items, *when;
+	const char *name = NULL, *afield = NULL;
+	char *field = NULL, *message = NULL, *pf;
+	int priority;
+	int64_t run_after_ms;
+	long long start_in_s;
+
+	if (!json_is_object(env)) {
+		group_refuse(h, k, NULL, xstrdup("each job of a batch is a submit's envelope: an object with config and "
+						 "the fields POST /v1/jobs takes"));
+		return NULL;
+	}
+	chk = json_copy(env);
+	items = json_object_get(env, "after_items");
+	json_object_del(chk, "after_items");
+	if (check_after_items(items, json_object_get(env, "after"), k, &afield, &message) < 0) {
+		group_refuse(h, k, afield, message);
+		goto out;
+	}
+	when = json_object_get(env, "after_when");
+	if (json_is_array(items) && !json_is_array(json_object_get(env, "after")) && when && !json_is_null(when)) {
+		/* after_when with only after_items: checked here, as after's company */
+		if (!after_when_ok(json_string_value(when))) {
+			group_refuse(h, k, "after_when", xstrdup("after_when must be " AFTER_WHEN_RULE));
+			goto out;
+		}
+		json_object_del(chk, "after_when");
+	}
+	if (api_jobs_check_submit(chk, &recovery, &name, &priority, &field, &message) < 0 ||
+	    check_start(chk, &run_after_ms, &start_in_s, &field, &message) < 0) {
+		group_refuse(h, k, field, message);
+		goto out;
+	}
+	pf = xasprintf("jobs[%zu].priority", k);
+	if (!urgent_allowed(h, priority, pf)) {
+		free(pf);
+		goto out;
+	}
+	free(pf);
+	if (!name)
+		name = json_string_value(json_object_get(json_object_get(json_object_get(env, "config"), "config"), "name"));
+	item = submit_item_json(h, env, name ? name : "", priority, recovery, run_after_ms, start_in_s, key);
+	if (!item) {
+		hreq_error(h, 500, "internal", NULL, "the batch could not be encoded");
+		goto out;
+	}
+	if (json_is_array(items))
+		json_object_set(item, "after_items", items);
+	json_object_set(item, "body", env);
+out:
+	free(field);
+	json_decref(recovery);
+	json_decref(chk);
+	return item;
+}
+
+/* Answers a batch from rung_submit_group's rows: one refusal (nothing stored), or one row per job. */
+static void group_answer(struct group_submit *g, PGresult *res)
+{
+	struct hreq *h = g->h;
+	int rows = PQntuples(res);
+	const char *status = rows > 0 ? PQgetvalue(res, 0, 1) : "";
+	long long k = rows > 0 ? atoll(PQgetvalue(res, 0, 0)) : 0, id = rows > 0 ? atoll(PQgetvalue(res, 0, 2)) : 0;
+	json_t *doc = rows > 0 ? json_loads(PQgetvalue(res, 0, 3), 0, NULL) : NULL;
+	char *f = NULL;
+	struct evbuffer *out = NULL;
+
+	if (!strcmp(status, "pool_refused")) {
+		f = xasprintf("jobs[%lld].pool", k);
+		pool_refused(h, doc, f);
+	} else if (!strcmp(status, "after_unknown") || !strcmp(status, "after_never")) {
+		f = xasprintf("jobs[%lld].after", k);
+		if (!strcmp(status, "after_never"))
+			after_never(h, (long long)json_integer_value(json_object_get(doc, "after")), f);
+		else
+			after_unknown(h, (long long)json_integer_value(json_object_get(doc, "after")), f);
+	} else if (!strcmp(status, "conflict")) {
+		hreq_error(h, 409, "idempotency_conflict", NULL,
+			   "Idempotency-Key was used for a batch with a different request (its job %lld is jobs[%lld]); "
+			   "nothing was stored", id, k);
+	} else if ((size_t)rows != g->n || (strcmp(status, "created") && strcmp(status, "existing"))) {
+		hreq_error(h, 500, "internal", NULL, "the batch's submit returned %d rows for %zu jobs", rows, g->n);
+	} else {
+		out = evbuffer_new();
+		evbuffer_add_printf(out, "{\"jobs\": [");
+		for (int r = 0; r < rows; r++) {
+			const char *target = PQgetvalue(res, r, 4);
+			const char *current = PQgetisnull(res, r, 5) ? target : PQgetvalue(res, r, 5);
+			char *job = util_json_append(PQgetvalue(res, r, 3), "\"target_config\": ", target,
+						     ", \"current_config\": ", current, NULL);
+			if (!job) {
+				hreq_error(h, 500, "internal", NULL, "the batch's submit returned a malformed job");
+				goto out;
+			}
+			evbuffer_add_printf(out, "%s%s", r ? ", " : "", job);
+			free(job);
+		}
+		evbuffer_add(out, "]}", 3); /* with its NUL: pulled up as one string */
+		if (!strcmp(status, "created")) {
+			log_info("jobs submitted", "jobs=%d first_job=%lld last_job=%lld", rows, id,
+				 atoll(PQgetvalue(res, rows - 1, 2)));
+			lease_announce(h->app->lease);
+		} else {
+			log_info("job batch repeated", "jobs=%d first_job=%lld", rows, id);
+		}
+		hreq_reply_text(h, strcmp(status, "created") ? 200 : 201,
+				(const char *)evbuffer_pullup(out, -1));
+	}
+out:
+	if (out)
+		evbuffer_free(out);
+	free(f);
+	json_decref(doc);
+}
+
+static void groups_done(void **items, int n, PGresult *res, const char *err, void *arg)
+{
+	const char *value;
+
+	(void)arg;
+	for (int i = 0; i < n; i++) {
+		struct group_submit *g = items[i];
+		if (!res || PQresultStatus(res) != PGRES_TUPLES_OK)
+			hreq_db_value(g->h, res, err, &value); /* answers 503 or 500 */
+		else
+			group_answer(g, res);
+		free(g->text);
+		free(g);
+	}
+}
+
+static const char *group_text(void *item)
+{
+	return ((struct group_submit *)item)->text;
+}
+
+static const struct batch_ops group_ops = { sql_submit_group, NULL, groups_done, NULL, group_text };
+
+/* The process's batch submitter: one batch per statement, made on first use for the app's pool. */
+static struct batch *group_batch(struct app *app)
+{
+	static struct batch *b;
+	static struct db *db;
+
+	if (db != app->db) {
+		db = app->db;
+		b = batch_new(app->base, app->db, &group_ops, app, 1, SUBMIT_INFLIGHT, NULL);
+	}
+	return b;
+}
+
+void api_jobs_submit_batch(struct hreq *h)
+{
+	json_t *body = NULL, *jobs, *items = NULL, *doc = NULL, *v;
+	const char *key, *name;
+	char *owner_key = NULL;
+	struct group_submit *g;
+	size_t i;
+
+	if (!auth_submit_allowed(h))
+		return;
+	if (hreq_body(h, &body) < 0)
+		return;
+	json_object_foreach(body, name, v) {
+		if (strcmp(name, "jobs")) {
+			hreq_error(h, 400, "invalid_request", name, "unknown field \"%s\" (a batch is {\"jobs\": [...]})", name);
+			goto out;
+		}
+	}
+	jobs = json_object_get(body, "jobs");
+	if (!json_is_array(jobs) || json_array_size(jobs) == 0 || json_array_size(jobs) > API_JOBS_BATCH_MAX) {
+		hreq_error(h, 400, "invalid_request", "jobs", "jobs must be a list of 1 to %d jobs, each as POST /v1/jobs "
+			   "takes its envelope ({\"config\": ..., \"name\"?, ...})", API_JOBS_BATCH_MAX);
+		goto out;
+	}
+	key = hreq_header(h, "Idempotency-Key");
+	if (key && (strlen(key) == 0 || strlen(key) > IDEM_KEY_MAX_LEN)) {
+		hreq_error(h, 400, "invalid_request", NULL, "Idempotency-Key must be 1 to %d bytes", IDEM_KEY_MAX_LEN);
+		goto out;
+	}
+	/* the batch's key stands for all its jobs: job k is stored under it and #k, per owner */
+	owner_key = key ? xasprintf("%s/%s", h->who.name, key) : NULL;
+	items = json_array();
+	json_array_foreach(jobs, i, v) {
+		char *ikey = owner_key ? xasprintf("%s#%zu", owner_key, i) : NULL;
+		json_t *item = group_item(h, v, i, ikey);
+		free(ikey);
+		if (!item)
+			goto out; /* answered */
+		json_array_append_new(items, item);
+	}
+	doc = json_pack("{s:O}", "jobs", items);
+	g = xcalloc(1, sizeof *g);
+	g->h = h;
+	g->n = json_array_size(items);
+	g->text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	if (!g->text) {
+		free(g);
+		hreq_error(h, 500, "internal", NULL, "the batch could not be encoded");
+		goto out;
+	}
+	batch_add(group_batch(h->app), g, -1);
+out:
+	free(owner_key);
+	json_decref(doc);
+	json_decref(items);
 	json_decref(body);
 }
 
@@ -1052,7 +1330,7 @@ static void job_change_answer(struct hreq *h, PGresult *res, const char *err, co
 	status = json_string_value(json_object_get(doc, "status"));
 	state = json_string_value(json_object_get(json_object_get(doc, "job"), "state"));
 	if (status && !strcmp(status, "pool_refused")) {
-		pool_refused(h, doc);
+		pool_refused(h, doc, "pool");
 	} else if (status && !strcmp(status, "unavailable")) { /* rung_stops_ready: a requeue, see 44_preempt.sql */
 		hreq_error(h, 503, "unavailable", NULL,
 			   "a rungd of a release before this one put its function files back: a stop cannot be asked for "
@@ -1141,7 +1419,7 @@ void api_jobs_priority(struct hreq *h)
 			   PRIORITY_MIN, PRIORITY_MAX);
 		goto out;
 	}
-	if (!urgent_allowed(h, (long long)json_integer_value(v)))
+	if (!urgent_allowed(h, (long long)json_integer_value(v), "priority"))
 		goto out;
 	snprintf(prio, sizeof prio, "%lld", (long long)json_integer_value(v));
 	{
@@ -1192,9 +1470,9 @@ static void on_after_set(PGresult *res, const char *err, void *arg)
 	doc = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
 	status = json_string_value(json_object_get(doc, "status"));
 	if (status && !strcmp(status, "after_unknown"))
-		after_unknown(h, (long long)json_integer_value(json_object_get(doc, "after")));
+		after_unknown(h, (long long)json_integer_value(json_object_get(doc, "after")), "after");
 	else if (status && !strcmp(status, "after_never"))
-		after_never(h, (long long)json_integer_value(json_object_get(doc, "after")));
+		after_never(h, (long long)json_integer_value(json_object_get(doc, "after")), "after");
 	else if (status && !strcmp(status, "cycle"))
 		hreq_error(h, 400, "invalid_request", "after", "after names job %lld, which waits for job %s itself (directly "
 			   "or through others): both would wait forever", (long long)json_integer_value(json_object_get(doc, "after")),

@@ -15,6 +15,13 @@ struct auth_who;
 
 /* Each handler answers h exactly once (possibly later, from a database callback). */
 void api_jobs_submit(struct hreq *h);
+/* POST /v1/jobs/batch {"jobs": [ENVELOPE, ...]}: 1 to API_JOBS_BATCH_MAX jobs, each as POST /v1/jobs
+ * takes its envelope, plus "after_items" (indexes of earlier jobs of the batch it runs after), stored
+ * all or none in one statement (rung_submit_group). 201 {"jobs": [JOB, ...]} in order; 200 the same
+ * for a repeated Idempotency-Key (one key for the batch); else the first refusal, naming jobs[K].FIELD,
+ * and nothing is stored. One submit against the token's rate. */
+void api_jobs_submit_batch(struct hreq *h);
+#define API_JOBS_BATCH_MAX 500
 void api_jobs_get(struct hreq *h);
 void api_jobs_list(struct hreq *h);
 void api_jobs_attempts(struct hreq *h);

@@ -30,6 +30,7 @@ static const struct http_route routes[] = {
 	{ "POST", "/v1/jobs", api_jobs_submit, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/jobs", api_jobs_list, AUTH_READERS, AUTH_SCOPE_NONE },
 	{ "POST", "/v1/jobs/cancel", api_jobs_cancel_matching, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
+	{ "POST", "/v1/jobs/batch", api_jobs_submit_batch, AUTH_SUBMITTER | AUTH_ADMIN, AUTH_SCOPE_NONE },
 	{ "GET", "/v1/jobs/{}", api_jobs_get, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/attempts", api_jobs_attempts, AUTH_READERS, AUTH_SCOPE_JOB },
 	{ "GET", "/v1/jobs/{}/events", api_jobs_events, AUTH_READERS, AUTH_SCOPE_JOB },
