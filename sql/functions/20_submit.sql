@@ -213,13 +213,14 @@ END $$;
 -- A batch of jobs submitted together, all or none (POST /v1/jobs/batch). $1 is the coalescer's
 -- array of one item, [{"i": 0, "jobs": [ITEM, ...]}], each ITEM as rung_submit_batch takes it, plus
 -- "after_items": indexes of earlier jobs of the batch that it runs after (rungd checked that each
--- is earlier, so a batch holds no cycle), turned here into their ids and added to its "after". The
--- jobs are submitted in order through rung_submit_batch, inside one block: the first refusal
--- (pool_refused, after_unknown, after_never, or an Idempotency-Key conflict) rolls back every job
--- of the batch and is the only row, with i = the index of the job refused. A repeat of the batch's
--- key answers every job 'existing'; some existing and some created means the key was used for
--- another batch: 'conflict', naming the first existing job, and nothing is stored. Otherwise one
--- row per job, in order.
+-- is earlier, so a batch holds no cycle), turned here into their ids and added to its "after". A
+-- batch without after_items is one call of rung_submit_batch (set-wise when no job has a key or
+-- after); one with them goes job by job, in order, so that each knows the ids before it. Either
+-- runs inside one block: the first refusal (pool_refused, after_unknown, after_never, or an
+-- Idempotency-Key conflict) rolls back every job of the batch and is the only row, with i = the
+-- index of the job refused. A repeat of the batch's key answers every job 'existing'; some existing
+-- and some created means the key was used for another batch: 'conflict', naming the first existing
+-- job, and nothing is stored. Otherwise one row per job, in order.
 CREATE OR REPLACE FUNCTION rung_submit_group(p jsonb)
 RETURNS TABLE (i int, status text, job_id bigint, job jsonb, target text, current text) LANGUAGE plpgsql AS $$
 DECLARE
@@ -237,23 +238,38 @@ DECLARE
   bad_job jsonb;
 BEGIN
   BEGIN
-    FOR e IN SELECT x FROM jsonb_array_elements(p->0->'jobs') x LOOP
-      IF jsonb_typeof(e->'after_items') = 'array' THEN
-        e := jsonb_set(e, '{after}', coalesce(e->'after', '[]'::jsonb)
-                                     || (SELECT jsonb_agg(a_id[x.v::int + 1]) FROM jsonb_array_elements_text(e->'after_items') x(v)));
-      END IF;
-      SELECT * INTO r FROM rung_submit_batch(jsonb_build_array((e - 'after_items') || jsonb_build_object('i', k))) b;
-      IF r.status IS DISTINCT FROM 'created' AND r.status IS DISTINCT FROM 'existing' THEN
-        bad_i := k; bad_status := r.status; bad_id := r.job_id; bad_job := r.job;
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p->0->'jobs') x WHERE x ? 'after_items') THEN
+      SELECT coalesce(array_agg(b.status ORDER BY b.i), '{}'), coalesce(array_agg(b.job_id ORDER BY b.i), '{}'),
+             coalesce(array_agg(b.job ORDER BY b.i), '{}'), coalesce(array_agg(b.target ORDER BY b.i), '{}'),
+             coalesce(array_agg(b.current ORDER BY b.i), '{}')
+        INTO a_status, a_id, a_job, a_target, a_current
+        FROM rung_submit_batch((SELECT jsonb_agg(x || jsonb_build_object('i', o - 1) ORDER BY o)
+                                  FROM jsonb_array_elements(p->0->'jobs') WITH ORDINALITY t(x, o))) b;
+      SELECT min(o)::int - 1 INTO bad_i
+        FROM unnest(a_status) WITH ORDINALITY u(s, o) WHERE s <> 'created' AND s <> 'existing';
+      IF bad_i IS NOT NULL THEN
+        bad_status := a_status[bad_i + 1]; bad_id := a_id[bad_i + 1]; bad_job := a_job[bad_i + 1];
         RAISE EXCEPTION USING ERRCODE = 'RG001';
       END IF;
-      a_status := a_status || r.status;
-      a_id := a_id || r.job_id;
-      a_job := a_job || r.job;
-      a_target := a_target || r.target;
-      a_current := a_current || r.current;
-      k := k + 1;
-    END LOOP;
+    ELSE
+      FOR e IN SELECT x FROM jsonb_array_elements(p->0->'jobs') x LOOP
+        IF jsonb_typeof(e->'after_items') = 'array' THEN
+          e := jsonb_set(e, '{after}', coalesce(e->'after', '[]'::jsonb)
+                                       || (SELECT jsonb_agg(a_id[x.v::int + 1]) FROM jsonb_array_elements_text(e->'after_items') x(v)));
+        END IF;
+        SELECT * INTO r FROM rung_submit_batch(jsonb_build_array((e - 'after_items') || jsonb_build_object('i', k))) b;
+        IF r.status IS DISTINCT FROM 'created' AND r.status IS DISTINCT FROM 'existing' THEN
+          bad_i := k; bad_status := r.status; bad_id := r.job_id; bad_job := r.job;
+          RAISE EXCEPTION USING ERRCODE = 'RG001';
+        END IF;
+        a_status := a_status || r.status;
+        a_id := a_id || r.job_id;
+        a_job := a_job || r.job;
+        a_target := a_target || r.target;
+        a_current := a_current || r.current;
+        k := k + 1;
+      END LOOP;
+    END IF;
     IF 'created' = ANY (a_status) AND 'existing' = ANY (a_status) THEN
       bad_i := array_position(a_status, 'existing') - 1;
       bad_status := 'conflict';

@@ -306,6 +306,51 @@ static void test_submitter(struct harness *h)
 	     "a submitter's job naming the admin's job: 400 naming jobs[1].after, nothing stored (%ld %s)", st,
 	     h_str(a, "message"));
 	json_decref(a);
+	{
+		/* a plain batch (no key, no after: one set-wise statement) answers its jobs in order; one job
+		 * of a pool the submitter's token may not use refuses it whole */
+		char *ids[3] = { NULL, NULL, NULL };
+		json_t *pools = json_pack("{s:[s]}", "pools", "default");
+		jobs = json_array();
+		for (int k = 0; k < 3; k++) {
+			char name[16];
+			snprintf(name, sizeof name, "plain_%d", k);
+			json_array_append_new(jobs, envelope(name, 5, json_pack("{s:i}", "start_in_s", 3600)));
+		}
+		a = post_batch(h, jobs, NULL, &st);
+		for (size_t k = 0; k < 3; k++)
+			ids[k] = job_id(a, k);
+		h_ok(h, st == 201 && ids[2] &&
+			     !strcmp(h_str(json_array_get(json_object_get(a, "jobs"), 0), "name"), "plain_0") &&
+			     !strcmp(h_str(json_array_get(json_object_get(a, "jobs"), 2), "name"), "plain_2") &&
+			     atoll(ids[0]) < atoll(ids[1]) && atoll(ids[1]) < atoll(ids[2]),
+		     "a plain batch of three: 201, its jobs in order (%ld %s)", st, h_str(a, "message"));
+		json_decref(a);
+		h->auth_token = saved;
+		json_decref(h_postf(h, pools, &st, "/v1/tokens/%lld/pools",
+				    h_sql_int(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL)));
+		h_ok(h, st == 200, "the submitter's token is kept to pool default (%ld)", st);
+		h->auth_token = h->submitter_token;
+		before = jobs_count(h);
+		jobs = json_array();
+		json_array_append_new(jobs, envelope("pool_0", 5, NULL));
+		json_array_append_new(jobs, envelope("pool_1", 5, json_pack("{s:s}", "pool", "h200")));
+		a = post_batch(h, jobs, NULL, &st);
+		h_ok(h, st == 403 && !strcmp(h_str(a, "field"), "jobs[1].pool") && jobs_count(h) == before,
+		     "job 1 of a pool its token may not use: 403 naming jobs[1].pool, job 0 not stored (%ld %s)", st,
+		     h_str(a, "message"));
+		json_decref(a);
+		h->auth_token = saved;
+		json_object_set_new(pools, "pools", json_null());
+		json_decref(h_postf(h, pools, &st, "/v1/tokens/%lld/pools",
+				    h_sql_int(h, "SELECT id FROM tokens WHERE name = 'it-submitter'", 0, NULL)));
+		for (size_t k = 0; k < 3; k++) {
+			if (ids[k])
+				json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", ids[k]));
+			free(ids[k]);
+		}
+		json_decref(pools);
+	}
 	h->auth_token = saved;
 	for (size_t k = 0; id0 && k < 2; k++) /* the submitter's two, ids id0 and the next */
 		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%lld/cancel", atoll(id0) + (long long)k));
