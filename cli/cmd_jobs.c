@@ -188,21 +188,32 @@ static void then_said(struct cli *c, const json_t *job, size_t n, const char *wh
 	free(id);
 }
 
+#define BATCH_TRIES 3 /* a batch with no answer (or a 502/503/504) is sent again under its key */
+
 /* A sweep, or jobs and the one --then runs after them, as one batch: POST /v1/jobs/batch, stored all or
- * none (one Idempotency-Key, idem, for the whole batch). bodies: the jobs' submits; then_config (NULL:
- * none) runs after all of them once when says, with o's labels and pool. On success appends their JOBs
- * to jobs, sets *then_job (new) and prints their ids and warnings as the one-by-one path does. *old:
- * rungd answered 404, 405 or 413 (a release before batches, or a batch over its body limit): nothing
- * was stored and the caller sends them one by one. Returns cli_call's code. */
+ * none under one Idempotency-Key for the whole batch: idem, else one made here, so that a batch that
+ * got no answer (or a 502, 503, 504) is sent again (BATCH_TRIES in all) and answered, never stored
+ * twice. bodies: the jobs' submits; then_config (NULL: none) runs after all of them once when says,
+ * with o's labels and pool. On success appends their JOBs to jobs, sets *then_job (new) and prints
+ * their ids and warnings as the one-by-one path does; on a failure says whether anything may have
+ * been stored. *old: rungd answered 404, 405 or 413 (a release before batches, or a batch over its
+ * body limit): nothing was stored and the caller sends them one by one. label: the sweep's, or NULL.
+ * Returns cli_call's code. */
 static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_config, const char *when,
-			const struct cmd_submit_opts *o, const char *idem, json_t *jobs, json_t **then_job,
-			json_t **warned, bool *old)
+			const struct cmd_submit_opts *o, const char *idem, const char *label, json_t *jobs,
+			json_t **then_job, json_t **warned, bool *old)
 {
 	json_t *list = json_copy((json_t *)bodies), *doc, *ans = NULL, *v;
 	size_t n = json_array_size(bodies), i;
-	int rc;
+	char *made = NULL;
+	int rc, tries = 0;
 
 	*old = false;
+	if (!idem) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		made = xasprintf("rungctl-%lld-%ld-%u", (long long)ts.tv_sec, ts.tv_nsec, (unsigned)getpid());
+	}
 	if (then_config) {
 		struct cmd_submit_opts to = { .labels = o->labels, .pool = o->pool, .after_when = when };
 		json_t *b = cmd_submit_body(then_config, &to), *items = json_array();
@@ -213,13 +224,23 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 	}
 	doc = json_pack("{s:o}", "jobs", list);
 	c->quiet_unsupported = 1;
-	rc = cli_call(c, "POST", "/v1/jobs/batch", doc, idem, &ans);
+	while ((rc = cli_call(c, "POST", "/v1/jobs/batch", doc, idem ? idem : made, &ans)) != CLI_OK && cli_transient(c, rc) &&
+	       ++tries < BATCH_TRIES) {
+		fprintf(c->err, "rungctl submit: the batch got no answer; sending it again under its Idempotency-Key\n");
+		sleep((unsigned)tries);
+	}
 	c->quiet_unsupported = 0;
 	if (rc != CLI_OK) {
 		*old = c->last_status == 404 || c->last_status == 405 || c->last_status == 413;
-		if (!*old)
+		if (!*old && c->last_status >= 400 && c->last_status < 500)
 			fprintf(c->err, "rungctl submit: nothing was submitted (the %zu jobs are one batch, stored all or none)\n",
 				json_array_size(list));
+		else if (!*old && label)
+			fprintf(c->err, "rungctl submit: the batch of %zu jobs may have been stored, or not (it is stored whole or "
+					"not at all): rungctl jobs --label sweep=%s shows which\n", json_array_size(list), label);
+		else if (!*old)
+			fprintf(c->err, "rungctl submit: the batch of %zu jobs may have been stored, or not (it is stored whole or "
+					"not at all): rungctl jobs shows which\n", json_array_size(list));
 		goto out;
 	}
 	json_array_foreach(json_object_get(ans, "jobs"), i, v) {
@@ -237,6 +258,7 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 		json_array_append(jobs, v);
 	}
 out:
+	free(made);
 	json_decref(ans);
 	json_decref(doc);
 	return rc;
@@ -411,8 +433,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	jobs = json_array();
 	warned = json_object();
 	if (n > 1 || then) { /* a sweep, or jobs and the one after them: one batch, all or none */
-		rc = submit_batch(c, bodies, then ? then_config : NULL, then_when ? then_when : "ended", &o, idem, jobs,
-				  &then_job, &warned, &old_server);
+		rc = submit_batch(c, bodies, then ? then_config : NULL, then_when ? then_when : "ended", &o, idem, label,
+				  jobs, &then_job, &warned, &old_server);
 		if (!old_server) {
 			batched = true;
 			i = rc == CLI_OK ? n : 0;

@@ -255,6 +255,8 @@ for sc in $SCENARIOS; do
 		done
 		start_rungd
 		"$BENCH" submit --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list 16,64 "${HOOK[@]}" >>"$RAW" || FAILED=1
+		# batched, as the peers' batch rows: 100 jobs per POST /v1/jobs/batch, 16 at once
+		"$BENCH" submit --url "$(URLARG)" --runs "$RUNS" --seconds "$SECS" --list 16 --batch 100 "${HOOK[@]}" >>"$RAW" || FAILED=1
 		stop_rungd
 		peers_run submit
 		;;

@@ -861,9 +861,11 @@ out:
  * touches no one else's. */
 struct group_submit {
 	struct hreq *h;
-	char *text;	/* the statement's item: {"jobs": [ITEM, ...]} */
+	char *text;	/* the statement's item: {"jobs": [ITEM, ...], "request": the body as sent} */
 	size_t n;	/* jobs in the batch */
 };
+
+#define GROUP_INFLIGHT 2 /* batches in flight at once: one batch of 500 holds a connection ~0.3 s */
 
 /* Answers 400 naming jobs[k].field with message (a heap string, freed here). */
 static void group_refuse(struct hreq *h, size_t k, const char *field, char *message)
@@ -904,8 +906,8 @@ static int check_after_items(const json_t *items, const json_t *after, size_t k,
 
 /* Job k of a batch: env, its envelope, checked as POST /v1/jobs checks one, with "after_items" beside
  * "after" (and "after_when" for either). key: its owner-scoped Idempotency-Key or NULL. Returns the
- * statement's item (new, with "after_items" and "body"), or NULL once h is answered (400/403 naming
- * jobs[k].FIELD, 500). */
+ * statement's item (new, with "after_items"; its body is the request's text, spliced in by the
+ * caller), or NULL once h is answered (400/403 naming jobs[k].FIELD, 500). */
 static json_t *group_item(struct hreq *h, json_t *env, size_t k, const char *key)
 {
 	json_t *chk = NULL, *recovery = NULL, *item = NULL, *items, *when;
@@ -956,7 +958,6 @@ static json_t *group_item(struct hreq *h, json_t *env, size_t k, const char *key
 	}
 	if (json_is_array(items))
 		json_object_set(item, "after_items", items);
-	json_object_set(item, "body", env);
 out:
 	free(field);
 	json_decref(recovery);
@@ -1054,7 +1055,7 @@ static struct batch *group_batch(struct app *app)
 
 	if (db != app->db) {
 		db = app->db;
-		b = batch_new(app->base, app->db, &group_ops, app, 1, SUBMIT_INFLIGHT, NULL);
+		b = batch_new(app->base, app->db, &group_ops, app, 1, GROUP_INFLIGHT, NULL);
 	}
 	return b;
 }
@@ -1062,15 +1063,24 @@ static struct batch *group_batch(struct app *app)
 void api_jobs_submit_batch(struct hreq *h)
 {
 	json_t *body = NULL, *jobs, *items = NULL, *doc = NULL, *v;
-	const char *key, *name;
-	char *owner_key = NULL;
+	const char *key, *name, *sent;
+	char *owner_key = NULL, *meta = NULL, *request = NULL;
+	struct evkeyvalq q;
 	struct group_submit *g;
-	size_t i;
+	size_t i, sent_len = 0;
 
 	if (!auth_submit_allowed(h))
 		return;
 	if (hreq_body(h, &body) < 0)
 		return;
+	TAILQ_INIT(&q);
+	if (h->query && *h->query) { /* a batch's jobs carry their options in their envelopes */
+		const char *first = evhttp_parse_query_str(h->query, &q) == 0 && q.tqh_first ? q.tqh_first->key : NULL;
+		hreq_error(h, 400, "invalid_request", first, "a batch takes no query options: each job's envelope carries "
+			   "its name, priority, pool, recovery and start time");
+		evhttp_clear_headers(&q);
+		goto out;
+	}
 	json_object_foreach(body, name, v) {
 		if (strcmp(name, "jobs")) {
 			hreq_error(h, 400, "invalid_request", name, "unknown field \"%s\" (a batch is {\"jobs\": [...]})", name);
@@ -1088,8 +1098,9 @@ void api_jobs_submit_batch(struct hreq *h)
 		hreq_error(h, 400, "invalid_request", NULL, "Idempotency-Key must be 1 to %d bytes", IDEM_KEY_MAX_LEN);
 		goto out;
 	}
-	/* the batch's key stands for all its jobs: job k is stored under it and #k, per owner */
-	owner_key = key ? xasprintf("%s/%s", h->who.name, key) : NULL;
+	/* the batch's key stands for all its jobs: job k is stored under OWNER#KEY#k, which no submit's
+	 * OWNER/KEY can be ('#' is in no token name) */
+	owner_key = key ? xasprintf("%s#%s", h->who.name, key) : NULL;
 	items = json_array();
 	json_array_foreach(jobs, i, v) {
 		char *ikey = owner_key ? xasprintf("%s#%zu", owner_key, i) : NULL;
@@ -1099,11 +1110,24 @@ void api_jobs_submit_batch(struct hreq *h)
 			goto out; /* answered */
 		json_array_append_new(items, item);
 	}
+	/* the other jobs count against the submit rate too (one was taken above) */
+	auth_submit_charge(h, (double)json_array_size(items) - 1);
+	/* each job's body is its envelope in the request as it was sent (json_loadb accepted it, so
+	 * Postgres' jsonb does): a config's numbers are stored as written, not printed again */
 	doc = json_pack("{s:O}", "jobs", items);
+	meta = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	sent = hreq_body_text(h, &sent_len);
+	if (sent && !memchr(sent, '\0', sent_len)) {
+		request = xmalloc(sent_len + 1);
+		memcpy(request, sent, sent_len);
+		request[sent_len] = '\0';
+	} else {
+		request = json_dumps(body, JSON_COMPACT); /* the body is not NUL-terminated where it lies */
+	}
 	g = xcalloc(1, sizeof *g);
 	g->h = h;
 	g->n = json_array_size(items);
-	g->text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+	g->text = meta && request ? util_json_append(meta, "\"request\": ", request, NULL) : NULL;
 	if (!g->text) {
 		free(g);
 		hreq_error(h, 500, "internal", NULL, "the batch could not be encoded");
@@ -1112,6 +1136,8 @@ void api_jobs_submit_batch(struct hreq *h)
 	batch_add(group_batch(h->app), g, -1);
 out:
 	free(owner_key);
+	free(meta);
+	free(request);
 	json_decref(doc);
 	json_decref(items);
 	json_decref(body);

@@ -19,7 +19,7 @@ void api_jobs_submit(struct hreq *h);
  * takes its envelope, plus "after_items" (indexes of earlier jobs of the batch it runs after), stored
  * all or none in one statement (rung_submit_group). 201 {"jobs": [JOB, ...]} in order; 200 the same
  * for a repeated Idempotency-Key (one key for the batch); else the first refusal, naming jobs[K].FIELD,
- * and nothing is stored. One submit against the token's rate. */
+ * and nothing is stored. Each job counts against the token's submit rate (auth_submit_charge). */
 void api_jobs_submit_batch(struct hreq *h);
 #define API_JOBS_BATCH_MAX 500
 void api_jobs_get(struct hreq *h);

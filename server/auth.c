@@ -233,6 +233,12 @@ bool auth_bucket_take(struct auth_bucket *b, double rate, double burst, int64_t 
 	return false;
 }
 
+void auth_bucket_charge(struct auth_bucket *b, double n)
+{
+	if (n > 0)
+		b->tokens -= n;
+}
+
 int auth_json_depth(const char *buf, size_t len, int cap)
 {
 	int depth = 0, max = 0;
@@ -777,6 +783,14 @@ bool auth_submit_take(struct hreq *h, int64_t *retry_ms)
 
 	*retry_ms = 0;
 	return !e || auth_bucket_take(&e->submit, a->submit_rate, 2.0 * a->submit_rate, util_mono_ms(), retry_ms);
+}
+
+void auth_submit_charge(struct hreq *h, double n)
+{
+	struct auth_entry *e = entry_by_id(h->app->auth, h->who.token_id);
+
+	if (e)
+		auth_bucket_charge(&e->submit, n);
 }
 
 bool auth_submit_allowed(struct hreq *h)

@@ -73,6 +73,9 @@ const char *auth_role_name(enum auth_role r);
 enum auth_role auth_role_parse(const char *s);
 /* Takes one token from b at now_ms; on refusal returns false and sets *retry_ms to the wait. */
 bool auth_bucket_take(struct auth_bucket *b, double rate, double burst, int64_t now_ms, int64_t *retry_ms);
+/* Takes n more tokens from b after a take that was allowed (a batch of n + 1 jobs), down below zero:
+ * the debt is repaid at the bucket's rate before the next take is allowed. */
+void auth_bucket_charge(struct auth_bucket *b, double n);
 /* Maximum nesting depth of arrays/objects in the JSON text (strings skipped); stops counting
  * once past `cap` and returns cap + 1. Works on any bytes (malformed JSON is jansson's business). */
 int auth_json_depth(const char *buf, size_t len, int cap);
@@ -133,6 +136,9 @@ bool auth_submit_allowed(struct hreq *h);
 /* The same bucket without an answer, for callers that answer in their own form (a web page): true
  * when the caller may submit now, else false with *retry_ms until it may; h is untouched. */
 bool auth_submit_take(struct hreq *h, int64_t *retry_ms);
+/* After auth_submit_allowed: counts n more submits against the caller's rate (the other jobs of a
+ * batch), as debt when the bucket holds fewer (auth_bucket_charge). */
+void auth_submit_charge(struct hreq *h, double n);
 /* Counts a parked long-poll of worker_id against its limit (GPUs + 1); on excess answers 429,
  * frees h and returns false. The count is released when h is answered (auth_hreq_release). */
 bool auth_park_enter(struct hreq *h, long long worker_id);

@@ -211,9 +211,15 @@ BEGIN
 END $$;
 
 -- A batch of jobs submitted together, all or none (POST /v1/jobs/batch). $1 is the coalescer's
--- array of one item, [{"i": 0, "jobs": [ITEM, ...]}], each ITEM as rung_submit_batch takes it, plus
--- "after_items": indexes of earlier jobs of the batch that it runs after (rungd checked that each
--- is earlier, so a batch holds no cycle), turned here into their ids and added to its "after". A
+-- array of one item, [{"i": 0, "jobs": [ITEM, ...], "request": {"jobs": [ENVELOPE, ...]}}], each ITEM
+-- as rung_submit_batch takes it without its "body", which is job k's envelope in the request as it
+-- was sent (so a config's 0.1 is stored as 0.1, not as a double printed again), with "_batch": the
+-- md5 of the whole request's jobs, so that each job's request hash (an Idempotency-Key's check)
+-- covers the whole batch: another batch under the same key, a job changed, added or left out,
+-- conflicts at its first job. An ITEM may have "after_items": indexes of earlier jobs of the batch
+-- that it runs after (rungd checked that each is earlier, so a batch holds no cycle), turned here
+-- into their ids and added to its "after". Every job named by an "after" is locked first, in id
+-- order, so that two batches naming the same jobs in another order wait rather than deadlock. A
 -- batch without after_items is one call of rung_submit_batch (set-wise when no job has a key or
 -- after); one with them goes job by job, in order, so that each knows the ids before it. Either
 -- runs inside one block: the first refusal (pool_refused, after_unknown, after_never, or an
@@ -236,15 +242,24 @@ DECLARE
   bad_status text;
   bad_id bigint;
   bad_job jsonb;
+  v_jobs jsonb;
 BEGIN
+  SELECT coalesce(jsonb_agg(x || jsonb_build_object('body', (p->0->'request'->'jobs'->(o::int - 1))
+                                                          || jsonb_build_object('_batch', md5((p->0->'request'->'jobs')::text)))
+                            ORDER BY o), '[]')
+    INTO v_jobs FROM jsonb_array_elements(p->0->'jobs') WITH ORDINALITY t(x, o);
+  PERFORM 1 FROM jobs d
+   WHERE d.id IN (SELECT a.v::bigint FROM jsonb_array_elements(v_jobs) x, jsonb_array_elements_text(x->'after') a(v)
+                   WHERE jsonb_typeof(x->'after') = 'array')
+   ORDER BY d.id FOR NO KEY UPDATE;
   BEGIN
-    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(p->0->'jobs') x WHERE x ? 'after_items') THEN
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(v_jobs) x WHERE x ? 'after_items') THEN
       SELECT coalesce(array_agg(b.status ORDER BY b.i), '{}'), coalesce(array_agg(b.job_id ORDER BY b.i), '{}'),
              coalesce(array_agg(b.job ORDER BY b.i), '{}'), coalesce(array_agg(b.target ORDER BY b.i), '{}'),
              coalesce(array_agg(b.current ORDER BY b.i), '{}')
         INTO a_status, a_id, a_job, a_target, a_current
         FROM rung_submit_batch((SELECT jsonb_agg(x || jsonb_build_object('i', o - 1) ORDER BY o)
-                                  FROM jsonb_array_elements(p->0->'jobs') WITH ORDINALITY t(x, o))) b;
+                                  FROM jsonb_array_elements(v_jobs) WITH ORDINALITY t(x, o))) b;
       SELECT min(o)::int - 1 INTO bad_i
         FROM unnest(a_status) WITH ORDINALITY u(s, o) WHERE s <> 'created' AND s <> 'existing';
       IF bad_i IS NOT NULL THEN
@@ -252,7 +267,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'RG001';
       END IF;
     ELSE
-      FOR e IN SELECT x FROM jsonb_array_elements(p->0->'jobs') x LOOP
+      FOR e IN SELECT x FROM jsonb_array_elements(v_jobs) x LOOP
         IF jsonb_typeof(e->'after_items') = 'array' THEN
           e := jsonb_set(e, '{after}', coalesce(e->'after', '[]'::jsonb)
                                        || (SELECT jsonb_agg(a_id[x.v::int + 1]) FROM jsonb_array_elements_text(e->'after_items') x(v)));

@@ -181,6 +181,14 @@ static void test_bad(struct harness *h)
 		     "a batch of 501 jobs: 400 naming jobs (%ld %s)", st, h_str(a, "message"));
 		json_decref(a);
 	}
+	{
+		char *body = xasprintf("{\"jobs\": [%s]}", good);
+		a = h_request(h, "POST", "/v1/jobs/batch?pool=zzz&priority=1", body, strlen(body), NULL, &st);
+		h_ok(h, st == 400 && !strcmp(h_str(a, "field"), "pool"),
+		     "a batch with query options: 400 naming the first, nothing stored (%ld %s)", st, h_str(a, "message"));
+		json_decref(a);
+		free(body);
+	}
 	h_ok(h, jobs_count(h) == before, "and none of them stored a job");
 	free(good);
 	free(cfg_text);
@@ -255,6 +263,26 @@ static void test_idempotency(struct harness *h)
 	c = post_batch(h, json_deep_copy(jobs), "batch-key-1", &st3);
 	h_ok(h, st3 == 409 && !strcmp(h_str(c, "error"), "idempotency_conflict") && jobs_count(h) == before,
 	     "the key with job 1 changed: 409, nothing stored (%ld %s)", st3, h_str(c, "message"));
+	json_decref(c);
+	{
+		json_t *first_only = json_array();
+		json_array_append(first_only, json_array_get(jobs, 0));
+		c = post_batch(h, first_only, "batch-key-1", &st3);
+		h_ok(h, st3 == 409 && !strcmp(h_str(c, "error"), "idempotency_conflict") && jobs_count(h) == before,
+		     "the key with job 1 left out: 409, not a repeat of job 0 (%ld %s)", st3, h_str(c, "message"));
+	}
+	{
+		/* a submit's own key cannot name a batch's job: "batch-key-1#0" is a key of its own */
+		const char *hdr[] = { "Idempotency-Key: batch-key-1#0", NULL };
+		json_t *one = h_post_hdr(h, "/v1/jobs", json_array_get(jobs, 0), hdr, &st3);
+		char *id = h_id(one, "id");
+		h_ok(h, st3 == 201 && id && first && strcmp(id, first) != 0,
+		     "POST /v1/jobs under the key batch-key-1#0: a new job, not the batch's job 0 (%ld)", st3);
+		if (id)
+			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+		free(id);
+		json_decref(one);
+	}
 	if (first)
 		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", first));
 	if (second)
@@ -267,6 +295,36 @@ static void test_idempotency(struct harness *h)
 	json_decref(b);
 	json_decref(c);
 	json_decref(jobs);
+}
+
+/* A config's numbers are stored as the request wrote them (its text, not a double printed again). */
+static void test_numbers(struct harness *h)
+{
+	json_t *cfg = h_config("numbers", 5), *a;
+	char *text = json_dumps(cfg, JSON_COMPACT), *meta = strstr(text, "\"meta\":{"), *body = NULL, *id = NULL;
+	long st = 0;
+
+	if (h_ok(h, meta != NULL, "the config has a meta block")) {
+		meta += strlen("\"meta\":{");
+		body = xasprintf("{\"jobs\": [{\"config\": %.*s\"ratio\": 0.1, %s, \"start_in_s\": 3600}]}", (int)(meta - text),
+				 text, meta);
+		a = h_request(h, "POST", "/v1/jobs/batch", body, strlen(body), NULL, &st);
+		id = job_id(a, 0);
+		json_decref(a);
+		{
+			const char *p[] = { id ? id : "0" };
+			h_ok(h, st == 201 && id &&
+				     h_sql_int(h, "SELECT (target_config #>> '{meta,ratio}' = '0.1')::int FROM jobs WHERE id = $1::bigint",
+					       1, p) == 1,
+			     "meta.ratio 0.1 is stored as 0.1 (%ld)", st);
+		}
+		if (id)
+			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+	}
+	free(id);
+	free(body);
+	free(text);
+	json_decref(cfg);
 }
 
 /* A submitter's batch: its jobs run after one another (its own, made in the batch), and after none
@@ -448,6 +506,7 @@ int main(void)
 	if (h_ok(h, done != NULL, "a job that succeeds, for the run-only-if-it-fails case"))
 		test_all_or_none(h, done_id);
 	test_idempotency(h);
+	test_numbers(h);
 	test_submitter(h);
 	test_rungctl(h);
 	json_decref(done);

@@ -118,6 +118,16 @@ static void test_bucket(void)
 		taken++;
 	TAP_INT_EQ(taken, 20, "a long idle refills only up to the burst");
 	TAP_OK(!auth_bucket_take(&b, 10, 20, t + 99000, &retry), "time going backwards adds nothing");
+	{
+		/* a batch of 50 jobs: one take allowed, 49 more charged as debt, repaid at the rate */
+		struct auth_bucket d = { 0 };
+		TAP_OK(auth_bucket_take(&d, 10, 20, t, &retry), "a batch's first job passes a full bucket");
+		auth_bucket_charge(&d, 49);
+		TAP_OK(!auth_bucket_take(&d, 10, 20, t, &retry) && retry >= 3099 && retry <= 3100,
+		       "the other 49 are debt (19 - 49 = -30): the next submit waits 3.1 s at 10/s");
+		TAP_OK(!auth_bucket_take(&d, 10, 20, t + 3000, &retry), "not before");
+		TAP_OK(auth_bucket_take(&d, 10, 20, t + 3100, &retry), "and then passes");
+	}
 }
 
 static void test_depth(void)
