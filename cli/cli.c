@@ -10,11 +10,12 @@
 #include "util.h"
 
 const struct cli_cmd cli_cmds[] = {
-	{ "submit", "submit CONFIG.yaml|CONFIG.json [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
+	{ "submit", "submit CONFIG.yaml|CONFIG.json [CONFIG...] [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
 		"[--after JOB,JOB [--after-when succeeded|ended|failed]] [--then FILE [--then-when W]] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
-		"the job id (--json: the job). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
+		"the job id (--json: the job). Several CONFIGs (up to 64): a job each, in that order, sent as one\n"
+		"batch, stored all or none (--set and --sweep apply to each; --name does not go with them). --labels: up to 16 labels (team=vision,project=portraits), shown with\n"
 		"the job, sent in its webhooks, and a filter of `jobs --label`.\n"
 		"--pool NAME: the worker pool the job runs in (only workers started with --pool NAME take it;\n"
 		"default: the pool `default`); with --sweep every job of the sweep gets it.\n"

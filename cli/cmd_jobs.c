@@ -188,6 +188,8 @@ static void then_said(struct cli *c, const json_t *job, size_t n, const char *wh
 	free(id);
 }
 
+#define SUBMIT_FILES_MAX 64  /* config files in one submit */
+#define SUBMIT_BATCH_MAX 500 /* jobs in one submit: one POST /v1/jobs/batch (API_JOBS_BATCH_MAX) */
 #define BATCH_TRIES 3 /* a batch with no answer (or a 502/503/504) is sent again under its key */
 
 /* A sweep, or jobs and the one --then runs after them, as one batch: POST /v1/jobs/batch, stored all or
@@ -299,9 +301,9 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	struct cmd_submit_opts o = { .name = NULL };
 	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL, *after = NULL;
 	const char *then = NULL, *then_when = NULL;
-	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, i;
+	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, n_files = 0, i;
 	int dry_run = 0;
-	char *ops[1], *err = NULL, *label = NULL, at_buf[40];
+	char *ops[SUBMIT_FILES_MAX] = { NULL }, *err = NULL, *label = NULL, at_buf[40];
 	bool past, batched = false, old_server = false;
 	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL, *after_ids = NULL;
 	json_t *then_config = NULL, *then_job = NULL;
@@ -328,7 +330,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "link", .type = ARGS_LIST, .list = links, .count = &n_links, .max = ARRAY_LEN(links) },
 		{ .name = "dry-run", .type = ARGS_FLAG, .flag = &dry_run },
 	};
-	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, 1);
+	int rc = cli_args(c, cli_cmd_named("submit"), opts, ARRAY_LEN(opts), argc, argv, ops, 1, ARRAY_LEN(ops));
 	if (rc)
 		return rc < 0 ? CLI_OK : rc;
 	rc = CLI_USAGE;
@@ -369,14 +371,10 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	}
 	if (past)
 		fprintf(c->err, "rungctl submit: warning: --at %s has passed: the job starts now\n", at);
-	config = yamljson_load_file(ops[0], &err);
-	if (!config) {
-		fprintf(c->err, "rungctl submit: %s\n", err);
-		goto out;
-	}
-	if (!json_is_object(config)) {
-		fprintf(c->err, "rungctl submit: %s: expected an AI Toolkit config (a mapping with job, config, meta)\n",
-			ops[0]);
+	for (n_files = 0; n_files < ARRAY_LEN(ops) && ops[n_files]; n_files++)
+		;
+	if (n_files > 1 && o.name) {
+		fprintf(c->err, "rungctl submit: --name with %zu files: each job takes its own config.name\n", n_files);
 		goto out;
 	}
 	if (!(sw = cmd_sweep_read(c, "submit", sets, n_sets, sweeps, n_sweeps, links, n_links)))
@@ -395,9 +393,31 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		}
 	}
 	o.labels = parsed;
-	if (!(bodies = submit_bodies(c, config, sw, &o)))
-		goto out;
+	bodies = json_array();
+	for (i = 0; i < n_files; i++) { /* each file's jobs (its sweep's), in the order given: one batch */
+		json_t *mine;
+		config = yamljson_load_file(ops[i], &err);
+		if (!config) {
+			fprintf(c->err, "rungctl submit: %s\n", err);
+			goto out;
+		}
+		if (!json_is_object(config)) {
+			fprintf(c->err, "rungctl submit: %s: expected an AI Toolkit config (a mapping with job, config, meta)\n",
+				ops[i]);
+			goto out;
+		}
+		if (!(mine = submit_bodies(c, config, sw, &o)))
+			goto out;
+		json_array_extend(bodies, mine);
+		json_decref(mine);
+		json_decref(config);
+		config = NULL;
+	}
 	n = json_array_size(bodies);
+	if (n > SUBMIT_BATCH_MAX) {
+		fprintf(c->err, "rungctl submit: %zu jobs: one submit sends at most %d (one batch)\n", n, SUBMIT_BATCH_MAX);
+		goto out;
+	}
 	if (then && n > AFTER_MAX) {
 		fprintf(c->err, "rungctl submit: --then: a job runs after at most %d jobs, and this submit makes %zu\n", AFTER_MAX,
 			n);
@@ -406,7 +426,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	if (dry_run) {
 		/* what would be submitted, nothing sent */
 		if (c->json) {
-			cli_print_json(c, n == 1 && !label ? json_array_get(bodies, 0) : bodies);
+			cli_print_json(c, n == 1 && !label && !then ? json_array_get(bodies, 0) : bodies);
 		} else {
 			for (i = 0; i < n; i++) {
 				const json_t *b = json_array_get(bodies, i);
@@ -470,7 +490,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	else if (label)
 		fprintf(c->err, "rungctl submit: sweep %s: %zu jobs (rungctl jobs --label sweep=%s)\n", label, n, label);
 	if (c->json && (rc == CLI_OK || json_array_size(jobs) > 0)) {
-		if (!label && !then_job) {
+		if (!label && !then_job && n == 1) {
 			cli_print_json(c, json_array_get(jobs, 0));
 		} else {
 			json_t *doc = json_pack("{s:s?, s:O}", "sweep", label, "jobs", jobs);

@@ -476,6 +476,44 @@ static void test_rungctl(struct harness *h)
 		free(pad);
 		json_decref(big);
 	}
+	{
+		/* several files: a job each, in order, one batch; one that rungd refuses stores none */
+		json_t *bad = h_config("cli_bad_file", 5), *d2;
+		char *bad_path = xasprintf("%s/bad.json", h->tmp);
+		FILE *f;
+		h_config_set(bad, "config.process[0].train.batch_size", json_integer(0));
+		f = fopen(bad_path, "w");
+		if (f) {
+			json_dumpf(bad, f, JSON_COMPACT);
+			fclose(f);
+		}
+		before = jobs_count(h);
+		args = xasprintf("submit %s tests/data/flux_image.json --pool it-nowhere --json", fx);
+		out = h_rungctl(h, args, &rc);
+		d2 = out && strchr(out, '{') ? json_loads(strchr(out, '{'), JSON_DISABLE_EOF_CHECK, NULL) : NULL;
+		h_ok(h, rc == 0 && json_array_size(json_object_get(d2, "jobs")) == 2 && jobs_count(h) == before + 2 &&
+			     json_integer_value(json_object_get(json_array_get(json_object_get(d2, "jobs"), 0), "id")) <
+				     json_integer_value(json_object_get(json_array_get(json_object_get(d2, "jobs"), 1), "id")),
+		     "rungctl submit FILE FILE: two jobs, in the order given (%d %.300s)", rc, out);
+		json_decref(d2);
+		free(out);
+		free(args);
+		before = jobs_count(h);
+		args = xasprintf("submit %s %s --pool it-nowhere", fx, bad_path);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc != 0 && out && strstr(out, "jobs[1].config") && jobs_count(h) == before,
+		     "rungctl submit GOOD BAD: refused at jobs[1], the good one not stored either (%d %.300s)", rc, out);
+		free(out);
+		free(args);
+		args = xasprintf("submit %s %s --name two", fx, fx);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 2 && out && strstr(out, "--name with 2 files"), "rungctl submit FILE FILE --name: exit 2 (%d %.200s)",
+		     rc, out);
+		free(out);
+		free(args);
+		free(bad_path);
+		json_decref(bad);
+	}
 	/* a sweep one of whose jobs rungd refuses: none of it is stored (one by one, the first was) */
 	before = jobs_count(h);
 	args = xasprintf("submit %s --sweep train.batch_size=1,0 --pool it-nowhere", fx);
