@@ -418,6 +418,16 @@ static void test_submitter(struct harness *h)
 	free(id0);
 }
 
+/* Writes config (borrowed) as JSON to name in the harness's temp dir; returns its path (heap). */
+static char *write_config(struct harness *h, const char *name, const json_t *config)
+{
+	char *path = xasprintf("%s/%s", h->tmp, name);
+
+	if (json_dump_file(config, path, JSON_COMPACT) != 0)
+		h_diag("cannot write %s", path);
+	return path;
+}
+
 /* rungctl submit --sweep --then: the sweep and the job after it are one batch (one line in rungd's
  * log), the job after them runs after their ids. */
 static void test_rungctl(struct harness *h)
@@ -455,16 +465,11 @@ static void test_rungctl(struct harness *h)
 		/* a sweep whose batch is over rungd's 1 MiB body limit, each job under it: 413, and rungctl
 		 * sends the jobs one by one (as to a rungd that predates batches, which answers 405) */
 		json_t *big = h_config("cli_big", 5);
-		char *pad = xmalloc(400 * 1024 + 1), *path = xasprintf("%s/big.json", h->tmp);
-		FILE *f;
+		char *pad = xmalloc(400 * 1024 + 1), *path;
 		memset(pad, 'x', 400 * 1024);
 		pad[400 * 1024] = '\0';
 		json_object_set_new(json_object_get(big, "meta"), "notes", json_string(pad));
-		f = fopen(path, "w");
-		if (f) {
-			json_dumpf(big, f, JSON_COMPACT);
-			fclose(f);
-		}
+		path = write_config(h, "big.json", big);
 		before = jobs_count(h);
 		args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4,3e-4 --pool it-nowhere", path);
 		out = h_rungctl(h, args, &rc);
@@ -479,14 +484,9 @@ static void test_rungctl(struct harness *h)
 	{
 		/* several files: a job each, in order, one batch; one that rungd refuses stores none */
 		json_t *bad = h_config("cli_bad_file", 5), *d2;
-		char *bad_path = xasprintf("%s/bad.json", h->tmp);
-		FILE *f;
+		char *bad_path;
 		h_config_set(bad, "config.process[0].train.batch_size", json_integer(0));
-		f = fopen(bad_path, "w");
-		if (f) {
-			json_dumpf(bad, f, JSON_COMPACT);
-			fclose(f);
-		}
+		bad_path = write_config(h, "bad.json", bad);
 		before = jobs_count(h);
 		args = xasprintf("submit %s tests/data/flux_image.json --pool it-nowhere --json", fx);
 		out = h_rungctl(h, args, &rc);
