@@ -7,7 +7,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define AFTER_MAX 32                     /* jobs a job may run after */
+#define AFTER_MAX 256                    /* jobs a job may run after: a whole sweep (cli/sweep.c's most) */
+#define AFTER_LISTED 32                  /* a sentence names this many of them, then says how many more */
 #define AFTER_ID_MAX 9007199254740991LL  /* 2^53 - 1: a job id any JSON reader keeps exact */
 
 /* Which endings of the jobs it runs after release a job (migration 036, "after_when"): the words

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "after.h"
 #include "util.h"
 #include "when.h"
 
@@ -165,8 +166,8 @@ char *jobtext_placement(const json_t *job)
 }
 
 /* "job 3 (running)" / "jobs 3 (running), 4 (failed)" for the jobs a scheduled job waits for
- * (migration 033), and in *stuck (heap, or NULL) the first of them that failed or was cancelled:
- * "job 4 failed". Heap. */
+ * (migration 033), past AFTER_LISTED the first of them and "and N more", and in *stuck (heap, or
+ * NULL) the first of them all that failed or was cancelled: "job 4 failed". Heap. */
 static char *waits_for_list(const json_t *job, char **stuck)
 {
 	const json_t *ids = json_object_get(job, "waits_for"), *seen = json_object_get(job, "waiting_for"), *v;
@@ -181,13 +182,20 @@ static char *waits_for_list(const json_t *job, char **stuck)
 		json_array_foreach(seen, j, d)
 			if (json_integer_value(json_object_get(d, "id")) == json_integer_value(v))
 				state = json_string_value(json_object_get(d, "state"));
-		next = state ? xasprintf("%s%s%lld (%s)", out, i ? ", " : "", (long long)json_integer_value(v), state)
-			     : xasprintf("%s%s%lld", out, i ? ", " : "", (long long)json_integer_value(v));
-		free(out);
-		out = next;
+		if (i < AFTER_LISTED) {
+			next = state ? xasprintf("%s%s%lld (%s)", out, i ? ", " : "", (long long)json_integer_value(v), state)
+				     : xasprintf("%s%s%lld", out, i ? ", " : "", (long long)json_integer_value(v));
+			free(out);
+			out = next;
+		}
 		if (!*stuck && state && (!strcmp(state, "failed") || !strcmp(state, "cancelled")))
 			*stuck = xasprintf("job %lld %s", (long long)json_integer_value(v),
 					   !strcmp(state, "failed") ? "failed" : "was cancelled");
+	}
+	if (json_array_size(ids) > AFTER_LISTED) {
+		char *next = xasprintf("%s and %zu more", out, json_array_size(ids) - AFTER_LISTED);
+		free(out);
+		out = next;
 	}
 	return out;
 }

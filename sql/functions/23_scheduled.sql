@@ -15,10 +15,13 @@
 -- ending (succeeded, failed, cancelled); 'failed', a failure or a cancel, and then a success of one of
 -- them cancels it, since it would never start (rung_after_release).
 
--- Jobs P_IDS as a sentence names them: "job 3", "jobs 3, 4"; NULL for none.
+-- Jobs P_IDS as a sentence names them: "job 3", "jobs 3, 4"; past 32 (a job may run after a whole
+-- sweep of 256) the first 32 and how many more: "jobs 3, 4, ..., 34 and 220 more"; NULL for none.
 CREATE OR REPLACE FUNCTION rung_jobs_text(p_ids bigint[]) RETURNS text LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN cardinality(p_ids) = 1 THEN 'job ' || p_ids[1]
-              WHEN cardinality(p_ids) > 1 THEN 'jobs ' || array_to_string(p_ids, ', ') END
+              WHEN cardinality(p_ids) <= 32 THEN 'jobs ' || array_to_string(p_ids, ', ')
+              WHEN cardinality(p_ids) > 32 THEN 'jobs ' || array_to_string(p_ids[1:32], ', ') || ' and '
+                                                || (cardinality(p_ids) - 32) || ' more' END
 $$;
 
 -- The sentence of a job's next_action while it waits for P_IDS: "waits for job 3 to succeed",

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "after.h"
 #include "harness.h"
 #include "util.h"
 
@@ -70,7 +71,7 @@ static void test_bad(struct harness *h)
 {
 	static const char *const bodies[] = {
 		"\"x\"", "[]", "[0]", "[-3]", "[1.5]", "[\"3\"]", "{\"id\": 3}",
-		"[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33]",
+		"MANY", /* AFTER_MAX + 1 ids */
 		"[9007199254740992]",
 	};
 	static const char *const queries[] = { "after=abc", "after=", "after=3,", "after=0", "after=3,,4" };
@@ -81,10 +82,19 @@ static void test_bad(struct harness *h)
 	json_t *j;
 	size_t i;
 
+	char *many = xstrdup("[1"), *next;
+	for (int k = 2; k <= AFTER_MAX + 1; k++) {
+		next = xasprintf("%s,%d", many, k);
+		free(many);
+		many = next;
+	}
+	next = xasprintf("%s]", many);
+	free(many);
+	many = next;
 	for (i = 0; i < ARRAY_LEN(bodies); i++) {
 		json_t *cfg = h_config("bad_after", 10);
 		char *cfg_text = json_dumps(cfg, JSON_COMPACT);
-		char *body = xasprintf("{\"config\": %s, \"after\": %s}", cfg_text, bodies[i]);
+		char *body = xasprintf("{\"config\": %s, \"after\": %s}", cfg_text, strcmp(bodies[i], "MANY") ? bodies[i] : many);
 		j = h_request(h, "POST", "/v1/jobs", body, strlen(body), NULL, &st);
 		h_ok(h, st == 400 && !strcmp(h_str(j, "field"), "after"), "after %.40s: 400 naming after (%ld %s)", bodies[i],
 		     st, h_str(j, "message"));
@@ -133,11 +143,12 @@ static void test_bad(struct harness *h)
 	{
 		int rc = 0;
 		char *out = h_rungctl(h, "submit tests/data/aitk_flux_lora_24gb.yaml --after 12,x", &rc);
-		h_ok(h, rc == 2 && strstr(out, "--after 12,x") && strstr(out, "1 to 32 job ids"),
+		h_ok(h, rc == 2 && strstr(out, "--after 12,x") && strstr(out, "1 to 256 job ids"),
 		     "rungctl submit --after 12,x: exit 2 naming --after (%d %.200s)", rc, out);
 		free(out);
 	}
 	free(yaml);
+	free(many);
 }
 
 /* A job after one not yet succeeded waits, naming it, and that job's success queues it: a parked
@@ -597,7 +608,7 @@ static void test_set_after(struct harness *h)
 	free(args);
 	args = xasprintf("after %s 12,x", q);
 	out = h_rungctl(h, args, &rc);
-	h_ok(h, rc == 2 && out && strstr(out, "rungctl after: 12,x: give 1 to 32 job ids"),
+	h_ok(h, rc == 2 && out && strstr(out, "rungctl after: 12,x: give 1 to 256 job ids"),
 	     "rungctl after Q 12,x: exit 2, the ids named, nothing sent (%d %.200s)", rc, out);
 	free(out);
 	free(args);
@@ -822,12 +833,55 @@ static void test_then(struct harness *h)
 	     "submit --then with a file that cannot be read: exit 2, nothing sent (%d %.200s)", rc, out);
 	free(out);
 	free(args);
-	args = xasprintf("submit %s --sweep train.lr=1,2,3,4,5,6 --sweep train.steps=1,2,3,4,5,6 --then %s", fx, fx);
-	out = h_rungctl(h, args, &rc);
-	h_ok(h, rc == 2 && out && strstr(out, "at most 32 jobs, and this submit makes 36") && jobs_count(h) == before,
-	     "submit --then after a sweep of 36: exit 2, nothing sent (%d %.200s)", rc, out);
-	free(out);
-	free(args);
+	{
+		/* past AFTER_MAX jobs (two files, a sweep of 129 each): refused before anything is sent */
+		char *vals = xstrdup("1"), *nx;
+		for (int k = 2; k <= 129; k++) {
+			nx = xasprintf("%s,%d", vals, k);
+			free(vals);
+			vals = nx;
+		}
+		args = xasprintf("submit %s %s --sweep train.steps=%s --then %s", fx, fx, vals, fx);
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 2 && out && strstr(out, "at most 256 jobs, and this submit makes 258") && jobs_count(h) == before,
+		     "submit --then after 258 jobs: exit 2, nothing sent (%d %.200s)", rc, out);
+		free(out);
+		free(args);
+		free(vals);
+	}
+	{
+		/* a sweep of 36 (6 x 6) and the job after it: one batch; its sentence names 32 and "4 more" */
+		json_t *then = NULL;
+		char *last = NULL;
+		int ids_seen = 0;
+		args = xasprintf("submit %s --sweep train.lr=1,2,3,4,5,6 --sweep train.steps=1,2,3,4,5,6 --pool it-nowhere "
+				 "--then %s", fx, fx);
+		out = h_rungctl(h, args, &rc);
+		for (p = out; rc == 0 && p && *p;) { /* the ids, a line each: the last is the job after them */
+			size_t k = strcspn(p, "\n");
+			if (k > 0 && strspn(p, "0123456789") == k) {
+				free(last);
+				last = xasprintf("%.*s", (int)k, p);
+				ids_seen++;
+			}
+			p += k + (p[k] == '\n');
+		}
+		then = last ? h_job(h, last) : NULL;
+		h_ok(h, rc == 0 && ids_seen == 37 && json_array_size(json_object_get(then, "after")) == 36 &&
+			     strstr(h_str(then, "next_action"), " and 4 more to end"),
+		     "submit --then after a sweep of 36: the job runs after all 36, \"... and 4 more to end\" (%d %d %s)", rc,
+		     ids_seen, h_str(then, "next_action"));
+		{
+			long st = 0;
+			json_t *body = json_pack("{s:s, s:s}", "pool", "it-nowhere", "state", "active");
+			json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
+			json_decref(body);
+		}
+		json_decref(then);
+		free(last);
+		free(out);
+		free(args);
+	}
 	args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4 --pool it-nowhere --then %s", fx, fx);
 	out = h_rungctl(h, args, &rc);
 	/* three ids, each on a line of its own: the sweep's two, then the job after them (stderr's lines among them) */

@@ -1487,6 +1487,20 @@ static void test_scheduled(void)
 		t = jobtext_scheduled(job);
 		TAP_STR_EQ(t, "scheduled: waits for job 4 to succeed", "jobtext: a start time past no longer holds it; no states: bare ids");
 		free(t);
+		/* a job after a whole sweep: the first AFTER_LISTED named, then how many more; a failure past them still said */
+		json_t *ids = json_array(), *seen = json_array();
+		for (int k = 100; k < 140; k++) {
+			json_array_append_new(ids, json_integer(k));
+			json_array_append_new(seen, json_pack("{s:i, s:s, s:s}", "id", k, "name", "x", "state", k == 139 ? "failed" : "queued"));
+		}
+		json_object_set_new(job, "waits_for", ids);
+		json_object_set_new(job, "waiting_for", seen);
+		json_object_set_new(job, "run_after", json_null());
+		t = jobtext_scheduled(job);
+		TAP_OK(t && strstr(t, "waits for jobs 100 (queued), 101 (queued), ") && strstr(t, ", 131 (queued) and 8 more to succeed; ") &&
+			       !strstr(t, "132 (queued)") && strstr(t, "job 139 failed: this job starts only once"),
+		       "jobtext: 40 jobs: 32 named, \"and 8 more\", and the failure of the 40th said");
+		free(t);
 		json_decref(job);
 	}
 	{
@@ -1513,16 +1527,22 @@ static void test_scheduled(void)
 		TAP_STR_EQ(s, "[12,13]", "submit --after 12,13: the ids");
 		free(s);
 		json_decref(ids);
-		static const char *const bad[] = { "", "x", "12,", ",12", "0", "-1", "12,,13", "1.5", "9007199254740992", "12 ",
-						   "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33" };
+		char *many = xstrdup("1"), *next;
+		for (int k = 2; k <= AFTER_MAX + 1; k++) { /* one id more than a job may run after */
+			next = xasprintf("%s,%d", many, k);
+			free(many);
+			many = next;
+		}
+		const char *const bad[] = { "", "x", "12,", ",12", "0", "-1", "12,,13", "1.5", "9007199254740992", "12 ", many };
 		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
 			ids = cmd_after_ids(bad[i], &why);
 			char nm[96];
 			snprintf(nm, sizeof nm, "submit --after \"%.20s\": refused, saying what it takes", bad[i]);
-			TAP_OK(!ids && why && strstr(why, "1 to 32 job ids"), nm);
+			TAP_OK(!ids && why && strstr(why, "1 to 256 job ids"), nm);
 			free(why);
 			why = NULL;
 		}
+		free(many);
 	}
 	{
 		/* a running job whose attempt is being stopped (migration 029) */
