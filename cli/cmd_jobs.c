@@ -126,8 +126,9 @@ struct sweep *cmd_sweep_read(struct cli *c, const char *cmd, const char *const *
 }
 
 /* The bodies of a submit: one per variant of sw (its suffix added to --name), with the sweep label
- * in labels when sw has a sweep. Returns a new array, or NULL after printing why (exit 2). */
-static json_t *submit_bodies(struct cli *c, const json_t *config, const struct sweep *sw,
+ * in labels when sw has a sweep. file: the config's file, named in what is printed when a submit has
+ * several (NULL: not named). Returns a new array, or NULL after printing why (exit 2). */
+static json_t *submit_bodies(struct cli *c, const char *file, const json_t *config, const struct sweep *sw,
 	const struct cmd_submit_opts *o)
 {
 	json_t *bodies = json_array();
@@ -135,13 +136,14 @@ static json_t *submit_bodies(struct cli *c, const json_t *config, const struct s
 		char *sfx = NULL, *added = NULL, *err = NULL, *name = NULL;
 		json_t *cfg = sweep_apply(sw, config, i, &sfx, &added, &err);
 		if (!cfg) {
-			fprintf(c->err, "rungctl submit: %s\n", err);
+			fprintf(c->err, "rungctl submit: %s%s%s\n", file ? file : "", file ? ": " : "", err);
 			free(err);
 			json_decref(bodies);
 			return NULL;
 		}
 		if (added && i == 0)
-			fprintf(c->err, "rungctl submit: warning: the config had no %s; added (check the spelling)\n", added);
+			fprintf(c->err, "rungctl submit: warning: %s%sthe config had no %s; added (check the spelling)\n",
+				file ? file : "", file ? ": " : "", added);
 		struct cmd_submit_opts ov = *o;
 		if (o->name && sfx)
 			ov.name = name = xasprintf("%s_%s", o->name, sfx);
@@ -209,6 +211,7 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 	size_t n = json_array_size(bodies), i;
 	char *made = NULL;
 	int rc, tries = 0;
+	bool maybe_stored = false; /* a try went unanswered (or 502/503/504): it may have been stored */
 
 	*old = false;
 	if (!idem) {
@@ -226,15 +229,25 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 	}
 	doc = json_pack("{s:o}", "jobs", list);
 	c->quiet_unsupported = 1;
-	while ((rc = cli_call(c, "POST", "/v1/jobs/batch", doc, idem ? idem : made, &ans)) != CLI_OK && cli_transient(c, rc) &&
-	       ++tries < BATCH_TRIES) {
-		fprintf(c->err, "rungctl submit: the batch got no answer; sending it again under its Idempotency-Key\n");
+	for (;;) {
+		rc = cli_call(c, "POST", "/v1/jobs/batch", doc, idem ? idem : made, &ans);
+		if (rc == CLI_OK)
+			break;
+		/* after a try with no answer, a 429 (the rate is read before the key) is waited out too */
+		if (!(cli_transient(c, rc) || (maybe_stored && c->last_status == 429)) || ++tries >= BATCH_TRIES) {
+			maybe_stored |= cli_transient(c, rc);
+			break;
+		}
+		maybe_stored |= cli_transient(c, rc);
+		fprintf(c->err, "rungctl submit: the batch got %s; sending it again under its Idempotency-Key\n",
+			c->last_status == 429 ? "429 (the submit rate)" : "no answer");
 		sleep((unsigned)tries);
 	}
 	c->quiet_unsupported = 0;
 	if (rc != CLI_OK) {
-		*old = c->last_status == 404 || c->last_status == 405 || c->last_status == 413;
-		if (!*old && c->last_status >= 400 && c->last_status < 500)
+		/* one by one only when rungd said, at the first try, that it takes no batch (or not this one) */
+		*old = !maybe_stored && (c->last_status == 404 || c->last_status == 405 || c->last_status == 413);
+		if (!*old && !maybe_stored && c->last_status >= 400 && c->last_status < 500)
 			fprintf(c->err, "rungctl submit: nothing was submitted (the %zu jobs are one batch, stored all or none)\n",
 				json_array_size(list));
 		else if (!*old && label)
@@ -406,7 +419,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 				ops[i]);
 			goto out;
 		}
-		if (!(mine = submit_bodies(c, config, sw, &o)))
+		if (!(mine = submit_bodies(c, n_files > 1 ? ops[i] : NULL, config, sw, &o)))
 			goto out;
 		json_array_extend(bodies, mine);
 		json_decref(mine);
@@ -426,7 +439,21 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	if (dry_run) {
 		/* what would be submitted, nothing sent */
 		if (c->json) {
-			cli_print_json(c, n == 1 && !label && !then ? json_array_get(bodies, 0) : bodies);
+			if (n == 1 && !label && !then) {
+				cli_print_json(c, json_array_get(bodies, 0));
+			} else if (!then) {
+				cli_print_json(c, bodies);
+			} else { /* the shape a submit prints: the jobs, and the one after them */
+				struct cmd_submit_opts to = { .labels = o.labels, .pool = o.pool,
+							      .after_when = then_when ? then_when : "ended" };
+				json_t *tb = cmd_submit_body(then_config, &to), *items = json_array(), *doc;
+				for (i = 0; i < n; i++)
+					json_array_append_new(items, json_integer((json_int_t)i));
+				json_object_set_new(tb, "after_items", items);
+				doc = json_pack("{s:s*, s:O, s:o}", "sweep", label, "jobs", bodies, "then", tb);
+				cli_print_json(c, doc);
+				json_decref(doc);
+			}
 		} else {
 			for (i = 0; i < n; i++) {
 				const json_t *b = json_array_get(bodies, i);
@@ -462,7 +489,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	}
 	for (i = batched ? i : 0; !batched && i < n; i++) {
 		json_t *job = NULL;
-		char *key = idem && label ? xasprintf("%s-%zu", idem, i + 1) : (idem ? xstrdup(idem) : NULL);
+		/* one by one (a rungd that takes no batch): a key each, K-1, K-2, ..., when there are several */
+		char *key = idem && (label || n > 1) ? xasprintf("%s-%zu", idem, i + 1) : (idem ? xstrdup(idem) : NULL);
 		rc = cli_call(c, "POST", "/v1/jobs", json_array_get(bodies, i), key, &job);
 		free(key);
 		if (rc != CLI_OK) {
@@ -482,18 +510,19 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		rc = submit_then(c, then, then_config, jobs, then_when ? then_when : "ended", &o, idem, &then_job);
 	if (label && rc != CLI_OK && batched)
 		fprintf(c->err, "rungctl submit: sweep %s: not submitted\n", label);
-	else if (label && rc != CLI_OK && i < n)
-		fprintf(c->err, "rungctl submit: sweep %s: %zu of %zu jobs submitted; %s\n", label, i, n,
+	else if ((label || n > 1) && rc != CLI_OK && i < n && !batched)
+		fprintf(c->err, "rungctl submit: %s%s%s%zu of %zu jobs submitted, one by one (this rungd takes no batch of "
+				"them); %s\n", label ? "sweep " : "", label ? label : "", label ? ": " : "", i, n,
 			idem ? "run the same command again to submit the rest (the Idempotency-Keys make the "
 			       "submitted ones repeats)"
-			     : "the rest were not submitted (give --idempotency-key to make a sweep safe to send again)");
+			     : "the rest were not submitted (give --idempotency-key to make a submit safe to send again)");
 	else if (label)
 		fprintf(c->err, "rungctl submit: sweep %s: %zu jobs (rungctl jobs --label sweep=%s)\n", label, n, label);
 	if (c->json && (rc == CLI_OK || json_array_size(jobs) > 0)) {
 		if (!label && !then_job && n == 1) {
 			cli_print_json(c, json_array_get(jobs, 0));
 		} else {
-			json_t *doc = json_pack("{s:s?, s:O}", "sweep", label, "jobs", jobs);
+			json_t *doc = json_pack("{s:s*, s:O}", "sweep", label, "jobs", jobs);
 			if (then_job)
 				json_object_set(doc, "then", then_job);
 			cli_print_json(c, doc);
@@ -518,7 +547,7 @@ out:
 /* Adds a row built from the named keys of obj (each key may be "a|b" meaning a, else b). */
 static void add_row_from(struct table *t, const json_t *obj, const char *const *keys, size_t n)
 {
-	char *cells[16];
+	char *cells[16] = { NULL };
 	for (size_t i = 0; i < n; i++) {
 		char *alts = xstrdup(keys[i]), *save = NULL;
 		const json_t *v = NULL;
@@ -557,6 +586,8 @@ static bool any_waiting(const json_t *jobs)
 	return false;
 }
 
+#define WAITS_SHOWN 8 /* ids a WAITS FOR cell lists before "+N" */
+
 char *cmd_jobs_table(const json_t *jobs)
 {
 	static const char *const head[] = { "ID", "STATE", "KIND", "NAME", "PRIORITY", "ATTEMPTS", "UPDATED", "POOL",
@@ -574,8 +605,24 @@ char *cmd_jobs_table(const json_t *jobs)
 			k[n++] = keys[i];
 		}
 	struct table *t = table_new(n, h);
-	json_array_foreach(jobs, i, j)
+	json_array_foreach(jobs, i, j) {
+		const json_t *w = json_object_get(j, "waits_for");
+		if (json_array_size(w) > WAITS_SHOWN) { /* after a whole sweep: the first ids and how many more */
+			json_t *row = json_copy((json_t *)j);
+			char *cell = xstrdup("["), *next;
+			for (size_t x = 0; x < WAITS_SHOWN; x++) {
+				next = xasprintf("%s%s%lld", cell, x ? "," : "", (long long)json_integer_value(json_array_get(w, x)));
+				free(cell);
+				cell = next;
+			}
+			json_object_set_new(row, "waits_for", json_sprintf("%s,...] +%zu", cell, json_array_size(w) - WAITS_SHOWN));
+			add_row_from(t, row, k, n);
+			json_decref(row);
+			free(cell);
+			continue;
+		}
 		add_row_from(t, j, k, n);
+	}
 	char *s = table_render(t);
 	table_free(t);
 	return s;

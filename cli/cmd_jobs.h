@@ -26,7 +26,7 @@ struct cmd_submit_opts {
 
 /* Reads IDS ("12" or "12,13": the jobs that must succeed first, migration 033; `submit --after` and
  * `after JOB IDS`) into a new JSON list of ids (common/after.h); NULL with *why (heap: "IDS: give 1 to
- * 32 job ids ...", the caller names its option) when it is not 1 to 32 ids from 1. */
+ * 256 job ids ...", the caller names its option) when it is not 1 to AFTER_MAX (256) ids from 1. */
 json_t *cmd_after_ids(const char *ids, char **why);
 
 /* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "pool"?, "run_after"? |

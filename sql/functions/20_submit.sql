@@ -103,7 +103,7 @@ END $$;
 -- the target) per item; rungd splices the configs into the JOB; or (i,
 -- "pool_refused", NULL, rung_submit_pool_refusal) for an item whose pool its owner may not use
 -- (migration 027; a repeated key answers its job as before). An item with "after" (migration 033: the
--- ids of the jobs it runs after, 1 to 32 as rungd checked them, sorted and made distinct here) goes item by item too: each
+-- ids of the jobs it runs after, 1 to 256 as rungd checked them, sorted and made distinct here) goes item by item too: each
 -- of those jobs must exist and be its owner's (any owner's with "after_any": staff), else the row is (i,
 -- "after_unknown", NULL, {"after": the first id that is not}: rung_after_unknown) and nothing is
 -- stored; with "after_when" (migration 036: "succeeded", the default, "ended" or "failed"), which

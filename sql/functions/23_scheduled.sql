@@ -19,7 +19,7 @@
 -- sweep of 256) the first 32 and how many more: "jobs 3, 4, ..., 34 and 220 more"; NULL for none.
 CREATE OR REPLACE FUNCTION rung_jobs_text(p_ids bigint[]) RETURNS text LANGUAGE sql IMMUTABLE AS $$
   SELECT CASE WHEN cardinality(p_ids) = 1 THEN 'job ' || p_ids[1]
-              WHEN cardinality(p_ids) <= 32 THEN 'jobs ' || array_to_string(p_ids, ', ')
+              WHEN cardinality(p_ids) BETWEEN 2 AND 32 THEN 'jobs ' || array_to_string(p_ids, ', ')
               WHEN cardinality(p_ids) > 32 THEN 'jobs ' || array_to_string(p_ids[1:32], ', ') || ' and '
                                                 || (cardinality(p_ids) - 32) || ' more' END
 $$;

@@ -482,6 +482,31 @@ static void test_rungctl(struct harness *h)
 		json_decref(big);
 	}
 	{
+		/* two files over the body limit together, under one key: one by one as K-1 and K-2 (not both as K),
+		 * and the same command again makes no new job */
+		json_t *big = h_config("cli_big2", 5);
+		char *pad = xmalloc(600 * 1024 + 1), *path;
+		memset(pad, 'y', 600 * 1024);
+		pad[600 * 1024] = '\0';
+		json_object_set_new(json_object_get(big, "meta"), "notes", json_string(pad));
+		path = write_config(h, "big2.json", big);
+		before = jobs_count(h);
+		args = xasprintf("submit %s %s --pool it-nowhere --idempotency-key two-big", path, path);
+		for (int round = 0; round < 2; round++) {
+			out = h_rungctl(h, args, &rc);
+			h_ok(h, rc == 0 && jobs_count(h) == before + 2,
+			     "two files over the body limit, --idempotency-key, %s: two jobs (%d %.300s)",
+			     round ? "sent again" : "sent one by one", rc, out);
+			free(out);
+		}
+		free(args);
+		free(path);
+		free(pad);
+		json_decref(big);
+	}
+	h_ok(h, h_sql_int(h, "SELECT (rung_jobs_text('{}'::bigint[]) IS NULL)::int", 0, NULL) == 1,
+	     "rung_jobs_text of no job: NULL");
+	{
 		/* several files: a job each, in order, one batch; one that rungd refuses stores none */
 		json_t *bad = h_config("cli_bad_file", 5), *d2;
 		char *bad_path;

@@ -226,6 +226,16 @@ static void test_job_tables(void)
 		"9   scheduled  -     -     -5        -         -        h200     [4,7]\n",
 		"jobs table: a WAITS FOR column when a job waits for others, last");
 	free(s);
+	{
+		json_t *w = json_array();
+		for (int k = 100; k < 140; k++)
+			json_array_append_new(w, json_integer(k));
+		json_object_set_new(json_array_get(jobs, 1), "waits_for", w);
+		s = cmd_jobs_table(jobs);
+		TAP_OK(s && strstr(s, "h200     [100,101,102,103,104,105,106,107,...] +32\n"),
+		       "jobs table: a job after 40 jobs: the first 8 ids and +32");
+		free(s);
+	}
 	json_decref(jobs);
 
 	json_t *att = json_loads("[{\"number\": 1, \"state\": \"ended\", \"outcome\": \"failed\","
