@@ -88,6 +88,12 @@ const struct cli_cmd cli_cmds[] = {
 		"it led to (against its own config), the verdict as show prints it. Each line is written as it happens,\n"
 		"also into a pipe; in a terminal a progress line shows the speed between the last two step reports\n"
 		"and the ETA. Exits 0 when the job succeeded, 1 otherwise.", cmd_watch },
+	{ "wait", "wait JOB... | wait --label K=V,K=V [--interval-ms N]",
+		"Waits until every job named (up to 64), or every job that carries these labels (a sweep's: --label\n"
+		"sweep=ID, its --then job too), has ended: prints each ending as it is seen (a failure with its\n"
+		"reason), then how many succeeded, failed and were cancelled. Exits 0 when all succeeded, 1\n"
+		"otherwise, 4 when no job carries the labels. --interval-ms: how often it asks (2000). --json:\n"
+		"the jobs as they ended.", cmd_wait },
 	{ "logs", "logs JOB [--attempt N] [--follow] [--interval-ms N]",
 		"Prints what the trainer of the job's latest attempt (--attempt N: that one) printed, as its worker\n"
 		"sent it (every --log-interval-ms of the worker, 10 s by default), with the progress bar's\n"

@@ -107,6 +107,7 @@ int cmd_pool(struct cli *c, int argc, char **argv);
 int cmd_start(struct cli *c, int argc, char **argv);
 int cmd_after(struct cli *c, int argc, char **argv);
 int cmd_watch(struct cli *c, int argc, char **argv);
+int cmd_wait(struct cli *c, int argc, char **argv);
 int cmd_logs(struct cli *c, int argc, char **argv);
 int cmd_escalations(struct cli *c, int argc, char **argv);
 int cmd_report(struct cli *c, int argc, char **argv);

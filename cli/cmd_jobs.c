@@ -1434,3 +1434,139 @@ int cmd_watch(struct cli *c, int argc, char **argv)
 	free(w.pool_wait);
 	return rc;
 }
+
+#define WAIT_IDS_MAX 64
+
+/* Whether a job's state is an ending. */
+static bool state_ended(const char *state)
+{
+	return state && (!strcmp(state, "succeeded") || !strcmp(state, "failed") || !strcmp(state, "cancelled"));
+}
+
+/* The jobs wait follows, as the server has them now: those named (ids; ids[0] NULL: none), or every
+ * job that carries the labels (every page of GET /v1/jobs?label=). Returns cli_call's code, *jobs a
+ * new array of JOBs. */
+static int wait_read(struct cli *c, char *const *ids, const char *label, json_t **jobs)
+{
+	int rc = CLI_OK;
+
+	*jobs = json_array();
+	if (!label) {
+		for (size_t i = 0; i < WAIT_IDS_MAX && ids[i] && rc == CLI_OK; i++) {
+			json_t *job = NULL;
+			rc = get_job_part(c, ids[i], "", &job);
+			if (rc == CLI_OK)
+				json_array_append_new(*jobs, job);
+		}
+		return rc;
+	}
+	char *cursor = NULL;
+	do {
+		char *base = cmd_jobs_path(NULL, NULL, NULL, label, NULL, 500), *path, *e;
+		json_t *ans = NULL, *v;
+		size_t i;
+		e = cursor ? httpc_escape(cursor) : NULL;
+		path = e ? xasprintf("%s&cursor=%s", base, e) : xstrdup(base);
+		free(e);
+		free(base);
+		free(cursor);
+		cursor = NULL;
+		rc = cli_call(c, "GET", path, NULL, NULL, &ans);
+		free(path);
+		if (rc == CLI_OK) {
+			json_array_foreach(cli_list(ans, "jobs"), i, v)
+				json_array_append(*jobs, v);
+			if (json_is_string(json_object_get(ans, "next_cursor")))
+				cursor = xstrdup(json_string_value(json_object_get(ans, "next_cursor")));
+		}
+		json_decref(ans);
+	} while (rc == CLI_OK && cursor);
+	free(cursor);
+	return rc;
+}
+
+int cmd_wait(struct cli *c, int argc, char **argv)
+{
+	char *ops[WAIT_IDS_MAX] = { NULL };
+	const char *label = NULL;
+	long long interval = 2000;
+	const struct args_opt opts[] = {
+		CLI_COMMON_OPTS(c),
+		{ .name = "label", .type = ARGS_STRING, .str = &label },
+		{ .name = "interval-ms", .type = ARGS_INT, .num = &interval, .min = 50, .max = 600000 },
+	};
+	json_t *ended = json_object(), *done = json_array(), *jobs = NULL, *v;
+	int64_t last_ok = util_mono_ms();
+	size_t n_ok = 0, i;
+	char *failed = xstrdup(""), *cancelled = xstrdup(""), *next;
+	int rc = cli_args(c, cli_cmd_named("wait"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, ARRAY_LEN(ops));
+
+	if (rc) {
+		rc = rc < 0 ? CLI_OK : rc;
+		goto out;
+	}
+	if (!ops[0] == !label) {
+		fprintf(c->err, "rungctl wait: name the jobs (their ids) or --label K=V, not both\nusage: rungctl %s\n",
+			cli_cmd_named("wait")->usage);
+		rc = CLI_USAGE;
+		goto out;
+	}
+	for (;;) {
+		size_t active = 0;
+		json_decref(jobs);
+		rc = wait_read(c, ops, label, &jobs);
+		if (rc != CLI_OK) {
+			if (!cli_transient(c, rc) || util_mono_ms() - last_ok > WATCH_UNREACHABLE_MS)
+				goto out;
+		} else {
+			last_ok = util_mono_ms();
+			json_array_foreach(jobs, i, v) {
+				const char *st = json_string_value(json_object_get(v, "state"));
+				char *id = table_cell(json_object_get(v, "id"));
+				if (!state_ended(st)) {
+					active++;
+				} else if (!json_object_get(ended, id)) { /* an ending seen for the first time */
+					const char *why = json_string_value(json_object_get(json_object_get(v, "result"), "reason"));
+					json_object_set_new(ended, id, json_string(st));
+					json_array_append(done, v);
+					if (!c->json) {
+						fprintf(c->out, "job %s %s\t%s%s%s\n", id, st, jpath_str(v, "name", ""),
+							strcmp(st, "succeeded") && why ? ": " : "", strcmp(st, "succeeded") && why ? why : "");
+						fflush(c->out);
+					}
+					if (!strcmp(st, "succeeded")) {
+						n_ok++;
+					} else {
+						char **list = !strcmp(st, "failed") ? &failed : &cancelled;
+						next = xasprintf("%s%s%s", *list, **list ? ", " : "", id);
+						free(*list);
+						*list = next;
+					}
+				}
+				free(id);
+			}
+			if (json_array_size(jobs) == 0) {
+				fprintf(c->err, "rungctl wait: no job carries the labels %s\n", label);
+				rc = CLI_NOTFOUND;
+				goto out;
+			}
+			if (active == 0)
+				break;
+		}
+		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };
+		nanosleep(&ts, NULL); /* the polling cadence, not a synchronisation */
+	}
+	if (c->json)
+		cli_print_json(c, done);
+	fprintf(c->json ? c->err : c->out, "%zu job%s ended: %zu succeeded%s%s%s%s\n", json_array_size(done),
+		json_array_size(done) == 1 ? "" : "s", n_ok, *failed ? "; failed: " : "", failed,
+		*cancelled ? "; cancelled: " : "", cancelled);
+	rc = n_ok == json_array_size(done) ? CLI_OK : CLI_REFUSED;
+out:
+	json_decref(jobs);
+	json_decref(ended);
+	json_decref(done);
+	free(failed);
+	free(cancelled);
+	return rc;
+}

@@ -4,7 +4,7 @@
  * not exist, one that already succeeded for a run-only-if-it-fails job, an Idempotency-Key used for
  * another batch) names jobs[K].FIELD and stores none of them, even those before it; one key stands for
  * the whole batch; rungctl submit --sweep --then sends the sweep and the job after it as one batch, and
- * a sweep rungd refuses in part is not stored at all. */
+ * a sweep rungd refuses in part is not stored at all; rungctl wait follows a sweep until it ended. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,6 +550,58 @@ static void test_rungctl(struct harness *h)
 	free(args);
 }
 
+/* rungctl wait: follows a sweep (by its label) or jobs (by id) until every one ended; exit 0 when all
+ * succeeded, 1 otherwise, 4 when no job carries the labels, 2 for a bad command line. */
+static void test_wait(struct harness *h)
+{
+	json_t *cfg = h_config("wait_me", 4);
+	char *path = write_config(h, "wait.json", cfg), *args, *out, *later = NULL, *quick = NULL;
+	json_t *ex;
+	int rc = 0;
+	long st = 0;
+
+	args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4 --labels sweep=wait-test", path);
+	out = h_rungctl(h, args, &rc);
+	h_ok(h, rc == 0, "a sweep of two to wait for (%d %.200s)", rc, out);
+	free(out);
+	free(args);
+	out = h_rungctl(h, "wait --label sweep=wait-test --interval-ms 200", &rc);
+	h_ok(h, rc == 0 && out && strstr(out, "succeeded\twait_me_lr1e-4") && strstr(out, "succeeded\twait_me_lr2e-4") &&
+		     strstr(out, "2 jobs ended: 2 succeeded\n"),
+	     "rungctl wait --label sweep=ID: each ending, then \"2 jobs ended: 2 succeeded\", exit 0 (%d %.300s)", rc, out);
+	free(out);
+	quick = h_submit_id(h, "wait_quick", 3, NULL);
+	ex = json_pack("{s:i}", "start_in_s", 3600);
+	later = h_submit_id(h, "wait_later", 3, ex);
+	json_decref(ex);
+	if (later)
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", later));
+	args = xasprintf("wait %s %s --interval-ms 200", quick ? quick : "0", later ? later : "0");
+	out = h_rungctl(h, args, &rc);
+	{
+		char *want = xasprintf("2 jobs ended: 1 succeeded; cancelled: %s\n", later ? later : "?");
+		h_ok(h, rc == 1 && out && strstr(out, want), "rungctl wait A B, B cancelled: \"%s\", exit 1 (%d %.300s)", want, rc,
+		     out);
+		free(want);
+	}
+	free(out);
+	free(args);
+	out = h_rungctl(h, "wait --label sweep=nothing-carries-this", &rc);
+	h_ok(h, rc == 4 && out && strstr(out, "no job carries the labels"), "rungctl wait --label that no job has: exit 4 (%d)",
+	     rc);
+	free(out);
+	out = h_rungctl(h, "wait", &rc);
+	h_ok(h, rc == 2, "rungctl wait with neither ids nor --label: exit 2 (%d)", rc);
+	free(out);
+	out = h_rungctl(h, "wait 5 --label a=b", &rc);
+	h_ok(h, rc == 2, "rungctl wait with both: exit 2 (%d)", rc);
+	free(out);
+	free(quick);
+	free(later);
+	free(path);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_submit_batch");
@@ -572,6 +624,7 @@ int main(void)
 	test_numbers(h);
 	test_submitter(h);
 	test_rungctl(h);
+	test_wait(h);
 	json_decref(done);
 	free(done_id);
 	h_worker_stop(h, w, SIGTERM);
