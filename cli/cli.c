@@ -12,6 +12,7 @@
 const struct cli_cmd cli_cmds[] = {
 	{ "submit", "submit CONFIG.yaml|CONFIG.json [CONFIG...] [--name N] [--priority N] [--no-scale-up] [--max-attempts N] "
 		"[--validate-steps N] [--idempotency-key K] [--labels K=V,K=V] [--pool NAME] [--at TIME|--in DURATION] "
+		"[--start-by TIME|--start-within DURATION] "
 		"[--after JOB,JOB [--after-when succeeded|ended|failed]] [--then FILE [--then-when W]] [--set PATH=VALUE]... [--sweep PATH=V1,V2,...]... [--link PATH,PATH,...]... [--dry-run]",
 		"Reads an AI Toolkit config (YAML as AI Toolkit reads it, or JSON), submits it as a job and prints\n"
 		"the job id (--json: the job). Several CONFIGs (up to 64): a job each, in that order, sent as one\n"
@@ -23,6 +24,8 @@ const struct cli_cmd cli_cmds[] = {
 		"`rungctl start JOB` starts it at once): TIME is an RFC 3339 time with its zone\n"
 		"(2026-12-01T22:00:00Z, 2026-12-01T23:00:00+01:00; a past one starts now) or a local time of day\n"
 		"HH:MM (22:00: the next one); DURATION is 90m, 2h, 1d, 1h30m, 45s or bare seconds, at most 365d.\n"
+		"--start-by TIME / --start-within DURATION: a start deadline, read as --at and --in are: a job that has\n"
+		"not started by then is cancelled (once it started, the deadline is spent; a retry clears it).\n"
 		"--after JOB,JOB: the job waits, scheduled, until those jobs (up to 256, a submitter's own) have all\n"
 		"succeeded, then is queued (with --at/--in, not before that time either); one that failed or was\n"
 		"cancelled holds it until it is retried and succeeds (`rungctl show` says which; `rungctl start JOB`\n"

@@ -44,6 +44,10 @@ json_t *cmd_submit_body(const json_t *config, const struct cmd_submit_opts *o)
 		json_object_set_new(body, "run_after", json_string(o->run_after));
 	else if (o->start_in_s > 0)
 		json_object_set_new(body, "start_in_s", json_integer(o->start_in_s));
+	if (o->start_by) /* the start deadline (migration 039) */
+		json_object_set_new(body, "start_by", json_string(o->start_by));
+	else if (o->start_within_s > 0)
+		json_object_set_new(body, "start_within_s", json_integer(o->start_within_s));
 	if (o->after)
 		json_object_set(body, "after", (json_t *)o->after);
 	if (o->after_when)
@@ -313,7 +317,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 {
 	struct cmd_submit_opts o = { .name = NULL };
 	const char *idem = NULL, *labels = NULL, *sets[64], *sweeps[8], *links[4], *at = NULL, *in = NULL, *after = NULL;
-	const char *then = NULL, *then_when = NULL;
+	const char *then = NULL, *then_when = NULL, *start_by = NULL, *start_within = NULL;
+	char by_buf[40];
 	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, n_files = 0, i;
 	int dry_run = 0;
 	char *ops[SUBMIT_FILES_MAX] = { NULL }, *err = NULL, *label = NULL, at_buf[40];
@@ -334,6 +339,8 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 		{ .name = "pool", .type = ARGS_STRING, .str = &o.pool },
 		{ .name = "at", .type = ARGS_STRING, .str = &at },
 		{ .name = "in", .type = ARGS_STRING, .str = &in },
+		{ .name = "start-by", .type = ARGS_STRING, .str = &start_by },
+		{ .name = "start-within", .type = ARGS_STRING, .str = &start_within },
 		{ .name = "after", .type = ARGS_STRING, .str = &after },
 		{ .name = "after-when", .type = ARGS_STRING, .str = &o.after_when },
 		{ .name = "then", .type = ARGS_STRING, .str = &then },
@@ -358,6 +365,21 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	if (cmd_submit_start(at, in, util_wall_ms(), &o, at_buf, sizeof at_buf, &past, &err) < 0) {
 		fprintf(c->err, "rungctl submit: %s\nusage: rungctl %s\n", err, cli_cmd_named("submit")->usage);
 		goto out;
+	}
+	if (start_by || start_within) { /* the start deadline, read as --at and --in are */
+		struct cmd_submit_opts d = { .name = NULL };
+		bool gone;
+		if (cmd_submit_start(start_by, start_within, util_wall_ms(), &d, by_buf, sizeof by_buf, &gone, &err) < 0 || gone) {
+			/* cmd_submit_start names --at and --in: said here as the deadline's options */
+			const char *opt = !err ? "--start-by" : !strncmp(err, "--in ", 5) ? "--start-within" : "--start-by";
+			const char *why = gone ? "has passed: the job could never start by then"
+				: strstr(err, "not both") ? "and --start-within: give one, not both"
+				: !strncmp(err, "--at ", 5) || !strncmp(err, "--in ", 5) ? err + 5 : err;
+			fprintf(c->err, "rungctl submit: %s %s\nusage: rungctl %s\n", opt, why, cli_cmd_named("submit")->usage);
+			goto out;
+		}
+		o.start_by = d.run_after;
+		o.start_within_s = d.start_in_s;
 	}
 	if (after && !(after_ids = cmd_after_ids(after, &err))) {
 		fprintf(c->err, "rungctl submit: --after %s\n", err);
@@ -792,9 +814,13 @@ static void show_story(struct cli *c, const json_t *job, const json_t *attempts,
 		char *sched = jobtext_scheduled(job);   /* a scheduled one: when it starts */
 		char *stop = jobtext_stopping(job);     /* a running one being stopped: why */
 		char *awaited = jobtext_awaited(job);   /* the jobs that run after it (migration 033) */
+		char *deadline = jobtext_deadline(job, util_wall_ms()); /* by when it must start (039) */
 		print_kv(c, "result", json_object_get(job, "result"));
 		if (sched)
 			fprintf(c->out, "%-17s %s\n", "start", sched);
+		if (deadline)
+			fprintf(c->out, "%-17s %s\n", "deadline", deadline);
+		free(deadline);
 		if (waiting)
 			fprintf(c->out, "%-17s %s\n", "queue", waiting);
 		if (stop)

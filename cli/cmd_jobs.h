@@ -22,6 +22,8 @@ struct cmd_submit_opts {
 	const char *pool;               /* --pool (common/pool.h) or NULL: the server's default pool */
 	const json_t *after;            /* --after, parsed (cmd_after_ids), or NULL */
 	const char *after_when;         /* --after-when (common/after.h: succeeded, ended, failed) or NULL */
+	const char *start_by;           /* --start-by as an RFC 3339 time (cmd_submit_start), or NULL */
+	long long start_within_s;       /* --start-within in seconds, 0 when not given */
 };
 
 /* Reads IDS ("12" or "12,13": the jobs that must succeed first, migration 033; `submit --after` and
@@ -30,7 +32,7 @@ struct cmd_submit_opts {
 json_t *cmd_after_ids(const char *ids, char **why);
 
 /* The POST /v1/jobs body {"config": config, "name"?, "priority"?, "labels"?, "pool"?, "run_after"? |
- * "start_in_s"?, "after"?, "after_when"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
+ * "start_in_s"?, "start_by"? | "start_within_s"?, "after"?, "after_when"?, "recovery"?: {...}} ("recovery" only when an option sets a key of it; "labels" only
  * when some were given; "pool" only when --pool was; the start time only when --at or --in was;
  * "after" only when --after was, "after_when" when --after-when was).
  * config is borrowed (incref'd into the body). New reference. */

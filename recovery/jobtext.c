@@ -200,6 +200,23 @@ static char *waits_for_list(const json_t *job, char **stuck)
 	return out;
 }
 
+char *jobtext_deadline(const json_t *job, int64_t now_ms)
+{
+	const char *by = json_string_value(json_object_get(job, "start_by"));
+	const char *st = json_string_value(json_object_get(job, "state"));
+	char when[40], wait[32];
+	int64_t ms;
+
+	if (!by || !st || (strcmp(st, "queued") && strcmp(st, "scheduled")) ||
+	    json_integer_value(json_object_get(job, "attempts")) > 0 || util_time_parse(by, &ms) < 0)
+		return NULL;
+	when_format_utc(ms, when, sizeof when);
+	if (ms <= now_ms)
+		return xasprintf("must start by %s (due: it is cancelled within a second)", when);
+	when_format_wait((long long)((ms - now_ms + 999) / 1000), wait, sizeof wait);
+	return xasprintf("must start by %s (in %s), else it is cancelled", when, wait);
+}
+
 /* The start time of a scheduled job: "2026-12-01T22:00:00Z (in 2h05m)", "... (due now: it is queued
  * within a second)" or the time alone without starts_in_s; NULL without a run_after. Heap. */
 static char *start_time(const json_t *job)

@@ -61,6 +61,11 @@ char *jobtext_placement(const json_t *job);
  * NULL when the job is not scheduled. Heap string, the caller frees. */
 char *jobtext_scheduled(const json_t *job);
 
+/* A job's start deadline (migration 039, "start_by") while it has not started (queued or scheduled,
+ * no attempt): "must start by T (in W), else it is cancelled", or "... (due: it is cancelled within a
+ * second)" once now_ms (the caller's clock) is past it. NULL otherwise. Heap string, the caller frees. */
+char *jobtext_deadline(const json_t *job, int64_t now_ms);
+
 /* "job 7 waits for this one" ("jobs 7, 8 wait ...") when job (a JOB, borrowed) has "awaited_by" (GET
  * /v1/jobs/{id}: the scheduled jobs that run after it, migration 033); when it failed or was cancelled
  * (then only jobs that wait for its success are left, 036), "job 7 waits for this one to succeed: it

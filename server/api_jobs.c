@@ -62,7 +62,7 @@ static const struct recovery_key recovery_keys[] = {
 };
 
 static const char *const submit_keys[] = { "config", "name", "priority", "recovery", "labels", "run_after", "start_in_s",
-					   "pool", "after", "after_when" };
+					   "pool", "after", "after_when", "start_by", "start_within_s" };
 
 
 static int fail(char **field, char **message, const char *f, char *msg)
@@ -164,6 +164,51 @@ static int check_start(const json_t *body, int64_t *run_after_ms, long long *sta
 	return 0;
 }
 
+/* The start deadline of a submit (migration 039): "start_by", an RFC 3339 time with its zone, ahead of
+ * this rungd's clock and of the job's start time, at most WHEN_MAX_AHEAD_S ahead; or "start_within_s",
+ * 1 to WHEN_MAX_AHEAD_S seconds, more than its start_in_s; at most one of them; null is absent. The
+ * start time is the checked one (run_after_ms, start_in_s: check_start's). Sets *start_by_ms (-1:
+ * none) and *start_within_s (0: none) and returns 0, or -1 with *field and *message (heap). */
+static int check_deadline(const json_t *body, int64_t run_after_ms, long long start_in_s, int64_t *start_by_ms,
+			  long long *start_within_s, char **field, char **message)
+{
+	const json_t *by = json_object_get(body, "start_by"), *within = json_object_get(body, "start_within_s");
+	int64_t now = util_wall_ms(), starts = run_after_ms >= 0 ? run_after_ms : now + start_in_s * 1000, ends;
+
+	*start_by_ms = -1;
+	*start_within_s = 0;
+	if (by && json_is_null(by))
+		by = NULL;
+	if (within && json_is_null(within))
+		within = NULL;
+	if (!by && !within)
+		return 0;
+	if (by && within)
+		return fail(field, message, "start_within_s",
+			    xstrdup("give start_by (a time) or start_within_s (in how many seconds), not both"));
+	if (by) {
+		if (!json_is_string(by) || util_time_parse(json_string_value(by), start_by_ms) < 0)
+			return fail(field, message, "start_by",
+				    xstrdup("start_by must be an RFC 3339 time with its zone, e.g. 2026-12-01T22:00:00Z"));
+		if (*start_by_ms - now > WHEN_MAX_AHEAD_S * 1000)
+			return fail(field, message, "start_by", xstrdup("start_by is more than 365 days ahead"));
+		ends = *start_by_ms;
+	} else {
+		if (!json_is_integer(within) || json_integer_value(within) < 1 || json_integer_value(within) > WHEN_MAX_AHEAD_S)
+			return fail(field, message, "start_within_s",
+				    xasprintf("start_within_s must be an integer from 1 to %lld (365 days)", WHEN_MAX_AHEAD_S));
+		*start_within_s = (long long)json_integer_value(within);
+		ends = now + *start_within_s * 1000;
+	}
+	if (ends <= now)
+		return fail(field, message, "start_by", xstrdup("start_by has passed: the job could never start by then"));
+	if (ends <= starts)
+		return fail(field, message, by ? "start_by" : "start_within_s",
+			    xstrdup("the start deadline is not after the job's start time (run_after or start_in_s): it could "
+				    "never start by then"));
+	return 0;
+}
+
 /* The jobs a submit runs after (migration 033): absent, null, or a list of 1 to AFTER_MAX job ids
  * (integers from 1); repeats are dropped by the statement. Whether they exist and are the caller's
  * the statement says (rung_submit_batch: "after_unknown"). Returns 0, or -1 with *field, *message. */
@@ -218,7 +263,7 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		if (!known) {
 			*field = xstrdup(key);
 			*message = xasprintf("unknown field \"%s\" (expected config, name, priority, recovery, labels, run_after, "
-					     "start_in_s, pool, after, after_when)", key);
+					     "start_in_s, start_by, start_within_s, pool, after, after_when)", key);
 			return -1;
 		}
 	}
@@ -251,6 +296,12 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		return fail(field, message, "pool", xstrdup("pool must be a pool name: " POOL_NAME_RULE));
 	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
 		return -1;
+	{
+		int64_t by_ms;
+		long long within_s;
+		if (check_deadline(body, run_after_ms, start_in_s, &by_ms, &within_s, field, message) < 0)
+			return -1;
+	}
 	if (check_after(json_object_get(body, "after"), field, message) < 0 ||
 	    check_after_when(json_object_get(body, "after_when"), json_object_get(body, "after"), "after", field,
 			     message) < 0)
@@ -446,6 +497,25 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "after_when", json_string(val));
 		return 0;
 	}
+	if (strcmp(key, "start_by") == 0) { /* as the envelope's, checked with it */
+		int64_t ms;
+		if (util_time_parse(val, &ms) < 0) {
+			*message = xstrdup("query parameter start_by must be an RFC 3339 time with its zone, e.g. "
+					   "2026-12-01T22:00:00Z (+ written %2B)");
+			return -1;
+		}
+		json_object_set_new(env, "start_by", json_string(val));
+		return 0;
+	}
+	if (strcmp(key, "start_within_s") == 0) {
+		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
+			*message = xasprintf("query parameter start_within_s must be an integer from 1 to %lld (365 days)",
+					     WHEN_MAX_AHEAD_S);
+			return -1;
+		}
+		json_object_set_new(env, "start_within_s", json_integer(n));
+		return 0;
+	}
 	if (strcmp(key, "start_in_s") == 0) {
 		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
 			*message = xasprintf("query parameter start_in_s must be an integer from 1 to %lld (365 days)",
@@ -460,7 +530,7 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 			k = &recovery_keys[i];
 	if (!k) {
 		*message = xasprintf("unknown query parameter \"%s\" (expected name, priority, labels, run_after, "
-				     "start_in_s, pool, after, after_when or a recovery setting)", key);
+				     "start_in_s, start_by, start_within_s, pool, after, after_when or a recovery setting)", key);
 		return -1;
 	}
 	if (k->type == RK_BOOL) {
@@ -784,6 +854,16 @@ static json_t *submit_item_json(const struct hreq *h, const json_t *body, const 
 		json_object_set_new(item, "run_after_ms", json_integer(run_after_ms));
 	else if (start_in_s > 0)
 		json_object_set_new(item, "start_in_s", json_integer(start_in_s));
+	{
+		/* the start deadline (migration 039), checked with the body (check_deadline), read as it is: the
+		 * statement makes it a time by the database's clock (rung_submit_start_by) */
+		const json_t *by = json_object_get(body, "start_by"), *within = json_object_get(body, "start_within_s");
+		int64_t by_ms;
+		if (json_is_string(by) && util_time_parse(json_string_value(by), &by_ms) == 0)
+			json_object_set_new(item, "start_by_ms", json_integer(by_ms));
+		else if (json_is_integer(within))
+			json_object_set(item, "start_within_s", (json_t *)within);
+	}
 	/* the jobs it runs after (migration 033): a submitter's must be its own, staff's any */
 	if (json_is_array(json_object_get(body, "after")))
 		json_object_set(item, "after", json_object_get(body, "after"));

@@ -659,6 +659,11 @@ int html_scheduled_line(struct hbuf *b, const json_t *job)
 	return html_esc_sentence(b, jobtext_scheduled(job));
 }
 
+int html_deadline_line(struct hbuf *b, const json_t *job)
+{
+	return html_esc_sentence(b, jobtext_deadline(job, util_wall_ms()));
+}
+
 int html_retried_line(struct hbuf *b, const json_t *job)
 {
 	return html_esc_sentence(b, jobtext_retried(job));

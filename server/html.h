@@ -86,6 +86,9 @@ int html_placement_line(struct hbuf *b, const json_t *job);
 /* When a scheduled job starts ("scheduled: starts at T (in 2h05m)", recovery/jobtext.h), escaped;
  * returns 0 (nothing written) when the job is not scheduled. */
 int html_scheduled_line(struct hbuf *b, const json_t *job);
+/* A job's start deadline while it has not started (recovery/jobtext.h), escaped; returns 0 (nothing
+ * written) when it has none. */
+int html_deadline_line(struct hbuf *b, const json_t *job);
 /* The job's last retry (recovery/jobtext.h), escaped; returns 0 (nothing written) when it has none. */
 int html_retried_line(struct hbuf *b, const json_t *job);
 

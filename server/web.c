@@ -937,6 +937,15 @@ static void render_job(struct hbuf *b, const struct web_req *w, const json_t *do
 		}
 		html_release(&line);
 	}
+	{
+		struct hbuf line = { 0 };
+		if (html_deadline_line(&line, j)) { /* migration 039: by when it must start */
+			html_add(b, "<dt>deadline</dt><dd class=\"reason\">");
+			html_add(b, line.s);
+			html_add(b, "</dd>");
+		}
+		html_release(&line);
+	}
 	if (json_is_object(json_object_get(j, "placement"))) { /* why it waits, or its turn in the queue */
 		struct hbuf line = { 0 };
 		if (html_placement_line(&line, j)) {

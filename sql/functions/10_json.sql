@@ -14,7 +14,7 @@ CREATE OR REPLACE FUNCTION rung_job_json_lean(j jobs) RETURNS jsonb LANGUAGE sql
     'owner', j.owner, 'pool', j.pool, 'labels', j.labels, 'recovery', j.recovery, 'recovery_state', j.recovery_state, 'constraints', j.constraints,
     'attempts', j.attempts_count, 'lost_count', j.lost_count,
     'cancel_requested', j.cancel_requested, 'created_at', j.created_at, 'updated_at', j.updated_at,
-    'finished_at', j.finished_at, 'run_after', j.run_after, 'after', j.after_ids, 'waits_for', j.waits_for,
+    'finished_at', j.finished_at, 'run_after', j.run_after, 'start_by', j.start_by, 'after', j.after_ids, 'waits_for', j.waits_for,
     'after_when', CASE WHEN j.after_ids IS NOT NULL THEN coalesce(j.after_when, 'succeeded') END,
     'result', CASE WHEN j.result IS NULL OR j.result ? 'config' THEN j.result
                    ELSE j.result || jsonb_build_object('config', j.target_config) END,

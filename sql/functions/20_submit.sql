@@ -12,6 +12,14 @@ CREATE OR REPLACE FUNCTION rung_submit_run_after(p_item jsonb) RETURNS timestamp
                          END, now()), now())
 $$;
 
+-- A submit item's start deadline (migration 039): its "start_by_ms" (the envelope's RFC 3339
+-- "start_by", read and bounded by rungd) or now() + its "start_within_s", by the database's clock
+-- (as rung_submit_run_after); NULL without one.
+CREATE OR REPLACE FUNCTION rung_submit_start_by(p_item jsonb) RETURNS timestamptz LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN p_item ? 'start_by_ms' THEN to_timestamp((p_item->>'start_by_ms')::float8 / 1000)
+              WHEN p_item ? 'start_within_s' THEN now() + make_interval(secs => (p_item->>'start_within_s')::float8) END
+$$;
+
 -- The `submitted` event's data: kind, priority, owner, and run_after for a scheduled job (columns, not
 -- the row: no composite value is built per job on the submit path).
 CREATE OR REPLACE FUNCTION rung_submit_event_data(p_kind text, p_priority int, p_owner text, p_run_after timestamptz)
@@ -69,10 +77,11 @@ BEGIN
     FROM jsonb_array_elements(p) e),
   ins AS (
     INSERT INTO jobs (id, name, owner, kind, priority, target_config, current_config, recovery, request_hash, labels,
-                      state, run_after, pool)
+                      state, run_after, pool, start_by)
     SELECT x.id, x.e->>'name', x.e->>'owner', x.e->>'kind', (x.e->>'priority')::int, x.e->'body'->'config', NULL,
            x.e->'recovery', NULL, rung_submit_labels(x.e->'body'),
-           CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after, rung_submit_pool(x.e->'body')
+           CASE WHEN x.run_after IS NULL THEN 'queued' ELSE 'scheduled' END, x.run_after, rung_submit_pool(x.e->'body'),
+           rung_submit_start_by(x.e)
     FROM x WHERE x.allowed ORDER BY x.id
     RETURNING *),
   ev AS (
@@ -177,11 +186,12 @@ BEGIN
     END IF;
     INSERT INTO jobs (name, owner, kind, priority, target_config, current_config, recovery,
                       idempotency_key, request_hash, labels, state, run_after, pool, after_ids, after_when, waits_for,
-                      next_action)
+                      next_action, start_by)
     VALUES (e->>'name', e->>'owner', e->>'kind', (e->>'priority')::int, e->'body'->'config',
             NULL, e->'recovery', e->>'key', h, rung_submit_labels(e->'body'),
             CASE WHEN v_run_after IS NULL AND v_waits IS NULL THEN 'queued' ELSE 'scheduled' END, v_run_after,
-            rung_submit_pool(e->'body'), v_after, v_when, v_waits, rung_after_wait_text(v_waits, v_when))
+            rung_submit_pool(e->'body'), v_after, v_when, v_waits, rung_after_wait_text(v_waits, v_when),
+            rung_submit_start_by(e))
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING * INTO j;
     IF NOT FOUND THEN

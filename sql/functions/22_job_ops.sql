@@ -79,7 +79,9 @@ BEGIN
   v_state := CASE WHEN v_waits IS NULL THEN 'queued' ELSE 'scheduled' END;
   INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
   VALUES (j.id, 'retried', j.state, v_state, v_why, v_story);
+  -- (a start deadline is spent: a person asked it to run now; migration 039)
   UPDATE jobs SET state = v_state, waits_for = v_waits, cancel_requested = false, finished_at = NULL, result = NULL, lost_count = 0,
+                  start_by = NULL,
                   current_config = CASE WHEN v_from = 'target' THEN NULL ELSE current_config END,
                   constraints = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE constraints END,
                   recovery_state = CASE WHEN v_from = 'target' THEN '{}'::jsonb ELSE recovery_state END

@@ -194,6 +194,38 @@ LANGUAGE sql AS $$
   SELECT up.id, up.run_after FROM up ORDER BY up.run_after, up.id
 $$;
 
+-- rung_start_deadline_due(max): the jobs whose start deadline (migration 039, jobs.start_by) has
+-- passed before they started (queued or scheduled, no attempt yet), the earliest first, at most
+-- P_MAX, each cancelled as a cancel would (cancelled, finished, its result saying why) with an event
+-- `start_deadline_passed` (data {"start_by"}); the jobs that run after them are released or held by
+-- the trigger, as after any cancel. Walks jobs_start_by, whose entries are only such jobs, so a run
+-- with nothing due reads one index entry. A job another transaction holds (a claim starting it now)
+-- is skipped: the claim either starts it (the deadline is then spent) or the next run sees it.
+-- Returns the jobs it cancelled with their deadlines; rungd logs them and, when there are any, wakes
+-- the waiters after the commit (a dependent may have been queued).
+CREATE OR REPLACE FUNCTION rung_start_deadline_due(p_max int) RETURNS TABLE (job_id bigint, start_by timestamptz)
+LANGUAGE sql AS $$
+  WITH due AS (
+    SELECT d.id, d.state FROM jobs d
+    WHERE d.start_by <= now() AND d.start_by IS NOT NULL AND d.state IN ('queued', 'scheduled') AND d.attempts_count = 0
+    ORDER BY d.start_by LIMIT p_max
+    FOR UPDATE SKIP LOCKED),
+  up AS (
+    UPDATE jobs u SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
+                      next_action = NULL,
+                      result = jsonb_build_object('class', 'cancelled', 'reason',
+                                 'not started by ' || to_char(u.start_by AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                                 || ', its start deadline: cancelled while ' || u.state)
+    FROM due WHERE u.id = due.id AND u.state IN ('queued', 'scheduled') AND u.attempts_count = 0
+    RETURNING u.id, u.start_by, due.state AS was),
+  ev AS (
+    INSERT INTO event_log (job_id, kind, from_state, to_state, reason, data)
+    SELECT up.id, 'start_deadline_passed', up.was, 'cancelled', 'its start deadline passed before it started',
+           jsonb_build_object('start_by', up.start_by)
+    FROM up ORDER BY up.start_by, up.id)
+  SELECT up.id, up.start_by FROM up ORDER BY up.start_by, up.id
+$$;
+
 -- rung_start_now(job, by): a scheduled job queued at once, before its start time and without waiting
 -- for the jobs it runs after (its waits_for is cleared; after_ids stays), under its row lock, with an
 -- event `started_now` (scheduled -> queued, data {"run_after", "by", "waits_for"}). Returns {"status":

@@ -401,6 +401,108 @@ out:
 	json_decref(cfg);
 }
 
+/* Start deadlines (migration 039): a job of a pool no worker takes, to start within 2 s, is cancelled
+ * by the scheduler soon after, saying why (result, event, webhook-visible state), and a retry clears its
+ * deadline; one that starts in time runs as any other; rungctl show says by when a job must start;
+ * every bad deadline is a 400 naming it, with nothing stored. */
+static void test_deadline(struct harness *h)
+{
+	json_t *cfg = h_config("deadline", 3), *ex, *j = NULL;
+	char *id = NULL, *ok_id = NULL, *when, *out;
+	long st;
+	int rc = 0;
+	long long before;
+
+	ex = json_pack("{s:i, s:s}", "start_within_s", 2, "pool", "it-deadline-nowhere");
+	st = submit(h, cfg, ex, &id, &j);
+	json_decref(ex);
+	h_ok(h, st == 201 && id && json_is_string(json_object_get(j, "start_by")) && !strcmp(h_str(j, "state"), "queued"),
+	     "a job to start within 2 s, in a pool no worker takes: 201, queued, with its start_by (%ld)", st);
+	json_decref(j);
+	j = id ? h_wait_job(h, id, "cancelled", 15000) : NULL;
+	h_ok(h, j && strstr(h_str(json_object_get(j, "result"), "reason"), "not started by ") &&
+		     strstr(h_str(json_object_get(j, "result"), "reason"), "its start deadline: cancelled while queued"),
+	     "the scheduler cancels it once its deadline passed, saying why (%s)", j ? h_str(json_object_get(j, "result"), "reason") : "-");
+	json_decref(j);
+	{
+		const char *p[] = { id ? id : "0" };
+		h_ok(h, h_sql_int(h, "SELECT count(*) FROM event_log WHERE job_id = $1::bigint AND kind = 'start_deadline_passed' "
+				     "AND from_state = 'queued' AND to_state = 'cancelled'", 1, p) == 1,
+		     "an event start_deadline_passed, queued -> cancelled");
+	}
+	j = id ? h_postf(h, NULL, &st, "/v1/jobs/%s/retry", id) : NULL;
+	h_ok(h, st == 200 && !strcmp(h_str(j, "state"), "queued") && json_is_null(json_object_get(j, "start_by")),
+	     "a retry queues it again without its deadline (%ld)", st);
+	json_decref(j);
+	if (id)
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+
+	/* one that starts in time runs as any other */
+	ex = json_pack("{s:i}", "start_within_s", 600);
+	st = submit(h, cfg, ex, &ok_id, NULL);
+	json_decref(ex);
+	j = ok_id ? h_wait_job(h, ok_id, "succeeded", 60000) : NULL;
+	h_ok(h, st == 201 && j && json_is_string(json_object_get(j, "start_by")),
+	     "a job that starts before its deadline succeeds, its start_by kept (%ld)", st);
+	json_decref(j);
+
+	/* rungctl show says by when a queued job must start */
+	when = time_in(7200);
+	ex = json_pack("{s:s, s:s}", "start_by", when, "pool", "it-deadline-nowhere");
+	free(id);
+	id = NULL;
+	st = submit(h, cfg, ex, &id, NULL);
+	json_decref(ex);
+	{
+		char *args = xasprintf("show %s", id ? id : "0");
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "deadline") && strstr(out, "must start by ") &&
+			     strstr(out, "else it is cancelled"),
+		     "rungctl show: \"must start by T (in W), else it is cancelled\" (%d %.400s)", rc, out);
+		free(out);
+		free(args);
+	}
+	if (id)
+		json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", id));
+	free(when);
+
+	/* bad deadlines: 400 naming the field, nothing stored */
+	before = h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL);
+	{
+		char *past = time_in(-60), *soon = time_in(600), *later = time_in(3600);
+		json_t *bad[] = {
+			json_pack("{s:s}", "start_by", past),
+			json_pack("{s:s}", "start_by", "tomorrow"),
+			json_pack("{s:i}", "start_within_s", 0),
+			json_pack("{s:s, s:i}", "start_by", later, "start_within_s", 60),
+			json_pack("{s:s, s:s}", "run_after", later, "start_by", soon),
+			json_pack("{s:i, s:i}", "start_in_s", 600, "start_within_s", 60),
+		};
+		static const char *const field[] = { "start_by", "start_by", "start_within_s", "start_within_s", "start_by",
+						     "start_within_s" };
+		for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+			json_t *body = json_deep_copy(bad[i]), *a;
+			json_object_set(body, "config", cfg);
+			a = h_post(h, "/v1/jobs", body, &st);
+			h_ok(h, st == 400 && !strcmp(h_str(a, "field"), field[i]), "bad deadline %zu: 400 naming %s (%ld %s %s)", i,
+			     field[i], st, h_str(a, "field"), h_str(a, "message"));
+			json_decref(a);
+			json_decref(body);
+			json_decref(bad[i]);
+		}
+		free(past);
+		free(soon);
+		free(later);
+	}
+	out = h_rungctl(h, "submit tests/data/aitk_flux_lora_24gb.yaml --start-by 2020-01-01T00:00:00Z", &rc);
+	h_ok(h, rc == 2 && out && strstr(out, "--start-by has passed"), "rungctl submit --start-by in the past: exit 2 (%d)", rc);
+	free(out);
+	h_ok(h, h_sql_int(h, "SELECT count(*) FROM jobs", 0, NULL) == before, "and none of them stored a job");
+	free(id);
+	free(ok_id);
+	json_decref(cfg);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_scheduled");
@@ -422,6 +524,7 @@ int main(void)
 	test_cancel(h);
 	test_idempotency(h);
 	test_seen(h);
+	test_deadline(h);
 	h_worker_stop(h, w, SIGTERM);
 	return h_free(h);
 }

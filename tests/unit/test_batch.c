@@ -3432,6 +3432,37 @@ static void test_scheduled(void)
 	PQfinish(pg);
 }
 
+/* Start deadlines (migration 039): rung_start_deadline_due and a retry. Last: it cancels jobs and
+ * retries one, which the counts of the tests before it would see. */
+static void test_start_deadline(void)
+{
+	pg = PQconnectdb(url);
+	/* start deadlines (migration 039): due and not started, cancelled earliest first; one not due, or one
+	 * that started (an attempt, queued again after an OOM), is left */
+	q1("INSERT INTO jobs (name, kind, state, start_by, target_config, recovery) VALUES "
+	   "('dl_past', 'image', 'queued', now() - interval '1 minute', '{\"x\":1}', '{}'), "
+	   "('dl_sched', 'image', 'scheduled', now() - interval '2 minutes', '{\"x\":1}', '{}'), "
+	   "('dl_future', 'image', 'queued', now() + interval '1 hour', '{\"x\":1}', '{}'), "
+	   "('dl_started', 'image', 'queued', now() - interval '3 minutes', '{\"x\":1}', '{}')", 0, NULL);
+	q1("UPDATE jobs SET attempts_count = 1 WHERE name = 'dl_started'", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY d.start_by) FROM rung_start_deadline_due(500) d "
+		      "JOIN jobs j ON j.id = d.job_id", 0, NULL),
+		   "dl_sched,dl_past", "start deadline: the two due that never started, earliest first");
+	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || state || ':' || coalesce((result->>'reason' LIKE 'not started by %, its start "
+		      "deadline: cancelled while %')::text, '-'), ',' ORDER BY id) FROM jobs WHERE name LIKE 'dl\\_%'", 0, NULL),
+		   "dl_past:cancelled:true,dl_sched:cancelled:true,dl_future:queued:-,dl_started:queued:-",
+		   "start deadline: cancelled with the reason; the one not due and the one that started left");
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || e.from_state || '>' || e.to_state || ':' || (e.data ? 'start_by'), ',' "
+		      "ORDER BY e.id) FROM events e JOIN jobs j ON j.id = e.job_id WHERE e.kind = 'start_deadline_passed'", 0, NULL),
+		   "dl_sched:scheduled>cancelled:true,dl_past:queued>cancelled:true",
+		   "start deadline: an event start_deadline_passed each, from the state it left");
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_deadline_due(500)", 0, NULL), "0", "start deadline: a second run finds none");
+	TAP_STR_EQ(q1("SELECT (rung_retry(id, NULL, NULL, 'ops')->'job'->>'start_by') IS NULL FROM jobs WHERE name = 'dl_past'",
+		      0, NULL), "t", "start deadline: a retry clears it (a person asked it to run)");
+	q1("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE name LIKE 'dl\\_%' AND state = 'queued'", 0, NULL);
+	PQfinish(pg);
+}
+
 int main(void)
 {
 	const char *env = getenv("RUNG_TEST_DATABASE_URL");
@@ -3490,6 +3521,7 @@ int main(void)
 	test_pool_quota();
 	test_owner_queue();
 	test_fair_share();
+	test_start_deadline();
 	db_free(db);
 	event_free(tick);
 	event_base_free(base);

@@ -1514,6 +1514,29 @@ static void test_scheduled(void)
 		json_decref(job);
 	}
 	{
+		/* a start deadline (migration 039): said while the job has not started, by the caller's clock */
+		json_t *job = json_loads("{\"id\": 5, \"state\": \"queued\", \"attempts\": 0, "
+					 "\"start_by\": \"2026-12-01T22:00:00+00:00\"}", 0, NULL);
+		int64_t at;
+		util_time_parse("2026-12-01T20:55:00Z", &at);
+		char *t = jobtext_deadline(job, at);
+		TAP_STR_EQ(t, "must start by 2026-12-01T22:00:00Z (in 1h05m), else it is cancelled", "jobtext: a start deadline ahead");
+		free(t);
+		t = jobtext_deadline(job, at + 2 * 3600 * 1000);
+		TAP_STR_EQ(t, "must start by 2026-12-01T22:00:00Z (due: it is cancelled within a second)", "jobtext: a deadline passed");
+		free(t);
+		json_object_set_new(job, "attempts", json_integer(1));
+		t = jobtext_deadline(job, at);
+		TAP_OK(t == NULL, "jobtext: a job that started: its deadline is spent, nothing said");
+		free(t);
+		json_object_set_new(job, "attempts", json_integer(0));
+		json_object_set_new(job, "state", json_string("cancelled"));
+		t = jobtext_deadline(job, at);
+		TAP_OK(t == NULL, "jobtext: an ended job: nothing said");
+		free(t);
+		json_decref(job);
+	}
+	{
 		json_t *job = json_loads("{\"id\": 4, \"state\": \"running\", \"awaited_by\": [9]}", 0, NULL);
 		char *t = jobtext_awaited(job);
 		TAP_STR_EQ(t, "job 9 waits for this one", "jobtext: who waits for a running job (whichever ending releases it)");

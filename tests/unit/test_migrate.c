@@ -468,14 +468,14 @@ static const char *val(const char *url, const char *sql, int n, const char *cons
  * digest leaves the one out and halves the other, so the same rows give the same digest on either side. */
 static const char sql_data[] =
 	"SELECT md5(concat_ws('|',"
-	" (SELECT string_agg((to_jsonb(t) - ARRAY['labels', 'run_after', 'pool', 'after_ids', 'waits_for', 'has_dependents', 'after_when'])::text, ',' ORDER BY t.id) FROM jobs t),"
+	" (SELECT string_agg((to_jsonb(t) - ARRAY['labels', 'run_after', 'pool', 'after_ids', 'waits_for', 'has_dependents', 'after_when', 'start_by'])::text, ',' ORDER BY t.id) FROM jobs t),"
 	/* columns added since 012 start NULL or at their default: migrations/014_memory.sql's, 015's
 	 * lease_event_id, 017's workers.drain, 018's webhook_outbox kind and job_id, 019's jobs.labels,
 	 * 020's tokens.max_running, 023's tokens.expires_at, 024's workers.version, 026's jobs.pool and
 	 * workers.pool, 027's tokens.pools, 028's workers.borrow, 029's attempts.preempted_at and
 	 * preempt_for, 031's attempts.resumed_step, 032's resumed_gpu_s, 033's jobs.after_ids, waits_for and
 	 * has_dependents, 034's tokens.pool_limits, 035's gpu_hours and gpu_hours_days 036's jobs.after_when and
-	 * 037's tokens.pool_gpu_hours are left out */
+	 * 037's tokens.pool_gpu_hours and 039's jobs.start_by are left out */
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['peak_mib', 'peak_phase', 'mem_features', 'mem_arch', 'mem_gpu_mib',"
 	"   'mem_obs', 'lease_event_id', 'preempted_at', 'preempt_for', 'resumed_step', 'resumed_gpu_s'])::text, ',' ORDER BY t.id) FROM attempts t),"
 	" (SELECT string_agg((to_jsonb(t) - ARRAY['drain', 'version', 'pool', 'borrow'])::text, ',' ORDER BY t.id) FROM workers t),"

@@ -1176,6 +1176,19 @@ static void test_scheduled(void)
 		       has(s, "<option value=\"queued\">not started (queued or scheduled)</option>"),
 	       "cancel form: the queue's scheduled filter chooses scheduled; queued reads as not started");
 	free(s);
+	/* a start deadline (migration 039): its line while the job has not started; none once it did */
+	json_object_set_new(job, "start_by", json_string("2999-01-01T00:00:00+00:00"));
+	json_object_set_new(job, "attempts", json_integer(0));
+	n = html_deadline_line(&b, job);
+	s = html_take(&b);
+	TAP_OK(n == 1 && has(s, "must start by 2999-01-01T00:00:00Z (in ") && has(s, "), else it is cancelled"),
+	       "deadline line: rungctl show's sentence");
+	free(s);
+	json_object_set_new(job, "attempts", json_integer(2));
+	n = html_deadline_line(&b, job);
+	s = html_take(&b);
+	TAP_OK(n == 0 && (!s || !*s), "deadline line: none once it started");
+	free(s);
 	json_decref(job);
 }
 
