@@ -1,6 +1,6 @@
-/* The scheduler (scheduler.h): a timer that runs rung_start_due, then rung_start_deadline_due (the
- * start deadlines, migration 039), logs each job it queued or cancelled and wakes the waiters once the
- * statement committed. Owns its two timer events. */
+/* The scheduler (scheduler.h): a timer that runs rung_start_deadline_due (the start deadlines,
+ * migration 039), then rung_start_due, logs each job it cancelled or queued and wakes the waiters once
+ * each statement committed. Owns its two timer events. */
 #include "scheduler.h"
 
 #include <stdbool.h>
@@ -22,10 +22,11 @@ struct scheduler {
 	struct event *again;  /* one-shot: the next batch at once after a full one (and the first run) */
 	bool busy;            /* a statement is in flight */
 	bool orphaned;        /* freed while busy: the callback frees the struct */
+	bool more;            /* this run's deadline pass was a full batch: run again at once */
 };
 
-/* The rows of a due run: logged one by one (what), the waiters woken after the commit, and the next
- * batch at once after a full one. Returns how many rows it had. */
+/* The rows of a due run: logged one by one (what), the waiters woken after the commit. Returns how
+ * many rows it had (a full batch: the caller runs the pair again at once). */
 static int due_rows(struct scheduler *s, PGresult *res, const char *err, const char *what, const char *col)
 {
 	int n;
@@ -42,15 +43,12 @@ static int due_rows(struct scheduler *s, PGresult *res, const char *err, const c
 	n = PQntuples(res);
 	for (int r = 0; r < n; r++)
 		log_info(what, "job=%s %s=%s", PQgetvalue(res, r, 0), col, PQgetvalue(res, r, 1));
-	if (n == 0)
-		return 0;
-	lease_announce(s->app->lease); /* after the commit: parked workers on every replica claim them */
-	if (n >= SCHEDULER_BATCH && !s->app->stopping)
-		event_active(s->again, EV_TIMEOUT, 0);
+	if (n > 0) /* after the commit: parked workers on every replica claim them */
+		lease_announce(s->app->lease);
 	return n;
 }
 
-static void on_deadlines(PGresult *res, const char *err, void *arg)
+static void on_started(PGresult *res, const char *err, void *arg)
 {
 	struct scheduler *s = arg;
 
@@ -59,11 +57,14 @@ static void on_deadlines(PGresult *res, const char *err, void *arg)
 		free(s);
 		return;
 	}
-	/* a job cancelled wakes the waiters too: one that ran after it may have been queued */
-	due_rows(s, res, err, "job cancelled at its start deadline", "start_by");
+	if (due_rows(s, res, err, "job queued at its start time", "run_after") >= SCHEDULER_BATCH)
+		s->more = true;
+	if (s->more && !s->app->stopping) /* a full batch of either: the next pair at once */
+		event_active(s->again, EV_TIMEOUT, 0);
+	s->more = false;
 }
 
-static void on_started(PGresult *res, const char *err, void *arg)
+static void on_deadlines(PGresult *res, const char *err, void *arg)
 {
 	struct scheduler *s = arg;
 	char limit[16];
@@ -74,14 +75,16 @@ static void on_started(PGresult *res, const char *err, void *arg)
 		free(s);
 		return;
 	}
-	due_rows(s, res, err, "job queued at its start time", "run_after");
+	/* a job cancelled wakes the waiters too: one that ran after it may have been queued */
+	s->more = due_rows(s, res, err, "job cancelled at its start deadline", "start_by") >= SCHEDULER_BATCH;
 	if (!res || s->app->stopping) {
 		s->busy = false;
 		return;
 	}
-	/* then the start deadlines (migration 039): still busy, so one run of the two at a time */
+	/* then the start times: still busy, so one pair at a time; a job whose deadline passed is
+	 * never queued by it (rung_start_due), so none starts late */
 	snprintf(limit, sizeof limit, "%d", SCHEDULER_BATCH);
-	db_exec(s->app->db, sql_start_deadline_due, 1, params, on_deadlines, s);
+	db_exec(s->app->db, sql_start_due, 1, params, on_started, s);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -96,7 +99,8 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	snprintf(limit, sizeof limit, "%d", SCHEDULER_BATCH);
 	s->busy = true;
-	db_exec(s->app->db, sql_start_due, 1, params, on_started, s);
+	/* the start deadlines first (migration 039), then the start times */
+	db_exec(s->app->db, sql_start_deadline_due, 1, params, on_deadlines, s);
 }
 
 struct scheduler *scheduler_new(struct app *app)

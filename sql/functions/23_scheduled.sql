@@ -180,6 +180,8 @@ LANGUAGE sql AS $$
   WITH due AS (
     SELECT d.id FROM jobs d
     WHERE d.state = 'scheduled' AND d.run_after <= now() AND d.waits_for IS NULL
+      -- a start deadline passed too (migration 039): left to rung_start_deadline_due, never queued late
+      AND (d.start_by IS NULL OR d.start_by > now() OR d.attempts_count > 0)
     ORDER BY d.run_after LIMIT p_max
     FOR UPDATE SKIP LOCKED),
   up AS (
@@ -200,16 +202,22 @@ $$;
 -- `start_deadline_passed` (data {"start_by"}); the jobs that run after them are released or held by
 -- the trigger, as after any cancel. Walks jobs_start_by, whose entries are only such jobs, so a run
 -- with nothing due reads one index entry. A job another transaction holds (a claim starting it now)
--- is skipped: the claim either starts it (the deadline is then spent) or the next run sees it.
+-- is skipped: the claim either starts it (the deadline is then spent) or the next run sees it. rungd
+-- runs it before rung_start_due, which never queues a job whose deadline has passed.
 -- Returns the jobs it cancelled with their deadlines; rungd logs them and, when there are any, wakes
 -- the waiters after the commit (a dependent may have been queued).
 CREATE OR REPLACE FUNCTION rung_start_deadline_due(p_max int) RETURNS TABLE (job_id bigint, start_by timestamptz)
 LANGUAGE sql AS $$
-  WITH due AS (
-    SELECT d.id, d.state FROM jobs d
+  WITH pick AS (
+    SELECT d.id FROM jobs d
     WHERE d.start_by <= now() AND d.start_by IS NOT NULL AND d.state IN ('queued', 'scheduled') AND d.attempts_count = 0
-    ORDER BY d.start_by LIMIT p_max
-    FOR UPDATE SKIP LOCKED),
+    ORDER BY d.start_by LIMIT p_max),
+  -- locked in id order, as a cancel of many does (21_cancel.sql): the release trigger then locks their
+  -- dependents, and two passes or a pass and a finish take rows in one order
+  due AS (
+    SELECT d.id, d.state FROM jobs d JOIN pick ON pick.id = d.id
+    WHERE d.start_by <= now() AND d.state IN ('queued', 'scheduled') AND d.attempts_count = 0
+    ORDER BY d.id FOR UPDATE OF d SKIP LOCKED),
   up AS (
     UPDATE jobs u SET state = 'cancelled', cancel_requested = true, finished_at = now(), updated_at = now(),
                       next_action = NULL,

@@ -3444,17 +3444,23 @@ static void test_start_deadline(void)
 	   "('dl_sched', 'image', 'scheduled', now() - interval '2 minutes', '{\"x\":1}', '{}'), "
 	   "('dl_future', 'image', 'queued', now() + interval '1 hour', '{\"x\":1}', '{}'), "
 	   "('dl_started', 'image', 'queued', now() - interval '3 minutes', '{\"x\":1}', '{}')", 0, NULL);
+	/* its start time and its deadline both passed: never queued late, cancelled */
+	q1("INSERT INTO jobs (name, kind, state, run_after, start_by, target_config, recovery) VALUES "
+	   "('dl_both', 'image', 'scheduled', now() - interval '10 minutes', now() - interval '90 seconds', '{\"x\":1}', '{}')",
+	   0, NULL);
+	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_due(500) d JOIN jobs j ON j.id = d.job_id WHERE j.name = 'dl_both'", 0,
+		      NULL), "0", "start deadline: a job whose start time and deadline passed is not queued by rung_start_due");
 	q1("UPDATE jobs SET attempts_count = 1 WHERE name = 'dl_started'", 0, NULL);
 	TAP_STR_EQ(q1("SELECT string_agg(j.name, ',' ORDER BY d.start_by) FROM rung_start_deadline_due(500) d "
 		      "JOIN jobs j ON j.id = d.job_id", 0, NULL),
-		   "dl_sched,dl_past", "start deadline: the two due that never started, earliest first");
+		   "dl_sched,dl_both,dl_past", "start deadline: the three due that never started, earliest first");
 	TAP_STR_EQ(q1("SELECT string_agg(name || ':' || state || ':' || coalesce((result->>'reason' LIKE 'not started by %, its start "
 		      "deadline: cancelled while %')::text, '-'), ',' ORDER BY id) FROM jobs WHERE name LIKE 'dl\\_%'", 0, NULL),
-		   "dl_past:cancelled:true,dl_sched:cancelled:true,dl_future:queued:-,dl_started:queued:-",
+		   "dl_past:cancelled:true,dl_sched:cancelled:true,dl_future:queued:-,dl_started:queued:-,dl_both:cancelled:true",
 		   "start deadline: cancelled with the reason; the one not due and the one that started left");
 	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || e.from_state || '>' || e.to_state || ':' || (e.data ? 'start_by'), ',' "
 		      "ORDER BY e.id) FROM events e JOIN jobs j ON j.id = e.job_id WHERE e.kind = 'start_deadline_passed'", 0, NULL),
-		   "dl_sched:scheduled>cancelled:true,dl_past:queued>cancelled:true",
+		   "dl_sched:scheduled>cancelled:true,dl_both:scheduled>cancelled:true,dl_past:queued>cancelled:true",
 		   "start deadline: an event start_deadline_passed each, from the state it left");
 	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_deadline_due(500)", 0, NULL), "0", "start deadline: a second run finds none");
 	TAP_STR_EQ(q1("SELECT (rung_retry(id, NULL, NULL, 'ops')->'job'->>'start_by') IS NULL FROM jobs WHERE name = 'dl_past'",
