@@ -3466,6 +3466,16 @@ static void test_start_deadline(void)
 	TAP_STR_EQ(q1("SELECT (rung_retry(id, NULL, NULL, 'ops')->'job'->>'start_by') IS NULL FROM jobs WHERE name = 'dl_past'",
 		      0, NULL), "t", "start deadline: a retry clears it (a person asked it to run)");
 	q1("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE name LIKE 'dl\\_%' AND state = 'queued'", 0, NULL);
+	/* 10,000 queued jobs with a deadline none of which is due: a pass reads a few blocks (jobs_start_by) */
+	q1("INSERT INTO jobs (name, kind, state, start_by, target_config, recovery) SELECT 'dlq' || g, 'image', 'queued', "
+	   "now() + make_interval(secs => 3600 + g), '{\"x\":1}', '{}' FROM generate_series(1, 10000) g", 0, NULL);
+	q1("ANALYZE jobs", 0, NULL);
+	{
+		const char *p[1] = { "500" };
+		long b = blocks(sql_start_deadline_due, 1, p);
+		few_blocks(b, "start deadline pass among 10,000 queued jobs with a deadline none of which is due");
+	}
+	q1("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE name LIKE 'dlq%'", 0, NULL);
 	PQfinish(pg);
 }
 
