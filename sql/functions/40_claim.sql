@@ -14,7 +14,8 @@ DROP FUNCTION IF EXISTS rung_claim_pick(text[], jsonb, bigint[], bigint, text, i
 
 -- Start an attempt of queued job p_job (locked by the caller) on the GPU. The attempt records its
 -- config only when it is not the target. Returns {"status": "ok", "lease"}, or {"status": "none"}
--- when the job is no longer queued.
+-- when the job is no longer queued, or when its start deadline (migration 039) has passed before it
+-- started: the deadline pass cancels it within the second (rung_start_deadline_due), none starts late.
 CREATE OR REPLACE FUNCTION rung_claim_start(p_job bigint, p_worker bigint, p_gpu text, p_lease_s int,
                                             p_gpu_before jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
@@ -26,7 +27,7 @@ BEGIN
                   next_action = NULL,
                   -- a checkpoint hold ends with the lease (rung_job_allows)
                   constraints = CASE WHEN constraints ? 'hold' THEN constraints - 'hold' ELSE constraints END
-  WHERE id = p_job AND state = 'queued'
+  WHERE id = p_job AND state = 'queued' AND (start_by IS NULL OR start_by > now() OR attempts_count > 0)
   RETURNING * INTO j;
   IF NOT FOUND THEN RETURN jsonb_build_object('status', 'none'); END IF;
   cfg := coalesce(j.current_config, j.target_config);

@@ -393,6 +393,9 @@ BEGIN
     -- `IS TRUE`: the planner cannot match it to jobs_claim's predicate, so it probes these few
     -- jobs by primary key instead of reading the whole queue through that index
     FROM c WHERE jobs.id = c.job_id AND jobs.id = ANY (c_job) AND (jobs.state = 'queued') IS TRUE
+      -- a start deadline passed (migration 039): not started late; the waiter parks, and the deadline
+      -- pass, which cancels it within the second, wakes it
+      AND (jobs.start_by IS NULL OR jobs.start_by > now() OR jobs.attempts_count > 0)
     -- the config is printed once, then hashed and returned as that text
     -- a first attempt at the target: its arch, for rungd's memory check (jsonb path reads only)
     RETURNING jobs.id, jobs.attempts_count, jobs.current_config,

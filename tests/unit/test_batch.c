@@ -3463,6 +3463,17 @@ static void test_start_deadline(void)
 		   "dl_sched:scheduled>cancelled:true,dl_both:scheduled>cancelled:true,dl_past:queued>cancelled:true",
 		   "start deadline: an event start_deadline_passed each, from the state it left");
 	TAP_STR_EQ(q1("SELECT count(*) FROM rung_start_deadline_due(500)", 0, NULL), "0", "start deadline: a second run finds none");
+	/* a claim never starts a job whose deadline passed (the pass cancels it within the second) */
+	q1("SELECT rung_register('wdl', 'h', '[{\"uuid\":\"DL-0\",\"memory_total_mib\":24000}]')", 0, NULL);
+	q1("INSERT INTO jobs (name, kind, state, start_by, target_config, recovery) VALUES "
+	   "('dl_late', 'image', 'queued', now() - interval '1 second', '{\"x\":1}', '{}'), "
+	   "('dl_soon', 'image', 'queued', now() + interval '1 hour', '{\"x\":1}', '{}')", 0, NULL);
+	TAP_STR_EQ(q1("SELECT string_agg(j.name || ':' || (rung_claim_start(j.id, w.id, 'DL-0', 30, NULL)->>'status'), ',' "
+		      "ORDER BY j.id) FROM jobs j, workers w WHERE j.name IN ('dl_late', 'dl_soon') AND w.name = 'wdl'", 0, NULL),
+		   "dl_late:none,dl_soon:ok", "start deadline: a claim does not start a job past its deadline, and starts one before it");
+	q1("UPDATE attempts SET state = 'ended', outcome = 'cancelled', ended_at = now() WHERE job_id = "
+	   "(SELECT id FROM jobs WHERE name = 'dl_soon')", 0, NULL);
+	q1("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE name IN ('dl_late', 'dl_soon')", 0, NULL);
 	TAP_STR_EQ(q1("SELECT (rung_retry(id, NULL, NULL, 'ops')->'job'->>'start_by') IS NULL FROM jobs WHERE name = 'dl_past'",
 		      0, NULL), "t", "start deadline: a retry clears it (a person asked it to run)");
 	q1("UPDATE jobs SET state = 'cancelled', finished_at = now() WHERE name LIKE 'dl\\_%' AND state = 'queued'", 0, NULL);
