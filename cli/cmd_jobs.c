@@ -205,11 +205,12 @@ static void then_said(struct cli *c, const json_t *job, size_t n, const char *wh
  * with o's labels and pool. On success appends their JOBs to jobs, sets *then_job (new) and prints
  * their ids and warnings as the one-by-one path does; on a failure says whether anything may have
  * been stored. *old: rungd answered 404, 405 or 413 (a release before batches, or a batch over its
- * body limit): nothing was stored and the caller sends them one by one. label: the sweep's, or NULL.
- * Returns cli_call's code. */
+ * body limit): nothing was stored and the caller sends them one by one. *unknown: a failed batch may
+ * have been stored (a try got no answer: said here, the caller adds nothing). label: the sweep's, or
+ * NULL. Returns cli_call's code. */
 static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_config, const char *when,
 			const struct cmd_submit_opts *o, const char *idem, const char *label, json_t *jobs,
-			json_t **then_job, json_t **warned, bool *old)
+			json_t **then_job, json_t **warned, bool *old, bool *unknown)
 {
 	json_t *list = json_copy((json_t *)bodies), *doc, *ans = NULL, *v;
 	size_t n = json_array_size(bodies), i;
@@ -218,6 +219,7 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 	bool maybe_stored = false; /* a try went unanswered (or 502/503/504): it may have been stored */
 
 	*old = false;
+	*unknown = false;
 	if (!idem) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -251,6 +253,7 @@ static int submit_batch(struct cli *c, const json_t *bodies, const json_t *then_
 	if (rc != CLI_OK) {
 		/* one by one only when rungd said, at the first try, that it takes no batch (or not this one) */
 		*old = !maybe_stored && (c->last_status == 404 || c->last_status == 405 || c->last_status == 413);
+		*unknown = !*old && (maybe_stored || c->last_status < 400 || c->last_status >= 500);
 		if (!*old && !maybe_stored && c->last_status >= 400 && c->last_status < 500)
 			fprintf(c->err, "rungctl submit: nothing was submitted (the %zu jobs are one batch, stored all or none)\n",
 				json_array_size(list));
@@ -322,7 +325,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	size_t n_sets = 0, n_sweeps = 0, n_links = 0, n = 0, n_files = 0, i;
 	int dry_run = 0;
 	char *ops[SUBMIT_FILES_MAX] = { NULL }, *err = NULL, *label = NULL, at_buf[40];
-	bool past, batched = false, old_server = false;
+	bool past, batched = false, old_server = false, unknown = false;
 	json_t *config = NULL, *bodies = NULL, *jobs = NULL, *parsed = NULL, *warned = NULL, *after_ids = NULL;
 	json_t *then_config = NULL, *then_job = NULL;
 	struct sweep *sw = NULL;
@@ -503,7 +506,7 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	warned = json_object();
 	if (n > 1 || then) { /* a sweep, or jobs and the one after them: one batch, all or none */
 		rc = submit_batch(c, bodies, then ? then_config : NULL, then_when ? then_when : "ended", &o, idem, label,
-				  jobs, &then_job, &warned, &old_server);
+				  jobs, &then_job, &warned, &old_server, &unknown);
 		if (!old_server) {
 			batched = true;
 			i = rc == CLI_OK ? n : 0;
@@ -530,9 +533,10 @@ int cmd_submit(struct cli *c, int argc, char **argv)
 	}
 	if (then && rc == CLI_OK && !batched) /* the job that runs after them all: a sweep's comparison, a report */
 		rc = submit_then(c, then, then_config, jobs, then_when ? then_when : "ended", &o, idem, &then_job);
-	if (label && rc != CLI_OK && batched)
-		fprintf(c->err, "rungctl submit: sweep %s: not submitted\n", label);
-	else if ((label || n > 1) && rc != CLI_OK && i < n && !batched)
+	if (label && rc != CLI_OK && batched) {
+		if (!unknown) /* refused: none of it stored (with no answer, submit_batch said what may be) */
+			fprintf(c->err, "rungctl submit: sweep %s: not submitted\n", label);
+	} else if ((label || n > 1) && rc != CLI_OK && i < n && !batched)
 		fprintf(c->err, "rungctl submit: %s%s%s%zu of %zu jobs submitted, one by one (this rungd takes no batch of "
 				"them); %s\n", label ? "sweep " : "", label ? label : "", label ? ": " : "", i, n,
 			idem ? "run the same command again to submit the rest (the Idempotency-Keys make the "
@@ -1511,6 +1515,39 @@ static int wait_read(struct cli *c, char *const *ids, const char *label, json_t 
 	return rc;
 }
 
+/* A scheduled job that waits for jobs which have all ended without releasing it (one failed or was
+ * cancelled and it runs after their success: it waits for a retry, a person's move): "job 41 failed"
+ * (heap), read from GET /v1/jobs/ID's waiting_for; NULL when it is not held (or cannot be read). */
+static char *wait_held(struct cli *c, const json_t *job)
+{
+	json_t *full = NULL, *v;
+	char *id, *why = NULL;
+	size_t i;
+	bool all_ended = true;
+
+	if (strcmp(jpath_str(job, "state", ""), "scheduled") || json_array_size(json_object_get(job, "waits_for")) == 0)
+		return NULL;
+	id = table_cell(json_object_get(job, "id"));
+	if (get_job_part(c, id, "", &full) == CLI_OK && json_array_size(json_object_get(full, "waiting_for")) > 0) {
+		json_array_foreach(json_object_get(full, "waiting_for"), i, v) {
+			const char *st = jpath_str(v, "state", "");
+			all_ended &= state_ended(st);
+			if (!why && (!strcmp(st, "failed") || !strcmp(st, "cancelled")))
+				why = xasprintf("job %lld %s", (long long)json_integer_value(json_object_get(v, "id")),
+						!strcmp(st, "failed") ? "failed" : "was cancelled");
+		}
+		if (!all_ended) {
+			free(why);
+			why = NULL;
+		} else if (!why) {
+			why = xstrdup("the jobs it runs after ended without releasing it");
+		}
+	}
+	json_decref(full);
+	free(id);
+	return why;
+}
+
 int cmd_wait(struct cli *c, int argc, char **argv)
 {
 	char *ops[WAIT_IDS_MAX] = { NULL };
@@ -1521,10 +1558,10 @@ int cmd_wait(struct cli *c, int argc, char **argv)
 		{ .name = "label", .type = ARGS_STRING, .str = &label },
 		{ .name = "interval-ms", .type = ARGS_INT, .num = &interval, .min = 50, .max = 600000 },
 	};
-	json_t *ended = json_object(), *done = json_array(), *jobs = NULL, *v;
+	json_t *said = json_object(), *jobs = NULL, *v;
 	int64_t last_ok = util_mono_ms();
-	size_t n_ok = 0, i;
-	char *failed = xstrdup(""), *cancelled = xstrdup(""), *next;
+	size_t i, n_ok = 0, n_ended = 0;
+	char *failed = NULL, *cancelled = NULL, *held = NULL;
 	int rc = cli_args(c, cli_cmd_named("wait"), opts, ARRAY_LEN(opts), argc, argv, ops, 0, ARRAY_LEN(ops));
 
 	if (rc) {
@@ -1546,35 +1583,35 @@ int cmd_wait(struct cli *c, int argc, char **argv)
 				goto out;
 		} else {
 			last_ok = util_mono_ms();
-			json_array_foreach(jobs, i, v) {
-				const char *st = json_string_value(json_object_get(v, "state"));
-				char *id = table_cell(json_object_get(v, "id"));
-				if (!state_ended(st)) {
-					active++;
-				} else if (!json_object_get(ended, id)) { /* an ending seen for the first time */
-					const char *why = json_string_value(json_object_get(json_object_get(v, "result"), "reason"));
-					json_object_set_new(ended, id, json_string(st));
-					json_array_append(done, v);
-					if (!c->json) {
-						fprintf(c->out, "job %s %s\t%s%s%s\n", id, st, jpath_str(v, "name", ""),
-							strcmp(st, "succeeded") && why ? ": " : "", strcmp(st, "succeeded") && why ? why : "");
-						fflush(c->out);
-					}
-					if (!strcmp(st, "succeeded")) {
-						n_ok++;
-					} else {
-						char **list = !strcmp(st, "failed") ? &failed : &cancelled;
-						next = xasprintf("%s%s%s", *list, **list ? ", " : "", id);
-						free(*list);
-						*list = next;
-					}
-				}
-				free(id);
-			}
 			if (json_array_size(jobs) == 0) {
 				fprintf(c->err, "rungctl wait: no job carries the labels %s\n", label);
 				rc = CLI_NOTFOUND;
 				goto out;
+			}
+			json_array_foreach(jobs, i, v) {
+				const char *st = jpath_str(v, "state", "");
+				char *id = table_cell(json_object_get(v, "id")), *hold = NULL, *line = NULL;
+				if (state_ended(st)) {
+					const char *why = json_string_value(json_object_get(json_object_get(v, "result"), "reason"));
+					line = xasprintf("job %s %s\t%s%s%s", id, st, jpath_str(v, "name", ""),
+							 strcmp(st, "succeeded") && why ? ": " : "", strcmp(st, "succeeded") && why ? why : "");
+				} else if ((hold = wait_held(c, v))) { /* nothing more happens to it without a person */
+					line = xasprintf("job %s held\t%s: %s: it starts only once that is retried and succeeds, or when "
+							 "it is started now", id, jpath_str(v, "name", ""), hold);
+				} else {
+					active++;
+				}
+				/* each ending said once, and again when it changes (a retried job that ended anew) */
+				if (line && strcmp(json_string_value(json_object_get(said, id)) ?: "", line)) {
+					json_object_set_new(said, id, json_string(line));
+					if (!c->json) {
+						fprintf(c->out, "%s\n", line);
+						fflush(c->out);
+					}
+				}
+				free(line);
+				free(hold);
+				free(id);
 			}
 			if (active == 0)
 				break;
@@ -1582,17 +1619,31 @@ int cmd_wait(struct cli *c, int argc, char **argv)
 		struct timespec ts = { interval / 1000, (interval % 1000) * 1000000L };
 		nanosleep(&ts, NULL); /* the polling cadence, not a synchronisation */
 	}
+	/* the summary and the exit code from the last reading */
+	json_array_foreach(jobs, i, v) {
+		const char *st = jpath_str(v, "state", "");
+		char *id = table_cell(json_object_get(v, "id"));
+		char **list = !strcmp(st, "failed") ? &failed : !strcmp(st, "cancelled") ? &cancelled : state_ended(st) ? NULL : &held;
+		n_ended += state_ended(st);
+		n_ok += !strcmp(st, "succeeded");
+		if (list) {
+			char *next = xasprintf("%s%s%s", *list ? *list : "", *list ? ", " : "", id);
+			free(*list);
+			*list = next;
+		}
+		free(id);
+	}
 	if (c->json)
-		cli_print_json(c, done);
-	fprintf(c->json ? c->err : c->out, "%zu job%s ended: %zu succeeded%s%s%s%s\n", json_array_size(done),
-		json_array_size(done) == 1 ? "" : "s", n_ok, *failed ? "; failed: " : "", failed,
-		*cancelled ? "; cancelled: " : "", cancelled);
-	rc = n_ok == json_array_size(done) ? CLI_OK : CLI_REFUSED;
+		cli_print_json(c, jobs);
+	fprintf(c->json ? c->err : c->out, "%zu job%s ended: %zu succeeded%s%s%s%s%s%s\n", n_ended, n_ended == 1 ? "" : "s",
+		n_ok, failed ? "; failed: " : "", failed ? failed : "", cancelled ? "; cancelled: " : "",
+		cancelled ? cancelled : "", held ? "; held, waiting for a retry: " : "", held ? held : "");
+	rc = n_ok == json_array_size(jobs) ? CLI_OK : CLI_REFUSED;
 out:
 	json_decref(jobs);
-	json_decref(ended);
-	json_decref(done);
+	json_decref(said);
 	free(failed);
 	free(cancelled);
+	free(held);
 	return rc;
 }

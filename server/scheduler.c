@@ -1,11 +1,12 @@
-/* The scheduler (scheduler.h): a timer that runs rung_start_deadline_due (the start deadlines,
- * migration 039), then rung_start_due, logs each job it cancelled or queued and wakes the waiters once
- * each statement committed. Owns its two timer events. */
+/* The scheduler (scheduler.h): a timer that runs sql/start_due.sql (rung_start_deadline_due, the
+ * start deadlines of migration 039, and rung_start_due, in one statement), logs each job it cancelled
+ * or queued and wakes the waiters once the statement committed. Owns its two timer events. */
 #include "scheduler.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <event2/event.h>
 
@@ -22,69 +23,45 @@ struct scheduler {
 	struct event *again;  /* one-shot: the next batch at once after a full one (and the first run) */
 	bool busy;            /* a statement is in flight */
 	bool orphaned;        /* freed while busy: the callback frees the struct */
-	bool more;            /* this run's deadline pass was a full batch: run again at once */
 };
 
-/* The rows of a due run: logged one by one (what), the waiters woken after the commit. Returns how
- * many rows it had (a full batch: the caller runs the pair again at once). */
-static int due_rows(struct scheduler *s, PGresult *res, const char *err, const char *what, const char *col)
-{
-	int n;
-
-	if (!res) { /* no connection: the database is down or restarting; the next tick tries again */
-		log_debug("scheduler run skipped", "what=\"%s\" error=\"%s\"", what, err ? err : "?");
-		return 0;
-	}
-	if (PQresultStatus(res) != PGRES_TUPLES_OK) { /* the statement failed: say so, every tick it does */
-		log_warn("scheduler run failed", "what=\"%s\" error=\"%s\"", what,
-			 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
-		return 0;
-	}
-	n = PQntuples(res);
-	for (int r = 0; r < n; r++)
-		log_info(what, "job=%s %s=%s", PQgetvalue(res, r, 0), col, PQgetvalue(res, r, 1));
-	if (n > 0) /* after the commit: parked workers on every replica claim them */
-		lease_announce(s->app->lease);
-	return n;
-}
-
-static void on_started(PGresult *res, const char *err, void *arg)
+static void on_run(PGresult *res, const char *err, void *arg)
 {
 	struct scheduler *s = arg;
+	int n, cancelled = 0, queued = 0;
 
 	s->busy = false;
 	if (s->orphaned) {
 		free(s);
 		return;
 	}
-	if (due_rows(s, res, err, "job queued at its start time", "run_after") >= SCHEDULER_BATCH)
-		s->more = true;
-	if (s->more && !s->app->stopping) /* a full batch of either: the next pair at once */
+	if (!res) { /* no connection: the database is down or restarting; the next tick tries again */
+		log_debug("start due skipped", "error=\"%s\"", err ? err : "?");
+		return;
+	}
+	if (PQresultStatus(res) != PGRES_TUPLES_OK) { /* the statement failed: say so, every tick it does */
+		log_warn("start due failed", "error=\"%s\"", PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) ?: "?");
+		return;
+	}
+	n = PQntuples(res);
+	for (int r = 0; r < n; r++) {
+		if (!strcmp(PQgetvalue(res, r, 0), "cancelled")) {
+			cancelled++;
+			log_info("job cancelled at its start deadline", "job=%s start_by=%s", PQgetvalue(res, r, 1),
+				 PQgetvalue(res, r, 2));
+		} else {
+			queued++;
+			log_info("job queued at its start time", "job=%s run_after=%s", PQgetvalue(res, r, 1),
+				 PQgetvalue(res, r, 2));
+		}
+	}
+	if (n == 0)
+		return;
+	/* after the commit: parked workers on every replica claim them (a cancel too: a job that ran
+	 * after the cancelled one may have been queued) */
+	lease_announce(s->app->lease);
+	if ((cancelled >= SCHEDULER_BATCH || queued >= SCHEDULER_BATCH) && !s->app->stopping)
 		event_active(s->again, EV_TIMEOUT, 0);
-	s->more = false;
-}
-
-static void on_deadlines(PGresult *res, const char *err, void *arg)
-{
-	struct scheduler *s = arg;
-	char limit[16];
-	const char *params[1] = { limit };
-
-	if (s->orphaned) {
-		s->busy = false;
-		free(s);
-		return;
-	}
-	/* a job cancelled wakes the waiters too: one that ran after it may have been queued */
-	s->more = due_rows(s, res, err, "job cancelled at its start deadline", "start_by") >= SCHEDULER_BATCH;
-	if (!res || s->app->stopping) {
-		s->busy = false;
-		return;
-	}
-	/* then the start times: still busy, so one pair at a time; a job whose deadline passed is
-	 * never queued by it (rung_start_due), so none starts late */
-	snprintf(limit, sizeof limit, "%d", SCHEDULER_BATCH);
-	db_exec(s->app->db, sql_start_due, 1, params, on_started, s);
 }
 
 static void on_timer(evutil_socket_t fd, short what, void *arg)
@@ -99,8 +76,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	snprintf(limit, sizeof limit, "%d", SCHEDULER_BATCH);
 	s->busy = true;
-	/* the start deadlines first (migration 039), then the start times */
-	db_exec(s->app->db, sql_start_deadline_due, 1, params, on_deadlines, s);
+	db_exec(s->app->db, sql_start_due, 1, params, on_run, s);
 }
 
 struct scheduler *scheduler_new(struct app *app)

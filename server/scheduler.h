@@ -4,9 +4,9 @@
  * replicas are woken (lease_announce). Safe on several replicas at once (SKIP LOCKED): each job is
  * queued once, by whichever replica reaches it first. A job is queued at most about a second after
  * its run_after (plus the statement's time), whatever the load: a full batch is followed by the next
- * at once. Before it, on the same tick, a first statement (rung_start_deadline_due, migration 039)
- * cancels the jobs whose start deadline passed before they started, in the same way: a job whose
- * start time and deadline have both passed is cancelled, never queued late. */
+ * at once. The same statement (rung_start_deadline_due, migration 039) cancels the jobs whose start
+ * deadline passed before they started, in the same way: a job whose start time and deadline have both
+ * passed is cancelled, never queued late (rung_start_due passes over it). */
 #ifndef RUNG_SCHEDULER_H
 #define RUNG_SCHEDULER_H
 

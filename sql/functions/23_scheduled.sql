@@ -203,7 +203,8 @@ $$;
 -- the trigger, as after any cancel. Walks jobs_start_by, whose entries are only such jobs, so a run
 -- with nothing due reads one index entry. A job another transaction holds (a claim starting it now)
 -- is skipped: the claim either starts it (the deadline is then spent) or the next run sees it. rungd
--- runs it before rung_start_due, which never queues a job whose deadline has passed.
+-- runs it with rung_start_due in one statement (sql/start_due.sql), and rung_start_due never queues a
+-- job whose deadline has passed.
 -- Returns the jobs it cancelled with their deadlines; rungd logs them and, when there are any, wakes
 -- the waiters after the commit (a dependent may have been queued).
 CREATE OR REPLACE FUNCTION rung_start_deadline_due(p_max int) RETURNS TABLE (job_id bigint, start_by timestamptz)

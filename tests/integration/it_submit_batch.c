@@ -586,6 +586,25 @@ static void test_wait(struct harness *h)
 	}
 	free(out);
 	free(args);
+	{
+		/* a job held by a cancelled job it runs after: said, counted, and no endless wait */
+		char *dep = NULL, *want;
+		ex = json_pack("{s:[I]}", "after", (json_int_t)(later ? atoll(later) : 1));
+		dep = h_submit_id(h, "wait_held", 3, ex);
+		json_decref(ex);
+		args = xasprintf("wait %s %s --interval-ms 200", later ? later : "0", dep ? dep : "0");
+		out = h_rungctl(h, args, &rc);
+		want = xasprintf("1 job ended: 0 succeeded; cancelled: %s; held, waiting for a retry: %s\n", later ? later : "?",
+				 dep ? dep : "?");
+		h_ok(h, rc == 1 && out && strstr(out, "held\twait_held: job ") && strstr(out, "was cancelled") && strstr(out, want),
+		     "rungctl wait on a job held by a cancelled one: \"held\", the summary, exit 1 (%d %.400s)", rc, out);
+		free(want);
+		free(out);
+		free(args);
+		if (dep)
+			json_decref(h_postf(h, NULL, &st, "/v1/jobs/%s/cancel", dep));
+		free(dep);
+	}
 	out = h_rungctl(h, "wait --label sweep=nothing-carries-this", &rc);
 	h_ok(h, rc == 4 && out && strstr(out, "no job carries the labels"), "rungctl wait --label that no job has: exit 4 (%d)",
 	     rc);
