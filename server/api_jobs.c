@@ -167,16 +167,15 @@ static int check_start(const json_t *body, int64_t *run_after_ms, long long *sta
 /* The start deadline of a submit (migration 039): "start_by", an RFC 3339 time with its zone, ahead of
  * this rungd's clock and of the job's start time, at most WHEN_MAX_AHEAD_S ahead; or "start_within_s",
  * 1 to WHEN_MAX_AHEAD_S seconds, more than its start_in_s; at most one of them; null is absent. The
- * start time is the checked one (run_after_ms, start_in_s: check_start's). Sets *start_by_ms (-1:
- * none) and *start_within_s (0: none) and returns 0, or -1 with *field and *message (heap). */
-static int check_deadline(const json_t *body, int64_t run_after_ms, long long start_in_s, int64_t *start_by_ms,
-			  long long *start_within_s, char **field, char **message)
+ * start time is the checked one (run_after_ms, start_in_s: check_start's). A check only: the
+ * item carries the values as the body has them (submit_item_json). Returns 0, or -1 with *field and
+ * *message (heap). */
+static int check_deadline(const json_t *body, int64_t run_after_ms, long long start_in_s, char **field,
+			  char **message)
 {
 	const json_t *by = json_object_get(body, "start_by"), *within = json_object_get(body, "start_within_s");
 	int64_t now = util_wall_ms(), starts = run_after_ms >= 0 ? run_after_ms : now + start_in_s * 1000, ends;
 
-	*start_by_ms = -1;
-	*start_within_s = 0;
 	if (by && json_is_null(by))
 		by = NULL;
 	if (within && json_is_null(within))
@@ -187,18 +186,16 @@ static int check_deadline(const json_t *body, int64_t run_after_ms, long long st
 		return fail(field, message, "start_within_s",
 			    xstrdup("give start_by (a time) or start_within_s (in how many seconds), not both"));
 	if (by) {
-		if (!json_is_string(by) || util_time_parse(json_string_value(by), start_by_ms) < 0)
+		if (!json_is_string(by) || util_time_parse(json_string_value(by), &ends) < 0)
 			return fail(field, message, "start_by",
 				    xstrdup("start_by must be an RFC 3339 time with its zone, e.g. 2026-12-01T22:00:00Z"));
-		if (*start_by_ms - now > WHEN_MAX_AHEAD_S * 1000)
+		if (ends - now > WHEN_MAX_AHEAD_S * 1000)
 			return fail(field, message, "start_by", xstrdup("start_by is more than 365 days ahead"));
-		ends = *start_by_ms;
 	} else {
 		if (!json_is_integer(within) || json_integer_value(within) < 1 || json_integer_value(within) > WHEN_MAX_AHEAD_S)
 			return fail(field, message, "start_within_s",
 				    xasprintf("start_within_s must be an integer from 1 to %lld (365 days)", WHEN_MAX_AHEAD_S));
-		*start_within_s = (long long)json_integer_value(within);
-		ends = now + *start_within_s * 1000;
+		ends = now + (int64_t)json_integer_value(within) * 1000;
 	}
 	if (ends <= now)
 		return fail(field, message, "start_by", xstrdup("start_by has passed: the job could never start by then"));
@@ -296,12 +293,8 @@ int api_jobs_check_submit(const json_t *body, json_t **recovery, const char **na
 		return fail(field, message, "pool", xstrdup("pool must be a pool name: " POOL_NAME_RULE));
 	if (check_start(body, &run_after_ms, &start_in_s, field, message) < 0)
 		return -1;
-	{
-		int64_t by_ms;
-		long long within_s;
-		if (check_deadline(body, run_after_ms, start_in_s, &by_ms, &within_s, field, message) < 0)
-			return -1;
-	}
+	if (check_deadline(body, run_after_ms, start_in_s, field, message) < 0)
+		return -1;
 	if (check_after(json_object_get(body, "after"), field, message) < 0 ||
 	    check_after_when(json_object_get(body, "after_when"), json_object_get(body, "after"), "after", field,
 			     message) < 0)

@@ -428,6 +428,23 @@ static char *write_config(struct harness *h, const char *name, const json_t *con
 	return path;
 }
 
+/* A config file of job name whose meta carries kib KiB of notes: over rungd's 1 MiB body limit when
+ * a batch holds a few of them. Its path (heap). */
+static char *big_config(struct harness *h, const char *name, size_t kib)
+{
+	json_t *big = h_config(name, 5);
+	char *pad = xmalloc(kib * 1024 + 1), *file = xasprintf("%s.json", name), *path;
+
+	memset(pad, 'x', kib * 1024);
+	pad[kib * 1024] = '\0';
+	json_object_set_new(json_object_get(big, "meta"), "notes", json_string(pad));
+	path = write_config(h, file, big);
+	free(file);
+	free(pad);
+	json_decref(big);
+	return path;
+}
+
 /* rungctl submit --sweep --then: the sweep and the job after it are one batch (one line in rungd's
  * log), the job after them runs after their ids. */
 static void test_rungctl(struct harness *h)
@@ -464,12 +481,7 @@ static void test_rungctl(struct harness *h)
 	{
 		/* a sweep whose batch is over rungd's 1 MiB body limit, each job under it: 413, and rungctl
 		 * sends the jobs one by one (as to a rungd that predates batches, which answers 405) */
-		json_t *big = h_config("cli_big", 5);
-		char *pad = xmalloc(400 * 1024 + 1), *path;
-		memset(pad, 'x', 400 * 1024);
-		pad[400 * 1024] = '\0';
-		json_object_set_new(json_object_get(big, "meta"), "notes", json_string(pad));
-		path = write_config(h, "big.json", big);
+		char *path = big_config(h, "cli_big", 400);
 		before = jobs_count(h);
 		args = xasprintf("submit %s --sweep train.lr=1e-4,2e-4,3e-4 --pool it-nowhere", path);
 		out = h_rungctl(h, args, &rc);
@@ -478,18 +490,11 @@ static void test_rungctl(struct harness *h)
 		free(out);
 		free(args);
 		free(path);
-		free(pad);
-		json_decref(big);
 	}
 	{
 		/* two files over the body limit together, under one key: one by one as K-1 and K-2 (not both as K),
 		 * and the same command again makes no new job */
-		json_t *big = h_config("cli_big2", 5);
-		char *pad = xmalloc(600 * 1024 + 1), *path;
-		memset(pad, 'y', 600 * 1024);
-		pad[600 * 1024] = '\0';
-		json_object_set_new(json_object_get(big, "meta"), "notes", json_string(pad));
-		path = write_config(h, "big2.json", big);
+		char *path = big_config(h, "cli_big2", 600);
 		before = jobs_count(h);
 		args = xasprintf("submit %s %s --pool it-nowhere --idempotency-key two-big", path, path);
 		for (int round = 0; round < 2; round++) {
@@ -501,8 +506,6 @@ static void test_rungctl(struct harness *h)
 		}
 		free(args);
 		free(path);
-		free(pad);
-		json_decref(big);
 	}
 	h_ok(h, h_sql_int(h, "SELECT (rung_jobs_text('{}'::bigint[]) IS NULL)::int", 0, NULL) == 1,
 	     "rung_jobs_text of no job: NULL");
