@@ -16,7 +16,9 @@
 # network, counted memory); RUNG_GPU_CAP_GIB_IMAGE / _VIDEO (16 / 16): the caps, moved to the middle
 # of the measured peaks when those do not straddle them; RUNG_PYTHON (python3); RUNG_GPU_RESULTS
 # (the folder for gpu-check.json and gpu-check.md: $OUT when set, else var/gpu-check);
-# RUNG_GPU_JOB_TIMEOUT (seconds per job, 420).
+# RUNG_GPU_JOB_TIMEOUT (seconds per job, 420); RUNG_GPU_DEADLINE (seconds for the whole check, 0: none;
+# a job still searching upwards at the deadline is cancelled and counts as recovered when it had
+# already succeeded after its OOM: the device time is short, the scale-up search long).
 set -u
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,7 @@ FAKE=${RUNG_GPU_FAKE:-0}
 PY=${RUNG_PYTHON:-python3}
 RESULTS=${RUNG_GPU_RESULTS:-${OUT:-$ROOT/var/gpu-check}}
 JOB_TIMEOUT=${RUNG_GPU_JOB_TIMEOUT:-420}
+DEADLINE=${RUNG_GPU_DEADLINE:-0}
 mkdir -p "$RESULTS"
 W=$(mktemp -d "${TMPDIR:-/tmp}/rung-gpu.XXXXXX") || exit 2
 chmod 755 "$W"
@@ -199,8 +202,24 @@ for job in "${JOBS[@]}"; do
 	PIDS+=("$WPID")
 	id=$("$BIN/rungctl" submit "${CFG[$job]}" --name "gpu-check-$job") || die 2 "submit of the $job job failed"
 	JOB_ID[$job]=$id
-	say "$job job $id submitted, cap $cap MiB; waiting (at most ${JOB_TIMEOUT}s)"
-	timeout "$JOB_TIMEOUT" "$BIN/rungctl" watch "$id" 2>&1 | tee -a "$LOG"
+	wait_s=$JOB_TIMEOUT
+	if [ "$DEADLINE" -gt 0 ]; then
+		# leave 30 s for the results; never less than 30 s for a job
+		left=$((DEADLINE - SECONDS - 30))
+		[ "$left" -lt "$wait_s" ] && wait_s=$left
+		[ "$wait_s" -lt 30 ] && wait_s=30
+	fi
+	say "$job job $id submitted, cap $cap MiB; waiting (at most ${wait_s}s)"
+	timeout "$wait_s" "$BIN/rungctl" watch "$id" 2>&1 | tee -a "$LOG"
+	state=$("$BIN/rungctl" show "$id" --json | "$PY" -c 'import json, sys; print(json.load(sys.stdin).get("state"))')
+	case "$state" in
+	succeeded | failed | cancelled | escalated) ;;
+	*)
+		say "$job job $id still $state after ${wait_s}s: cancelled (cut)"
+		echo cut >"$W/cut-$job"
+		"$BIN/rungctl" cancel "$id" >>"$LOG" 2>&1
+		;;
+	esac
 	kill -TERM "$WPID" 2>/dev/null
 	wait "$WPID" 2>/dev/null
 	"$BIN/rungctl" show "$id" --json >"$W/job-$job.json"
@@ -235,6 +254,7 @@ for job in jobs:
     at = json.load(open(os.path.join(w, "attempts-%s.json" % job)))
     at = at.get("attempts", at) if isinstance(at, dict) else at
     cap = float(open(os.path.join(w, "cap-%s" % job)).read())
+    cut = os.path.exists(os.path.join(w, "cut-%s" % job))
     rows = []
     for i, a in enumerate(at):
         aid = str(a.get("id"))
@@ -266,8 +286,11 @@ for job in jobs:
             except ValueError:
                 row["classify_again"] = None
         rows.append(row)
-    res["jobs"][job] = {"id": jd.get("id"), "state": jd.get("state"), "cap_mib": cap, "attempts": rows,
-                        "target_config": jd.get("target_config"), "final_config": jd.get("current_config"),
+    res["jobs"][job] = {"id": jd.get("id"), "state": jd.get("state"), "cap_mib": cap, "attempts": rows, "cut": cut,
+                        # the config the job succeeded with (after a scale-up search current_config
+                        # is the last one tried, which may be the one that ran out of memory)
+                        "target_config": jd.get("target_config"),
+                        "final_config": (jd.get("result") or {}).get("config") or jd.get("current_config"),
                         "result": jd.get("result")}
     # the learned model's view after the run: the target on the capped card, against its measured peak
     pf = os.path.join(w, "plan-%s.json" % job)
@@ -285,23 +308,34 @@ for job in jobs:
                                            "measured_target_peak_reserved_mib": measured}
     # the verdict
     why = []
-    if jd.get("state") != "succeeded":
+    # cut at the deadline: recovered all the same when it had succeeded after its OOM and was
+    # searching upwards (scale-up) when cancelled; the attempt the cancel ended is not judged
+    ok_rows = [r for r in rows if r["outcome"] == "succeeded"]
+    searching = cut and ok_rows and ok_rows[-1]["action"] == "scale_up"
+    if searching:
+        rows_judged = [r for r in rows if r["outcome"] not in ("cancelled", "running", None)]
+    else:
+        rows_judged = rows
+    if jd.get("state") != "succeeded" and not searching:
         why.append("job ended %s" % jd.get("state"))
     if not rows or rows[0]["outcome"] == "succeeded" or rows[0]["class"] not in OOM:
         why.append("the first attempt did not run out of memory (class %s)" % (rows[0]["class"] if rows else None))
-    for r in rows:
+    for r in rows_judged:
         if r["outcome"] != "succeeded" and r["class"] not in OOM and r["class"] != "success":
             why.append("attempt %s: class %s is not an OOM class" % (r["number"], r["class"]))
         if r.get("classify_again") and r["class"] and r["classify_again"] != r["class"]:
             why.append("attempt %s: rungd said %s, rungctl classify on its log says %s" % (r["number"], r["class"], r["classify_again"]))
         if r["outcome"] == "succeeded" and (r.get("torch_peak_reserved_mib") or 0) > cap * 1.001:
             why.append("attempt %s succeeded above the cap" % r["number"])
-    for prev, nxt in zip(rows, rows[1:]):
+    for prev, nxt in zip(rows_judged, rows_judged[1:]):
         if prev["action"] in ("retry", "scale_up") and (not prev["changes"] or prev["config_hash"] == nxt["config_hash"]):
             why.append("attempt %s: re-run without a recorded change" % prev["number"])
     if not any(r["outcome"] == "succeeded" for r in rows):
         why.append("no attempt succeeded")
-    res["jobs"][job]["verdict"] = "recovered" if not why else "NOT recovered: " + "; ".join(why)
+    verdict = "recovered" if not why else "NOT recovered: " + "; ".join(why)
+    if searching and not why:
+        verdict += " (its scale-up search was cut at the check's deadline, at attempt %s)" % rows[-1]["number"]
+    res["jobs"][job]["verdict"] = verdict
     bad += ["%s: %s" % (job, x) for x in why]
 res["ok"] = not bad
 json.dump(res, open(os.path.join(out, "gpu-check.json"), "w"), indent=2)

@@ -427,7 +427,8 @@ class Run:
         want = os.environ.get("RUNG_TORCH_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
         if want == "cuda" and not torch.cuda.is_available():
             raise RuntimeError("No CUDA GPUs are available")
-        self.dev = torch.device(want)
+        # an index: set_per_process_memory_fraction refuses a bare "cuda" (PyTorch 2.x)
+        self.dev = torch.device("cuda", torch.cuda.current_device()) if want == "cuda" else torch.device(want)
         self.tiny = (os.environ.get("RUNG_TORCH_NET") or ("full" if want == "cuda" else "tiny")) == "tiny"
         self.px_div = 4 if self.tiny else 1
         self.dtype = torch.bfloat16 if self.dev.type == "cuda" else torch.float32

@@ -2,7 +2,9 @@
  * handling (RUNG_TORCH_PLAN=1, needs python3 only) and, on the CPU with its tiny network (needs
  * torch), the lines it prints, read back by `rungctl classify` (rung's own scanner and classifier):
  * a success, a resume, and out-of-memory in load, sampling and training under RUNG_GPU_FAKE's
- * counted cap. Prints `ok - ... # SKIP` lines where python3 or torch is missing (CI without torch). */
+ * counted cap. Prints `ok - ... # SKIP` lines where python3 or torch is missing (CI without torch).
+ * Also reads back the logs of the H200 device run (docs/gpu-results/h200-2026-12-04): each must
+ * classify as rungd stored it there, so the scanner keeps reading real-CUDA output right. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -361,6 +363,60 @@ static void test_oom(struct run b)
 	free(cs2);
 }
 
+/* The device run's saved attempts (real CUDA memory, an H200 capped by
+ * set_per_process_memory_fraction): `rungctl classify` on each log and config gives the class and
+ * the OOM phase rungd stored during the run (gpu-check.json). Needs no torch. */
+static void test_device_logs(void)
+{
+	const char *dir = "docs/gpu-results/h200-2026-12-04";
+	char *path = xasprintf("%s/gpu-check.json", dir);
+	json_error_t e;
+	json_t *res = json_load_file(path, 0, &e), *jobs = json_object_get(res, "jobs"), *job;
+	const char *name;
+	int seen = 0, ooms = 0;
+
+	TAP_OK(res != NULL && json_is_false(json_object_get(res, "fake")) && json_is_true(json_object_get(res, "ok")),
+	       "device run: its gpu-check.json is a real-CUDA run whose verdict was ok");
+	json_object_foreach(jobs, name, job) {
+		size_t i;
+		json_t *a;
+		json_array_foreach(json_object_get(job, "attempts"), i, a) {
+			const char *id = jpath_str(a, "id", ""), *want = jpath_str(a, "class", "?");
+			const char *outcome = jpath_str(a, "outcome", "");
+			char *log = xasprintf("%s/attempts/%s/trainer.log", dir, id);
+			char *cfg = xasprintf("%s/attempts/%s/config.json", dir, id);
+			char *out = xasprintf("%s/device-%s.json", tmpdir, id);
+			const char *code = strcmp(outcome, "succeeded") ? "1" : "0";
+			const char *argv[] = { "bin/rungctl", "classify", "--config", cfg, "--exit-code", code, NULL };
+			json_t *got = run_cmd(argv, NULL, log, out) == 0 ? json_load_file(out, 0, &e) : NULL;
+			const json_t *phase = json_object_get(a, "oom_phase");
+			char *what = xasprintf("device run: %s attempt %lld (id %s)", name,
+					       (long long)json_integer_value(json_object_get(a, "number")), id);
+			char *t1 = xasprintf("%s classifies as rungd stored it (%s)", what, want);
+			char *t2 = xasprintf("%s: its OOM phase", what);
+
+			TAP_STR_EQ(jpath_str(got, "class", "(none)"), want, t1);
+			if (json_is_string(phase)) {
+				TAP_STR_EQ(jpath_str(got, "facts.oom_phase", "(none)"), json_string_value(phase), t2);
+				ooms++;
+			}
+			free(what);
+			free(t1);
+			free(t2);
+			seen++;
+			json_decref(got);
+			free(log);
+			free(cfg);
+			free(out);
+		}
+	}
+	char *t = xasprintf("device run: %d attempts read back, %d of them OOMs", seen, ooms);
+	TAP_OK(seen >= 4 && ooms >= 2, t);
+	free(t);
+	json_decref(res);
+	free(path);
+}
+
 int main(void)
 {
 	const char *base = getenv("TMPDIR");
@@ -376,6 +432,7 @@ int main(void)
 		printf("not ok - bin/rungctl is missing (make all)\n");
 		return 1;
 	}
+	test_device_logs();
 	if (!find_python("import torch", py_torch, sizeof py_torch)) {
 		printf("ok - torch trainer runs # SKIP no python3 imports torch (apt-get install python3-torch)\n");
 		return TAP_DONE();
