@@ -179,6 +179,7 @@ export RUNG_TOKEN
 RUNG_TOKEN=$("$BIN/rungd" token create --role admin --database-url "$DB") || die 2 "token create failed"
 
 # ---- 5. each job on its own capped worker, nvidia-smi sampled all along ----
+# --gpu-memory-mib: rung registers and learns the GPU at the cap, not at the whole card's memory.total
 ( while :; do
 	echo "$(date +%s.%N) $("$NVSMI" --query-gpu=memory.used,memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1)"
 	sleep 0.2
@@ -195,7 +196,7 @@ for job in "${JOBS[@]}"; do
 	fi
 	mkdir -p "$W/work" "$W/trainer"
 	RUNG_GPU_CAP_MIB=$cap RUNG_TORCH_STATS="$W/stats.jsonl" RUNG_TORCH_RUN_DIR="$W/runs" RUNG_TOKEN=$WTOKEN \
-		PYTHONUNBUFFERED=1 "$BIN/rung-worker" --name gpu-check --nvidia-smi "$NVSMI" \
+		PYTHONUNBUFFERED=1 "$BIN/rung-worker" --name gpu-check --nvidia-smi "$NVSMI" --gpu-memory-mib "${cap%.*}" \
 		--trainer-cmd "$TRAINER" --trainer-dir "$W/trainer" --work-dir "$W/work" --lease-wait-ms 2000 \
 		>"$W/worker-$job.log" 2>&1 &
 	WPID=$!

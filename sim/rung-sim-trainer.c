@@ -406,6 +406,11 @@ static int sim_gpu(struct sim_run *r)
 		used += g->procs[i].used_mib;
 	}
 	r->avail_mib = r->total_mib - SIMGPU_BASELINE_MIB - used;
+	/* rung-worker --gpu-memory-mib: the trainer holds itself under it, as one capped with PyTorch's
+	 * set_per_process_memory_fraction does (the OOM message still names the whole card) */
+	const char *held = getenv("RUNG_GPU_MEMORY_MIB");
+	if (held && atol(held) > 0 && atol(held) - SIMGPU_BASELINE_MIB < r->avail_mib)
+		r->avail_mib = atol(held) - SIMGPU_BASELINE_MIB;
 	rc = 0;
 out:
 	simgpu_release(&st);

@@ -14,6 +14,7 @@ training_folder (checkpoints; the same config.name resumes from the newest one).
 
 Environment:
   RUNG_GPU_CAP_GIB / RUNG_GPU_CAP_MIB  cap the process's GPU memory (torch.cuda.set_per_process_memory_fraction)
+  RUNG_GPU_MEMORY_MIB  set by rung-worker --gpu-memory-mib: the GPU's memory as rung counts it; a cap too
   RUNG_TORCH_DEVICE   cuda | cpu (default: cuda when available)
   RUNG_TORCH_NET      full | tiny (default: full on cuda, tiny on cpu; tiny also divides pixels by 4)
   RUNG_GPU_FAKE=1     on the CPU: count tensor bytes (weights, saved activations, working set) and
@@ -757,11 +758,18 @@ class Run:
 
 
 def cap_bytes():
-    mib = os.environ.get("RUNG_GPU_CAP_MIB")
+    """The cap: RUNG_GPU_CAP_MIB, else RUNG_GPU_CAP_GIB; held under RUNG_GPU_MEMORY_MIB, the memory
+    rung-worker --gpu-memory-mib says this GPU has (0 or unset: none)."""
+    cap = 0
+    mib, gib = os.environ.get("RUNG_GPU_CAP_MIB"), os.environ.get("RUNG_GPU_CAP_GIB")
     if mib:
-        return int(float(mib) * MIB)
-    gib = os.environ.get("RUNG_GPU_CAP_GIB")
-    return int(float(gib) * 1024 * MIB) if gib else 0
+        cap = int(float(mib) * MIB)
+    elif gib:
+        cap = int(float(gib) * 1024 * MIB)
+    worker = float(os.environ.get("RUNG_GPU_MEMORY_MIB") or 0) * MIB
+    if worker > 0 and (not cap or worker < cap):
+        cap = int(worker)
+    return cap
 
 
 def clock(s):

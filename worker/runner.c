@@ -61,19 +61,36 @@ static char *runner_resolve(const char *name)
 	return found;
 }
 
-/* A copy of the environment with CUDA_VISIBLE_DEVICES replaced when CUDA is not NULL. */
-static char **runner_env(const char *cuda)
+/* True when the "KEY=VALUE" entry E sets a KEY that one of EXTRA ("KEY=VALUE", NULL-terminated
+ * or NULL) sets too. */
+static bool env_replaced(const char *e, const char *const *extra)
 {
-	size_t n = 0, k = 0;
+	size_t klen = strcspn(e, "=");
+
+	for (size_t i = 0; extra && extra[i]; i++)
+		if (strcspn(extra[i], "=") == klen && !strncmp(extra[i], e, klen))
+			return true;
+	return false;
+}
+
+/* A copy of the environment with CUDA_VISIBLE_DEVICES replaced when CUDA is not NULL and each of
+ * EXTRA's entries replacing its key. */
+static char **runner_env(const char *cuda, const char *const *extra)
+{
+	size_t n = 0, m = 0, k = 0;
 	char **env;
 	while (environ[n])
 		n++;
-	env = xcalloc(n + 2, sizeof *env);
+	while (extra && extra[m])
+		m++;
+	env = xcalloc(n + m + 2, sizeof *env);
 	for (size_t i = 0; i < n; i++)
-		if (!cuda || strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21))
+		if ((!cuda || strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21)) && !env_replaced(environ[i], extra))
 			env[k++] = xstrdup(environ[i]);
 	if (cuda)
 		env[k++] = xasprintf("CUDA_VISIBLE_DEVICES=%s", cuda);
+	for (size_t i = 0; i < m; i++)
+		env[k++] = xstrdup(extra[i]);
 	env[k] = NULL;
 	return env;
 }
@@ -142,7 +159,7 @@ struct runner *runner_start(const struct runner_spec *spec, struct scan *scan)
 		r->error = xasprintf("cannot run '%s': not found in PATH", spec->argv[0]);
 		goto out;
 	}
-	env = runner_env(spec->cuda_visible);
+	env = runner_env(spec->cuda_visible, spec->env);
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
 	    (nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
 		r->error = xasprintf("cannot start '%s': %s", spec->argv[0], strerror(errno));

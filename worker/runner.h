@@ -15,6 +15,7 @@ struct runner_spec {
 	char *const *argv;        /* argv[0] is looked up in PATH when it holds no '/' */
 	const char *cwd;          /* directory of the child; NULL: inherit */
 	const char *cuda_visible; /* CUDA_VISIBLE_DEVICES for the child; NULL: environment as is */
+	const char *const *env;   /* "KEY=VALUE" entries for the child, each replacing its KEY; NULL-terminated or NULL */
 	const char *log_path;     /* trainer log, created/truncated; NULL: none */
 	size_t log_cap;           /* bytes of output kept in the log; a marker line follows the cut */
 };

@@ -19,6 +19,7 @@
 #include "client.h"
 #include "gpu.h"
 #include "health.h"
+#include "jpath.h"
 #include "log.h"
 #include "logship.h"
 #include "pool.h"
@@ -280,14 +281,26 @@ static json_t *gpu_used_json(const json_t *state)
 	return v ? json_incref(v) : json_null();
 }
 
+/* gpu_state of the slot's GPU with memory_total_mib held to --gpu-memory-mib: every reading
+ * rungd gets (lease, heartbeat, health, the facts) counts the GPU as the size it registered with.
+ * Returns a new reference or NULL (gpu_state's). */
+static json_t *slot_gpu_reading(const struct slot *s)
+{
+	json_t *st = gpu_state(s->w->o.smi, s->gpu.uuid);
+	long long total = jpath_int(st, "memory_total_mib", -1), cap = s->w->o.gpu_memory_mib;
+
+	if (st && cap > 0 && total > cap)
+		json_object_set_new(st, "memory_total_mib", json_integer(cap));
+	return st;
+}
+
 /* One heartbeat; its nvidia-smi reading also goes into the attempt's peak PK. Returns the HTTP
  * status (or -1); *cancel and *preempt set from the answer (preempt: rungd stops this borrowed job
  * for a job of the worker's own pool; it comes with cancel). */
 static int slot_heartbeat(struct slot *s, struct client *c, const char *aid, const char *token,
 			  const struct scan *sc, long timeout_ms, struct gpu_peak *pk, bool *cancel, bool *preempt)
 {
-	struct worker *w = s->w;
-	json_t *state = gpu_state(w->o.smi, s->gpu.uuid), *ans = NULL;
+	json_t *state = slot_gpu_reading(s), *ans = NULL;
 	json_t *body = json_pack("{s:s, s:s}", "token", token, "phase", scan_phase_name(scan_phase(sc)));
 	char *path = xasprintf("/v1/attempts/%s/heartbeat", aid), *err = NULL;
 	int st;
@@ -419,7 +432,11 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	bool log_on = w->o.log_interval_ms > 0;
 	int64_t next_log;
 	long ship_ms; /* the time one log send may take (slot_ship_log's deadline) */
+	char mem_var[48] = "";   /* RUNG_GPU_MEMORY_MIB=N for the trainer under --gpu-memory-mib */
+	char *mem_env[] = { mem_var, NULL };
 
+	if (w->o.gpu_memory_mib > 0)
+		snprintf(mem_var, sizeof mem_var, "RUNG_GPU_MEMORY_MIB=%ld", w->o.gpu_memory_mib);
 	if (!aid || !jid || !token || !json_is_object(config)) {
 		log_error("malformed lease, ignored", "gpu=%s", s->gpu.uuid);
 		goto out;
@@ -451,6 +468,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 		spec.argv = argv;
 		spec.cwd = w->o.trainer_dir;
 		spec.cuda_visible = idx;
+		spec.env = mem_env[0] ? (const char *const *)mem_env : NULL;
 		spec.log_path = log_path;
 		spec.log_cap = WORKER_LOG_CAP;
 		r = runner_start(&spec, sc);
@@ -564,7 +582,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 	if (stalled_s && (unkillable || (r && runner_signal(r) == SIGKILL)))
 		json_object_set_new(facts, "stalled_s", json_integer(stalled_s));
 	json_object_set(facts, "gpu_before", gpu_before ? gpu_before : json_null());
-	json_object_set_new(facts, "gpu_after", gpu_state(w->o.smi, s->gpu.uuid) ?: json_null());
+	json_object_set_new(facts, "gpu_after", slot_gpu_reading(s) ?: json_null());
 	json_object_set_new(facts, "duration_ms", json_integer(util_mono_ms() - started));
 	/* the pace of training, from the first step seen to the last one seen (to the loop's poll): what a
 	 * step took here, which prices the steps a resume did not run again (rung_resumed_gpu_s,
@@ -624,7 +642,7 @@ static enum slot_gpu_state slot_gpu_state_parse(const char *s)
 static void slot_health(struct slot *s, struct client *c)
 {
 	struct worker *w = s->w;
-	json_t *gstate = gpu_state(w->o.smi, s->gpu.uuid), *body, *ans = NULL;
+	json_t *gstate = slot_gpu_reading(s), *body, *ans = NULL;
 	char *detail = NULL, *err = NULL, *path = xasprintf("/v1/gpus/%s/health", s->gpu.uuid);
 	int64_t now;
 	bool passed;
@@ -711,7 +729,7 @@ static void *slot_main(void *arg)
 		}
 		if (s->health_due && s->health_due - util_mono_ms() < wait_ms) /* wake up for the next check */
 			wait_ms = s->health_due - util_mono_ms() > 0 ? (long)(s->health_due - util_mono_ms()) : 0;
-		gstate = gpu_state(w->o.smi, s->gpu.uuid);
+		gstate = slot_gpu_reading(s);
 		id = worker_current_id(w);
 		path = xasprintf("/v1/workers/%s/lease", id);
 		t0 = util_mono_ms();
@@ -848,6 +866,9 @@ struct worker *worker_new(const struct worker_opts *opts, char **err)
 	}
 	if (select_gpus(w, gpus, n, opts->gpus, err) < 0)
 		goto fail;
+	for (size_t i = 0; i < w->nslots; i++) /* registered at this size, so rungd places and learns by it */
+		if (w->o.gpu_memory_mib > 0 && w->slots[i].gpu.total_mib > w->o.gpu_memory_mib)
+			w->slots[i].gpu.total_mib = w->o.gpu_memory_mib;
 	if (!w->nslots) {
 		*err = xasprintf("GPU discovery failed: %s lists no GPU", opts->smi);
 		goto fail;

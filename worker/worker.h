@@ -24,6 +24,9 @@ struct worker_opts {
 	long health_timeout_ms;   /* health command time limit; 0: 60000 */
 	long health_max_used_mib; /* built-in check: memory.used limit; 0: 1024 */
 	long memory_sample_ms;    /* between memory.used readings for FACTS.peak while a trainer runs; 0: 1000 */
+	long gpu_memory_mib;      /* each GPU's memory as rung counts it when under nvidia-smi's memory.total
+				   * (a GPU shared with other work, a trainer held under a cap); also the
+				   * trainer's RUNG_GPU_MEMORY_MIB; 0: memory.total */
 	long stall_timeout_s;     /* a trainer that prints nothing this long is killed as stalled; 0: never */
 	long log_interval_ms;     /* between sends of new trainer output to rungd (its log); 0: never */
 };

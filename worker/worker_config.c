@@ -13,7 +13,8 @@
 
 /* Indexes into opts[]; the order is the --help order. */
 enum wc_opt {
-	W_SERVER, W_TOKEN, W_NAME, W_POOL, W_BORROW, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS, W_LEASE_WAIT_MS,
+	W_SERVER, W_TOKEN, W_NAME, W_POOL, W_BORROW, W_NVIDIA_SMI, W_TRAINER_CMD, W_TRAINER_DIR, W_WORK_DIR, W_GPUS,
+	W_GPU_MEMORY_MIB, W_LEASE_WAIT_MS,
 	W_CANCEL_GRACE_MS, W_DRAIN_TIMEOUT_MS, W_HEALTH_CMD, W_HEALTH_INTERVAL_MS, W_HEALTH_TIMEOUT_MS,
 	W_HEALTH_MAX_USED_MIB, W_MEMORY_SAMPLE_MS, W_STALL_TIMEOUT_S, W_LOG_INTERVAL_MS, W_CONFIG, W_COUNT
 };
@@ -42,6 +43,10 @@ static const struct options_desc opts[W_COUNT] = {
 	S(W_TRAINER_DIR, "trainer-dir", "DIR", ".", NULL, "trainer working directory"),
 	S(W_WORK_DIR, "work-dir", "DIR", "var/worker", NULL, "attempt configs, logs and the spool"),
 	[W_GPUS] = { "gpus", OPTIONS_STR, "0,2", NULL, "use only these GPU indexes", NULL, 0, 0, 0, "all" },
+	I(W_GPU_MEMORY_MIB, "gpu-memory-mib", "0", 0, 1L << 30,
+	  "the memory each GPU is taken to have when less than nvidia-smi's memory.total (a GPU shared with other work, "
+	  "a trainer held under a cap): what rung records, learns and places by; the trainer gets it as "
+	  "RUNG_GPU_MEMORY_MIB (0: memory.total)"),
 	I(W_LEASE_WAIT_MS, "lease-wait-ms", "25000", 0, DAY_MS, "long-poll wait for a lease"),
 	I(W_CANCEL_GRACE_MS, "cancel-grace-ms", "10000", 0, DAY_MS, "SIGINT to SIGKILL grace"),
 	I(W_DRAIN_TIMEOUT_MS, "drain-timeout-ms", "30000", 0, DAY_MS,
@@ -127,6 +132,7 @@ enum options_result worker_config_load(struct worker_config *c, int argc, char *
 	w->health_timeout_ms = options_int(&c->store, W_HEALTH_TIMEOUT_MS);
 	w->health_max_used_mib = options_int(&c->store, W_HEALTH_MAX_USED_MIB);
 	w->memory_sample_ms = options_int(&c->store, W_MEMORY_SAMPLE_MS);
+	w->gpu_memory_mib = options_int(&c->store, W_GPU_MEMORY_MIB);
 	w->stall_timeout_s = options_int(&c->store, W_STALL_TIMEOUT_S);
 	w->log_interval_ms = options_int(&c->store, W_LOG_INTERVAL_MS);
 	c->token = options_str(&c->store, W_TOKEN);

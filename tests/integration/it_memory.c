@@ -1,7 +1,8 @@
 /* Integration: the memory model's data and routes (issue 12, migrations/014_memory.sql) with the real
  * rungd, rung-worker and simulated trainer: each ended attempt stores its peak, features and
  * observation; the CTX of a later finish carries them; /v1/profiles lists the fitted profile and
- * the reset empties it; /v1/jobs/{id}/memory estimates a job's config; bad input is a named 4xx. */
+ * the reset empties it; /v1/jobs/{id}/memory estimates a job's config; bad input is a named 4xx;
+ * a worker's --gpu-memory-mib is the size rung registers, learns by and holds the trainer to. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,54 @@ static void test_succeeded_before_card(struct harness *h)
 	free(small);
 }
 
+/* rung-worker --gpu-memory-mib on an 80 GiB card held to 32 GiB (docs/GPU.md: the H200 run, where
+ * the cap was invisible to rung): the GPU registers at 32 GiB, the trainer gets RUNG_GPU_MEMORY_MIB
+ * and holds itself under it, so a config that fits 80 GiB but not 32 runs out of memory, and the
+ * observation and the facts name the 32 GiB the run had. */
+static void test_held_gpu(struct harness *h)
+{
+	static const char *const args[] = { "--gpu-memory-mib", "32768", NULL };
+	char *gpus = h_sim_gpus("held", 1, 81920);
+	struct h_worker_opts o = { .gpus_json = gpus, .args = args };
+	struct h_worker *w = h_worker_start(h, "wheld", &o);
+	json_t *cfg = h_config("held_qwen", 10), *extra = json_pack("{s:{s:i}}", "recovery", "max_attempts", 1);
+	json_t *job = NULL, *done = NULL;
+	char *id = NULL;
+
+	/* qwen_image at batch 1 needs between 32 and 40 GiB in the simulator: it fits the whole card */
+	h_config_set(cfg, "config.process[0].model.arch", json_string("qwen_image"));
+	job = h_submit(h, cfg, extra);
+	id = h_id(job, "id");
+	if (!h_ok(h, w && id, "worker and job started"))
+		goto out;
+	done = h_wait_job(h, id, "failed", 60000 * h_slow());
+	h_ok(h, done != NULL, "the job that fits 80 GiB runs out of memory held to 32 GiB (one attempt allowed)");
+	/* (the worker has registered by now: it ran the attempt) */
+	h_ok(h, h_sql_int(h, "SELECT g.memory_total_mib FROM gpus g JOIN workers w ON w.id = g.worker_id "
+			  "WHERE w.name = 'wheld'", 0, NULL) == 32768,
+	     "the 80 GiB GPU registers at --gpu-memory-mib's 32768 MiB");
+	{
+		const char *params[1] = { id };
+		PGresult *r = h_sql(h, "SELECT class, mem_gpu_mib, (facts->'gpu_after'->>'memory_total_mib')::int, "
+				       "mem_obs->>'outcome' FROM attempts WHERE job_id = $1::bigint", 1, params);
+		bool one = r && PQntuples(r) == 1;
+		h_ok(h, one && !strncmp(PQgetvalue(r, 0, 0), "oom_", 4), "its attempt ended in an OOM class (%s)",
+		     one ? PQgetvalue(r, 0, 0) : "?");
+		h_ok(h, one && atoi(PQgetvalue(r, 0, 1)) == 32768 && atoi(PQgetvalue(r, 0, 2)) == 32768,
+		     "the memory model's observation and the facts' GPU reading name 32768 MiB (%s, %s)",
+		     one ? PQgetvalue(r, 0, 1) : "?", one ? PQgetvalue(r, 0, 2) : "?");
+		h_ok(h, one && !strcmp(PQgetvalue(r, 0, 3), "oom"), "observed as an OOM at that size");
+		PQclear(r);
+	}
+out:
+	json_decref(done);
+	json_decref(job);
+	json_decref(cfg);
+	json_decref(extra);
+	free(id);
+	free(gpus);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_memory");
@@ -447,6 +496,7 @@ int main(void)
 	test_ctx_and_reset(h);
 	test_bad_input(h, id);
 	test_succeeded_before_card(h);
+	test_held_gpu(h);
 	free(id);
 	return h_free(h);
 }

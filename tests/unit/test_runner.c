@@ -1,5 +1,5 @@
 /* Unit tests for worker/runner: real child processes from small shell scripts: exit codes, a
- * signal death, exec failure (127), CUDA_VISIBLE_DEVICES and cwd, the log cap, a child that
+ * signal death, exec failure (127), CUDA_VISIBLE_DEVICES, extra variables and cwd, the log cap, a child that
  * closes its output but keeps running, and a grandchild that keeps the pipe open. */
 #include <signal.h>
 #include <stdio.h>
@@ -19,7 +19,9 @@ static char tmpdir[] = "/tmp/rung-test-runner-XXXXXX";
 static struct runner *run_sh(const char *script, struct scan *sc, const char *log, size_t cap, int deadline_ms)
 {
 	char *argv[] = { "sh", "-c", (char *)script, NULL };
-	struct runner_spec spec = { .argv = argv, .cwd = tmpdir, .cuda_visible = "3", .log_path = log, .log_cap = cap };
+	static const char *const env[] = { "RUNG_GPU_MEMORY_MIB=32768", NULL };
+	struct runner_spec spec = { .argv = argv, .cwd = tmpdir, .cuda_visible = "3", .env = env, .log_path = log,
+				    .log_cap = cap };
 	struct runner *r = runner_start(&spec, sc);
 	int64_t end = util_mono_ms() + deadline_ms;
 	while (runner_poll(r, 50) == RUNNER_RUNNING && util_mono_ms() < end)
@@ -53,13 +55,15 @@ int main(void)
 	log = xasprintf("%s/trainer.log", tmpdir);
 
 	sc = scan_new();
-	r = run_sh("echo gpu=$CUDA_VISIBLE_DEVICES; pwd; echo 'CUDA out of memory' >&2; exit 3", sc, log, 1 << 20, 10000);
+	setenv("RUNG_GPU_MEMORY_MIB", "1", 1); /* the spec's value replaces the worker's own */
+	r = run_sh("echo gpu=$CUDA_VISIBLE_DEVICES; echo mem=$RUNG_GPU_MEMORY_MIB; env | grep -c ^RUNG_GPU_MEMORY_MIB=; pwd; echo 'CUDA out of memory' >&2; exit 3", sc, log, 1 << 20, 10000);
 	TAP_INT_EQ(runner_exit_code(r), 3, "exit code reported");
 	TAP_INT_EQ(runner_signal(r), 0, "no signal on a normal exit");
 	TAP_OK(runner_error(r) == NULL, "no setup error");
 	TAP_INT_EQ(scan_signature(sc, "cuda_oom"), 1, "stderr reaches the scanner");
 	text = read_log(log, &len);
 	TAP_OK(strstr(text, "gpu=3\n") != NULL, "CUDA_VISIBLE_DEVICES set for the child");
+	TAP_OK(strstr(text, "mem=32768\n1\n") != NULL, "the spec's variables replace the environment's, once");
 	TAP_OK(strstr(text, tmpdir) != NULL, "child runs in the trainer dir");
 	free(text);
 	runner_free(r);
