@@ -3,8 +3,8 @@
  * torch), the lines it prints, read back by `rungctl classify` (rung's own scanner and classifier):
  * a success, a resume, and out-of-memory in load, sampling and training under RUNG_GPU_FAKE's
  * counted cap. Prints `ok - ... # SKIP` lines where python3 or torch is missing (CI without torch).
- * Also reads back the logs of the H200 device run (docs/gpu-results/h200-2026-12-04): each must
- * classify as rungd stored it there, so the scanner keeps reading real-CUDA output right. */
+ * Also reads back the logs of the H200 device runs (docs/gpu-results/h200-*): each must classify
+ * as rungd stored it there, so the scanner keeps reading real-CUDA output right. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -366,17 +366,17 @@ static void test_oom(struct run b)
 /* The device run's saved attempts (real CUDA memory, an H200 capped by
  * set_per_process_memory_fraction): `rungctl classify` on each log and config gives the class and
  * the OOM phase rungd stored during the run (gpu-check.json). Needs no torch. */
-static void test_device_logs(void)
+static void test_device_logs(const char *dir)
 {
-	const char *dir = "docs/gpu-results/h200-2026-12-04";
 	char *path = xasprintf("%s/gpu-check.json", dir);
 	json_error_t e;
 	json_t *res = json_load_file(path, 0, &e), *jobs = json_object_get(res, "jobs"), *job;
 	const char *name;
 	int seen = 0, ooms = 0;
 
-	TAP_OK(res != NULL && json_is_false(json_object_get(res, "fake")) && json_is_true(json_object_get(res, "ok")),
-	       "device run: its gpu-check.json is a real-CUDA run whose verdict was ok");
+	char *t0 = xasprintf("device run %s: a real-CUDA run whose verdict was ok", dir);
+	TAP_OK(res != NULL && json_is_false(json_object_get(res, "fake")) && json_is_true(json_object_get(res, "ok")), t0);
+	free(t0);
 	json_object_foreach(jobs, name, job) {
 		size_t i;
 		json_t *a;
@@ -432,7 +432,8 @@ int main(void)
 		printf("not ok - bin/rungctl is missing (make all)\n");
 		return 1;
 	}
-	test_device_logs();
+	test_device_logs("docs/gpu-results/h200-2026-12-04");
+	test_device_logs("docs/gpu-results/h200-2026-12-04-held");
 	if (!find_python("import torch", py_torch, sizeof py_torch)) {
 		printf("ok - torch trainer runs # SKIP no python3 imports torch (apt-get install python3-torch)\n");
 		return TAP_DONE();
