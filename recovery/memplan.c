@@ -161,6 +161,65 @@ static void prune_kept(const json_t *profile, bool video, const json_t *ran, jso
 	}
 }
 
+/* The most frames of a config's datasets (1 for an image). */
+static long long frames_of(const json_t *config)
+{
+	json_t *f = memmodel_features(config, "video");
+	long long n = jpath_int(f, "frames", 1);
+
+	json_decref(f);
+	return n;
+}
+
+/* cur with each num_frames the descent lowered from ran (datasets and samples) set to n, never
+ * above what ran had there. A new reference. */
+static json_t *with_frames(const json_t *cur, const json_t *ran, long long n)
+{
+	json_t *out = json_deep_copy(cur), *diff = json_array(), *ch = json_array(), *c;
+	size_t i;
+
+	ladder_diff(ran, cur, diff);
+	json_array_foreach(diff, i, c) {
+		const char *path = jpath_str(c, "path", ""), *dot = strrchr(path, '.');
+		long long old = jpath_int(c, "old", 0);
+		if (dot && !strcmp(dot + 1, "num_frames") && json_is_integer(json_object_get(c, "old")))
+			ladder_set(out, ch, path, json_integer(n < old ? n : old));
+	}
+	json_decref(diff);
+	json_decref(ch);
+	return out;
+}
+
+/* Video: the frames rung cuts to the next grid point down (81 -> 41), but a run of this config with
+ * more frames than that, and no more than it ran, may already have fitted (a scale-up search found
+ * it: 61 on the H200 run of docs/GPU.md). Start at the most such frames predicted to fit, which
+ * saves the search; only frame counts a run proved are tried. cur and *pred are replaced. */
+static void raise_frames(const json_t *profile, const json_t *ran, json_t **cur, json_t **pred)
+{
+	long long now = frames_of(*cur), top = frames_of(ran), best = now;
+	const json_t *f;
+	size_t i;
+
+	if (now >= top)
+		return;
+	json_array_foreach(json_object_get(profile, "fits"), i, f) {
+		long long n = jpath_int(f, "frames", 0);
+		if (n <= best || n > top)
+			continue;
+		json_t *cand = with_frames(*cur, ran, n), *p = memplan_estimate(profile, true, cand);
+		if (p && json_is_true(json_object_get(p, "fits")) && frames_of(cand) == n) {
+			best = n;
+			json_decref(*cur);
+			*cur = cand;
+			json_decref(*pred);
+			*pred = p;
+		} else {
+			json_decref(cand);
+			json_decref(p);
+		}
+	}
+}
+
 json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,
 			const struct ladder_rung **lastp)
 {
@@ -202,6 +261,8 @@ json_t *memplan_descend(const json_t *profile, const char *cls, bool video, cons
 		exhausted = memplan_sure_fail(pred);
 	} else if (pred && json_is_true(json_object_get(pred, "fits"))) {
 		prune_kept(profile, video, ran, &cur, &pred, rungs, skipped, pruned);
+		if (video)
+			raise_frames(profile, ran, &cur, &pred);
 	}
 	if (lastp)
 		*lastp = last;

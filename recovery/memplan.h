@@ -17,7 +17,9 @@
 json_t *memplan_profile(const json_t *ctx, const char *cls);
 
 /* After an OOM of class cls on config ran: applies the class plan's rungs one after another (the
- * same order ladder_step walks) until the config is not predicted to fail. Returns a new object
+ * same order ladder_step walks) until the config is not predicted to fail; a video whose frames the
+ * rungs cut then gets back the most frames, up to ran's, that a run of it proved to fit here (a
+ * fit observation predicted to fit: a scale-up search's find), so no search is run twice. Returns a new object
  *   {"config": next config, "changes": [{"path","old","new"}] (ran -> config), "rungs": [names applied],
  *    "skipped": [rungs whose config alone was predicted to fail], "pruned": [rungs that turn on what
  *    scale-up keeps, applied on the way, taken back because the config without them is still

@@ -1,7 +1,8 @@
 /* Unit tests of recovery/memmodel.c: features agree with what the ladder changes, observations from
  * FACTS, the per-arch fit (every GPU class) recovers a known law, OOM floors raise it, the evidence
  * rules (a heavier config ran, a lighter one OOMed) win over the fit, unmeasured memory paths are
- * bounded by measured ones, attention's quadratic term scales with the batch, no history predicts nothing. */
+ * bounded by measured ones, attention's quadratic term scales with the batch, no history predicts nothing;
+ * the descent prunes what it did not need and starts a video at the most frames a run proved fit. */
 #include <math.h>
 
 #include "tap.h"
@@ -420,6 +421,80 @@ static void descent_prunes(void)
 	json_decref(obs);
 }
 
+/* The video of the H200 run (docs/GPU.md) on a 22718 MiB card, frames N: the config of its first
+ * attempt with datasets[0] and sample num_frames set to N. A new reference. */
+static json_t *h200_video(long long n)
+{
+	json_error_t e;
+	json_t *cfg = json_load_file("docs/gpu-results/h200-2026-12-04/attempts/3/config.json", 0, &e);
+
+	if (cfg) {
+		jpath_set(cfg, P0 ".datasets[0].num_frames", json_integer(n));
+		jpath_set(cfg, P0 ".sample.num_frames", json_integer(n));
+	}
+	return cfg;
+}
+
+/* An observation of the H200 video at N frames on its 22718 MiB card: a fit peaking at PEAK, or
+ * (PEAK 0) an OOM in training. */
+static json_t *h200_obs(long long n, int peak)
+{
+	json_t *cfg = h200_video(n), *o;
+
+	o = json_pack("{s:s, s:i, s:o, s:s, s:s, s:o}", "arch", "wan22_14b", "gpu_mib", 22718, "features",
+		      memmodel_features(cfg, "video"), "outcome", peak ? "fit" : "oom", "phase", "train", "peak_mib",
+		      peak ? json_integer(peak) : json_null());
+	json_decref(cfg);
+	return o;
+}
+
+/* After the H200 run's search (81 OOM, 41 fit, 61 fit, 69 and 65 OOM), a new job at 81 frames on the
+ * same card starts at 61, the most frames a run proved fit, not at the ladder's 41; with no run above
+ * 41 it is the ladder's 41. */
+static void descent_raises_frames(void)
+{
+	json_t *obs = json_array(), *prof, *cfg = h200_video(81), *plan;
+
+	TAP_OK(cfg != NULL, "raise: the H200 run's video config reads");
+	if (!cfg)
+		return;
+	json_array_append_new(obs, h200_obs(81, 0));
+	json_array_append_new(obs, h200_obs(41, 16088));
+	prof = memmodel_fit(obs, "wan22_14b", 22718);
+	plan = memplan_initial(prof, true, cfg);
+	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 41,
+		   "raise: with no run above 41 frames, a new job starts at the ladder's 41");
+	json_decref(plan);
+	json_decref(prof);
+	json_array_append_new(obs, h200_obs(61, 22100));
+	json_array_append_new(obs, h200_obs(69, 0));
+	json_array_append_new(obs, h200_obs(65, 0));
+	prof = memmodel_fit(obs, "wan22_14b", 22718);
+	plan = memplan_initial(prof, true, cfg);
+	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 61,
+		   "raise: after the search, a new job starts at 61 frames, where a run fitted");
+	TAP_INT_EQ(jpath_int(plan, "config." P0 ".sample.num_frames", 0), 61, "raise: its samples too");
+	TAP_OK(plan && fx_eq(json_object_get(plan, "rungs"), "[\"num_frames\"]") && json_is_true(jpath_get(plan, "estimate.fits")),
+	       "raise: one rung, the frames, predicted to fit");
+	json_decref(plan);
+	plan = memplan_descend(prof, "oom_train_early", true, cfg, NULL);
+	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 61,
+		   "raise: the descent after an OOM at 81 lands on 61 too");
+	json_decref(plan);
+	json_decref(prof);
+	/* a fit above 61 that ran on a card too small to count here (its peak over this one) is no proof */
+	json_array_remove(obs, 2);
+	json_array_append_new(obs, h200_obs(61, 23485));
+	prof = memmodel_fit(obs, "wan22_14b", 22718);
+	plan = memplan_initial(prof, true, cfg);
+	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 41,
+		   "raise: a fit whose peak is over this card's memory proves nothing here: 41");
+	json_decref(plan);
+	json_decref(prof);
+	json_decref(cfg);
+	json_decref(obs);
+}
+
 int main(void)
 {
 	features();
@@ -432,5 +507,6 @@ int main(void)
 	attention_law();
 	sure_fail();
 	descent_prunes();
+	descent_raises_frames();
 	return TAP_DONE();
 }
