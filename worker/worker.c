@@ -468,7 +468,7 @@ static void slot_attempt(struct slot *s, struct client *c, const json_t *lease, 
 		spec.argv = argv;
 		spec.cwd = w->o.trainer_dir;
 		spec.cuda_visible = idx;
-		spec.env = mem_env[0] ? (const char *const *)mem_env : NULL;
+		spec.env = mem_var[0] ? (const char *const *)mem_env : NULL;
 		spec.log_path = log_path;
 		spec.log_cap = WORKER_LOG_CAP;
 		r = runner_start(&spec, sc);

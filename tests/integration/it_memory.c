@@ -2,7 +2,9 @@
  * rungd, rung-worker and simulated trainer: each ended attempt stores its peak, features and
  * observation; the CTX of a later finish carries them; /v1/profiles lists the fitted profile and
  * the reset empties it; /v1/jobs/{id}/memory estimates a job's config; bad input is a named 4xx;
- * a worker's --gpu-memory-mib is the size rung registers, learns by and holds the trainer to. */
+ * a worker's --gpu-memory-mib is the size rung registers, learns by and holds the trainer to; the H200
+ * run's video replayed on the simulator: the search ends on a failed step with the job's config the
+ * one that succeeded, and a second job of that config starts where the search ended. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -476,11 +478,114 @@ static void test_held_gpu(struct harness *h)
 		PQclear(r);
 	}
 out:
+	if (w) /* no later job may land on this held card */
+		h_worker_stop(h, w, SIGTERM);
 	json_decref(done);
 	json_decref(job);
 	json_decref(cfg);
 	json_decref(extra);
 	free(id);
+	free(gpus);
+}
+
+/* "class/action/rung" of each attempt of job ID, joined by spaces (heap). */
+static char *attempt_story(struct harness *h, const char *id)
+{
+	long st = 0;
+	json_t *ans = h_getf(h, &st, "/v1/jobs/%s/attempts", id), *a;
+	char *out = xstrdup(""), *n;
+	size_t i;
+
+	json_array_foreach(json_object_get(ans, "attempts"), i, a) {
+		n = xasprintf("%s%s%s/%s/%s", out, i ? " " : "", h_str(a, "class"), h_str(a, "action"),
+			      json_is_string(json_object_get(a, "rung")) ? h_str(a, "rung") : "-");
+		free(out);
+		out = n;
+	}
+	json_decref(ans);
+	return out;
+}
+
+/* The dataset frames of a job's current config (its target's when current_config is null). */
+static long long job_frames(const json_t *job)
+{
+	const json_t *c = json_object_get(job, "current_config");
+	json_t *cfg = json_is_object(c) ? (json_t *)c : json_object_get(job, "target_config");
+	const json_t *n = json_object_get(json_array_get(json_object_get(json_array_get(json_object_get(
+		json_object_get(cfg, "config"), "process"), 0), "datasets"), 0), "num_frames");
+
+	return json_is_integer(n) ? json_integer_value(n) : -1;
+}
+
+/* The H200 run's video job (tests/data/torch_gpu_video.json, docs/GPU.md) on a simulated 57 GiB card,
+ * where its training steps at 81 frames need 66552 MiB, at 61 57552 and at 65 59352 (bin/sim/
+ * rung-sim-trainer --estimate: train_typical_mib; its 12 steps take no 1024 batch): 81 runs out of memory, 41
+ * fits, the scale-up search fits 61 and fails at 69 and 65, as on the H200. The job ends succeeded
+ * with 61 frames as its config (not 65, the step that failed), and a second job of the same config
+ * starts at 61, the frames the first proved, and needs one attempt. */
+static void test_video_search(struct harness *h)
+{
+	static const char *const env[] = { "RUNG_SIM_STEP_MS=0", "RUNG_SIM_SAMPLE_MS=0", "RUNG_SIM_LOAD_MS=0", NULL };
+	char *gpus = h_sim_gpus("vsearch", 1, 58368), *path = xasprintf("%s/tests/data/torch_gpu_video.json", h->root);
+	struct h_worker_opts o = { .gpus_json = gpus, .env = env };
+	struct h_worker *w = h_worker_start(h, "wvsearch", &o);
+	json_error_t e;
+	json_t *file = json_load_file(path, 0, &e), *cfg = json_object_get(file, "config");
+	json_t *j1 = NULL, *j2 = NULL, *d1 = NULL, *d2 = NULL;
+	char *id1 = NULL, *id2 = NULL, *s1 = NULL, *s2 = NULL, *out = NULL;
+	int rc = -1;
+
+	if (!h_ok(h, w && cfg, "worker started, %s read", path))
+		goto out;
+	j1 = h_submit(h, file, NULL);
+	id1 = h_id(j1, "id");
+	d1 = id1 ? h_wait_job(h, id1, "succeeded", 90000 * h_slow()) : NULL;
+	s1 = id1 ? attempt_story(h, id1) : xstrdup("");
+	h_ok(h, d1 && !strcmp(s1, "oom_train_early/retry/num_frames success/scale_up/num_frames success/scale_up/num_frames "
+			       "oom_train_early/scale_up/num_frames oom_train_early/succeed/-"),
+	     "the first job searches as on the H200: 81 OOM, 41, 61, 69 OOM, 65 OOM (%s)", s1);
+	h_ok(h, d1 && job_frames(d1) == 61,
+	     "it ends with 61 frames as its config, the one it succeeded with, not the failed step's (%lld)",
+	     d1 ? job_frames(d1) : -1);
+	{
+		char *args = xasprintf("show %s", id1 ? id1 : "0");
+		out = h_rungctl(h, args, &rc);
+		h_ok(h, rc == 0 && out && strstr(out, "num_frames: 81 -> 61"),
+		     "rungctl show's target -> current says 81 -> 61");
+		free(args);
+	}
+	j2 = h_submit(h, file, NULL);
+	id2 = h_id(j2, "id");
+	d2 = id2 ? h_wait_job(h, id2, "succeeded", 90000 * h_slow()) : NULL;
+	s2 = id2 ? attempt_story(h, id2) : xstrdup("");
+	h_ok(h, d2 && h_int(d2, "attempts") == 1 && job_frames(d2) == 61,
+	     "a second job of that config starts at the 61 frames the first proved and needs one attempt (%s; %lld frames)",
+	     s2, d2 ? job_frames(d2) : -1);
+	if (h->failed) {
+		{
+			long st2 = 0;
+			json_t *as = h_getf(h, &st2, "/v1/jobs/%s/attempts", id1 ? id1 : "0");
+			h_diag_json("first job's attempts", as);
+			json_decref(as);
+		}
+		h_diag_json("first job", d1);
+		h_diag_json("second job", d2);
+		h_diag("rungctl show: %s", out ? out : "(none)");
+	}
+out:
+	if (w)
+		h_worker_stop(h, w, SIGTERM);
+	free(out);
+	free(s1);
+	free(s2);
+	free(id1);
+	free(id2);
+	json_decref(j1);
+	json_decref(j2);
+	json_decref(d1);
+	json_decref(d2);
+	json_decref(file);
+	free(path);
 	free(gpus);
 }
 
@@ -497,6 +602,7 @@ int main(void)
 	test_bad_input(h, id);
 	test_succeeded_before_card(h);
 	test_held_gpu(h);
+	test_video_search(h);
 	free(id);
 	return h_free(h);
 }
