@@ -288,8 +288,8 @@ for job in jobs:
                 row["classify_again"] = None
         rows.append(row)
     res["jobs"][job] = {"id": jd.get("id"), "state": jd.get("state"), "cap_mib": cap, "attempts": rows, "cut": cut,
-                        # the config the job succeeded with (after a scale-up search current_config
-                        # is the last one tried, which may be the one that ran out of memory)
+                        # the config the job succeeded with (rungd before 8f9d373 left current_config at
+                        # the last scale-up step tried, which may be the one that ran out of memory)
                         "target_config": jd.get("target_config"),
                         "final_config": (jd.get("result") or {}).get("config") or jd.get("current_config"),
                         "result": jd.get("result")}
