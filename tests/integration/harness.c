@@ -835,6 +835,21 @@ bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
 	}
 }
 
+char *h_story(const json_t *attempts)
+{
+	char *out = xstrdup(""), *n;
+	size_t i;
+	json_t *a;
+
+	json_array_foreach(attempts, i, a) {
+		n = xasprintf("%s%s%s/%s/%s", out, i ? " " : "", h_str(a, "class"), h_str(a, "action"),
+			      json_is_string(json_object_get(a, "rung")) ? h_str(a, "rung") : "-");
+		free(out);
+		out = n;
+	}
+	return out;
+}
+
 json_t *h_config(const char *name, int steps)
 {
 	json_t *cfg = json_pack("{s:s, s:{s:s, s:[{s:s, s:s, s:s, s:{s:s, s:i, s:i}, s:{s:s, s:i}, "

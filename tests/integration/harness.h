@@ -70,6 +70,9 @@ struct h_worker_opts {
 	const char *const *args;
 };
 
+/* "class/action/rung" of each attempt of an attempts array, joined by spaces ("-" for no rung); heap. */
+char *h_story(const json_t *attempts);
+
 /* Creates the harness from the env set by tests/run.sh and a temp dir; prints a `not ok` and
  * exits 1 when the env is missing. Never returns NULL. Free with h_free. */
 struct harness *h_new(const char *test_name);

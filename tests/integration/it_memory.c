@@ -488,20 +488,13 @@ out:
 	free(gpus);
 }
 
-/* "class/action/rung" of each attempt of job ID, joined by spaces (heap). */
+/* h_story of job ID's attempts (heap). */
 static char *attempt_story(struct harness *h, const char *id)
 {
 	long st = 0;
-	json_t *ans = h_getf(h, &st, "/v1/jobs/%s/attempts", id), *a;
-	char *out = xstrdup(""), *n;
-	size_t i;
+	json_t *ans = h_getf(h, &st, "/v1/jobs/%s/attempts", id);
+	char *out = h_story(json_object_get(ans, "attempts"));
 
-	json_array_foreach(json_object_get(ans, "attempts"), i, a) {
-		n = xasprintf("%s%s%s/%s/%s", out, i ? " " : "", h_str(a, "class"), h_str(a, "action"),
-			      json_is_string(json_object_get(a, "rung")) ? h_str(a, "rung") : "-");
-		free(out);
-		out = n;
-	}
 	json_decref(ans);
 	return out;
 }

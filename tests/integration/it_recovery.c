@@ -361,21 +361,6 @@ static void test_env_fault(struct harness *h)
 	json_decref(extra);
 }
 
-/* "class/action/rung" of each attempt, joined by spaces (heap). */
-static char *story(const json_t *as)
-{
-	char *out = xstrdup(""), *n;
-	size_t i;
-	json_t *a;
-	json_array_foreach(as, i, a) {
-		n = xasprintf("%s%s%s/%s/%s", out, i ? " " : "", h_str(a, "class"), h_str(a, "action"),
-			json_is_string(json_object_get(a, "rung")) ? h_str(a, "rung") : "-");
-		free(out);
-		out = n;
-	}
-	return out;
-}
-
 /* The README's two walkthroughs, as `watch` prints them: examples/flux_lora.json on the simulated
  * 24 GiB card, and AI Toolkit's own Flux example on a 16 GiB one. Scale-up never runs a config a
  * no larger run already failed with (issue 16.2): batch 4 is a ceiling from attempt 1's failure. */
@@ -402,7 +387,7 @@ static void test_readme_walkthroughs(struct harness *h)
 			h_forget_arch(h, arch);
 		}
 		json_t *as = cfg ? run_case(h, walks[k].worker, walks[k].mib, fast, cfg, true, "succeeded", &job) : NULL;
-		char *got = story(as);
+		char *got = h_story(as);
 		const json_t *st = NULL, *x;
 		size_t i;
 		json_array_foreach(json_object_get(json_object_get(job, "result"), "settings"), i, x)

@@ -448,6 +448,17 @@ static json_t *h200_obs(long long n, int peak)
 	return o;
 }
 
+/* The frames a new job of cfg starts at on the 22718 MiB card, under the fit of obs (-1: no plan). */
+static long long start_frames(const json_t *obs, const json_t *cfg)
+{
+	json_t *prof = memmodel_fit(obs, "wan22_14b", 22718), *plan = memplan_initial(prof, true, cfg);
+	long long n = jpath_int(plan, "config." P0 ".datasets[0].num_frames", -1);
+
+	json_decref(plan);
+	json_decref(prof);
+	return n;
+}
+
 /* After the H200 run's search (81 OOM, 41 fit, 61 fit, 69 and 65 OOM), a new job at 81 frames on the
  * same card starts at 61, the most frames a run proved fit, not at the ladder's 41; with no run above
  * 41 it is the ladder's 41. */
@@ -460,12 +471,7 @@ static void descent_raises_frames(void)
 		return;
 	json_array_append_new(obs, h200_obs(81, 0));
 	json_array_append_new(obs, h200_obs(41, 16088));
-	prof = memmodel_fit(obs, "wan22_14b", 22718);
-	plan = memplan_initial(prof, true, cfg);
-	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 41,
-		   "raise: with no run above 41 frames, a new job starts at the ladder's 41");
-	json_decref(plan);
-	json_decref(prof);
+	TAP_INT_EQ(start_frames(obs, cfg), 41, "raise: with no run above 41 frames, a new job starts at the ladder's 41");
 	json_array_append_new(obs, h200_obs(61, 22100));
 	json_array_append_new(obs, h200_obs(69, 0));
 	json_array_append_new(obs, h200_obs(65, 0));
@@ -485,12 +491,7 @@ static void descent_raises_frames(void)
 	/* a fit above 61 that ran on a card too small to count here (its peak over this one) is no proof */
 	json_array_remove(obs, 2);
 	json_array_append_new(obs, h200_obs(61, 23485));
-	prof = memmodel_fit(obs, "wan22_14b", 22718);
-	plan = memplan_initial(prof, true, cfg);
-	TAP_INT_EQ(jpath_int(plan, "config." P0 ".datasets[0].num_frames", 0), 41,
-		   "raise: a fit whose peak is over this card's memory proves nothing here: 41");
-	json_decref(plan);
-	json_decref(prof);
+	TAP_INT_EQ(start_frames(obs, cfg), 41, "raise: a fit whose peak is over this card's memory proves nothing here: 41");
 	json_decref(cfg);
 	json_decref(obs);
 }
