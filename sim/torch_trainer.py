@@ -14,7 +14,9 @@ training_folder (checkpoints; the same config.name resumes from the newest one).
 
 Environment:
   RUNG_GPU_CAP_GIB / RUNG_GPU_CAP_MIB  cap the process's GPU memory (torch.cuda.set_per_process_memory_fraction)
-  RUNG_GPU_MEMORY_MIB  set by rung-worker --gpu-memory-mib: the GPU's memory as rung counts it; a cap too
+  RUNG_GPU_MEMORY_MIB  set by rung-worker --gpu-memory-mib: the GPU's memory as rung counts it; on CUDA
+                      the whole card, the context and other processes included (the allocator gets what
+                      is left of it); on the CPU a cap like RUNG_GPU_CAP_MIB
   RUNG_TORCH_DEVICE   cuda | cpu (default: cuda when available)
   RUNG_TORCH_NET      full | tiny (default: full on cuda, tiny on cpu; tiny also divides pixels by 4)
   RUNG_GPU_FAKE=1     on the CPU: count tensor bytes (weights, saved activations, working set) and
@@ -438,6 +440,13 @@ class Run:
         total = cap or 24564 * MIB
         if self.dev.type == "cuda":
             total = torch.cuda.get_device_properties(self.dev).total_memory
+            card = card_bytes()
+            if card:
+                # a card of that size holds the CUDA context (and whatever else is on it) too, outside
+                # PyTorch's fraction: the allocator gets what is left, as on a real card of that size
+                free, whole = torch.cuda.mem_get_info(self.dev)
+                left = max(card - (whole - free), 0)
+                cap = min(cap, left) if cap else left
             if cap:
                 torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), self.dev)
         self.meter = Meter(self.dev, cap, self.fake, total)
@@ -770,6 +779,11 @@ def cap_bytes():
     if worker > 0 and (not cap or worker < cap):
         cap = int(worker)
     return cap
+
+
+def card_bytes():
+    """RUNG_GPU_MEMORY_MIB (rung-worker --gpu-memory-mib) in bytes: the whole card's memory; 0: none."""
+    return int(float(os.environ.get("RUNG_GPU_MEMORY_MIB") or 0) * MIB)
 
 
 def clock(s):
