@@ -485,10 +485,6 @@ static void succeed_with(const struct pctx *p, struct dec *d, const json_t *good
 	char *summary = NULL;
 
 	end_job(d, "succeed", "succeeded");
-	/* the job's config is the one it succeeded with: after a scale-up step that failed, not the
-	 * step's (jobs.current_config; rungctl show's "target -> current") */
-	if (!json_equal(good, p->ran))
-		d->next_config = json_deep_copy(good);
 	json_decref(d->result);
 	json_object_set_new(d->rstate, "mode", json_string("done"));
 	d->result = result_of(p, d, good, stop, &summary);

@@ -141,8 +141,12 @@ BEGIN
   END IF;
   UPDATE jobs SET
     state = new_state,
+    -- a job that ends succeeded with a config other than the one this attempt ran (a scale-up
+    -- step that failed, after a success: the decision's result.config) keeps that one as current
     current_config = CASE WHEN jsonb_typeof(d->'next_config') = 'object'
                           THEN rung_config_or_null(d->'next_config', target_config)
+                          WHEN new_state = 'succeeded' AND jsonb_typeof(d->'result'->'config') = 'object'
+                          THEN rung_config_or_null(d->'result'->'config', target_config)
                           ELSE current_config END,
     constraints = CASE WHEN jsonb_typeof(d->'constraints') = 'object'
                        THEN rung_merge_constraints(constraints, d->'constraints') ELSE constraints END,

@@ -69,8 +69,11 @@ BEGIN
     uj AS (
       UPDATE jobs SET
         state = d.new_state,
+        -- (as rung_finish_apply: a job ending succeeded keeps the config it succeeded with)
         current_config = CASE WHEN jsonb_typeof(d.dd->'next_config') = 'object'
                               THEN rung_config_or_null(d.dd->'next_config', jobs.target_config)
+                              WHEN d.new_state = 'succeeded' AND jsonb_typeof(d.dd->'result'->'config') = 'object'
+                              THEN rung_config_or_null(d.dd->'result'->'config', jobs.target_config)
                               ELSE jobs.current_config END,
         constraints = CASE WHEN jsonb_typeof(d.dd->'constraints') = 'object'
                            THEN rung_merge_constraints(jobs.constraints, d.dd->'constraints') ELSE jobs.constraints END,
