@@ -582,6 +582,62 @@ out:
 	free(gpus);
 }
 
+/* Both applies of a decision (set-wise, rung_finish_apply_batch, and one by one, rung_finish_apply)
+ * keep a succeeded job's result.config as its current_config: the job ended with a config other
+ * than the one its last attempt ran (played in SQL with a fake worker). */
+static void test_apply_keeps_result_config(struct harness *h)
+{
+	char *wid = h_fake_register(h, "fake-apply", "GPU-fake-apply", GPU_24G);
+
+	for (int batch = 1; batch >= 0; batch--) {
+		json_t *cfg = h_config(batch ? "apply_set" : "apply_one", 10), *good = h_config("apply_good", 10);
+		json_t *j = h_submit(h, cfg, NULL), *l = NULL;
+		char *id = h_id(j, "id"), *aid = NULL, *dec = NULL, *gtxt = NULL, *item = NULL;
+		long st = 0;
+		PGresult *r = NULL;
+
+		h_config_set(good, "config.process[0].train.batch_size", json_integer(2));
+		gtxt = json_dumps(good, JSON_COMPACT);
+		l = wid && id ? h_fake_lease(h, wid, "GPU-fake-apply", 2000, &st) : NULL;
+		aid = h_id(l, "attempt_id");
+		if (!h_ok(h, aid != NULL, "a fake worker leases the job (%s apply)", batch ? "set-wise" : "one by one"))
+			goto next;
+		dec = xasprintf("{\"class\": \"oom_train_early\", \"rule\": \"r\", \"evidence\": [], \"action\": \"succeed\","
+				" \"rung\": null, \"changes\": [], \"next_config\": null, \"job_state\": \"succeeded\","
+				" \"reason\": \"search ended\", \"constraints\": null, \"gpu\": null, \"escalation\": null,"
+				" \"recovery_state\": {}, \"result\": {\"config\": %s}}", gtxt);
+		if (batch) {
+			item = xasprintf("[{\"i\": 1, \"id\": %s, \"token\": \"%s\", \"facts\": {}, \"decision\": %s}]", aid,
+					 h_str(l, "token"), dec);
+			const char *p[] = { item };
+			r = h_sql(h, "SELECT count(*) FROM rung_finish_apply_batch($1::jsonb)", 1, p);
+		} else {
+			const char *p[] = { aid, h_str(l, "token"), dec };
+			r = h_sql(h, "SELECT rung_finish_apply($1::bigint, $2, '{}', $3::jsonb, NULL)", 3, p);
+		}
+		h_ok(h, r && PQresultStatus(r) == PGRES_TUPLES_OK, "the apply runs (%s)", r ? PQresultErrorMessage(r) : "no result");
+		PQclear(r);
+		{
+			const char *p[] = { id };
+			h_ok(h, h_sql_int(h, "SELECT (current_config->'config'->'process'->0->'train'->>'batch_size')::int FROM jobs "
+					  "WHERE id = $1::bigint AND state = 'succeeded'", 1, p) == 2,
+			     "the job ends succeeded with result.config as its current config (%s apply)",
+			     batch ? "set-wise" : "one by one");
+		}
+	next:
+		json_decref(l);
+		json_decref(j);
+		json_decref(cfg);
+		json_decref(good);
+		free(id);
+		free(aid);
+		free(dec);
+		free(gtxt);
+		free(item);
+	}
+	free(wid);
+}
+
 int main(void)
 {
 	struct harness *h = h_new("it_memory");
@@ -596,6 +652,7 @@ int main(void)
 	test_succeeded_before_card(h);
 	test_held_gpu(h);
 	test_video_search(h);
+	test_apply_keeps_result_config(h);
 	free(id);
 	return h_free(h);
 }
