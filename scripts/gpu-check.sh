@@ -45,8 +45,12 @@ cleanup() {
 	for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
 	for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
 	[ "$PG_UP" = 1 ] && as_pg "$PGBIN/pg_ctl" -D "$PG_DIR" -m fast -w stop >/dev/null 2>&1
-	# keep the worker's attempt logs and configs beside the results
-	[ -d "$W/work/attempts" ] && tar -C "$W/work" -czf "$RESULTS/attempts.tgz" attempts 2>/dev/null
+	# keep the worker's attempt logs and configs beside the results, with what rungd said of each job
+	# (rungctl show/attempts --json: the facts, the worker's peaks) and the learned model's plan
+	if [ -d "$W/work/attempts" ]; then
+		mkdir -p "$W/work/rung" && cp "$W"/job-*.json "$W"/attempts-*.json "$W"/plan-*.json "$W/work/rung/" 2>/dev/null
+		tar -C "$W/work" -czf "$RESULTS/attempts.tgz" attempts rung 2>/dev/null
+	fi
 	rm -rf "$W"
 }
 trap cleanup EXIT
