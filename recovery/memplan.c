@@ -171,21 +171,19 @@ static long long frames_of(const json_t *config)
 	return n;
 }
 
-/* cur with each num_frames the descent lowered from ran (datasets and samples) set to n, never
- * above what ran had there. A new reference. */
-static json_t *with_frames(const json_t *cur, const json_t *ran, long long n)
+/* cur with each num_frames the descent lowered (DIFF: ladder_diff of ran and cur; datasets and
+ * samples) set to n, never above what ran had there. A new reference. */
+static json_t *with_frames(const json_t *cur, const json_t *diff, long long n)
 {
-	json_t *out = json_deep_copy(cur), *diff = json_array(), *ch = json_array(), *c;
+	json_t *out = json_deep_copy(cur), *ch = json_array(), *c;
 	size_t i;
 
-	ladder_diff(ran, cur, diff);
 	json_array_foreach(diff, i, c) {
 		const char *path = jpath_str(c, "path", ""), *dot = strrchr(path, '.');
 		long long old = jpath_int(c, "old", 0);
 		if (dot && !strcmp(dot + 1, "num_frames") && json_is_integer(json_object_get(c, "old")))
 			ladder_set(out, ch, path, json_integer(n < old ? n : old));
 	}
-	json_decref(diff);
 	json_decref(ch);
 	return out;
 }
@@ -197,16 +195,20 @@ static json_t *with_frames(const json_t *cur, const json_t *ran, long long n)
 static void raise_frames(const json_t *profile, const json_t *ran, json_t **cur, json_t **pred)
 {
 	long long now = frames_of(*cur), top = frames_of(ran), best = now;
+	json_t *diff, *base;
 	const json_t *f;
 	size_t i;
 
 	if (now >= top)
 		return;
+	diff = json_array();
+	ladder_diff(ran, *cur, diff);
+	base = json_incref(*cur); /* the descent's config: each candidate raises its frames */
 	json_array_foreach(json_object_get(profile, "fits"), i, f) {
 		long long n = jpath_int(f, "frames", 0);
 		if (n <= best || n > top)
 			continue;
-		json_t *cand = with_frames(*cur, ran, n), *p = memplan_estimate(profile, true, cand);
+		json_t *cand = with_frames(base, diff, n), *p = memplan_estimate(profile, true, cand);
 		if (p && json_is_true(json_object_get(p, "fits")) && frames_of(cand) == n) {
 			best = n;
 			json_decref(*cur);
@@ -218,6 +220,8 @@ static void raise_frames(const json_t *profile, const json_t *ran, json_t **cur,
 			json_decref(p);
 		}
 	}
+	json_decref(base);
+	json_decref(diff);
 }
 
 json_t *memplan_descend(const json_t *profile, const char *cls, bool video, const json_t *ran,

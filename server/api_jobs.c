@@ -500,22 +500,13 @@ static int query_option(const char *key, const char *val, json_t *env, json_t *r
 		json_object_set_new(env, "start_by", json_string(val));
 		return 0;
 	}
-	if (strcmp(key, "start_within_s") == 0) {
+	if (strcmp(key, "start_within_s") == 0 || strcmp(key, "start_in_s") == 0) { /* seconds from now */
 		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
-			*message = xasprintf("query parameter start_within_s must be an integer from 1 to %lld (365 days)",
+			*message = xasprintf("query parameter %s must be an integer from 1 to %lld (365 days)", key,
 					     WHEN_MAX_AHEAD_S);
 			return -1;
 		}
-		json_object_set_new(env, "start_within_s", json_integer(n));
-		return 0;
-	}
-	if (strcmp(key, "start_in_s") == 0) {
-		if (http_parse_int(val, 1, WHEN_MAX_AHEAD_S, &n) < 0) {
-			*message = xasprintf("query parameter start_in_s must be an integer from 1 to %lld (365 days)",
-					     WHEN_MAX_AHEAD_S);
-			return -1;
-		}
-		json_object_set_new(env, "start_in_s", json_integer(n));
+		json_object_set_new(env, key, json_integer(n));
 		return 0;
 	}
 	for (size_t i = 0; i < ARRAY_LEN(recovery_keys); i++)

@@ -436,17 +436,17 @@ class Run:
         self.px_div = 4 if self.tiny else 1
         self.dtype = torch.bfloat16 if self.dev.type == "cuda" else torch.float32
         self.fake = self.dev.type == "cpu" and os.environ.get("RUNG_GPU_FAKE") == "1"
-        cap = cap_bytes()
+        cap, card = cap_bytes(), card_bytes()
+        if card and self.dev.type == "cuda":
+            # a card of that size holds the CUDA context (and whatever else is on it) too, outside
+            # PyTorch's fraction: the allocator gets what is left, as on a real card of that size
+            free, whole = torch.cuda.mem_get_info(self.dev)
+            card = max(card - (whole - free), int(MIB))  # never 0: that would be no cap
+        if card:
+            cap = min(cap, card) if cap else card
         total = cap or 24564 * MIB
         if self.dev.type == "cuda":
             total = torch.cuda.get_device_properties(self.dev).total_memory
-            card = card_bytes()
-            if card:
-                # a card of that size holds the CUDA context (and whatever else is on it) too, outside
-                # PyTorch's fraction: the allocator gets what is left, as on a real card of that size
-                free, whole = torch.cuda.mem_get_info(self.dev)
-                left = max(card - (whole - free), 0)
-                cap = min(cap, left) if cap else left
             if cap:
                 torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), self.dev)
         self.meter = Meter(self.dev, cap, self.fake, total)
@@ -767,18 +767,11 @@ class Run:
 
 
 def cap_bytes():
-    """The cap: RUNG_GPU_CAP_MIB, else RUNG_GPU_CAP_GIB; held under RUNG_GPU_MEMORY_MIB, the memory
-    rung-worker --gpu-memory-mib says this GPU has (0 or unset: none)."""
-    cap = 0
+    """The allocator's cap: RUNG_GPU_CAP_MIB, else RUNG_GPU_CAP_GIB; 0: none."""
     mib, gib = os.environ.get("RUNG_GPU_CAP_MIB"), os.environ.get("RUNG_GPU_CAP_GIB")
     if mib:
-        cap = int(float(mib) * MIB)
-    elif gib:
-        cap = int(float(gib) * 1024 * MIB)
-    worker = float(os.environ.get("RUNG_GPU_MEMORY_MIB") or 0) * MIB
-    if worker > 0 and (not cap or worker < cap):
-        cap = int(worker)
-    return cap
+        return int(float(mib) * MIB)
+    return int(float(gib) * 1024 * MIB) if gib else 0
 
 
 def card_bytes():

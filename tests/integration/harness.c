@@ -835,6 +835,16 @@ bool wait_until(bool (*cond)(void *arg), void *arg, int timeout_ms)
 	}
 }
 
+long h_cancel_active(struct harness *h, const char *key, const char *value)
+{
+	long st = 0;
+	json_t *body = json_pack("{s:s, s:s}", key, value, "state", "active");
+
+	json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
+	json_decref(body);
+	return st;
+}
+
 char *h_story(const json_t *attempts)
 {
 	char *out = xstrdup(""), *n;

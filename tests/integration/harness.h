@@ -70,6 +70,10 @@ struct h_worker_opts {
 	const char *const *args;
 };
 
+/* POST /v1/jobs/cancel {KEY: VALUE, "state": "active"}: cancels the queued, scheduled and running
+ * jobs of a pool, kind or owner (cleanup between cases). Returns the HTTP status. */
+long h_cancel_active(struct harness *h, const char *key, const char *value);
+
 /* "class/action/rung" of each attempt of an attempts array, joined by spaces ("-" for no rung); heap. */
 char *h_story(const json_t *attempts);
 

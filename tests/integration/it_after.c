@@ -871,12 +871,7 @@ static void test_then(struct harness *h)
 			     strstr(h_str(then, "next_action"), " and 4 more to end"),
 		     "submit --then after a sweep of 36: the job runs after all 36, \"... and 4 more to end\" (%d %d %s)", rc,
 		     ids_seen, h_str(then, "next_action"));
-		{
-			long st = 0;
-			json_t *body = json_pack("{s:s, s:s}", "pool", "it-nowhere", "state", "active");
-			json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
-			json_decref(body);
-		}
+		h_cancel_active(h, "pool", "it-nowhere");
 		json_decref(then);
 		free(last);
 		free(out);

@@ -167,10 +167,7 @@ static void test_wake_every_pool(struct harness *h, const json_t *cfg)
 		goto out;
 	{
 		/* the earlier jobs ended: no lease of theirs expires (and wakes the waiters) meanwhile */
-		long st = 0;
-		json_t *body = json_pack("{s:s, s:s}", "kind", "image", "state", "active");
-		json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
-		json_decref(body);
+		long st = h_cancel_active(h, "kind", "image");
 		if (!h_ok(h, st == 200 && wait_until(all_ended, h, 20000 * h_slow()), "the earlier jobs are cancelled"))
 			goto out;
 	}

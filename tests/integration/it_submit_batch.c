@@ -469,12 +469,7 @@ static void test_rungctl(struct harness *h)
 		     "rungd logged them as one batch of four");
 		free(log);
 	}
-	{
-		long st = 0;
-		json_t *body = json_pack("{s:s, s:s}", "pool", "it-nowhere", "state", "active");
-		json_decref(h_post(h, "/v1/jobs/cancel", body, &st));
-		json_decref(body);
-	}
+	h_cancel_active(h, "pool", "it-nowhere");
 	json_decref(doc);
 	free(out);
 	free(args);

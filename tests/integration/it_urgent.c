@@ -214,11 +214,7 @@ static void test_protocol(struct harness *h)
 	h_ok(h, u3 && preempt_now(h, "0", "10") == 0, "an urgent job of priority -10 never stops an urgent one (0, 5)");
 out:
 	/* what is left queued or running goes, so that the real worker below starts on an empty queue */
-	{
-		json_t *all = json_pack("{s:s, s:s}", "pool", "default", "state", "active");
-		json_decref(h_post(h, "/v1/jobs/cancel", all, &st));
-		json_decref(all);
-	}
+	h_cancel_active(h, "pool", "default");
 	json_decref(l_lo);
 	json_decref(l_mid);
 	json_decref(l);
@@ -271,13 +267,8 @@ static void test_mixed(struct harness *h)
 	h_ok(h, u && preempt_now(h, "0", "10") == 1 &&
 		     sql_of(h, "SELECT preempt_for FROM attempts WHERE id = $1::bigint", a_own) == atoll(u ? u : "0"),
 	     "an urgent job of mx stops the job of its own pool of priority 150");
-	{
-		json_t *all = json_pack("{s:s, s:s}", "pool", "mx", "state", "active");
-		json_decref(h_post(h, "/v1/jobs/cancel", all, &st));
-		json_object_set_new(all, "pool", json_string("mx-lend"));
-		json_decref(h_post(h, "/v1/jobs/cancel", all, &st));
-		json_decref(all);
-	}
+	h_cancel_active(h, "pool", "mx");
+	h_cancel_active(h, "pool", "mx-lend");
 	json_decref(l1);
 	json_decref(l2);
 	free(m1);

@@ -21,6 +21,7 @@ static char tmpdir[256];
 static char py_any[256];   /* a python3, for the plan checks */
 static char py_torch[256]; /* a python3 that imports torch, for the runs */
 static int run_no;
+static const char *card_env; /* "RUNG_GPU_MEMORY_MIB=N" for the next runs (rung-worker --gpu-memory-mib), or NULL */
 
 /* The file's text, "" when it cannot be read. */
 static char *read_text(const char *path)
@@ -136,7 +137,7 @@ static struct run trainer(const char *config, double cap_mib)
 	char *env_cap = xasprintf("RUNG_GPU_CAP_MIB=%.3f", cap_mib);
 	const char *env[] = { "RUNG_TORCH_DEVICE=cpu", "RUNG_GPU_FAKE=1", "RUNG_TORCH_NET=tiny", "OMP_NUM_THREADS=1",
 			      "RUNG_TORCH_IMAGES_PER_BUCKET=16", "RUNG_SIM_STATE=", env_stats, env_dir,
-			      cap_mib > 0 ? env_cap : "RUNG_GPU_CAP_MIB=", NULL };
+			      cap_mib > 0 ? env_cap : "RUNG_GPU_CAP_MIB=", card_env ? card_env : "RUNG_GPU_MEMORY_MIB=", NULL };
 	const char *argv[] = { py_torch, "sim/torch_trainer.py", config, NULL };
 	char code[16], *cls_out = xasprintf("%s/cls%d.json", tmpdir, n);
 	json_error_t e;
@@ -322,6 +323,22 @@ static void test_oom(struct run b)
 	r = trainer(cc, cap);
 	TAP_INT_EQ(r.rc, 0, "train OOM: the checkpointed config fits the same cap (rung 1)");
 	run_free(&r);
+	/* the same limit as the worker's card size (--gpu-memory-mib), no cap of its own: the same OOM */
+	{
+		char *env = xasprintf("RUNG_GPU_MEMORY_MIB=%.3f", cap);
+		heavy.name = "t_heavy_card";
+		free(ch);
+		ch = write_cfg(&heavy);
+		card_env = env;
+		r = trainer(ch, 0);
+		card_env = NULL;
+		TAP_STR_EQ(cls_of(&r), "oom_train_early", "card: RUNG_GPU_MEMORY_MIB holds the trainer as the cap did");
+		const json_t *c = json_object_get(r.stats, "cap_mib");
+		double got = json_is_number(c) ? json_number_value(c) : -1;
+		TAP_OK(got > cap - 0.2 && got < cap + 0.2, "card: the run's cap is the card's size");
+		run_free(&r);
+		free(env);
+	}
 
 	/* Sampling: a cap above everything but the large baseline sample. */
 	double rest = peak(&s, "train") > peak(&s, "load") ? peak(&s, "train") : peak(&s, "load");
